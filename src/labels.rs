@@ -1,0 +1,113 @@
+//! OME v1.3's pod labels, and Kubernetes' rules for label keys and values.
+
+pub const MANAGED_BY: &str = "ome.io/managed-by";
+pub const OME_NATIVE: &str = "OMENative";
+pub const INFERENCE_SERVICE: &str = "ome.io/inferenceservice";
+pub const COMPONENT: &str = "component";
+pub const RUNNER: &str = "ome.io/runner";
+pub const INSTANCE_INDEX: &str = "ome.io/instance-index";
+
+/// Checks a label key as the API server does (a qualified name): an optional DNS-1123 subdomain
+/// prefix and `/`, then a name of at most 63 characters. Returns why the key is not valid.
+pub fn check_key(key: &str) -> Result<(), &'static str> {
+    let name = match key.split_once('/') {
+        Some((prefix, name)) => {
+            check_dns_subdomain(prefix)?;
+            name
+        }
+        None => key,
+    };
+    check_name(name)
+}
+
+/// Checks a label value: empty, or a name of at most 63 characters.
+pub fn check_value(value: &str) -> Result<(), &'static str> {
+    if value.is_empty() { Ok(()) } else { check_name(value) }
+}
+
+fn check_name(name: &str) -> Result<(), &'static str> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() {
+        return Err("the name part is empty");
+    }
+    if bytes.len() > 63 {
+        return Err("the name part is longer than 63 characters");
+    }
+    let inner_ok = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
+    let ends_ok = bytes[0].is_ascii_alphanumeric() && bytes[bytes.len() - 1].is_ascii_alphanumeric();
+    if !ends_ok || !bytes.iter().all(inner_ok) {
+        return Err(
+            "a name must be alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character",
+        );
+    }
+    Ok(())
+}
+
+fn check_dns_subdomain(prefix: &str) -> Result<(), &'static str> {
+    if prefix.is_empty() || prefix.len() > 253 {
+        return Err("the prefix must be a DNS subdomain of 1 to 253 characters");
+    }
+    let label_ok = |label: &str| {
+        let b = label.as_bytes();
+        !b.is_empty()
+            && b.len() <= 63
+            && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+            && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+    };
+    if prefix.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err("the prefix must be a DNS subdomain: lower-case alphanumeric characters, '-' or '.'")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_that_kubernetes_accepts() {
+        for key in [
+            "topology.kubernetes.io/zone",
+            "nvidia.com/gpu.clique",
+            "rack",
+            "kubernetes.io/hostname",
+            "a/b",
+            "x_y.z-1",
+        ] {
+            assert_eq!(check_key(key), Ok(()), "{key}");
+        }
+    }
+
+    #[test]
+    fn keys_that_kubernetes_refuses() {
+        let long_name = "a".repeat(64);
+        let long_prefix = format!("{}/zone", "a".repeat(254));
+        for key in [
+            "",
+            "zone ",
+            "my zone",
+            "/zone",
+            "zone/",
+            "Topology.io/zone",
+            "a/b/c",
+            "-zone",
+            "zone-",
+            "zöne",
+            long_name.as_str(),
+            long_prefix.as_str(),
+        ] {
+            assert!(check_key(key).is_err(), "{key:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(check_value(""), Ok(()));
+        assert_eq!(check_value("qwen3-0-6b"), Ok(()));
+        assert!(check_value("a b").is_err());
+        assert!(check_value(&"v".repeat(64)).is_err());
+    }
+}

@@ -1,0 +1,16 @@
+//! ome-spread: the fault-domain spread of OME's OMENative Instances.
+//!
+//! The pure rules of `SPEC.md` live here, with no I/O: [`admission`] takes a pod from the
+//! policy-server's request to its response, [`rules`] says which term a pod gets, [`spread`]
+//! reads and merges the three spread fields. The wasm entry points in `wasm` are a thin shell.
+
+pub mod admission;
+pub mod labels;
+pub mod pod;
+pub mod rejection;
+pub mod rules;
+pub mod settings;
+pub mod spread;
+
+#[cfg(target_arch = "wasm32")]
+mod wasm;

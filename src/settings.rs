@@ -1,0 +1,203 @@
+//! The policy's settings (SPEC section 3). With none set, the output is exactly OME's.
+
+use serde_json::Value;
+
+use crate::rejection::shown;
+
+const NAMES: &str = "maxSkew, minDomains, nodeTaintsPolicy, onMissingReplica";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub max_skew: i32,
+    /// Set only on `Required` constraints: Kubernetes allows it with `DoNotSchedule` only.
+    pub min_domains: Option<i32>,
+    pub node_taints_policy: Option<NodeTaintsPolicy>,
+    pub on_missing_replica: OnMissingReplica,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeTaintsPolicy {
+    Honor,
+    Ignore,
+}
+
+impl NodeTaintsPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Honor => "Honor",
+            Self::Ignore => "Ignore",
+        }
+    }
+}
+
+/// What to do with an OMENative pod whose InferenceReplica cannot be read (P3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMissingReplica {
+    Reject,
+    Accept,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            max_skew: 1,
+            min_domains: None,
+            node_taints_policy: None,
+            on_missing_replica: OnMissingReplica::Reject,
+        }
+    }
+}
+
+impl Settings {
+    /// Reads the settings as the policy-server passes them: an object, or null for none.
+    /// The error names the setting and its bad value.
+    pub fn from_json(settings: &Value) -> Result<Self, String> {
+        let mut parsed = Self::default();
+        let fields = match settings {
+            Value::Null => return Ok(parsed),
+            Value::Object(fields) => fields,
+            other => return Err(format!("settings must be an object, got {}", shown(other))),
+        };
+        for (name, value) in fields {
+            match name.as_str() {
+                "maxSkew" => parsed.max_skew = at_least_one(name, value)?,
+                "minDomains" => parsed.min_domains = optional(value, |v| at_least_one(name, v))?,
+                "nodeTaintsPolicy" => {
+                    parsed.node_taints_policy = optional(value, |v| match one_of(name, v, &["Honor", "Ignore"])? {
+                        "Honor" => Ok(NodeTaintsPolicy::Honor),
+                        _ => Ok(NodeTaintsPolicy::Ignore),
+                    })?
+                }
+                "onMissingReplica" => {
+                    parsed.on_missing_replica = match one_of(name, value, &["Reject", "Accept"])? {
+                        "Accept" => OnMissingReplica::Accept,
+                        _ => OnMissingReplica::Reject,
+                    }
+                }
+                unknown => {
+                    return Err(format!("unknown setting {unknown:?}: the settings are {NAMES}"));
+                }
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+fn optional<T>(value: &Value, parse: impl FnOnce(&Value) -> Result<T, String>) -> Result<Option<T>, String> {
+    match value {
+        Value::Null => Ok(None),
+        set => parse(set).map(Some),
+    }
+}
+
+fn at_least_one(name: &str, value: &Value) -> Result<i32, String> {
+    value
+        .as_i64()
+        .filter(|n| (1..=i64::from(i32::MAX)).contains(n))
+        .map(|n| n as i32)
+        .ok_or_else(|| format!("{name} must be a whole number of at least 1, got {}", shown(value)))
+}
+
+fn one_of<'a>(name: &str, value: &Value, allowed: &[&'a str]) -> Result<&'a str, String> {
+    let given = value.as_str();
+    allowed
+        .iter()
+        .find(|a| Some(**a) == given)
+        .copied()
+        .ok_or_else(|| format!("{name} must be {}, got {}", allowed.join(" or "), shown(value)))
+}
+
+/// The answer to the policy-server's `validate_settings` call.
+pub fn validation_response(payload: &[u8]) -> Value {
+    let checked = serde_json::from_slice::<Value>(payload)
+        .map_err(|e| format!("settings are not valid JSON: {e}"))
+        .and_then(|settings| Settings::from_json(&settings));
+    match checked {
+        Ok(_) => serde_json::json!({"valid": true}),
+        Err(message) => serde_json::json!({"valid": false, "message": message}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn none_set_gives_omes_output() {
+        assert_eq!(Settings::from_json(&Value::Null), Ok(Settings::default()));
+        assert_eq!(Settings::from_json(&json!({})), Ok(Settings::default()));
+    }
+
+    #[test]
+    fn every_setting_is_read() {
+        let settings = json!({
+            "maxSkew": 2, "minDomains": 3, "nodeTaintsPolicy": "Honor", "onMissingReplica": "Accept"
+        });
+        assert_eq!(
+            Settings::from_json(&settings),
+            Ok(Settings {
+                max_skew: 2,
+                min_domains: Some(3),
+                node_taints_policy: Some(NodeTaintsPolicy::Honor),
+                on_missing_replica: OnMissingReplica::Accept,
+            })
+        );
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let cases = [
+            (
+                json!({"maxSkew": 0}),
+                "maxSkew must be a whole number of at least 1, got 0",
+            ),
+            (
+                json!({"maxSkew": "2"}),
+                r#"maxSkew must be a whole number of at least 1, got "2""#,
+            ),
+            (
+                json!({"maxSkew": 1.5}),
+                "maxSkew must be a whole number of at least 1, got 1.5",
+            ),
+            (
+                json!({"maxSkew": 4294967296u64}),
+                "maxSkew must be a whole number of at least 1, got 4294967296",
+            ),
+            (
+                json!({"minDomains": -1}),
+                "minDomains must be a whole number of at least 1, got -1",
+            ),
+            (
+                json!({"nodeTaintsPolicy": "honor"}),
+                r#"nodeTaintsPolicy must be Honor or Ignore, got "honor""#,
+            ),
+            (
+                json!({"onMissingReplica": null}),
+                "onMissingReplica must be Reject or Accept, got null",
+            ),
+            (
+                json!({"maxskew": 2}),
+                r#"unknown setting "maxskew": the settings are maxSkew, minDomains, nodeTaintsPolicy, onMissingReplica"#,
+            ),
+            (json!([1]), "settings must be an object, got [1]"),
+        ];
+        for (settings, message) in cases {
+            assert_eq!(Settings::from_json(&settings), Err(message.to_string()), "{settings}");
+        }
+    }
+
+    #[test]
+    fn validate_settings_answers_valid_or_names_the_problem() {
+        assert_eq!(validation_response(br#"{"maxSkew": 2}"#), json!({"valid": true}));
+        assert_eq!(validation_response(b"null"), json!({"valid": true}));
+        assert_eq!(
+            validation_response(br#"{"minDomains": 0}"#),
+            json!({"valid": false, "message": "minDomains must be a whole number of at least 1, got 0"})
+        );
+        assert_eq!(
+            validation_response(b"{"),
+            json!({"valid": false, "message": "settings are not valid JSON: EOF while parsing an object at line 1 column 1"})
+        );
+    }
+}

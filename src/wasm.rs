@@ -1,0 +1,27 @@
+//! The waPC entry points the Kubewarden policy-server calls.
+
+use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult, register_function};
+
+use crate::admission;
+use crate::settings;
+
+#[unsafe(no_mangle)]
+pub extern "C" fn wapc_init() {
+    register_function("validate", validate);
+    register_function("validate_settings", validate_settings);
+    register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
+}
+
+fn validate(payload: &[u8]) -> CallResult {
+    let evaluation = admission::evaluate(payload, |replica| {
+        let request = replica.get_resource_request().to_string();
+        guest::host_call("kubewarden", "kubernetes", "get_resource", request.as_bytes())
+            // The guest prefixes the host's reason with this; the user wants the reason itself.
+            .map_err(|e| e.to_string().trim_start_matches("Host error: ").to_owned())
+    });
+    Ok(serde_json::to_vec(&evaluation.response())?)
+}
+
+fn validate_settings(payload: &[u8]) -> CallResult {
+    Ok(serde_json::to_vec(&settings::validation_response(payload))?)
+}

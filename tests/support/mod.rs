@@ -1,0 +1,108 @@
+//! Test support: the fixtures, a stand-in for the policy-server's `get_resource` host call, and
+//! the two ways to evaluate a request: the core natively, and the built `policy.wasm` through
+//! waPC in wasmtime, as the policy-server runs it.
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+pub mod cases;
+pub mod wasm;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+pub fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+pub fn fixture(relative: &str) -> Value {
+    let path = data_dir().join(relative);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The ValidationRequest the policy-server sends: the settings and an AdmissionReview's request.
+pub fn validation_request(review: &Value, settings: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"settings": settings, "request": review["request"]})).expect("serialisable")
+}
+
+/// What the cluster holds, as the policy-server's `get_resource` sees it.
+#[derive(Clone, Default)]
+pub struct Cluster {
+    replicas: BTreeMap<(String, String), Vec<u8>>,
+    /// When set, every call fails with this reason (e.g. RBAC forbids the read).
+    failure: Option<String>,
+    pub calls: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Cluster {
+    /// Every replica under `tests/data/replicas`.
+    pub fn with_fixtures() -> Self {
+        let mut cluster = Self::default();
+        let dir = data_dir().join("replicas");
+        for entry in std::fs::read_dir(&dir).expect("replicas dir") {
+            let path = entry.expect("entry").path();
+            let replica: Value = serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+            cluster = cluster.with_replica(replica);
+        }
+        cluster
+    }
+
+    pub fn with_replica(mut self, replica: Value) -> Self {
+        let key = (
+            replica["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(),
+            replica["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+        );
+        self.replicas
+            .insert(key, serde_json::to_vec(&replica).expect("serialisable"));
+        self
+    }
+
+    /// Answers the named replica with raw bytes, such as text that is not JSON.
+    pub fn with_raw_answer(mut self, namespace: &str, name: &str, answer: &[u8]) -> Self {
+        self.replicas.insert((namespace.into(), name.into()), answer.to_vec());
+        self
+    }
+
+    pub fn failing(mut self, reason: &str) -> Self {
+        self.failure = Some(reason.into());
+        self
+    }
+
+    /// The policy-server's `kubewarden/kubernetes/get_resource`, with its error text.
+    pub fn get_resource(&self, request: &[u8]) -> Result<Vec<u8>, String> {
+        let request: Value = serde_json::from_slice(request).map_err(|e| format!("bad request: {e}"))?;
+        self.calls.lock().expect("lock").push(request.clone());
+        if let Some(reason) = &self.failure {
+            return Err(reason.clone());
+        }
+        let text = |field: &str| request[field].as_str().unwrap_or_default().to_owned();
+        let (api_version, kind, name, namespace) = (text("api_version"), text("kind"), text("name"), text("namespace"));
+        self.replicas
+            .get(&(namespace.clone(), name.clone()))
+            .filter(|_| api_version == "ome.io/v1beta1" && kind == "InferenceReplica")
+            .cloned()
+            .ok_or_else(|| format!("Cannot find {api_version}/{kind} named '{name}' inside of namespace '{namespace}'"))
+    }
+
+    pub fn calls(&self) -> Vec<Value> {
+        self.calls.lock().expect("lock").clone()
+    }
+}
+
+/// A way to run `validate`: the native core, or the wasm.
+pub trait Policy {
+    fn validate(&self, payload: &[u8], cluster: &Cluster) -> Value;
+}
+
+pub struct Native;
+
+impl Policy for Native {
+    fn validate(&self, payload: &[u8], cluster: &Cluster) -> Value {
+        ome_spread::admission::evaluate(payload, |replica| {
+            cluster.get_resource(replica.get_resource_request().to_string().as_bytes())
+        })
+        .response()
+    }
+}

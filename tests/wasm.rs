@@ -1,0 +1,70 @@
+//! The rules of SPEC section 3, through the built policy.wasm in wasmtime via waPC, with the
+//! `get_resource` host call answered from the fixtures.
+
+mod support;
+
+use serde_json::json;
+use support::cases::{self, review};
+use support::wasm::{Wasm, call, instance};
+use support::{Cluster, Policy, validation_request};
+
+#[test]
+fn every_rule_p1_to_p11_answers_exactly() {
+    cases::check_all(&Wasm);
+}
+
+#[test]
+fn p6_a_second_evaluation_adds_nothing() {
+    let cluster = Cluster::with_fixtures();
+    let mut request = review("deepseek-v3-engine-0-leader-0");
+    let first = Wasm.validate(&validation_request(&request, json!({})), &cluster);
+    request["request"]["object"] = first["mutated_object"].clone();
+    let second = Wasm.validate(&validation_request(&request, json!({})), &cluster);
+    assert_eq!(second, json!({"accepted": true}));
+    assert_eq!(cluster.calls().len(), 2, "one host call per evaluation");
+}
+
+#[test]
+fn validate_settings_names_the_bad_field() {
+    let policy = instance(&Cluster::default());
+    let cases = [
+        (json!({}), json!({"valid": true})),
+        (
+            json!({"maxSkew": 2, "minDomains": 2, "nodeTaintsPolicy": "Honor", "onMissingReplica": "Accept"}),
+            json!({"valid": true}),
+        ),
+        (
+            json!({"maxSkew": 0}),
+            json!({"valid": false, "message": "maxSkew must be a whole number of at least 1, got 0"}),
+        ),
+        (
+            json!({"onMissingReplica": "Allow"}),
+            json!({"valid": false, "message": "onMissingReplica must be Reject or Accept, got \"Allow\""}),
+        ),
+        (
+            json!({"maxskew": 1}),
+            json!({"valid": false, "message": "unknown setting \"maxskew\": the settings are maxSkew, minDomains, nodeTaintsPolicy, onMissingReplica"}),
+        ),
+    ];
+    for (settings, expected) in cases {
+        let payload = serde_json::to_vec(&settings).expect("json");
+        assert_eq!(call(&policy, "validate_settings", &payload), expected, "{settings}");
+    }
+}
+
+#[test]
+fn protocol_version_is_v1() {
+    assert_eq!(
+        call(&instance(&Cluster::default()), "protocol_version", b""),
+        json!("v1")
+    );
+}
+
+#[test]
+fn malformed_json_is_answered_not_trapped() {
+    let response = Wasm.validate(b"\x00\xff not json", &Cluster::default());
+    assert_eq!(
+        response,
+        json!({"accepted": false, "message": "malformed ValidationRequest: expected value at line 1 column 1"})
+    );
+}
