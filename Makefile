@@ -1,0 +1,45 @@
+# ome-spread: the Kubewarden targets a policy author expects.
+CARGO ?= cargo
+WASM_TARGET := wasm32-wasip1
+# A target dir of its own, shared with the tests, which build the wasm the same way.
+BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
+SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock
+
+.PHONY: wasm-target test e2e-tests demo fmt lint clean
+
+policy.wasm: $(SOURCES) | wasm-target
+	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
+	cp $(BUILT_WASM) policy.wasm
+	@echo "policy.wasm: $$(wc -c < policy.wasm) bytes"
+
+annotated-policy.wasm: policy.wasm metadata.yml README.md
+	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from https://github.com/kubewarden/kwctl/releases"; exit 1; }
+	kwctl annotate --metadata-path metadata.yml --usage-path README.md --output-path annotated-policy.wasm policy.wasm
+
+# A fresh machine may lack the target.
+wasm-target:
+	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
+
+test: wasm-target
+	$(CARGO) test --workspace
+
+e2e-tests:
+	@if ! command -v kwctl >/dev/null || ! command -v bats >/dev/null || ! command -v jq >/dev/null; then \
+		echo "e2e-tests skipped: they need kwctl (https://github.com/kubewarden/kwctl/releases), bats and jq"; \
+	else \
+		$(MAKE) annotated-policy.wasm && bats e2e.bats; \
+	fi
+
+demo: wasm-target
+	$(CARGO) run --quiet --example demo
+
+fmt:
+	$(CARGO) fmt --all
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean
+	rm -f policy.wasm annotated-policy.wasm

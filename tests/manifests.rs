@@ -1,0 +1,87 @@
+//! metadata.yml, artifacthub-pkg.yml and policy.yaml describe one policy: they must agree with
+//! each other, with the code, and with SPEC section 5.
+
+use serde_json::{Value, json};
+
+fn yaml_documents(file: &str) -> Vec<Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+    serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+fn yaml(file: &str) -> Value {
+    yaml_documents(file).remove(0)
+}
+
+fn policy() -> Value {
+    yaml_documents("policy.yaml").into_iter().find(|d| d["kind"] == "ClusterAdmissionPolicy").expect("the policy")
+}
+
+fn artifacthub_annotation(name: &str) -> Value {
+    let text = yaml("artifacthub-pkg.yml")["annotations"][name].as_str().map(str::to_owned).expect(name);
+    serde_saphyr::from_str(&text).expect("annotation YAML")
+}
+
+#[test]
+fn rules_are_pod_create_only_everywhere() {
+    let pod_create = json!([{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}]);
+    assert_eq!(yaml("metadata.yml")["rules"], pod_create);
+    assert_eq!(policy()["spec"]["rules"], pod_create);
+    assert_eq!(artifacthub_annotation("kubewarden/rules"), pod_create);
+    assert_eq!(yaml("artifacthub-pkg.yml")["annotations"]["kubewarden/resources"], "Pod");
+}
+
+#[test]
+fn mutation_and_context_aware_resources_agree() {
+    let replica = json!([{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}]);
+    let metadata = yaml("metadata.yml");
+    assert_eq!(metadata["mutating"], true);
+    assert_eq!(policy()["spec"]["mutating"], true);
+    assert_eq!(yaml("artifacthub-pkg.yml")["annotations"]["kubewarden/mutation"], "true");
+    assert_eq!(metadata["contextAwareResources"], replica);
+    assert_eq!(policy()["spec"]["contextAwareResources"], replica);
+    assert_eq!(artifacthub_annotation("kubewarden/contextAwareResources"), replica);
+    assert_eq!(metadata["hostCapabilities"], json!(["kubernetes/get_resource"]));
+    assert_eq!(metadata["backgroundAudit"], false);
+    assert_eq!(policy()["spec"]["backgroundAudit"], false);
+    assert_eq!(metadata["executionMode"], "kubewarden-wapc");
+}
+
+#[test]
+fn only_omenative_pods_reach_the_policy_server() {
+    assert_eq!(
+        policy()["spec"]["objectSelector"],
+        json!({"matchExpressions": [{
+            "key": ome_spread::labels::MANAGED_BY, "operator": "In", "values": [ome_spread::labels::OME_NATIVE],
+        }]})
+    );
+    assert_eq!(policy()["spec"]["failurePolicy"], "Fail");
+}
+
+#[test]
+fn the_shipped_settings_are_valid() {
+    assert_eq!(ome_spread::settings::Settings::from_json(&policy()["spec"]["settings"]).map(|_| ()), Ok(()));
+}
+
+#[test]
+fn the_policy_server_may_only_get_inferencereplicas() {
+    let roles: Vec<Value> = yaml_documents("policy.yaml").into_iter().filter(|d| d["kind"] == "ClusterRole").collect();
+    assert_eq!(roles.len(), 1);
+    assert_eq!(
+        roles[0]["rules"],
+        json!([{"apiGroups": ["ome.io"], "resources": ["inferencereplicas"], "verbs": ["get"]}])
+    );
+}
+
+#[test]
+fn one_version_everywhere() {
+    let version = env!("CARGO_PKG_VERSION");
+    let tag = format!("v{version}");
+    assert_eq!(yaml("metadata.yml")["annotations"]["io.kubewarden.policy.version"], version);
+    let artifacthub = yaml("artifacthub-pkg.yml");
+    assert_eq!(artifacthub["version"], version);
+    let image = artifacthub["containersImages"][0]["image"].as_str().expect("image");
+    assert!(image.ends_with(&format!(":{tag}")), "{image}");
+    let module = policy()["spec"]["module"].as_str().map(str::to_owned).expect("module");
+    assert!(module.ends_with(&format!(":{tag}")), "{module}");
+}
