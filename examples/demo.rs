@@ -31,19 +31,32 @@ const SCENARIOS: &[Scenario] = &[
         replica: "qwen3-8b-engine",
         pods: &["qwen3-8b-engine-0-default-0"],
     },
-    Scenario { title: "A pod of another workload: no host call, no change", replica: "", pods: &["other-workload"] },
+    Scenario {
+        title: "A pod of another workload: no host call, no change",
+        replica: "",
+        pods: &["other-workload"],
+    },
 ];
 
 fn main() {
     let wasm = build_policy();
-    println!("policy: {} ({} bytes)", wasm.display(), std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0));
+    let shown = wasm.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(wasm);
+    let size = std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "policy: {} ({size} bytes), run in wasmtime through waPC",
+        shown.display()
+    );
     let cluster = Cluster::with_fixtures();
     for scenario in SCENARIOS {
         println!("\n## {}\n", scenario.title);
         if !scenario.replica.is_empty() {
             print_replica(&fixture(&format!("replicas/{}.json", scenario.replica)));
         }
-        let mut rows = vec![["NAME", "SPREAD-KEY", "WHEN", "AFFINITY-KEY", "LEADER"].map(String::from).to_vec()];
+        let mut rows = vec![
+            ["NAME", "SPREAD-KEY", "WHEN", "AFFINITY-KEY", "LEADER"]
+                .map(String::from)
+                .to_vec(),
+        ];
         for pod in scenario.pods {
             let review = fixture(&format!("requests/{pod}.json"));
             let response = Wasm.validate(&validation_request(&review, json!({})), &cluster);
@@ -56,7 +69,9 @@ fn main() {
 fn print_replica(replica: &Value) {
     let field = |name: &str| replica["spec"][name].as_str().unwrap_or("<none>").to_owned();
     print_table(&[
-        ["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"].map(String::from).to_vec(),
+        ["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"]
+            .map(String::from)
+            .to_vec(),
         vec![
             replica["metadata"]["name"].as_str().unwrap_or("").to_owned(),
             field("topologySpread"),
@@ -76,22 +91,40 @@ fn pod_row(submitted: &Value, response: &Value) -> Vec<String> {
         .to_owned();
     if response["accepted"] != json!(true) {
         let message = response["message"].as_str().unwrap_or("");
-        return vec![name, format!("REJECTED: {message}"), String::new(), String::new(), String::new()];
+        return vec![
+            name,
+            format!("REJECTED: {message}"),
+            String::new(),
+            String::new(),
+            String::new(),
+        ];
     }
     let pod = response.get("mutated_object").unwrap_or(submitted);
-    let constraints = pod["spec"]["topologySpreadConstraints"].as_array().cloned().unwrap_or_default();
+    let constraints = pod["spec"]["topologySpreadConstraints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let terms = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     let leader = |term: &Value| {
-        let labels = term["labelSelector"]["matchLabels"].as_object().cloned().unwrap_or_default();
-        labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(",")
+        let labels = term["labelSelector"]["matchLabels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+            .collect::<Vec<_>>()
+            .join(",")
     };
     vec![
         name,
         column(&constraints, |c| c["topologyKey"].as_str().unwrap_or("").to_owned()),
-        column(&constraints, |c| c["whenUnsatisfiable"].as_str().unwrap_or("").to_owned()),
+        column(&constraints, |c| {
+            c["whenUnsatisfiable"].as_str().unwrap_or("").to_owned()
+        }),
         column(&terms, |t| t["topologyKey"].as_str().unwrap_or("").to_owned()),
         column(&terms, leader),
     ]
@@ -99,14 +132,23 @@ fn pod_row(submitted: &Value, response: &Value) -> Vec<String> {
 
 /// A list's values joined as kubectl's custom columns join `[*]`, or `<none>`.
 fn column(items: &[Value], value: impl Fn(&Value) -> String) -> String {
-    if items.is_empty() { "<none>".into() } else { items.iter().map(value).collect::<Vec<_>>().join(",") }
+    if items.is_empty() {
+        "<none>".into()
+    } else {
+        items.iter().map(value).collect::<Vec<_>>().join(",")
+    }
 }
 
 fn print_table(rows: &[Vec<String>]) {
-    let widths: Vec<usize> =
-        (0..rows[0].len()).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
     for row in rows {
-        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
         println!("{}", cells.join("   ").trim_end());
     }
 }

@@ -14,21 +14,31 @@ fn yaml(file: &str) -> Value {
 }
 
 fn policy() -> Value {
-    yaml_documents("policy.yaml").into_iter().find(|d| d["kind"] == "ClusterAdmissionPolicy").expect("the policy")
+    yaml_documents("policy.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "ClusterAdmissionPolicy")
+        .expect("the policy")
 }
 
 fn artifacthub_annotation(name: &str) -> Value {
-    let text = yaml("artifacthub-pkg.yml")["annotations"][name].as_str().map(str::to_owned).expect(name);
+    let text = yaml("artifacthub-pkg.yml")["annotations"][name]
+        .as_str()
+        .map(str::to_owned)
+        .expect(name);
     serde_saphyr::from_str(&text).expect("annotation YAML")
 }
 
 #[test]
 fn rules_are_pod_create_only_everywhere() {
-    let pod_create = json!([{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}]);
+    let pod_create =
+        json!([{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}]);
     assert_eq!(yaml("metadata.yml")["rules"], pod_create);
     assert_eq!(policy()["spec"]["rules"], pod_create);
     assert_eq!(artifacthub_annotation("kubewarden/rules"), pod_create);
-    assert_eq!(yaml("artifacthub-pkg.yml")["annotations"]["kubewarden/resources"], "Pod");
+    assert_eq!(
+        yaml("artifacthub-pkg.yml")["annotations"]["kubewarden/resources"],
+        "Pod"
+    );
 }
 
 #[test]
@@ -37,7 +47,10 @@ fn mutation_and_context_aware_resources_agree() {
     let metadata = yaml("metadata.yml");
     assert_eq!(metadata["mutating"], true);
     assert_eq!(policy()["spec"]["mutating"], true);
-    assert_eq!(yaml("artifacthub-pkg.yml")["annotations"]["kubewarden/mutation"], "true");
+    assert_eq!(
+        yaml("artifacthub-pkg.yml")["annotations"]["kubewarden/mutation"],
+        "true"
+    );
     assert_eq!(metadata["contextAwareResources"], replica);
     assert_eq!(policy()["spec"]["contextAwareResources"], replica);
     assert_eq!(artifacthub_annotation("kubewarden/contextAwareResources"), replica);
@@ -60,12 +73,18 @@ fn only_omenative_pods_reach_the_policy_server() {
 
 #[test]
 fn the_shipped_settings_are_valid() {
-    assert_eq!(ome_spread::settings::Settings::from_json(&policy()["spec"]["settings"]).map(|_| ()), Ok(()));
+    assert_eq!(
+        ome_spread::settings::Settings::from_json(&policy()["spec"]["settings"]).map(|_| ()),
+        Ok(())
+    );
 }
 
 #[test]
 fn the_policy_server_may_only_get_inferencereplicas() {
-    let roles: Vec<Value> = yaml_documents("policy.yaml").into_iter().filter(|d| d["kind"] == "ClusterRole").collect();
+    let roles: Vec<Value> = yaml_documents("policy.yaml")
+        .into_iter()
+        .filter(|d| d["kind"] == "ClusterRole")
+        .collect();
     assert_eq!(roles.len(), 1);
     assert_eq!(
         roles[0]["rules"],
@@ -77,7 +96,10 @@ fn the_policy_server_may_only_get_inferencereplicas() {
 fn one_version_everywhere() {
     let version = env!("CARGO_PKG_VERSION");
     let tag = format!("v{version}");
-    assert_eq!(yaml("metadata.yml")["annotations"]["io.kubewarden.policy.version"], version);
+    assert_eq!(
+        yaml("metadata.yml")["annotations"]["io.kubewarden.policy.version"],
+        version
+    );
     let artifacthub = yaml("artifacthub-pkg.yml");
     assert_eq!(artifacthub["version"], version);
     let image = artifacthub["containersImages"][0]["image"].as_str().expect("image");

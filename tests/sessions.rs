@@ -24,12 +24,22 @@ fn success(replica: &Value) -> String {
 fn expected_sessions() -> Vec<(String, String)> {
     let mut sessions: Vec<(String, String)> = ["qwen3-0-6b-engine", "qwen3-8b-engine", "deepseek-v3-engine"]
         .iter()
-        .map(|name| (format!("{name}.yml"), success(&fixture(&format!("replicas/{name}.json")))))
+        .map(|name| {
+            (
+                format!("{name}.yml"),
+                success(&fixture(&format!("replicas/{name}.json"))),
+            )
+        })
         .collect();
-    let not_found = "Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'spread-demo'";
+    let not_found =
+        "Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'spread-demo'";
     sessions.push((
         "missing-replica.yml".into(),
-        exchange("qwen3-0-6b-engine", "spread-demo", &format!("    type: Error\n    message: \"{not_found}\"\n")),
+        exchange(
+            "qwen3-0-6b-engine",
+            "spread-demo",
+            &format!("    type: Error\n    message: \"{not_found}\"\n"),
+        ),
     ));
     sessions
 }
@@ -43,7 +53,10 @@ fn replay_sessions_match_the_fixtures() {
             std::fs::write(&path, &expected).expect("write session");
         }
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert_eq!(committed, expected, "{file} is stale: run `BLESS=1 cargo test --test sessions`");
+        assert_eq!(
+            committed, expected,
+            "{file} is stale: run `BLESS=1 cargo test --test sessions`"
+        );
         let parsed: Value = serde_saphyr::from_str(&committed).expect("a session is YAML");
         assert_eq!(parsed.as_array().map(Vec::len), Some(1), "{file}");
     }
