@@ -149,8 +149,8 @@ pub fn all() -> Vec<Case> {
             metadata.insert("generateName".into(), json!("qwen3-0-6b-engine-0-default-"));
         }), QWEN, Appended(SPREAD, required_zone.clone())),
         Case { cluster: Cluster::default(), ..case("p3_missing_replica_is_rejected_with_the_host_reason", review(QWEN_0), QWEN, Rejected(NOT_FOUND)) },
-        Case { cluster: Cluster::default().failing("inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server-default\" cannot get resource \"inferencereplicas\""),
-            ..case("p3_forbidden_read_is_rejected_with_the_host_reason", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server-default\" cannot get resource \"inferencereplicas\"")) },
+        Case { cluster: Cluster::default().failing("inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"inferencereplicas\""),
+            ..case("p3_forbidden_read_is_rejected_with_the_host_reason", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"inferencereplicas\"")) },
         Case { cluster: Cluster::default(), settings: json!({"onMissingReplica": "Accept"}),
             ..case("p3_missing_replica_with_on_missing_replica_accept_is_accepted_with_a_warning", review(QWEN_0), QWEN, AcceptedWithWarning("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'spread-demo'; admitted without spread (onMissingReplica: Accept)")) },
         Case { cluster: Cluster::default().with_raw_answer("spread-demo", "qwen3-0-6b-engine", b"<html>502</html>"),
