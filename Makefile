@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock
 
-.PHONY: wasm-target test e2e-tests demo fmt lint clean
+.PHONY: wasm-target test e2e-tests demo bench fmt lint clean
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -32,6 +32,10 @@ e2e-tests:
 
 demo: wasm-target
 	$(CARGO) run --quiet --example demo
+
+# Criterion, with the ratio table to the floor printed at the end (see BENCHMARKS.md).
+bench: wasm-target
+	$(CARGO) bench --bench policy
 
 fmt:
 	$(CARGO) fmt --all

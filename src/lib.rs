@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod labels;
 pub mod pod;
+pub mod raw;
 pub mod rejection;
 pub mod rules;
 pub mod settings;

@@ -1,9 +1,16 @@
-//! What the rules read of a pod, straight from its JSON: labels, the controller owner, and the
-//! topology keys of the two lists a rule may append to. Nothing else is looked at.
+//! What the rules read of a pod, straight from its JSON text: labels, the controller owner, and
+//! the topology keys of the two lists a rule may append to; and the one edit a rule makes, spliced
+//! into that text. Nothing else of the pod is parsed: the rest comes back byte for byte.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::cell::OnceCell;
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::labels;
+use crate::raw::{self, Kind};
 use crate::rejection::{Rejection, shown};
 
 pub const SPREAD_CONSTRAINTS: [&str; 2] = ["spec", "topologySpreadConstraints"];
@@ -13,13 +20,6 @@ pub const REQUIRED_POD_AFFINITY: [&str; 4] = [
     "podAffinity",
     "requiredDuringSchedulingIgnoredDuringExecution",
 ];
-
-pub struct Pod<'a> {
-    /// `<namespace>/<name>` for messages (`<generateName>*` before the API server names it).
-    pub name: String,
-    object: &'a Value,
-    labels: Option<&'a Map<String, Value>>,
-}
 
 /// A pod's place in its Instance, from its OME labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,90 +45,188 @@ impl Runner {
 /// The labels that name the pod's Instance: its InferenceService, component and runner (P11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceLabels<'a> {
-    pub service: &'a str,
-    pub component: &'a str,
+    pub service: Cow<'a, str>,
+    pub component: Cow<'a, str>,
     pub runner: Runner,
 }
 
+/// The pod's top-level fields the rules read; the rest of the pod is skipped.
+#[derive(Deserialize)]
+struct PodFields<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    spec: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct MetadataFields<'a> {
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    generate_name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    namespace: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    labels: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    owner_references: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct SpecFields<'a> {
+    #[serde(borrow, default)]
+    topology_spread_constraints: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    affinity: Option<&'a RawValue>,
+}
+
+pub struct Pod<'a> {
+    /// The request's namespace; a pod created from `generateName` may carry none of its own.
+    pub namespace: String,
+    /// `<namespace>/<name>` for messages (`<generateName>*` before the API server names it).
+    pub name: String,
+    object: &'a RawValue,
+    metadata: MetadataFields<'a>,
+    spec: Option<&'a RawValue>,
+    spec_fields: OnceCell<SpecFields<'a>>,
+}
+
+/// Where a term goes: the end of an existing list, or the place where the path first stops.
+enum Slot<'a> {
+    List(&'a RawValue),
+    /// `container` (an object) has no `path[depth]`, or has it as `null`.
+    Missing {
+        container: &'a RawValue,
+        depth: usize,
+        null: Option<&'a RawValue>,
+    },
+}
+
 impl<'a> Pod<'a> {
-    pub fn new(object: &'a Value, namespace: &str) -> Result<Self, Rejection> {
-        let metadata = object.get("metadata");
-        let text = |field: &str| {
-            metadata
-                .and_then(|m| m.get(field))
-                .and_then(Value::as_str)
-                .unwrap_or("")
+    pub fn new(object: Option<&'a RawValue>, request_namespace: &str) -> Result<Self, Rejection> {
+        let unnamed = || format!("{request_namespace}/(unnamed)");
+        let bad = |field: &str, value: &RawValue, why: &str| Rejection::BadPod {
+            pod: unnamed(),
+            field: field.into(),
+            value: shown_raw(value),
+            why: why.into(),
         };
-        let name = match (text("name"), text("generateName")) {
-            ("", "") => format!("{namespace}/(unnamed)"),
-            ("", prefix) => format!("{namespace}/{prefix}*"),
+        let object = match object {
+            Some(object) if raw::kind(object) == Kind::Object => object,
+            Some(other) => return Err(bad("object", other, "must be a Pod object")),
+            None => {
+                return Err(Rejection::BadPod {
+                    pod: unnamed(),
+                    field: "object".into(),
+                    value: "null".into(),
+                    why: "must be a Pod object".into(),
+                });
+            }
+        };
+        let fields: PodFields = serde_json::from_str(object.get()).map_err(|e| malformed(unnamed(), e))?;
+        let metadata = match fields.metadata {
+            None => MetadataFields::default(),
+            Some(metadata) if raw::kind(metadata) == Kind::Object => {
+                serde_json::from_str(metadata.get()).map_err(|e| malformed(unnamed(), e))?
+            }
+            Some(other) => return Err(bad("metadata", other, "must be an object")),
+        };
+        let text_of = |field: Option<&'a RawValue>| field.and_then(raw::text).unwrap_or_default();
+        let namespace = match request_namespace {
+            "" => text_of(metadata.namespace).into_owned(),
+            namespace => namespace.to_owned(),
+        };
+        let name = match (text_of(metadata.name), text_of(metadata.generate_name)) {
+            (name, prefix) if name.is_empty() && prefix.is_empty() => format!("{namespace}/(unnamed)"),
+            (name, prefix) if name.is_empty() => format!("{namespace}/{prefix}*"),
             (name, _) => format!("{namespace}/{name}"),
         };
-        let mut pod = Self {
+        let pod = Self {
+            namespace,
             name,
             object,
-            labels: None,
+            metadata,
+            spec: fields.spec,
+            spec_fields: OnceCell::new(),
         };
-        if !object.is_object() {
-            return Err(pod.bad("object", object, "must be a Pod object"));
+        match pod.metadata.labels {
+            Some(labels) if !matches!(raw::kind(labels), Kind::Object | Kind::Null) => {
+                Err(pod.bad("metadata.labels", labels, "must be an object"))
+            }
+            _ => Ok(pod),
         }
-        pod.labels = match metadata {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(metadata)) => match metadata.get("labels") {
-                None | Some(Value::Null) => None,
-                Some(Value::Object(labels)) => Some(labels),
-                Some(other) => return Err(pod.bad("metadata.labels", other, "must be an object")),
-            },
-            Some(other) => return Err(pod.bad("metadata", other, "must be an object")),
-        };
-        Ok(pod)
     }
 
-    /// A label's value; a label that is not a string is an error, not a miss.
-    pub fn label(&self, label: &'static str) -> Result<Option<&'a str>, Rejection> {
-        match self.labels.and_then(|labels| labels.get(label)) {
-            None => Ok(None),
-            Some(Value::String(value)) => Ok(Some(value)),
-            Some(other) => Err(self.bad_label(label, other, "must be a string")),
+    /// Labels' values, read in one pass; a label that is not a string is an error, not a miss.
+    fn labels<const N: usize>(&self, names: [&'static str; N]) -> Result<[Option<Cow<'a, str>>; N], Rejection> {
+        let mut values = std::array::from_fn(|_| None);
+        let Some(labels) = self.metadata.labels.filter(|l| raw::kind(l) == Kind::Object) else {
+            return Ok(values);
+        };
+        let found = raw::fields(labels, names).map_err(|e| malformed(self.name.clone(), e))?;
+        for ((value, name), raw_value) in values.iter_mut().zip(names).zip(found) {
+            *value = match raw_value {
+                None => None,
+                Some(raw_value) => match raw::text(raw_value) {
+                    Some(text) => Some(text),
+                    None if raw::kind(raw_value) == Kind::Null => None,
+                    None => return Err(self.bad_label(name, &shown_raw(raw_value), "must be a string")),
+                },
+            };
         }
+        Ok(values)
     }
 
     /// P2: `ome.io/managed-by: OMENative` is what makes a pod OMENative.
     pub fn is_ome_native(&self) -> Result<bool, Rejection> {
-        Ok(self.label(labels::MANAGED_BY)? == Some(labels::OME_NATIVE))
+        let [managed_by] = self.labels([labels::MANAGED_BY])?;
+        Ok(managed_by.as_deref() == Some(labels::OME_NATIVE))
     }
 
     /// P11: the labels a rule needs, present and well formed.
     pub fn instance_labels(&self) -> Result<InstanceLabels<'a>, Rejection> {
-        let runner = match self.required_label(labels::RUNNER)? {
+        let [runner, index, service, component] = self.labels([
+            labels::RUNNER,
+            labels::INSTANCE_INDEX,
+            labels::INFERENCE_SERVICE,
+            labels::COMPONENT,
+        ])?;
+        let runner = match self.required(labels::RUNNER, runner)?.as_ref() {
             "default" => Runner::Default,
             "leader" => Runner::Leader,
             "worker" => {
-                let index = self.required_label(labels::INSTANCE_INDEX)?;
+                let index = self.required(labels::INSTANCE_INDEX, index)?;
                 if index.is_empty() || index.len() > 63 || !index.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(self.bad_label(labels::INSTANCE_INDEX, &index.into(), "must be a whole number"));
+                    return Err(self.bad_label(labels::INSTANCE_INDEX, &quoted(&index), "must be a whole number"));
                 }
                 Runner::Worker {
-                    instance_index: index.to_owned(),
+                    instance_index: index.into_owned(),
                 }
             }
             other => {
-                return Err(self.bad_label(labels::RUNNER, &other.into(), "must be default, leader or worker"));
+                return Err(self.bad_label(labels::RUNNER, &quoted(other), "must be default, leader or worker"));
             }
         };
         Ok(InstanceLabels {
-            service: self.label_value(labels::INFERENCE_SERVICE)?,
-            component: self.label_value(labels::COMPONENT)?,
+            service: self.selector_value(labels::INFERENCE_SERVICE, service)?,
+            component: self.selector_value(labels::COMPONENT, component)?,
             runner,
         })
     }
 
     /// The name of the InferenceReplica that controls this pod, if an ownerReference says so (P3).
-    pub fn controller_replica(&self) -> Result<Option<&'a str>, Rejection> {
-        let references = match self.object.pointer("/metadata/ownerReferences") {
-            None | Some(Value::Null) => return Ok(None),
-            Some(Value::Array(references)) => references,
-            Some(other) => return Err(self.bad("metadata.ownerReferences", other, "must be a list")),
+    pub fn controller_replica(&self) -> Result<Option<String>, Rejection> {
+        let Some(references) = self.metadata.owner_references else {
+            return Ok(None);
+        };
+        let references: Value = serde_json::from_str(references.get()).map_err(|e| malformed(self.name.clone(), e))?;
+        let references = match references {
+            Value::Null => return Ok(None),
+            Value::Array(references) => references,
+            other => return Err(self.bad_value("metadata.ownerReferences", &other, "must be a list")),
         };
         let is_replica = |r: &&Value| {
             r.get("controller") == Some(&Value::Bool(true))
@@ -137,8 +235,8 @@ impl<'a> Pod<'a> {
         };
         match references.iter().find(is_replica).map(|r| r.get("name")) {
             None => Ok(None),
-            Some(Some(Value::String(name))) if !name.is_empty() => Ok(Some(name)),
-            Some(other) => Err(self.bad(
+            Some(Some(Value::String(name))) if !name.is_empty() => Ok(Some(name.clone())),
+            Some(other) => Err(self.bad_value(
                 "metadata.ownerReferences[InferenceReplica].name",
                 other.unwrap_or(&Value::Null),
                 "must be the replica's name",
@@ -156,68 +254,146 @@ impl<'a> Pod<'a> {
         self.any_term_on(&REQUIRED_POD_AFFINITY, key)
     }
 
+    /// The pod's JSON text with `term` appended to the list at `path`; the list and the objects
+    /// above it are created where they are absent or null. Every other byte is the pod's own.
+    pub fn with_appended(&self, path: &[&str], term: &Value) -> Result<String, Rejection> {
+        let text = self.object.get();
+        let term = term.to_string();
+        let (at, replaced, insert) = match self.slot(path)? {
+            Slot::List(list) => {
+                let comma = if raw::is_empty_container(list) { "" } else { "," };
+                (
+                    raw::offset(list, text) + list.get().len() - 1,
+                    0,
+                    format!("{comma}{term}"),
+                )
+            }
+            Slot::Missing {
+                null: Some(null),
+                depth,
+                ..
+            } => (
+                raw::offset(null, text),
+                null.get().len(),
+                nested(&path[depth + 1..], &term),
+            ),
+            Slot::Missing {
+                container,
+                depth,
+                null: None,
+            } => {
+                let comma = if raw::is_empty_container(container) { "" } else { "," };
+                let field = format!("{comma}\"{}\":{}", path[depth], nested(&path[depth + 1..], &term));
+                (raw::offset(container, text) + container.get().len() - 1, 0, field)
+            }
+        };
+        let mut spliced = String::with_capacity(text.len() + insert.len());
+        spliced.push_str(&text[..at]);
+        spliced.push_str(&insert);
+        spliced.push_str(&text[at + replaced..]);
+        Ok(spliced)
+    }
+
     fn any_term_on(&self, path: &[&str], key: &str) -> Result<bool, Rejection> {
-        let Some(terms) = self.list_at(path)? else {
+        let Slot::List(list) = self.slot(path)? else {
             return Ok(false);
         };
+        let terms: Vec<Value> = serde_json::from_str(list.get()).map_err(|e| malformed(self.name.clone(), e))?;
         for (i, term) in terms.iter().enumerate() {
             match term.get("topologyKey") {
                 Some(Value::String(k)) if k == key => return Ok(true),
                 Some(Value::String(_)) => {}
-                _ => {
+                other => {
                     let field = format!("{}[{i}].topologyKey", path.join("."));
-                    return Err(self.bad(
-                        &field,
-                        term.get("topologyKey").unwrap_or(&Value::Null),
-                        "must be a string",
-                    ));
+                    return Err(self.bad_value(&field, other.unwrap_or(&Value::Null), "must be a string"));
                 }
             }
         }
         Ok(false)
     }
 
-    /// The list at `path`: absent or null along the way is no list; any other non-object on the
-    /// way, or a non-list at the end, is an error naming the field.
-    fn list_at(&self, path: &[&str]) -> Result<Option<&'a Vec<Value>>, Rejection> {
-        let mut at = self.object;
+    /// Follows `path` down the pod: absent or null along the way is a missing slot; any other
+    /// non-object on the way, or a non-list at the end, is an error naming the field.
+    fn slot(&self, path: &[&str]) -> Result<Slot<'a>, Rejection> {
+        let mut container = self.object;
         for (depth, step) in path.iter().enumerate() {
-            let field = || path[..=depth].join(".");
-            match at.get(step) {
-                None | Some(Value::Null) => return Ok(None),
-                Some(Value::Array(list)) if depth == path.len() - 1 => return Ok(Some(list)),
-                Some(next @ Value::Object(_)) if depth < path.len() - 1 => at = next,
-                Some(other) => {
-                    let expected = if depth == path.len() - 1 {
-                        "must be a list"
-                    } else {
-                        "must be an object"
-                    };
-                    return Err(self.bad(&field(), other, expected));
+            let last = depth + 1 == path.len();
+            let Some(value) = self.child(container, depth, step)? else {
+                return Ok(Slot::Missing {
+                    container,
+                    depth,
+                    null: None,
+                });
+            };
+            match raw::kind(value) {
+                Kind::Null => {
+                    return Ok(Slot::Missing {
+                        container,
+                        depth,
+                        null: Some(value),
+                    });
+                }
+                Kind::List if last => return Ok(Slot::List(value)),
+                Kind::Object if !last => container = value,
+                _ => {
+                    let why = if last { "must be a list" } else { "must be an object" };
+                    return Err(self.bad(&path[..=depth].join("."), value, why));
                 }
             }
         }
-        Ok(None)
+        Err(self.bad("(no field)", self.object, "a rule named no list to append to"))
     }
 
-    fn required_label(&self, label: &'static str) -> Result<&'a str, Rejection> {
-        self.label(label)?.ok_or_else(|| Rejection::MissingLabel {
+    /// The field `step` at `depth` of a path: `spec` and its two fields were read with the pod.
+    fn child(&self, container: &'a RawValue, depth: usize, step: &str) -> Result<Option<&'a RawValue>, Rejection> {
+        match (depth, step) {
+            (0, "spec") => Ok(self.spec),
+            (1, "topologySpreadConstraints") => Ok(self.spec_fields()?.topology_spread_constraints),
+            (1, "affinity") => Ok(self.spec_fields()?.affinity),
+            _ => raw::field(container, step).map_err(|e| malformed(self.name.clone(), e)),
+        }
+    }
+
+    fn spec_fields(&self) -> Result<&SpecFields<'a>, Rejection> {
+        if let Some(fields) = self.spec_fields.get() {
+            return Ok(fields);
+        }
+        let fields = match self.spec {
+            Some(spec) if raw::kind(spec) == Kind::Object => {
+                serde_json::from_str(spec.get()).map_err(|e| malformed(self.name.clone(), e))?
+            }
+            _ => SpecFields::default(),
+        };
+        Ok(self.spec_fields.get_or_init(|| fields))
+    }
+
+    fn required(&self, label: &'static str, value: Option<Cow<'a, str>>) -> Result<Cow<'a, str>, Rejection> {
+        value.ok_or_else(|| Rejection::MissingLabel {
             pod: self.name.clone(),
             label,
         })
     }
 
     /// A label whose value goes into a selector: present and a valid label value.
-    fn label_value(&self, label: &'static str) -> Result<&'a str, Rejection> {
-        let value = self.required_label(label)?;
-        match labels::check_value(value) {
+    fn selector_value(&self, label: &'static str, value: Option<Cow<'a, str>>) -> Result<Cow<'a, str>, Rejection> {
+        let value = self.required(label, value)?;
+        match labels::check_value(&value) {
             Ok(()) if !value.is_empty() => Ok(value),
-            Ok(()) => Err(self.bad_label(label, &value.into(), "must not be empty")),
-            Err(why) => Err(self.bad_label(label, &value.into(), why)),
+            Ok(()) => Err(self.bad_label(label, &quoted(&value), "must not be empty")),
+            Err(why) => Err(self.bad_label(label, &quoted(&value), why)),
         }
     }
 
-    fn bad(&self, field: &str, value: &Value, why: &str) -> Rejection {
+    fn bad(&self, field: &str, value: &RawValue, why: &str) -> Rejection {
+        Rejection::BadPod {
+            pod: self.name.clone(),
+            field: field.into(),
+            value: shown_raw(value),
+            why: why.into(),
+        }
+    }
+
+    fn bad_value(&self, field: &str, value: &Value, why: &str) -> Rejection {
         Rejection::BadPod {
             pod: self.name.clone(),
             field: field.into(),
@@ -226,40 +402,39 @@ impl<'a> Pod<'a> {
         }
     }
 
-    fn bad_label(&self, label: &'static str, value: &Value, why: &str) -> Rejection {
+    fn bad_label(&self, label: &'static str, value: &str, why: &str) -> Rejection {
         Rejection::BadLabel {
             pod: self.name.clone(),
             label,
-            value: shown(value),
+            value: value.into(),
             why: why.into(),
         }
     }
 }
 
-/// Appends `term` to the list at `path`, creating the list and the objects above it where they
-/// are absent or null. The pod was read through [`Pod`] first, so the path's types are known good.
-pub fn append(object: &mut Value, path: &[&str], term: Value) -> Result<(), String> {
-    let (last, parents) = path.split_last().ok_or("empty path")?;
-    let mut at = object;
-    for step in parents {
-        let fields = at
-            .as_object_mut()
-            .ok_or_else(|| format!("{step}'s parent is not an object"))?;
-        let next = fields.entry(*step).or_insert(Value::Null);
-        if next.is_null() {
-            *next = Value::Object(Map::new());
-        }
-        at = next;
+/// `[term]`, wrapped in an object for each remaining step of the path.
+fn nested(rest: &[&str], term: &str) -> String {
+    match rest.split_first() {
+        None => format!("[{term}]"),
+        Some((step, rest)) => format!("{{\"{step}\":{}}}", nested(rest, term)),
     }
-    let fields = at
-        .as_object_mut()
-        .ok_or_else(|| format!("{last}'s parent is not an object"))?;
-    let list = fields.entry(*last).or_insert(Value::Null);
-    if list.is_null() {
-        *list = Value::Array(Vec::new());
+}
+
+fn quoted(text: &str) -> String {
+    shown(&Value::String(text.to_owned()))
+}
+
+fn shown_raw(value: &RawValue) -> String {
+    serde_json::from_str::<Value>(value.get())
+        .map(|v| shown(&v))
+        .unwrap_or_else(|_| value.get().to_owned())
+}
+
+fn malformed(pod: String, error: serde_json::Error) -> Rejection {
+    Rejection::BadPod {
+        pod,
+        field: "object".into(),
+        value: "(the pod's JSON)".into(),
+        why: error.to_string(),
     }
-    list.as_array_mut()
-        .ok_or_else(|| format!("{last} is not a list"))?
-        .push(term);
-    Ok(())
 }

@@ -10,7 +10,7 @@ use crate::rejection::Rejection;
 use crate::settings::Settings;
 use crate::spread::{Spread, SpreadSettings};
 
-/// What happens to an admission request.
+/// What the rules do to an OMENative pod.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     Unchanged(Unchanged),
@@ -19,7 +19,6 @@ pub enum Decision {
         path: &'static [&'static str],
         term: Value,
     },
-    Rejected(Rejection),
 }
 
 /// Why a request passes as it came.

@@ -2,6 +2,7 @@
 //! `topologyKey`. The same fields sit on an InferenceService's component, on a runtime's
 //! `engineConfig`/`decoderConfig`, and (as the settings in effect) on the InferenceReplica.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::labels;
@@ -36,6 +37,18 @@ pub struct SpreadSettings {
     pub topology_key: Option<String>,
 }
 
+/// The three fields as they stand in JSON, before they are checked.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpreadFields {
+    #[serde(default)]
+    pub topology_spread: Option<Value>,
+    #[serde(default)]
+    pub topology_spread_key: Option<Value>,
+    #[serde(default)]
+    pub topology_key: Option<Value>,
+}
+
 /// A field of the three that holds a value OME would not accept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadField {
@@ -45,10 +58,10 @@ pub struct BadField {
 }
 
 impl SpreadSettings {
-    /// Reads the three fields of `fields` (a spec, a component or a runtime config). Absent and
-    /// null are unset; anything else must be valid (P4).
-    pub fn from_fields(fields: &Value) -> Result<Self, BadField> {
-        let spread = match fields.get("topologySpread") {
+    /// Checks the three fields of a spec, a component or a runtime config. Absent and null are
+    /// unset; anything else must be valid (P4).
+    pub fn from_fields(fields: SpreadFields) -> Result<Self, BadField> {
+        let spread = match &fields.topology_spread {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s == "Required" => Some(Spread::Required),
             Some(Value::String(s)) if s == "Preferred" => Some(Spread::Preferred),
@@ -62,8 +75,8 @@ impl SpreadSettings {
         };
         Ok(Self {
             spread,
-            spread_key: label_key(fields, "topologySpreadKey")?,
-            topology_key: label_key(fields, "topologyKey")?,
+            spread_key: label_key(fields.topology_spread_key, "topologySpreadKey")?,
+            topology_key: label_key(fields.topology_key, "topologyKey")?,
         })
     }
 
@@ -83,20 +96,20 @@ impl SpreadSettings {
     }
 }
 
-fn label_key(fields: &Value, field: &'static str) -> Result<Option<String>, BadField> {
-    match fields.get(field) {
+fn label_key(value: Option<Value>, field: &'static str) -> Result<Option<String>, BadField> {
+    match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(key)) => match labels::check_key(key) {
-            Ok(()) => Ok(Some(key.clone())),
+        Some(Value::String(key)) => match labels::check_key(&key) {
+            Ok(()) => Ok(Some(key)),
             Err(why) => Err(BadField {
                 field,
-                value: shown(&Value::String(key.clone())),
+                value: shown(&Value::String(key)),
                 why: format!("not a valid label key: {why}"),
             }),
         },
         Some(other) => Err(BadField {
             field,
-            value: shown(other),
+            value: shown(&other),
             why: "must be a label key (a string)".into(),
         }),
     }
@@ -170,7 +183,8 @@ mod tests {
                 value: value.into(),
                 why: why.into(),
             });
-            assert_eq!(SpreadSettings::from_fields(&fields), expected, "{fields}");
+            let parsed = serde_json::from_value(fields.clone()).expect("three fields");
+            assert_eq!(SpreadSettings::from_fields(parsed), expected, "{fields}");
         }
     }
 

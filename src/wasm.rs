@@ -19,7 +19,7 @@ fn validate(payload: &[u8]) -> CallResult {
             // The guest prefixes the host's reason with this; the user wants the reason itself.
             .map_err(|e| e.to_string().trim_start_matches("Host error: ").to_owned())
     });
-    Ok(serde_json::to_vec(&evaluation.response())?)
+    Ok(evaluation.response())
 }
 
 fn validate_settings(payload: &[u8]) -> CallResult {

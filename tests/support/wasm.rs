@@ -6,64 +6,106 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 use wapc::WapcHost;
-use wasmtime_provider::{WasmtimeEngineProviderBuilder, WasmtimeEngineProviderPre};
+use wasmtime_provider::{ResourceLimits, WasmtimeEngineProviderBuilder, WasmtimeEngineProviderPre};
 
 use super::{Cluster, Policy};
 
-/// Where `make policy.wasm` and these tests build the policy.
-pub fn built_wasm_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/wasm/wasm32-wasip1/release/ome_spread.wasm")
-}
-
-/// Builds the policy for wasm32-wasip1 once per test binary. Cargo makes this a no-op when the
-/// build is current; a separate target dir keeps it clear of the running `cargo test`'s lock.
-pub fn build_policy() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let manifest_dir = env!("CARGO_MANIFEST_DIR");
+/// Builds a package of the workspace for wasm32-wasip1, once per process. Cargo makes this a
+/// no-op when the build is current; a target dir of its own (the Makefile's) keeps it clear of
+/// the running `cargo test`'s lock.
+fn build(package: &str, file: &str, built: &'static OnceLock<PathBuf>) -> &'static Path {
+    built.get_or_init(|| {
+        let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target_dir = manifest_dir.join("target/wasm");
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .args([
                 "build",
+                "--quiet",
                 "--release",
                 "--lib",
                 "--target",
                 "wasm32-wasip1",
-                "--target-dir",
+                "--package",
+                package,
             ])
-            .arg(Path::new(manifest_dir).join("target/wasm"))
+            .arg("--target-dir")
+            .arg(&target_dir)
             .current_dir(manifest_dir)
             .status()
             .expect("run cargo");
         assert!(
             status.success(),
-            "building policy.wasm failed; is the target installed? `rustup target add wasm32-wasip1`"
+            "building {file} failed; is the target installed? `rustup target add wasm32-wasip1`"
         );
-        built_wasm_path()
+        target_dir.join("wasm32-wasip1/release").join(file)
     })
 }
 
-fn compiled() -> &'static WasmtimeEngineProviderPre {
-    static PRE: OnceLock<WasmtimeEngineProviderPre> = OnceLock::new();
-    PRE.get_or_init(|| {
-        let bytes = std::fs::read(build_policy()).expect("read policy.wasm");
-        WasmtimeEngineProviderBuilder::new()
-            .module_bytes(&bytes)
-            .build_pre()
-            .expect("compile policy.wasm")
-    })
+pub fn build_policy() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    build("ome-spread", "ome_spread.wasm", &BUILT)
 }
 
-/// One fresh instance of the policy, whose host calls `cluster` answers.
+/// The benchmark's floor: parses the request as the Kubewarden SDK does, and accepts.
+pub fn build_floor() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    build("ome-spread-floor", "ome_spread_floor.wasm", &BUILT)
+}
+
+/// A compiled module, ready to instantiate.
+pub struct Module(WasmtimeEngineProviderPre);
+
+impl Module {
+    fn compile(path: &Path, limits: Option<ResourceLimits>) -> Self {
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut builder = WasmtimeEngineProviderBuilder::new().module_bytes(&bytes);
+        if let Some(limits) = limits {
+            builder = builder.enable_resource_limits(limits);
+        }
+        Self(builder.build_pre().expect("compile the module"))
+    }
+
+    pub fn policy() -> &'static Module {
+        static COMPILED: OnceLock<Module> = OnceLock::new();
+        COMPILED.get_or_init(|| Module::compile(build_policy(), None))
+    }
+
+    pub fn floor() -> &'static Module {
+        static COMPILED: OnceLock<Module> = OnceLock::new();
+        COMPILED.get_or_init(|| Module::compile(build_floor(), None))
+    }
+
+    /// The policy with its linear memory capped at `bytes`.
+    pub fn policy_with_memory_limit(bytes: usize) -> Module {
+        Module::compile(
+            build_policy(),
+            Some(ResourceLimits {
+                max_memory_size: Some(bytes),
+                ..Default::default()
+            }),
+        )
+    }
+
+    /// One fresh instance, whose `kubewarden/kubernetes/get_resource` calls `get_resource` answers.
+    pub fn instance(
+        &self,
+        get_resource: impl Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync + 'static,
+    ) -> WapcHost {
+        let engine = self.0.rehydrate(None).expect("instantiate the module");
+        let host_call = move |_id: u64, binding: &str, namespace: &str, operation: &str, payload: &[u8]| match (
+            binding, namespace, operation,
+        ) {
+            ("kubewarden", "kubernetes", "get_resource") => get_resource(payload).map_err(Into::into),
+            other => Err(format!("unexpected host call {other:?}").into()),
+        };
+        WapcHost::new(Box::new(engine), Some(Box::new(host_call))).expect("waPC host")
+    }
+}
+
+/// A fresh policy instance whose host calls `cluster` answers.
 pub fn instance(cluster: &Cluster) -> WapcHost {
-    let engine = compiled().rehydrate(None).expect("instantiate policy.wasm");
     let cluster = cluster.clone();
-    let host_call = move |_id: u64, binding: &str, namespace: &str, operation: &str, payload: &[u8]| match (
-        binding, namespace, operation,
-    ) {
-        ("kubewarden", "kubernetes", "get_resource") => cluster.get_resource(payload).map_err(Into::into),
-        other => Err(format!("unexpected host call {other:?}").into()),
-    };
-    WapcHost::new(Box::new(engine), Some(Box::new(host_call))).expect("waPC host")
+    Module::policy().instance(move |payload| cluster.get_resource(payload))
 }
 
 pub fn call(host: &WapcHost, operation: &str, payload: &[u8]) -> Value {

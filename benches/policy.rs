@@ -1,0 +1,213 @@
+//! `make bench`: the built policy.wasm against the floor (a policy that parses the request as the
+//! Kubewarden SDK does and accepts), both in wasmtime through waPC as the policy-server runs them.
+//! The two are called alternately, call by call, so that drift on a shared machine cancels out;
+//! each criterion sample gives one time per call for each, and the table reports the medians.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::cell::RefCell;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use serde_json::{Value, json};
+use support::cases::{edited, replica, review, with_spec};
+use support::validation_request;
+use support::wasm::Module;
+use wapc::WapcHost;
+
+struct Case {
+    name: String,
+    payload: Vec<u8>,
+    replica: Vec<u8>,
+    /// The most the policy may cost, as a multiple of the floor.
+    target: f64,
+}
+
+/// `review`'s pod with `containers` containers of `env_vars` environment variables each.
+fn with_env(review: Value, containers: usize, env_vars: usize) -> Value {
+    edited(review, |pod| {
+        let template = pod["spec"]["containers"][0].clone();
+        pod["spec"]["containers"] = (0..containers)
+            .map(|c| {
+                let mut container = template.clone();
+                container["name"] = json!(format!("engine-{c}"));
+                container["env"] = (0..env_vars)
+                    .map(|v| json!({"name": format!("OME_SETTING_{c:02}_{v:04}"), "value": format!("{v:0>150}")}))
+                    .collect();
+                container
+            })
+            .collect();
+    })
+}
+
+fn payload(review: &Value) -> Vec<u8> {
+    validation_request(review, json!({}))
+}
+
+fn bytes(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(value).expect("json")
+}
+
+fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for spread in ["Required", "Preferred"] {
+        let qwen = bytes(&with_spec(
+            replica("qwen3-0-6b-engine"),
+            json!({"topologySpread": spread}),
+        ));
+        let deepseek = bytes(&with_spec(
+            replica("deepseek-v3-engine"),
+            json!({"topologySpread": spread}),
+        ));
+        let single = review("qwen3-0-6b-engine-0-default-0");
+        for (kind, pod, replica, target) in [
+            ("single", single.clone(), &qwen, 1.0),
+            ("leader", review("deepseek-v3-engine-0-leader-0"), &deepseek, 1.0),
+            ("worker", review("deepseek-v3-engine-0-worker-1"), &deepseek, 1.0),
+            ("1.5MB pod", with_env(single, 40, 200), &qwen, 1.5),
+        ] {
+            cases.push(Case {
+                name: format!("{kind}, {spread}"),
+                payload: payload(&pod),
+                replica: replica.clone(),
+                target,
+            });
+        }
+    }
+    cases.push(Case {
+        name: "another workload".into(),
+        payload: payload(&review("other-workload")),
+        replica: vec![],
+        target: 0.5,
+    });
+    cases
+}
+
+fn instances(replica: &[u8]) -> (WapcHost, WapcHost) {
+    let replica = replica.to_vec();
+    let policy = Module::policy().instance(move |_| Ok(replica.clone()));
+    let floor = Module::floor().instance(|_| Err("the floor makes no host call".into()));
+    (policy, floor)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn micros(seconds: f64) -> String {
+    format!("{:.1} µs", seconds * 1e6)
+}
+
+/// Times `policy` and `floor` alternately on `payload`; returns each sample's (policy, floor)
+/// seconds per call.
+fn alternate(
+    criterion: &mut Criterion,
+    name: &str,
+    payload: &[u8],
+    policy: &WapcHost,
+    floor: &WapcHost,
+) -> Vec<(f64, f64)> {
+    let samples = RefCell::new(Vec::new());
+    criterion.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let (mut policy_time, mut floor_time) = (Duration::ZERO, Duration::ZERO);
+            for _ in 0..iters {
+                let start = Instant::now();
+                black_box(floor.call("validate", payload).expect("floor"));
+                floor_time += start.elapsed();
+                let start = Instant::now();
+                black_box(policy.call("validate", payload).expect("policy"));
+                policy_time += start.elapsed();
+            }
+            let per_call = |total: Duration| total.as_secs_f64() / iters as f64;
+            samples.borrow_mut().push((per_call(policy_time), per_call(floor_time)));
+            policy_time
+        })
+    });
+    samples.into_inner()
+}
+
+/// The smallest linear memory, in 64 KiB pages, in which the policy answers `payload`.
+fn peak_memory_pages(payload: &[u8], replica: &[u8]) -> usize {
+    const PAGE: usize = 64 * 1024;
+    let answers = |pages: usize| {
+        let replica = replica.to_vec();
+        let policy = Module::policy_with_memory_limit(pages * PAGE).instance(move |_| Ok(replica.clone()));
+        policy.call("validate", payload).is_ok()
+    };
+    let (mut low, mut high) = (1, 4096);
+    while low < high {
+        let mid = (low + high) / 2;
+        if answers(mid) { high = mid } else { low = mid + 1 }
+    }
+    low
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut table = vec![
+        "| case | policy | floor | ratio | target | |".to_owned(),
+        "| --- | ---: | ---: | ---: | ---: | --- |".to_owned(),
+    ];
+    for case in cases() {
+        let (policy, floor) = instances(&case.replica);
+        let samples = alternate(&mut criterion, &case.name, &case.payload, &policy, &floor);
+        if samples.is_empty() {
+            continue; // filtered out on the command line
+        }
+        let ratio = median(samples.iter().map(|(p, f)| p / f).collect());
+        table.push(format!(
+            "| {} | {} | {} | {ratio:.2}x | {:.1}x | {} |",
+            case.name,
+            micros(median(samples.iter().map(|s| s.0).collect())),
+            micros(median(samples.iter().map(|s| s.1).collect())),
+            case.target,
+            if ratio <= case.target { "met" } else { "MISSED" },
+        ));
+    }
+
+    let replica = bytes(&replica("qwen3-0-6b-engine"));
+    let mut scaling = vec![
+        "| pod | policy | per KB | floor per KB |".to_owned(),
+        "| ---: | ---: | ---: | ---: |".to_owned(),
+    ];
+    let mut largest = Vec::new();
+    for (label, env_vars) in [("10 KB", 1), ("100 KB", 12), ("1 MB", 130), ("3 MB", 390)] {
+        let pod = with_env(review("qwen3-0-6b-engine-0-default-0"), 40, env_vars);
+        let pod = if env_vars == 1 {
+            with_env(review("qwen3-0-6b-engine-0-default-0"), 1, 45)
+        } else {
+            pod
+        };
+        let payload = payload(&pod);
+        let kb = payload.len() as f64 / 1024.0;
+        let (policy, floor) = instances(&replica);
+        let samples = alternate(&mut criterion, &format!("scaling {label}"), &payload, &policy, &floor);
+        largest = payload;
+        if samples.is_empty() {
+            continue;
+        }
+        let (policy_time, floor_time) = (
+            median(samples.iter().map(|s| s.0).collect()),
+            median(samples.iter().map(|s| s.1).collect()),
+        );
+        scaling.push(format!(
+            "| {label} ({kb:.0} KB) | {} | {} | {} |",
+            micros(policy_time),
+            micros(policy_time / kb),
+            micros(floor_time / kb)
+        ));
+    }
+    let pages = peak_memory_pages(&largest, &replica);
+
+    criterion.final_summary();
+    println!("\n{}\n\n{}\n", table.join("\n"), scaling.join("\n"));
+    println!(
+        "Linear memory needed for the {:.1} MB request: {pages} pages of 64 KiB = {:.1} MiB",
+        largest.len() as f64 / 1e6,
+        pages as f64 / 16.0
+    );
+}
