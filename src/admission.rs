@@ -2,11 +2,14 @@
 //! P1 and P2 (is this ours), P11 (the pod's labels), P3 (its InferenceReplica, read through the
 //! one host call), P4 (the replica's fields), then the rules.
 
-use serde::Deserialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::pod::Pod;
+use crate::pod::{Pod, Splice};
+use crate::raw;
 use crate::rejection::{Rejection, shown};
 use crate::rules::{self, Decision, Unchanged};
 use crate::settings::{OnMissingReplica, Settings};
@@ -24,27 +27,27 @@ struct ValidationRequest<'a> {
 
 #[derive(Deserialize)]
 struct AdmissionRequest<'a> {
-    #[serde(default)]
-    operation: String,
-    #[serde(default)]
-    kind: GroupVersionKind,
-    #[serde(default)]
-    namespace: String,
+    #[serde(borrow, default)]
+    operation: Cow<'a, str>,
+    #[serde(borrow, default)]
+    kind: GroupVersionKind<'a>,
+    #[serde(borrow, default)]
+    namespace: Cow<'a, str>,
     #[serde(borrow, default)]
     object: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
-struct GroupVersionKind {
-    #[serde(default)]
-    group: String,
-    #[serde(default)]
-    version: String,
-    #[serde(default)]
-    kind: String,
+struct GroupVersionKind<'a> {
+    #[serde(borrow, default)]
+    group: Cow<'a, str>,
+    #[serde(borrow, default)]
+    version: Cow<'a, str>,
+    #[serde(borrow, default)]
+    kind: Cow<'a, str>,
 }
 
-/// What the policy reads of the host's answer: the kind, and the spec's three spread fields.
+/// What the policy reads of the host's answer: the kind, and the spec with its three spread fields.
 #[derive(Deserialize)]
 struct ReplicaAnswer<'a> {
     #[serde(default)]
@@ -60,56 +63,74 @@ pub struct ReplicaRef {
     pub name: String,
 }
 
+/// The payload of the `kubewarden/kubernetes/get_resource` host call.
+#[derive(Serialize)]
+struct GetResource<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    name: &'a str,
+    namespace: &'a str,
+    disable_cache: bool,
+}
+
 impl ReplicaRef {
     /// The payload of the `kubewarden/kubernetes/get_resource` host call.
-    pub fn get_resource_request(&self) -> Value {
-        json!({
-            "api_version": "ome.io/v1beta1",
-            "kind": "InferenceReplica",
-            "name": self.name,
-            "namespace": self.namespace,
-            "disable_cache": false,
-        })
+    pub fn get_resource_request(&self) -> Vec<u8> {
+        let request = GetResource {
+            api_version: "ome.io/v1beta1",
+            kind: "InferenceReplica",
+            name: &self.name,
+            namespace: &self.namespace,
+            disable_cache: false,
+        };
+        serde_json::to_vec(&request).unwrap_or_default()
     }
 }
 
 /// What happens to an admission request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum Outcome<'a> {
     Unchanged(Unchanged),
     /// Accepted with this pod: the request's pod text with the one term spliced in.
-    Mutated(String),
+    Mutated(Splice<'a>),
     Rejected(Rejection),
 }
 
 /// The outcome of one request, and a warning for the API client, if any.
-pub struct Evaluation {
-    pub outcome: Outcome,
+pub struct Evaluation<'a> {
+    pub outcome: Outcome<'a>,
     warning: Option<String>,
 }
 
 /// Evaluates a ValidationRequest. `read_replica` is the host call: it returns the replica's JSON,
 /// or the host's reason for not returning it. It is called at most once, and only for an
 /// OMENative pod with well-formed labels.
-pub fn evaluate(payload: &[u8], read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>) -> Evaluation {
+pub fn evaluate<'a>(
+    payload: &'a [u8],
+    read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>,
+) -> Evaluation<'a> {
     let mut warning = None;
-    let outcome = match serde_json::from_slice::<ValidationRequest>(payload) {
+    // One UTF-8 check of the whole text, so that no part of it is checked again.
+    let request = std::str::from_utf8(payload)
+        .map_err(|e| format!("not UTF-8: {e}"))
+        .and_then(|text| serde_json::from_str::<ValidationRequest>(text).map_err(|e| e.to_string()));
+    let outcome = match request {
         Ok(request) => decide(request, read_replica, &mut warning).unwrap_or_else(Outcome::Rejected),
-        Err(e) => Outcome::Rejected(Rejection::MalformedRequest(e.to_string())),
+        Err(e) => Outcome::Rejected(Rejection::MalformedRequest(e)),
     };
     Evaluation { outcome, warning }
 }
 
-fn decide(
-    ValidationRequest { settings, request }: ValidationRequest,
+fn decide<'a>(
+    ValidationRequest { settings, request }: ValidationRequest<'a>,
     read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>,
     warning: &mut Option<String>,
-) -> Result<Outcome, Rejection> {
+) -> Result<Outcome<'a>, Rejection> {
     let kind = &request.kind;
     if request.operation != "CREATE" || !kind.group.is_empty() || kind.version != "v1" || kind.kind != "Pod" {
         return Ok(Outcome::Unchanged(Unchanged::NotPodCreate));
     }
-    let pod = Pod::new(request.object, &request.namespace)?;
+    let pod = Pod::new(request.object.map(RawValue::get), &request.namespace)?;
     if !pod.is_ome_native()? {
         return Ok(Outcome::Unchanged(Unchanged::NotOmeNative));
     }
@@ -178,47 +199,52 @@ fn spread_settings(replica: &ReplicaRef, spec: &RawValue) -> Result<SpreadSettin
         value,
         why,
     };
-    let fields: SpreadFields = match serde_json::from_str(spec.get()) {
-        Ok(fields) => fields,
-        Err(e) => {
-            let value = serde_json::from_str::<Value>(spec.get())
-                .map(|v| shown(&v))
-                .unwrap_or_default();
-            let why = if spec.get().starts_with('{') {
-                e.to_string()
-            } else {
-                "must be an object".into()
-            };
-            return Err(bad("spec".into(), value, why));
-        }
+    let spec = spec.get();
+    if raw::kind(spec) != raw::Kind::Object {
+        let value = serde_json::from_str::<Value>(spec)
+            .map(|v| shown(&v))
+            .unwrap_or_default();
+        return Err(bad("spec".into(), value, "must be an object".into()));
+    }
+    // serde_json has checked the answer: only the three fields are parsed.
+    let value = |field: Option<&str>| field.and_then(|text| serde_json::from_str::<Value>(text).ok());
+    let [spread, spread_key, topology_key] = raw::fields(spec, ["topologySpread", "topologySpreadKey", "topologyKey"]);
+    let fields = SpreadFields {
+        topology_spread: value(spread),
+        topology_spread_key: value(spread_key),
+        topology_key: value(topology_key),
     };
     SpreadSettings::from_fields(fields).map_err(|b| bad(format!("spec.{}", b.field), b.value, b.why))
 }
 
-impl Evaluation {
+impl Evaluation<'_> {
     /// The ValidationResponse the policy-server expects, as JSON text. A mutated pod goes out as
-    /// the text it is, not re-serialised.
+    /// the text it came in, with the term spliced in: copied once, not re-serialised.
     pub fn response(self) -> Vec<u8> {
-        let mut response = match self.outcome {
-            Outcome::Unchanged(_) => json!({"accepted": true}),
-            Outcome::Mutated(pod) => return mutated_response(&pod, self.warning.as_deref()),
-            Outcome::Rejected(rejection) => json!({"accepted": false, "message": rejection.to_string()}),
+        let (head, pod, tail): (&[u8], _, _) = match (&self.outcome, &self.warning) {
+            (Outcome::Unchanged(_), None) => return br#"{"accepted":true}"#.to_vec(),
+            (Outcome::Unchanged(_), Some(warning)) => {
+                return json!({"accepted": true, "warnings": [warning]})
+                    .to_string()
+                    .into_bytes();
+            }
+            (Outcome::Rejected(rejection), _) => {
+                return json!({"accepted": false, "message": rejection.to_string()})
+                    .to_string()
+                    .into_bytes();
+            }
+            (Outcome::Mutated(pod), None) => (br#"{"accepted":true,"mutated_object":"#, pod, String::new()),
+            (Outcome::Mutated(pod), Some(warning)) => (
+                br#"{"accepted":true,"mutated_object":"#,
+                pod,
+                format!(",\"warnings\":{}", json!([warning])),
+            ),
         };
-        if let Some(warning) = self.warning {
-            response["warnings"] = json!([warning]);
-        }
-        response.to_string().into_bytes()
+        let mut response = Vec::with_capacity(head.len() + pod.len() + tail.len() + 1);
+        response.extend_from_slice(head);
+        pod.write_to(&mut response);
+        response.extend_from_slice(tail.as_bytes());
+        response.push(b'}');
+        response
     }
-}
-
-fn mutated_response(pod: &str, warning: Option<&str>) -> Vec<u8> {
-    let mut response = Vec::with_capacity(pod.len() + 64);
-    response.extend_from_slice(br#"{"accepted":true,"mutated_object":"#);
-    response.extend_from_slice(pod.as_bytes());
-    if let Some(warning) = warning {
-        response.extend_from_slice(br#","warnings":"#);
-        response.extend_from_slice(json!([warning]).to_string().as_bytes());
-    }
-    response.push(b'}');
-    response
 }

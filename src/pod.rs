@@ -3,11 +3,8 @@
 //! into that text. Nothing else of the pod is parsed: the rest comes back byte for byte.
 
 use std::borrow::Cow;
-use std::cell::OnceCell;
 
-use serde::Deserialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::labels;
 use crate::raw::{self, Kind};
@@ -50,37 +47,21 @@ pub struct InstanceLabels<'a> {
     pub runner: Runner,
 }
 
-/// The pod's top-level fields the rules read; the rest of the pod is skipped.
-#[derive(Deserialize)]
-struct PodFields<'a> {
-    #[serde(borrow, default)]
-    metadata: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    spec: Option<&'a RawValue>,
+/// The pod's metadata fields the rules read.
+#[derive(Default)]
+struct Metadata<'a> {
+    name: Option<&'a str>,
+    generate_name: Option<&'a str>,
+    namespace: Option<&'a str>,
+    labels: Option<&'a str>,
+    owner_references: Option<&'a str>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct MetadataFields<'a> {
-    #[serde(borrow, default)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    generate_name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    namespace: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    labels: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    owner_references: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+/// The pod's spec fields a rule may append to.
+#[derive(Default)]
 struct SpecFields<'a> {
-    #[serde(borrow, default)]
-    topology_spread_constraints: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    affinity: Option<&'a RawValue>,
+    topology_spread_constraints: Option<&'a str>,
+    affinity: Option<&'a str>,
 }
 
 pub struct Pod<'a> {
@@ -88,27 +69,29 @@ pub struct Pod<'a> {
     pub namespace: String,
     /// `<namespace>/<name>` for messages (`<generateName>*` before the API server names it).
     pub name: String,
-    object: &'a RawValue,
-    metadata: MetadataFields<'a>,
-    spec: Option<&'a RawValue>,
-    spec_fields: OnceCell<SpecFields<'a>>,
+    /// The pod's JSON text, checked by serde_json with the rest of the request.
+    object: &'a str,
+    metadata: Metadata<'a>,
+    spec: Option<&'a str>,
+    spec_fields: SpecFields<'a>,
 }
 
 /// Where a term goes: the end of an existing list, or the place where the path first stops.
 enum Slot<'a> {
-    List(&'a RawValue),
+    List(&'a str),
     /// `container` (an object) has no `path[depth]`, or has it as `null`.
     Missing {
-        container: &'a RawValue,
+        container: &'a str,
         depth: usize,
-        null: Option<&'a RawValue>,
+        null: Option<&'a str>,
     },
 }
 
 impl<'a> Pod<'a> {
-    pub fn new(object: Option<&'a RawValue>, request_namespace: &str) -> Result<Self, Rejection> {
+    /// Reads a pod from its JSON text, which serde_json has checked with the rest of the request.
+    pub fn new(object: Option<&'a str>, request_namespace: &str) -> Result<Self, Rejection> {
         let unnamed = || format!("{request_namespace}/(unnamed)");
-        let bad = |field: &str, value: &RawValue, why: &str| Rejection::BadPod {
+        let bad = |field: &str, value: &str, why: &str| Rejection::BadPod {
             pod: unnamed(),
             field: field.into(),
             value: shown_raw(value),
@@ -116,25 +99,36 @@ impl<'a> Pod<'a> {
         };
         let object = match object {
             Some(object) if raw::kind(object) == Kind::Object => object,
-            Some(other) => return Err(bad("object", other, "must be a Pod object")),
-            None => {
-                return Err(Rejection::BadPod {
-                    pod: unnamed(),
-                    field: "object".into(),
-                    value: "null".into(),
-                    why: "must be a Pod object".into(),
-                });
-            }
+            other => return Err(bad("object", other.unwrap_or("null"), "must be a Pod object")),
         };
-        let fields: PodFields = serde_json::from_str(object.get()).map_err(|e| malformed(unnamed(), e))?;
-        let metadata = match fields.metadata {
-            None => MetadataFields::default(),
+        let ([spec, metadata], [topology_spread_constraints, affinity]) =
+            raw::fields_within(object, ["spec", "metadata"], ["topologySpreadConstraints", "affinity"]);
+        let spec_fields = match spec {
+            Some(spec) if raw::kind(spec) == Kind::Object => SpecFields {
+                topology_spread_constraints,
+                affinity,
+            },
+            _ => SpecFields::default(),
+        };
+        let metadata = match metadata {
+            None => Metadata::default(),
+            Some(metadata) if raw::kind(metadata) == Kind::Null => Metadata::default(),
             Some(metadata) if raw::kind(metadata) == Kind::Object => {
-                serde_json::from_str(metadata.get()).map_err(|e| malformed(unnamed(), e))?
+                let [name, generate_name, namespace, labels, owner_references] = raw::fields(
+                    metadata,
+                    ["name", "generateName", "namespace", "labels", "ownerReferences"],
+                );
+                Metadata {
+                    name,
+                    generate_name,
+                    namespace,
+                    labels,
+                    owner_references,
+                }
             }
             Some(other) => return Err(bad("metadata", other, "must be an object")),
         };
-        let text_of = |field: Option<&'a RawValue>| field.and_then(raw::text).unwrap_or_default();
+        let text_of = |field: Option<&'a str>| field.and_then(raw::text).unwrap_or_default();
         let namespace = match request_namespace {
             "" => text_of(metadata.namespace).into_owned(),
             namespace => namespace.to_owned(),
@@ -149,8 +143,8 @@ impl<'a> Pod<'a> {
             name,
             object,
             metadata,
-            spec: fields.spec,
-            spec_fields: OnceCell::new(),
+            spec,
+            spec_fields,
         };
         match pod.metadata.labels {
             Some(labels) if !matches!(raw::kind(labels), Kind::Object | Kind::Null) => {
@@ -166,7 +160,7 @@ impl<'a> Pod<'a> {
         let Some(labels) = self.metadata.labels.filter(|l| raw::kind(l) == Kind::Object) else {
             return Ok(values);
         };
-        let found = raw::fields(labels, names).map_err(|e| malformed(self.name.clone(), e))?;
+        let found = raw::fields(labels, names);
         for ((value, name), raw_value) in values.iter_mut().zip(names).zip(found) {
             *value = match raw_value {
                 None => None,
@@ -222,7 +216,7 @@ impl<'a> Pod<'a> {
         let Some(references) = self.metadata.owner_references else {
             return Ok(None);
         };
-        let references: Value = serde_json::from_str(references.get()).map_err(|e| malformed(self.name.clone(), e))?;
+        let references: Value = serde_json::from_str(references).map_err(|e| malformed(self.name.clone(), e))?;
         let references = match references {
             Value::Null => return Ok(None),
             Value::Array(references) => references,
@@ -256,27 +250,19 @@ impl<'a> Pod<'a> {
 
     /// The pod's JSON text with `term` appended to the list at `path`; the list and the objects
     /// above it are created where they are absent or null. Every other byte is the pod's own.
-    pub fn with_appended(&self, path: &[&str], term: &Value) -> Result<String, Rejection> {
-        let text = self.object.get();
+    pub fn with_appended(&self, path: &[&str], term: &Value) -> Result<Splice<'a>, Rejection> {
+        let text = self.object;
         let term = term.to_string();
         let (at, replaced, insert) = match self.slot(path)? {
             Slot::List(list) => {
                 let comma = if raw::is_empty_container(list) { "" } else { "," };
-                (
-                    raw::offset(list, text) + list.get().len() - 1,
-                    0,
-                    format!("{comma}{term}"),
-                )
+                (raw::offset(list, text) + list.len() - 1, 0, format!("{comma}{term}"))
             }
             Slot::Missing {
                 null: Some(null),
                 depth,
                 ..
-            } => (
-                raw::offset(null, text),
-                null.get().len(),
-                nested(&path[depth + 1..], &term),
-            ),
+            } => (raw::offset(null, text), null.len(), nested(&path[depth + 1..], &term)),
             Slot::Missing {
                 container,
                 depth,
@@ -284,21 +270,22 @@ impl<'a> Pod<'a> {
             } => {
                 let comma = if raw::is_empty_container(container) { "" } else { "," };
                 let field = format!("{comma}\"{}\":{}", path[depth], nested(&path[depth + 1..], &term));
-                (raw::offset(container, text) + container.get().len() - 1, 0, field)
+                (raw::offset(container, text) + container.len() - 1, 0, field)
             }
         };
-        let mut spliced = String::with_capacity(text.len() + insert.len());
-        spliced.push_str(&text[..at]);
-        spliced.push_str(&insert);
-        spliced.push_str(&text[at + replaced..]);
-        Ok(spliced)
+        Ok(Splice {
+            text,
+            at,
+            replaced,
+            insert,
+        })
     }
 
     fn any_term_on(&self, path: &[&str], key: &str) -> Result<bool, Rejection> {
         let Slot::List(list) = self.slot(path)? else {
             return Ok(false);
         };
-        let terms: Vec<Value> = serde_json::from_str(list.get()).map_err(|e| malformed(self.name.clone(), e))?;
+        let terms: Vec<Value> = serde_json::from_str(list).map_err(|e| malformed(self.name.clone(), e))?;
         for (i, term) in terms.iter().enumerate() {
             match term.get("topologyKey") {
                 Some(Value::String(k)) if k == key => return Ok(true),
@@ -318,7 +305,7 @@ impl<'a> Pod<'a> {
         let mut container = self.object;
         for (depth, step) in path.iter().enumerate() {
             let last = depth + 1 == path.len();
-            let Some(value) = self.child(container, depth, step)? else {
+            let Some(value) = self.child(container, depth, step) else {
                 return Ok(Slot::Missing {
                     container,
                     depth,
@@ -344,27 +331,17 @@ impl<'a> Pod<'a> {
         Err(self.bad("(no field)", self.object, "a rule named no list to append to"))
     }
 
-    /// The field `step` at `depth` of a path: `spec` and its two fields were read with the pod.
-    fn child(&self, container: &'a RawValue, depth: usize, step: &str) -> Result<Option<&'a RawValue>, Rejection> {
+    /// The field `step` at `depth` of a path: `spec` and its two lists were found with the pod.
+    fn child(&self, container: &'a str, depth: usize, step: &str) -> Option<&'a str> {
         match (depth, step) {
-            (0, "spec") => Ok(self.spec),
-            (1, "topologySpreadConstraints") => Ok(self.spec_fields()?.topology_spread_constraints),
-            (1, "affinity") => Ok(self.spec_fields()?.affinity),
-            _ => raw::field(container, step).map_err(|e| malformed(self.name.clone(), e)),
-        }
-    }
-
-    fn spec_fields(&self) -> Result<&SpecFields<'a>, Rejection> {
-        if let Some(fields) = self.spec_fields.get() {
-            return Ok(fields);
-        }
-        let fields = match self.spec {
-            Some(spec) if raw::kind(spec) == Kind::Object => {
-                serde_json::from_str(spec.get()).map_err(|e| malformed(self.name.clone(), e))?
+            (0, "spec") => self.spec,
+            (1, "topologySpreadConstraints") => self.spec_fields.topology_spread_constraints,
+            (1, "affinity") => self.spec_fields.affinity,
+            _ => {
+                let [value] = raw::fields(container, [step]);
+                value
             }
-            _ => SpecFields::default(),
-        };
-        Ok(self.spec_fields.get_or_init(|| fields))
+        }
     }
 
     fn required(&self, label: &'static str, value: Option<Cow<'a, str>>) -> Result<Cow<'a, str>, Rejection> {
@@ -384,7 +361,7 @@ impl<'a> Pod<'a> {
         }
     }
 
-    fn bad(&self, field: &str, value: &RawValue, why: &str) -> Rejection {
+    fn bad(&self, field: &str, value: &str, why: &str) -> Rejection {
         Rejection::BadPod {
             pod: self.name.clone(),
             field: field.into(),
@@ -412,6 +389,32 @@ impl<'a> Pod<'a> {
     }
 }
 
+/// A JSON text with `insert` in place of `text[at..at + replaced]`, kept as pieces so that the
+/// text is copied once, into the response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splice<'a> {
+    text: &'a str,
+    at: usize,
+    replaced: usize,
+    insert: String,
+}
+
+impl Splice<'_> {
+    pub fn len(&self) -> usize {
+        self.text.len() - self.replaced + self.insert.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.text.as_bytes()[..self.at]);
+        out.extend_from_slice(self.insert.as_bytes());
+        out.extend_from_slice(&self.text.as_bytes()[self.at + self.replaced..]);
+    }
+}
+
 /// `[term]`, wrapped in an object for each remaining step of the path.
 fn nested(rest: &[&str], term: &str) -> String {
     match rest.split_first() {
@@ -424,10 +427,10 @@ fn quoted(text: &str) -> String {
     shown(&Value::String(text.to_owned()))
 }
 
-fn shown_raw(value: &RawValue) -> String {
-    serde_json::from_str::<Value>(value.get())
+fn shown_raw(value: &str) -> String {
+    serde_json::from_str::<Value>(value)
         .map(|v| shown(&v))
-        .unwrap_or_else(|_| value.get().to_owned())
+        .unwrap_or_else(|_| value.to_owned())
 }
 
 fn malformed(pod: String, error: serde_json::Error) -> Rejection {

@@ -1,15 +1,11 @@
 //! Reading JSON text without building a tree of it. Every pod waits on the policy, and most of a
-//! pod's bytes (containers, env, volumes) are nothing the rules read: they are skipped, not
-//! parsed into values, and copied through to the response as the text they came in.
+//! pod's bytes (containers, env, volumes) are nothing the rules read: serde_json checks the whole
+//! request once, and then these functions find the few fields the rules read by skipping over
+//! the rest of the (now known valid) text, which comes back to the API server as it came in.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::Deserializer;
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
-use serde_json::value::RawValue;
-
-/// What a raw JSON value is, from its first byte (raw values carry no leading space).
+/// What a JSON value is, from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Object,
@@ -18,8 +14,8 @@ pub enum Kind {
     Other,
 }
 
-pub fn kind(value: &RawValue) -> Kind {
-    match value.get().as_bytes().first() {
+pub fn kind(value: &str) -> Kind {
+    match value.as_bytes().first() {
         Some(b'{') => Kind::Object,
         Some(b'[') => Kind::List,
         Some(b'n') => Kind::Null,
@@ -28,95 +24,143 @@ pub fn kind(value: &RawValue) -> Kind {
 }
 
 /// A JSON string's text, borrowed when it holds no escapes; None when the value is no string.
-pub fn text(value: &RawValue) -> Option<Cow<'_, str>> {
-    let raw = value.get();
-    match raw.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+pub fn text(value: &str) -> Option<Cow<'_, str>> {
+    match value.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
         Some(inner) if !inner.contains('\\') => Some(Cow::Borrowed(inner)),
-        Some(_) => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
+        Some(_) => serde_json::from_str::<String>(value).ok().map(Cow::Owned),
         None => None,
     }
 }
 
-/// An object's field `key` (the last one, should the key repeat, as a full parse would keep),
-/// skipping the others without building them. The caller checks that `object` is an object.
-pub fn field<'a>(object: &'a RawValue, key: &str) -> Result<Option<&'a RawValue>, serde_json::Error> {
-    let [value] = fields(object, [key])?;
-    Ok(value)
+/// The values of an object's fields `keys` (the last of a repeated key, as a full parse keeps),
+/// as slices of `object`. `object` must be a valid JSON object: the text of a value that
+/// serde_json has checked.
+pub fn fields<'a, const N: usize>(object: &'a str, keys: [&str; N]) -> [Option<&'a str>; N] {
+    let mut found = [None; N];
+    walk(object, 0, &keys, &mut found, None);
+    found
 }
 
-/// Several fields of an object, read in one pass, as [`field`] reads one.
-pub fn fields<'a, const N: usize>(
-    object: &'a RawValue,
+/// As [`fields`], and also the fields `inner_keys` of the object under `keys[0]`, found in the
+/// same pass that skips over it: a large value is read once.
+pub fn fields_within<'a, const N: usize, const M: usize>(
+    object: &'a str,
     keys: [&str; N],
-) -> Result<[Option<&'a RawValue>; N], serde_json::Error> {
-    let mut deserializer = serde_json::Deserializer::from_str(object.get());
-    FieldsSeed { keys }.deserialize(&mut deserializer)
+    inner_keys: [&str; M],
+) -> ([Option<&'a str>; N], [Option<&'a str>; M]) {
+    let (mut found, mut inner) = ([None; N], [None; M]);
+    walk(object, 0, &keys, &mut found, Some((&inner_keys, &mut inner)));
+    (found, inner)
+}
+
+/// Walks the object at `text[start..]`, storing the values of `keys` in `found`, and walking into
+/// the value of `keys[0]` for `inner` keys if asked. Returns the index just past the object.
+fn walk<'a>(
+    text: &'a str,
+    start: usize,
+    keys: &[&str],
+    found: &mut [Option<&'a str>],
+    mut inner: Option<(&[&str], &mut [Option<&'a str>])>,
+) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = skip_space(bytes, start + 1);
+    while bytes.get(i) == Some(&b'"') {
+        let key_end = skip_string(bytes, i);
+        let key = &text[i..key_end];
+        let value_start = skip_space(bytes, skip_space(bytes, key_end) + 1);
+        let wanted = keys.iter().position(|wanted| key_is(key, wanted));
+        let value_end = match (wanted, inner.as_mut()) {
+            (Some(0), Some((inner_keys, inner_found))) if bytes.get(value_start) == Some(&b'{') => {
+                inner_found.fill(None); // a repeated key: the last one counts
+                walk(text, value_start, inner_keys, inner_found, None)
+            }
+            _ => skip_value(bytes, value_start),
+        };
+        if let Some(k) = wanted {
+            found[k] = Some(&text[value_start..value_end]);
+        }
+        i = skip_space(bytes, value_end);
+        if bytes.get(i) == Some(&b',') {
+            i = skip_space(bytes, i + 1);
+        }
+    }
+    (i + 1).min(bytes.len())
 }
 
 /// Whether a JSON list or object has nothing between its brackets.
-pub fn is_empty_container(value: &RawValue) -> bool {
-    let raw = value.get();
-    raw.len() < 2 || raw[1..raw.len() - 1].trim().is_empty()
+pub fn is_empty_container(value: &str) -> bool {
+    value.len() < 2 || value[1..value.len() - 1].trim().is_empty()
 }
 
-/// Where `inner` starts within `outer`: both must borrow from the same text.
-pub fn offset(inner: &RawValue, outer: &str) -> usize {
-    inner.get().as_ptr() as usize - outer.as_ptr() as usize
+/// Where `inner` starts within `outer`: `inner` must be a slice of `outer`.
+pub fn offset(inner: &str, outer: &str) -> usize {
+    inner.as_ptr() as usize - outer.as_ptr() as usize
 }
 
-struct FieldsSeed<'k, const N: usize> {
-    keys: [&'k str; N],
-}
-
-impl<'de, const N: usize> DeserializeSeed<'de> for FieldsSeed<'_, N> {
-    type Value = [Option<&'de RawValue>; N];
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
+/// A quoted key as it stands in the text, compared with a plain one.
+pub fn key_is(quoted: &str, wanted: &str) -> bool {
+    let inner = &quoted[1..quoted.len() - 1];
+    if inner.contains('\\') {
+        text(quoted).is_some_and(|key| key == wanted)
+    } else {
+        inner == wanted
     }
 }
 
-impl<'de, const N: usize> Visitor<'de> for FieldsSeed<'_, N> {
-    type Value = [Option<&'de RawValue>; N];
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object")
+fn skip_space(bytes: &[u8], mut i: usize) -> usize {
+    while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
     }
+    i
+}
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = [None; N];
-        while let Some(wanted) = map.next_key_seed(KeyIn(&self.keys))? {
-            match wanted {
-                Some(i) => found[i] = Some(map.next_value::<&'de RawValue>()?),
-                None => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
+/// From an opening quote to just past its closing quote.
+fn skip_string(bytes: &[u8], start: usize) -> usize {
+    let mut i = start + 1;
+    while let Some(found) = bytes.get(i..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+        i += found;
+        if bytes[i] == b'"' {
+            return i + 1;
         }
-        Ok(found)
+        i += 2; // an escape: the backslash and the character it escapes
     }
+    bytes.len()
 }
 
-/// Finds a key among the wanted ones without allocating it.
-struct KeyIn<'k, 'w>(&'w [&'k str]);
-
-impl<'de> DeserializeSeed<'de> for KeyIn<'_, '_> {
-    type Value = Option<usize>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<usize>, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for KeyIn<'_, '_> {
-    type Value = Option<usize>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a key")
-    }
-
-    fn visit_str<E>(self, key: &str) -> Result<Option<usize>, E> {
-        Ok(self.0.iter().position(|wanted| *wanted == key))
+/// From the first byte of a value to just past its last.
+fn skip_value(bytes: &[u8], start: usize) -> usize {
+    match bytes.get(start) {
+        Some(b'"') => skip_string(bytes, start),
+        Some(b'{' | b'[') => {
+            let mut depth = 0usize;
+            let mut i = start;
+            while let Some(&b) = bytes.get(i) {
+                match b {
+                    b'"' => {
+                        i = skip_string(bytes, i);
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            return i + 1;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            bytes.len()
+        }
+        _ => {
+            let rest = bytes.get(start..).unwrap_or_default();
+            start
+                + rest
+                    .iter()
+                    .position(|b| matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace())
+                    .unwrap_or(rest.len())
+        }
     }
 }
 
@@ -124,47 +168,45 @@ impl Visitor<'_> for KeyIn<'_, '_> {
 mod tests {
     use super::*;
 
-    fn raw(text: &str) -> &RawValue {
-        serde_json::from_str(text).expect("json")
-    }
-
     #[test]
-    fn field_finds_the_last_of_a_key_and_skips_the_rest() {
-        let object = raw(r#"{"a": {"deep": [1, {"x": "}"}]}, "b": "one", "b\u0020": 2, "b": "two"}"#);
-        assert_eq!(field(object, "b").expect("ok").map(RawValue::get), Some(r#""two""#));
-        assert_eq!(field(object, "b ").expect("ok").map(RawValue::get), Some("2"));
-        assert!(field(object, "c").expect("ok").is_none());
-        assert!(field(raw("[1]"), "a").is_err());
-        let [a, c, b] = fields(object, ["a", "c", "b"]).expect("ok");
-        assert_eq!(
-            (a.map(RawValue::get), c.is_none(), b.map(RawValue::get)),
-            (Some(r#"{"deep": [1, {"x": "}"}]}"#), true, Some(r#""two""#))
+    fn fields_finds_the_last_of_a_key_and_skips_the_rest() {
+        let object = r#"{ "a" : {"deep": [1, {"x": "}\"]"}]}, "b": "one", "b\u0020": -2.5e3, "b": "two", "n": null }"#;
+        assert_eq!(fields(object, ["b"]), [Some(r#""two""#)]);
+        assert_eq!(fields(object, ["b "]), [Some("-2.5e3")]);
+        assert_eq!(fields(object, ["c", "n"]), [None, Some("null")]);
+        assert_eq!(fields(object, ["a"]), [Some(r#"{"deep": [1, {"x": "}\"]"}]}"#)]);
+        assert_eq!(fields("{}", ["a"]), [None]);
+        assert_eq!(fields("{ \n}", ["a"]), [None]);
+        let (outer, inner) = fields_within(
+            r#"{"spec": {"x": [1], "y": {}}, "z": 1, "spec": {"x": 2}}"#,
+            ["spec", "z"],
+            ["x", "y"],
         );
+        assert_eq!(outer, [Some(r#"{"x": 2}"#), Some("1")]);
+        assert_eq!(inner, [Some("2"), None]);
     }
 
     #[test]
     fn text_borrows_plain_strings_and_decodes_escaped_ones() {
-        assert_eq!(text(raw(r#""leader""#)), Some(Cow::Borrowed("leader")));
-        assert_eq!(text(raw(r#""a\"b""#)), Some(Cow::Owned::<str>("a\"b".into())));
-        assert_eq!(text(raw("1")), None);
+        assert_eq!(text(r#""leader""#), Some(Cow::Borrowed("leader")));
+        assert_eq!(text(r#""a\"b""#), Some(Cow::Owned::<str>("a\"b".into())));
+        assert_eq!(text("1"), None);
     }
 
     #[test]
     fn kinds_and_emptiness() {
-        assert_eq!(kind(raw("{}")), Kind::Object);
-        assert_eq!(kind(raw(" [ ] ")), Kind::List);
-        assert_eq!(kind(raw("null")), Kind::Null);
-        assert_eq!(kind(raw("\"x\"")), Kind::Other);
-        assert!(is_empty_container(raw("[ \n ]")));
-        assert!(!is_empty_container(raw("[0]")));
+        assert_eq!(kind("{}"), Kind::Object);
+        assert_eq!(kind("[ ]"), Kind::List);
+        assert_eq!(kind("null"), Kind::Null);
+        assert_eq!(kind("\"x\""), Kind::Other);
+        assert!(is_empty_container("[ \n ]"));
+        assert!(!is_empty_container("[0]"));
     }
 
     #[test]
     fn offset_is_measured_in_the_outer_text() {
         let outer = r#"{"spec": {"a": 1}}"#;
-        let spec = field(serde_json::from_str(outer).expect("json"), "spec")
-            .expect("ok")
-            .expect("spec");
-        assert_eq!(offset(spec, outer), 9);
+        let [spec] = fields(outer, ["spec"]);
+        assert_eq!(spec.map(|spec| offset(spec, outer)), Some(9));
     }
 }

@@ -14,10 +14,14 @@ pub extern "C" fn wapc_init() {
 
 fn validate(payload: &[u8]) -> CallResult {
     let evaluation = admission::evaluate(payload, |replica| {
-        let request = replica.get_resource_request().to_string();
-        guest::host_call("kubewarden", "kubernetes", "get_resource", request.as_bytes())
-            // The guest prefixes the host's reason with this; the user wants the reason itself.
-            .map_err(|e| e.to_string().trim_start_matches("Host error: ").to_owned())
+        guest::host_call(
+            "kubewarden",
+            "kubernetes",
+            "get_resource",
+            &replica.get_resource_request(),
+        )
+        // The guest prefixes the host's reason with this; the user wants the reason itself.
+        .map_err(|e| e.to_string().trim_start_matches("Host error: ").to_owned())
     });
     Ok(evaluation.response())
 }

@@ -65,6 +65,6 @@ fn malformed_json_is_answered_not_trapped() {
     let response = Wasm.validate(b"\x00\xff not json", &Cluster::default());
     assert_eq!(
         response,
-        json!({"accepted": false, "message": "malformed ValidationRequest: expected value at line 1 column 1"})
+        json!({"accepted": false, "message": "malformed ValidationRequest: not UTF-8: invalid utf-8 sequence of 1 bytes from index 1"})
     );
 }

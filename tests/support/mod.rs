@@ -100,10 +100,9 @@ pub struct Native;
 
 impl Policy for Native {
     fn validate(&self, payload: &[u8], cluster: &Cluster) -> Value {
-        let response = ome_spread::admission::evaluate(payload, |replica| {
-            cluster.get_resource(replica.get_resource_request().to_string().as_bytes())
-        })
-        .response();
+        let response =
+            ome_spread::admission::evaluate(payload, |replica| cluster.get_resource(&replica.get_resource_request()))
+                .response();
         serde_json::from_slice(&response).expect("the policy answers JSON")
     }
 }
