@@ -75,14 +75,14 @@ pub fn appended(object: &Value, path: &[&str], term: &Value) -> Value {
     expected
 }
 
-fn constraint(service: &str, component: &str, runner: &str, key: &str, when: &str) -> Value {
+pub fn constraint(service: &str, component: &str, runner: &str, key: &str, when: &str) -> Value {
     json!({
         "maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": when,
         "labelSelector": {"matchLabels": {"ome.io/inferenceservice": service, "component": component, "ome.io/runner": runner}},
     })
 }
 
-fn leader_term(service: &str, component: &str, index: &str, key: &str) -> Value {
+pub fn leader_term(service: &str, component: &str, index: &str, key: &str) -> Value {
     json!({
         "topologyKey": key,
         "labelSelector": {"matchLabels": {

@@ -1,0 +1,169 @@
+//! The lean path (the pod read and edited as text) against the plain one (the pod parsed into a
+//! `serde_json::Value`, the term pushed, the whole re-serialised), on generated pods: the answer
+//! must be the same value, and a second evaluation must change nothing (P6, P9, lossless).
+
+mod support;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use support::cases::{AFFINITY, SPREAD, appended, constraint, edited, leader_term, replica, review, with_spec};
+use support::{Cluster, Native, Policy};
+
+const KEYS: [&str; 3] = [
+    "topology.kubernetes.io/zone",
+    "nvidia.com/gpu.clique",
+    "kubernetes.io/hostname",
+];
+
+/// Any JSON a pod might carry in fields the rules do not read, including odd strings.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        (-1e9f64..1e9).prop_map(Value::from),
+        "[ -~\u{e9}\u{4e2d}\\\\\"\\{\\}\\[\\]]{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map("[a-z{}\"\\[\\]]{1,6}", inner, 0..4)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+/// The shapes a list on a rule's path may take: absent, null, empty, or terms on some keys.
+fn terms_on(make: fn(&str) -> Value) -> impl Strategy<Value = Option<Value>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(Value::Null)),
+        prop::collection::vec(prop::sample::select(KEYS.to_vec()), 0..3)
+            .prop_map(move |keys| Some(keys.into_iter().map(make).collect())),
+    ]
+}
+
+fn operator_constraint(key: &str) -> Value {
+    json!({"maxSkew": 2, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "x"}}})
+}
+
+fn operator_term(key: &str) -> Value {
+    json!({"topologyKey": key, "labelSelector": {"matchLabels": {"gang": "g"}}})
+}
+
+#[derive(Debug, Clone)]
+struct Generated {
+    runner: &'static str,
+    spread: &'static str,
+    constraints: Option<Value>,
+    affinity: Option<Value>,
+    extra: Value,
+    pretty: bool,
+}
+
+fn generated() -> impl Strategy<Value = Generated> {
+    let affinity = prop_oneof![
+        Just(None),
+        Just(Some(Value::Null)),
+        Just(Some(
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}})
+        )),
+        Just(Some(json!({"podAffinity": null}))),
+        terms_on(operator_term).prop_map(|terms| Some(match terms {
+            None => json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}),
+            Some(terms) => json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}),
+        })),
+    ];
+    (
+        prop::sample::select(vec!["default", "leader", "worker"]),
+        prop::sample::select(vec!["Required", "Preferred"]),
+        terms_on(operator_constraint),
+        affinity,
+        any_json(),
+        any::<bool>(),
+    )
+        .prop_map(|(runner, spread, constraints, affinity, extra, pretty)| Generated {
+            runner,
+            spread,
+            constraints,
+            affinity,
+            extra,
+            pretty,
+        })
+}
+
+fn pod_of(case: &Generated) -> Value {
+    let base = if case.runner == "worker" {
+        "deepseek-v3-engine-0-worker-1"
+    } else {
+        "deepseek-v3-engine-0-leader-0"
+    };
+    let mut review = edited(review(base), |pod| {
+        pod["metadata"]["labels"]["ome.io/runner"] = json!(case.runner);
+        let spec = pod["spec"].as_object_mut().expect("spec");
+        spec.remove("affinity");
+        for (field, value) in [
+            ("topologySpreadConstraints", &case.constraints),
+            ("affinity", &case.affinity),
+        ] {
+            if let Some(value) = value {
+                spec.insert(field.into(), value.clone());
+            }
+        }
+        spec.insert("futureField".into(), case.extra.clone());
+    });
+    review["request"]["object"]["metadata"]["annotations"]["x"] = json!(case.extra.to_string());
+    review
+}
+
+/// The plain path: what the policy must answer, computed on the parsed pod.
+fn reference(case: &Generated, pod: &Value) -> Value {
+    let has_on = |list: &Value, key: &str| {
+        list.as_array()
+            .is_some_and(|l| l.iter().any(|t| t["topologyKey"] == key))
+    };
+    let (path, term) = if case.runner == "worker" {
+        (AFFINITY, leader_term("deepseek-v3", "engine", "0", KEYS[1]))
+    } else {
+        let when = if case.spread == "Required" {
+            "DoNotSchedule"
+        } else {
+            "ScheduleAnyway"
+        };
+        (SPREAD, constraint("deepseek-v3", "engine", case.runner, KEYS[0], when))
+    };
+    let list = path.iter().fold(pod, |at, step| &at[*step]);
+    if has_on(list, term["topologyKey"].as_str().unwrap_or_default()) {
+        json!({"accepted": true})
+    } else {
+        json!({"accepted": true, "mutated_object": appended(pod, path, &term)})
+    }
+}
+
+fn payload(review: &Value, pretty: bool) -> Vec<u8> {
+    let request = json!({"settings": {}, "request": review["request"]});
+    if pretty {
+        serde_json::to_vec_pretty(&request)
+    } else {
+        serde_json::to_vec(&request)
+    }
+    .expect("json")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn lean_answers_equal_the_plain_path_and_a_second_pass_adds_nothing(case in generated()) {
+        let cluster = Cluster::default()
+            .with_replica(with_spec(replica("deepseek-v3-engine"), json!({"topologySpread": case.spread})));
+        let mut review = pod_of(&case);
+        let response = Native.validate(&payload(&review, case.pretty), &cluster);
+        prop_assert_eq!(&response, &reference(&case, &review["request"]["object"]));
+        if let Some(mutated) = response.get("mutated_object") {
+            review["request"]["object"] = mutated.clone();
+            let again = Native.validate(&payload(&review, !case.pretty), &cluster);
+            prop_assert_eq!(again, json!({"accepted": true}));
+        }
+    }
+}
