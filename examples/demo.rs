@@ -5,6 +5,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use ome_spread::columns;
 use serde_json::{Value, json};
 use support::wasm::{Wasm, build_policy};
 use support::{Cluster, Policy, fixture, validation_request};
@@ -121,34 +122,15 @@ fn pod_row(submitted: &Value, response: &Value) -> Vec<String> {
     };
     vec![
         name,
-        column(&constraints, |c| c["topologyKey"].as_str().unwrap_or("").to_owned()),
-        column(&constraints, |c| {
+        columns::joined(&constraints, |c| c["topologyKey"].as_str().unwrap_or("").to_owned()),
+        columns::joined(&constraints, |c| {
             c["whenUnsatisfiable"].as_str().unwrap_or("").to_owned()
         }),
-        column(&terms, |t| t["topologyKey"].as_str().unwrap_or("").to_owned()),
-        column(&terms, leader),
+        columns::joined(&terms, |t| t["topologyKey"].as_str().unwrap_or("").to_owned()),
+        columns::joined(&terms, leader),
     ]
 }
 
-/// A list's values joined as kubectl's custom columns join `[*]`, or `<none>`.
-fn column(items: &[Value], value: impl Fn(&Value) -> String) -> String {
-    if items.is_empty() {
-        "<none>".into()
-    } else {
-        items.iter().map(value).collect::<Vec<_>>().join(",")
-    }
-}
-
 fn print_table(rows: &[Vec<String>]) {
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        println!("{}", cells.join("   ").trim_end());
-    }
+    print!("{}", columns::table(rows));
 }

@@ -5,7 +5,10 @@
 //! reads and merges the three spread fields. The wasm entry points in `wasm` are a thin shell.
 
 pub mod admission;
+pub mod columns;
+pub mod diagnosis;
 pub mod labels;
+pub mod nodes;
 pub mod pod;
 pub mod raw;
 pub mod rejection;

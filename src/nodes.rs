@@ -1,0 +1,223 @@
+//! Which nodes a pod selects, by Kubernetes' own rules: its `nodeSelector` and its required node
+//! affinity (`nodeAffinityPolicy: Honor`), and, under `nodeTaintsPolicy: Honor`, the taints it
+//! tolerates (a cordoned node counts as tainted `node.kubernetes.io/unschedulable:NoSchedule`).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// What the diagnosis needs of a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
+}
+
+/// A pod's node selection: its `nodeSelector`, required node-affinity terms and tolerations.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    node_selector: BTreeMap<String, String>,
+    /// ORed; within a term, every expression must match. None: no required node affinity.
+    terms: Option<Vec<Vec<Expression>>>,
+    tolerations: Vec<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Expression {
+    key: String,
+    operator: String,
+    values: Vec<String>,
+}
+
+fn strings(value: &Value) -> BTreeMap<String, String> {
+    value
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+        .unwrap_or_default()
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+impl Node {
+    pub fn from_json(node: &Value) -> Self {
+        let mut taints: Vec<Taint> = node["spec"]["taints"]
+            .as_array()
+            .map(|taints| {
+                taints
+                    .iter()
+                    .map(|t| Taint { key: text(&t["key"]), value: text(&t["value"]), effect: text(&t["effect"]) })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if node["spec"]["unschedulable"] == true {
+            taints.push(Taint {
+                key: "node.kubernetes.io/unschedulable".into(),
+                value: String::new(),
+                effect: "NoSchedule".into(),
+            });
+        }
+        Self { name: text(&node["metadata"]["name"]), labels: strings(&node["metadata"]["labels"]), taints }
+    }
+}
+
+impl Selection {
+    pub fn of_pod(pod: &Value) -> Self {
+        let spec = &pod["spec"];
+        let terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"]
+            .as_array()
+            .map(|terms| {
+                terms
+                    .iter()
+                    .map(|term| {
+                        term["matchExpressions"]
+                            .as_array()
+                            .map(|expressions| {
+                                expressions
+                                    .iter()
+                                    .map(|e| Expression {
+                                        key: text(&e["key"]),
+                                        operator: text(&e["operator"]),
+                                        values: e["values"]
+                                            .as_array()
+                                            .map(|v| v.iter().map(text).collect())
+                                            .unwrap_or_default(),
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default()
+                    })
+                    .collect()
+            });
+        Self {
+            node_selector: strings(&spec["nodeSelector"]),
+            terms,
+            tolerations: spec["tolerations"].as_array().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// Does the pod select `node` (nodeSelector and required node affinity)?
+    pub fn selects(&self, node: &Node) -> bool {
+        self.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
+            && self.terms.as_ref().is_none_or(|terms| terms.iter().any(|term| term.iter().all(|e| e.matches(node))))
+    }
+
+    /// Does the pod tolerate every NoSchedule and NoExecute taint of `node`?
+    pub fn tolerates(&self, node: &Node) -> bool {
+        node.taints
+            .iter()
+            .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            .all(|taint| self.tolerations.iter().any(|toleration| tolerates(toleration, taint)))
+    }
+}
+
+fn tolerates(toleration: &Value, taint: &Taint) -> bool {
+    let effect = toleration["effect"].as_str().unwrap_or("");
+    let key = toleration["key"].as_str().unwrap_or("");
+    let key_matches = key.is_empty() || key == taint.key;
+    let value_matches = match toleration["operator"].as_str().unwrap_or("Equal") {
+        "Exists" => true,
+        _ => toleration["value"].as_str().unwrap_or("") == taint.value,
+    };
+    (effect.is_empty() || effect == taint.effect) && key_matches && value_matches
+}
+
+impl Expression {
+    fn matches(&self, node: &Node) -> bool {
+        let label = node.labels.get(&self.key);
+        let number = |s: &str| s.parse::<i64>().ok();
+        match self.operator.as_str() {
+            "In" => label.is_some_and(|l| self.values.contains(l)),
+            "NotIn" => label.is_none_or(|l| !self.values.contains(l)),
+            "Exists" => label.is_some(),
+            "DoesNotExist" => label.is_none(),
+            "Gt" | "Lt" => {
+                let (Some(have), Some(bound)) =
+                    (label.and_then(|l| number(l)), self.values.first().and_then(|v| number(v)))
+                else {
+                    return false;
+                };
+                if self.operator == "Gt" { have > bound } else { have < bound }
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(labels: Value, spec: Value) -> Node {
+        Node::from_json(&json!({"metadata": {"name": "n", "labels": labels}, "spec": spec}))
+    }
+
+    fn pod_with_terms(terms: Value) -> Selection {
+        Selection::of_pod(&json!({"spec": {"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}}))
+    }
+
+    #[test]
+    fn every_operator() {
+        let n = node(json!({"zone": "a", "gpus": "8"}), json!({}));
+        let cases = [
+            (json!({"key": "zone", "operator": "In", "values": ["a", "b"]}), true),
+            (json!({"key": "zone", "operator": "In", "values": ["b"]}), false),
+            (json!({"key": "zone", "operator": "NotIn", "values": ["b"]}), true),
+            (json!({"key": "rack", "operator": "NotIn", "values": ["b"]}), true),
+            (json!({"key": "zone", "operator": "NotIn", "values": ["a"]}), false),
+            (json!({"key": "zone", "operator": "Exists"}), true),
+            (json!({"key": "rack", "operator": "Exists"}), false),
+            (json!({"key": "rack", "operator": "DoesNotExist"}), true),
+            (json!({"key": "zone", "operator": "DoesNotExist"}), false),
+            (json!({"key": "gpus", "operator": "Gt", "values": ["4"]}), true),
+            (json!({"key": "gpus", "operator": "Gt", "values": ["8"]}), false),
+            (json!({"key": "gpus", "operator": "Lt", "values": ["9"]}), true),
+            (json!({"key": "zone", "operator": "Lt", "values": ["9"]}), false),
+            (json!({"key": "zone", "operator": "Near", "values": ["a"]}), false),
+        ];
+        for (expression, selected) in cases {
+            let selection = pod_with_terms(json!([{"matchExpressions": [expression.clone()]}]));
+            assert_eq!(selection.selects(&n), selected, "{expression}");
+        }
+    }
+
+    #[test]
+    fn terms_are_ored_and_expressions_anded() {
+        let n = node(json!({"zone": "a", "rack": "r1"}), json!({}));
+        let in_zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+        let in_rack2 = json!({"key": "rack", "operator": "In", "values": ["r2"]});
+        assert!(!pod_with_terms(json!([{"matchExpressions": [in_zone, in_rack2]}])).selects(&n));
+        assert!(pod_with_terms(json!([{"matchExpressions": [in_rack2]}, {"matchExpressions": [in_zone]}])).selects(&n));
+    }
+
+    #[test]
+    fn node_selector_must_match_every_label() {
+        let selection = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready", "zone": "a"}}}));
+        assert!(selection.selects(&node(json!({"model": "Ready", "zone": "a", "x": "y"}), json!({}))));
+        assert!(!selection.selects(&node(json!({"model": "Ready"}), json!({}))));
+    }
+
+    #[test]
+    fn taints_and_cordons_count_only_when_not_tolerated() {
+        let gpu_pod = Selection::of_pod(&json!({"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}));
+        let tainted = node(json!({}), json!({"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}));
+        let cordoned = node(json!({}), json!({"unschedulable": true}));
+        let prefer = node(json!({}), json!({"taints": [{"key": "x", "effect": "PreferNoSchedule"}]}));
+        assert!(gpu_pod.tolerates(&tainted));
+        assert!(!gpu_pod.tolerates(&cordoned));
+        assert!(gpu_pod.tolerates(&prefer));
+        assert!(!Selection::default().tolerates(&tainted));
+    }
+}
