@@ -3,11 +3,21 @@
 /// Left-aligned columns, three spaces apart, each line ending with a newline.
 pub fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> =
-        (0..columns).map(|i| rows.iter().map(|r| r.get(i).map_or(0, |c| c.chars().count())).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut text = String::new();
     for row in rows {
-        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
         text.push_str(cells.join("   ").trim_end());
         text.push('\n');
     }
@@ -16,7 +26,11 @@ pub fn table(rows: &[Vec<String>]) -> String {
 
 /// A list's values joined as kubectl joins `[*]`, or `<none>`.
 pub fn joined<T>(items: &[T], value: impl Fn(&T) -> String) -> String {
-    if items.is_empty() { "<none>".into() } else { items.iter().map(value).collect::<Vec<_>>().join(",") }
+    if items.is_empty() {
+        "<none>".into()
+    } else {
+        items.iter().map(value).collect::<Vec<_>>().join(",")
+    }
 }
 
 #[cfg(test)]
@@ -25,7 +39,10 @@ mod tests {
 
     #[test]
     fn columns_are_padded_to_the_widest_cell() {
-        let rows = vec![vec!["NAME".to_owned(), "ZONE".to_owned()], vec!["gpu-node-1".to_owned(), "zone-a".to_owned()]];
+        let rows = vec![
+            vec!["NAME".to_owned(), "ZONE".to_owned()],
+            vec!["gpu-node-1".to_owned(), "zone-a".to_owned()],
+        ];
         assert_eq!(table(&rows), "NAME         ZONE\ngpu-node-1   zone-a\n");
         assert_eq!(joined::<&str>(&[], |s| s.to_string()), "<none>");
         assert_eq!(joined(&["a", "b"], |s| s.to_string()), "a,b");

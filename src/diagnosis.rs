@@ -98,9 +98,15 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         SpreadSettings::from_fields(parsed).map_err(|b| format!("{what}.{}: {} {}", b.field, b.value, b.why))
     };
     let projected = read(replica_spec, format!("InferenceReplica {name} spec"))?;
-    let from_service = read(&component.service["spec"][kind], format!("InferenceService spec.{kind}"))?;
+    let from_service = read(
+        &component.service["spec"][kind],
+        format!("InferenceService spec.{kind}"),
+    )?;
     let from_runtime = match component.runtime {
-        Some(runtime) => read(&runtime["spec"][format!("{kind}Config")], format!("runtime spec.{kind}Config"))?,
+        Some(runtime) => read(
+            &runtime["spec"][format!("{kind}Config")],
+            format!("runtime spec.{kind}Config"),
+        )?,
         None => SpreadSettings::default(),
     };
     let in_effect = from_service.over(&from_runtime);
@@ -146,10 +152,17 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         })
         .collect();
     let names = |pods: &[&Value]| {
-        pods.iter().map(|p| p["metadata"]["name"].as_str().unwrap_or_default()).collect::<Vec<_>>().join(", ")
+        pods.iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
 
-    if spread == Spread::Preferred && anchors.iter().any(|pod| pod["spec"]["schedulerName"] == "ome-scheduler") {
+    if spread == Spread::Preferred
+        && anchors
+            .iter()
+            .any(|pod| pod["spec"]["schedulerName"] == "ome-scheduler")
+    {
         return Ok(report.because(
             Reason::PreferredUnderOmeScheduler,
             "WHEN is ScheduleAnyway on pods that the OME scheduler places: under its defaults, Preferred has no effect"
@@ -160,10 +173,21 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
 
     let (mut predating, mut conflicting) = (Vec::new(), Vec::new());
     for pod in &anchors {
-        let runner = if pod["metadata"]["labels"][labels::RUNNER] == "leader" { Runner::Leader } else { Runner::Default };
-        let instance = InstanceLabels { service: service.into(), component: kind.into(), runner };
+        let runner = if pod["metadata"]["labels"][labels::RUNNER] == "leader" {
+            Runner::Leader
+        } else {
+            Runner::Default
+        };
+        let instance = InstanceLabels {
+            service: service.into(),
+            component: kind.into(),
+            runner,
+        };
         let expected = spread_constraint(&instance, spread, key, settings);
-        let constraints = pod["spec"]["topologySpreadConstraints"].as_array().cloned().unwrap_or_default();
+        let constraints = pod["spec"]["topologySpreadConstraints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let ours = |c: &Value| c["labelSelector"] == expected["labelSelector"];
         match constraints.iter().find(|c| c["topologyKey"] == key) {
             Some(c) if ours(c) && c["whenUnsatisfiable"] == expected["whenUnsatisfiable"] => {}
@@ -191,20 +215,31 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
     let nodes: Vec<Node> = component.nodes.iter().map(Node::from_json).collect();
     let selections: Vec<Selection> = anchors.iter().map(|pod| Selection::of_pod(pod)).collect();
     let honor_taints = anchors.iter().any(|pod| {
-        pod["spec"]["topologySpreadConstraints"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor"))
+        pod["spec"]["topologySpreadConstraints"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
+        })
     });
     let selected: Vec<&Node> = nodes
         .iter()
-        .filter(|node| selections.iter().any(|s| s.selects(node) && (!honor_taints || s.tolerates(node))))
+        .filter(|node| {
+            selections
+                .iter()
+                .any(|s| s.selects(node) && (!honor_taints || s.tolerates(node)))
+        })
         .collect();
-    let unlabelled: Vec<&str> =
-        selected.iter().filter(|n| !n.labels.contains_key(key)).map(|n| n.name.as_str()).collect();
+    let unlabelled: Vec<&str> = selected
+        .iter()
+        .filter(|n| !n.labels.contains_key(key))
+        .map(|n| n.name.as_str())
+        .collect();
     if !unlabelled.is_empty() {
         return Ok(report.because(
             Reason::MissingLabel,
-            format!("the nodes {} lack the label {key}, so Required skips them", unlabelled.join(", ")),
+            format!(
+                "the nodes {} lack the label {key}, so Required skips them",
+                unlabelled.join(", ")
+            ),
             "Label the nodes, or correct topologySpreadKey.",
         ));
     }
@@ -213,15 +248,23 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
     if !pending.is_empty() {
         return Ok(report.because(
             Reason::DomainsFull,
-            format!("{} stays Pending: the domains with the fewest of the component's Instances are full", names(&pending)),
+            format!(
+                "{} stays Pending: the domains with the fewest of the component's Instances are full",
+                names(&pending)
+            ),
             "Free room in one of them, or run fewer Instances.",
         ));
     }
 
-    let domains: BTreeSet<&str> = selected.iter().filter_map(|n| n.labels.get(key).map(String::as_str)).collect();
+    let domains: BTreeSet<&str> = selected
+        .iter()
+        .filter_map(|n| n.labels.get(key).map(String::as_str))
+        .collect();
     report.instances_per_domain = domains.iter().map(|d| ((*d).to_owned(), 0)).collect();
-    let domain_of: BTreeMap<&str, &str> =
-        nodes.iter().filter_map(|n| Some((n.name.as_str(), n.labels.get(key)?.as_str()))).collect();
+    let domain_of: BTreeMap<&str, &str> = nodes
+        .iter()
+        .filter_map(|n| Some((n.name.as_str(), n.labels.get(key)?.as_str())))
+        .collect();
     for pod in &anchors {
         let placed = pod["spec"]["nodeName"].as_str().and_then(|node| domain_of.get(node));
         if let Some(count) = placed.and_then(|domain| report.instances_per_domain.get_mut(*domain)) {
@@ -240,24 +283,41 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         ));
     }
     if report.skew > settings.max_skew as usize {
-        let per_domain: Vec<String> = report.instances_per_domain.iter().map(|(d, n)| format!("{d}: {n}")).collect();
+        let per_domain: Vec<String> = report
+            .instances_per_domain
+            .iter()
+            .map(|(d, n)| format!("{d}: {n}"))
+            .collect();
         return Ok(report.because(
             Reason::Skewed,
-            format!("Instances per domain ({}) differ by {}, more than maxSkew {}", per_domain.join(", "), report.skew, settings.max_skew),
+            format!(
+                "Instances per domain ({}) differ by {}, more than maxSkew {}",
+                per_domain.join(", "),
+                report.skew,
+                settings.max_skew
+            ),
             "Request an Instance migration to move an Instance out of the fullest domain.",
         ));
     }
     let used = report.instances_per_domain.values().filter(|n| **n > 0).count();
     Ok(report.because(
         Reason::Satisfied,
-        format!("the {} Instances run in {used} different domains of {key}", anchors.len()),
+        format!(
+            "the {} Instances run in {used} different domains of {key}",
+            anchors.len()
+        ),
         "Nothing: losing one domain leaves the Instances in the others serving.",
     ))
 }
 
 impl Report {
     fn because(&self, reason: Reason, message: String, action: &'static str) -> Report {
-        Report { reason, message, action, ..self.clone() }
+        Report {
+            reason,
+            message,
+            action,
+            ..self.clone()
+        }
     }
 }
 
@@ -271,9 +331,9 @@ fn held_by_spread(pod: &Value) -> bool {
                 let message = c["message"].as_str().unwrap_or_default();
                 c["type"] == "PodScheduled"
                     && c["status"] == "False"
-                    && message.match_indices(SPREAD).any(|(at, _)| {
-                        !message[at + SPREAD.len()..].starts_with(" (missing required label)")
-                    })
+                    && message
+                        .match_indices(SPREAD)
+                        .any(|(at, _)| !message[at + SPREAD.len()..].starts_with(" (missing required label)"))
             })
         })
 }

@@ -40,7 +40,11 @@ struct Expression {
 fn strings(value: &Value) -> BTreeMap<String, String> {
     value
         .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -55,7 +59,11 @@ impl Node {
             .map(|taints| {
                 taints
                     .iter()
-                    .map(|t| Taint { key: text(&t["key"]), value: text(&t["value"]), effect: text(&t["effect"]) })
+                    .map(|t| Taint {
+                        key: text(&t["key"]),
+                        value: text(&t["value"]),
+                        effect: text(&t["effect"]),
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -66,39 +74,43 @@ impl Node {
                 effect: "NoSchedule".into(),
             });
         }
-        Self { name: text(&node["metadata"]["name"]), labels: strings(&node["metadata"]["labels"]), taints }
+        Self {
+            name: text(&node["metadata"]["name"]),
+            labels: strings(&node["metadata"]["labels"]),
+            taints,
+        }
     }
 }
 
 impl Selection {
     pub fn of_pod(pod: &Value) -> Self {
         let spec = &pod["spec"];
-        let terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-            ["nodeSelectorTerms"]
-            .as_array()
-            .map(|terms| {
-                terms
-                    .iter()
-                    .map(|term| {
-                        term["matchExpressions"]
-                            .as_array()
-                            .map(|expressions| {
-                                expressions
-                                    .iter()
-                                    .map(|e| Expression {
-                                        key: text(&e["key"]),
-                                        operator: text(&e["operator"]),
-                                        values: e["values"]
-                                            .as_array()
-                                            .map(|v| v.iter().map(text).collect())
-                                            .unwrap_or_default(),
-                                    })
-                                    .collect()
-                            })
-                            .unwrap_or_default()
-                    })
-                    .collect()
-            });
+        let terms =
+            spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                .as_array()
+                .map(|terms| {
+                    terms
+                        .iter()
+                        .map(|term| {
+                            term["matchExpressions"]
+                                .as_array()
+                                .map(|expressions| {
+                                    expressions
+                                        .iter()
+                                        .map(|e| Expression {
+                                            key: text(&e["key"]),
+                                            operator: text(&e["operator"]),
+                                            values: e["values"]
+                                                .as_array()
+                                                .map(|v| v.iter().map(text).collect())
+                                                .unwrap_or_default(),
+                                        })
+                                        .collect()
+                                })
+                                .unwrap_or_default()
+                        })
+                        .collect()
+                });
         Self {
             node_selector: strings(&spec["nodeSelector"]),
             terms,
@@ -109,7 +121,10 @@ impl Selection {
     /// Does the pod select `node` (nodeSelector and required node affinity)?
     pub fn selects(&self, node: &Node) -> bool {
         self.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
-            && self.terms.as_ref().is_none_or(|terms| terms.iter().any(|term| term.iter().all(|e| e.matches(node))))
+            && self
+                .terms
+                .as_ref()
+                .is_none_or(|terms| terms.iter().any(|term| term.iter().all(|e| e.matches(node))))
     }
 
     /// Does the pod tolerate every NoSchedule and NoExecute taint of `node`?
@@ -142,12 +157,17 @@ impl Expression {
             "Exists" => label.is_some(),
             "DoesNotExist" => label.is_none(),
             "Gt" | "Lt" => {
-                let (Some(have), Some(bound)) =
-                    (label.and_then(|l| number(l)), self.values.first().and_then(|v| number(v)))
-                else {
+                let (Some(have), Some(bound)) = (
+                    label.and_then(|l| number(l)),
+                    self.values.first().and_then(|v| number(v)),
+                ) else {
                     return false;
                 };
-                if self.operator == "Gt" { have > bound } else { have < bound }
+                if self.operator == "Gt" {
+                    have > bound
+                } else {
+                    have < bound
+                }
             }
             _ => false,
         }
@@ -211,10 +231,18 @@ mod tests {
 
     #[test]
     fn taints_and_cordons_count_only_when_not_tolerated() {
-        let gpu_pod = Selection::of_pod(&json!({"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}));
-        let tainted = node(json!({}), json!({"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}));
+        let gpu_pod = Selection::of_pod(
+            &json!({"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}),
+        );
+        let tainted = node(
+            json!({}),
+            json!({"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}),
+        );
         let cordoned = node(json!({}), json!({"unschedulable": true}));
-        let prefer = node(json!({}), json!({"taints": [{"key": "x", "effect": "PreferNoSchedule"}]}));
+        let prefer = node(
+            json!({}),
+            json!({"taints": [{"key": "x", "effect": "PreferNoSchedule"}]}),
+        );
         assert!(gpu_pod.tolerates(&tainted));
         assert!(!gpu_pod.tolerates(&cordoned));
         assert!(gpu_pod.tolerates(&prefer));

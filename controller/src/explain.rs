@@ -35,7 +35,9 @@ pub fn run(
         .named("InferenceService", Some(namespace), service)
         .ok_or_else(|| format!("no InferenceService {namespace}/{service} in {}", from.display()))?;
     if isvc["spec"]["deploymentMode"] != "OMENative" {
-        return Err(format!("InferenceService {namespace}/{service} does not run on OMENative: nothing spreads its Instances"));
+        return Err(format!(
+            "InferenceService {namespace}/{service} does not run on OMENative: nothing spreads its Instances"
+        ));
     }
     let runtime_name = isvc["spec"]["runtime"]["name"].as_str().unwrap_or_default();
     let runtime = match isvc["spec"]["runtime"]["kind"].as_str() {
@@ -47,7 +49,8 @@ pub fn run(
     let mut holds = true;
     let mut explained = 0;
     for component in COMPONENTS.iter().filter(|c| only.is_none_or(|o| o == **c)) {
-        let Some(replica) = objects.named("InferenceReplica", Some(namespace), &format!("{service}-{component}")) else {
+        let Some(replica) = objects.named("InferenceReplica", Some(namespace), &format!("{service}-{component}"))
+        else {
             continue;
         };
         let pods: Vec<Value> = objects
@@ -58,7 +61,16 @@ pub fn run(
             })
             .cloned()
             .collect();
-        let report = diagnose(&Component { service: isvc, runtime, replica, pods: &pods, nodes: &nodes }, &settings)?;
+        let report = diagnose(
+            &Component {
+                service: isvc,
+                runtime,
+                replica,
+                pods: &pods,
+                nodes: &nodes,
+            },
+            &settings,
+        )?;
         if explained > 0 {
             text.push('\n');
         }
@@ -91,7 +103,10 @@ fn write_component(text: &mut String, replica: &Value, pods: &[Value], nodes: &[
     );
     let mut rows = vec![row(["NAME", "SPREAD-KEY", "WHEN", "NODE"])];
     for pod in pods {
-        let constraints = pod["spec"]["topologySpreadConstraints"].as_array().cloned().unwrap_or_default();
+        let constraints = pod["spec"]["topologySpreadConstraints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let joined = |field: &str| columns::joined(&constraints, |c| c[field].as_str().unwrap_or_default().to_owned());
         rows.push(vec![
             pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),

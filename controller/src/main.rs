@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ome-spread", version, about = "Fault-domain spread of OME's OMENative Instances")]
+#[command(
+    name = "ome-spread",
+    version,
+    about = "Fault-domain spread of OME's OMENative Instances"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -42,17 +46,21 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Explain { service, namespace, component, from, settings } => {
-            match explain::run(&service, &namespace, component.as_deref(), &from, settings.as_deref()) {
-                Ok((text, holds)) => {
-                    print!("{text}");
-                    ExitCode::from(if holds { 0 } else { 1 })
-                }
-                Err(message) => {
-                    eprintln!("error: {message}");
-                    ExitCode::from(2)
-                }
+        Command::Explain {
+            service,
+            namespace,
+            component,
+            from,
+            settings,
+        } => match explain::run(&service, &namespace, component.as_deref(), &from, settings.as_deref()) {
+            Ok((text, holds)) => {
+                print!("{text}");
+                ExitCode::from(if holds { 0 } else { 1 })
             }
-        }
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::from(2)
+            }
+        },
     }
 }

@@ -40,7 +40,8 @@ impl Objects {
     /// The objects of `kind`, in `namespace` (None: cluster-scoped, or any).
     pub fn of_kind<'a>(&'a self, kind: &'a str, namespace: Option<&'a str>) -> impl Iterator<Item = &'a Value> + 'a {
         self.0.iter().filter(move |o| {
-            o["kind"] == kind && namespace.is_none_or(|ns| o["metadata"]["namespace"].as_str().unwrap_or("default") == ns)
+            o["kind"] == kind
+                && namespace.is_none_or(|ns| o["metadata"]["namespace"].as_str().unwrap_or("default") == ns)
         })
     }
 

@@ -1,0 +1,308 @@
+//! Every reason of SPEC section 4, from the seed's example changed as each troubleshooting row
+//! describes: the report (reason, Instances per domain, skew) from the core, and the exact
+//! output and exit code of `ome-spread explain --from`. Each case is saved under
+//! `tests/data/reasons/<reason>.yaml`, with the expected output beside it in `<reason>.txt`;
+//! `BLESS=1 cargo test -p ome-spread-controller` rewrites them, and the test fails when they drift.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ome_spread::diagnosis::{Component, Reason, diagnose};
+use ome_spread::settings::Settings;
+use serde_json::{Value, json};
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+/// The seed's objects, flattened: InferenceService, runtime, replica, pods, nodes.
+fn seed() -> Vec<Value> {
+    let text = std::fs::read_to_string(data().join("seed.yaml")).expect("seed.yaml");
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&text).expect("yaml");
+    documents
+        .into_iter()
+        .flat_map(|d| d["items"].as_array().cloned().unwrap_or_else(|| vec![d]))
+        .collect()
+}
+
+fn find<'a>(objects: &'a mut [Value], kind: &str, name: &str) -> &'a mut Value {
+    objects
+        .iter_mut()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .expect(name)
+}
+
+const POD_0: &str = "qwen3-0-6b-engine-0-default-0";
+const POD_1: &str = "qwen3-0-6b-engine-1-default-0";
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+fn node(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+}
+
+fn third_instance(objects: &mut Vec<Value>, node: Option<&str>, when: &str) {
+    let mut pod = find(objects, "Pod", POD_1).clone();
+    pod["metadata"]["name"] = json!("qwen3-0-6b-engine-2-default-0");
+    pod["metadata"]["labels"]["ome.io/instance-index"] = json!("2");
+    pod["spec"]["topologySpreadConstraints"][0]["whenUnsatisfiable"] = json!(when);
+    match node {
+        Some(node) => pod["spec"]["nodeName"] = json!(node),
+        None => {
+            pod["spec"].as_object_mut().expect("spec").remove("nodeName");
+            pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match pod topology spread constraints. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."}]});
+        }
+    }
+    objects.push(pod);
+}
+
+fn set_spread(objects: &mut [Value], spread: Value, when: &str) {
+    find(objects, "InferenceService", "qwen3-0-6b")["spec"]["engine"]["topologySpread"] = spread.clone();
+    find(objects, "InferenceReplica", "qwen3-0-6b-engine")["spec"]["topologySpread"] = spread;
+    for pod in [POD_0, POD_1] {
+        find(objects, "Pod", pod)["spec"]["topologySpreadConstraints"][0]["whenUnsatisfiable"] = json!(when);
+    }
+}
+
+struct Case {
+    reason: Reason,
+    objects: Vec<Value>,
+    per_domain: &'static [(&'static str, usize)],
+    skew: usize,
+}
+
+fn cases() -> Vec<Case> {
+    let case = |reason, change: &dyn Fn(&mut Vec<Value>), per_domain, skew| {
+        let mut objects = seed();
+        change(&mut objects);
+        Case {
+            reason,
+            objects,
+            per_domain,
+            skew,
+        }
+    };
+    let both = &[("zone-a", 1), ("zone-b", 1)];
+    vec![
+        case(
+            Reason::SettingsNotProjected,
+            &|o| {
+                find(o, "InferenceService", "qwen3-0-6b")["spec"]["engine"]["topologySpreadKey"] = json!("rack");
+            },
+            &[],
+            0,
+        ),
+        case(
+            Reason::NotRequested,
+            &|o| {
+                for (kind, name, fields) in [
+                    ("InferenceService", "qwen3-0-6b", "engine"),
+                    ("InferenceReplica", "qwen3-0-6b-engine", ""),
+                ] {
+                    let object = find(o, kind, name);
+                    let spec = if fields.is_empty() {
+                        &mut object["spec"]
+                    } else {
+                        &mut object["spec"][fields]
+                    };
+                    spec.as_object_mut().expect("spec").remove("topologySpread");
+                }
+            },
+            &[],
+            0,
+        ),
+        case(
+            Reason::NoKey,
+            &|o| {
+                find(o, "InferenceService", "qwen3-0-6b")["spec"]["engine"]
+                    .as_object_mut()
+                    .expect("engine")
+                    .remove("topologySpreadKey");
+                find(o, "InferenceReplica", "qwen3-0-6b-engine")["spec"]
+                    .as_object_mut()
+                    .expect("spec")
+                    .remove("topologySpreadKey");
+            },
+            &[],
+            0,
+        ),
+        case(
+            Reason::PreferredUnderOmeScheduler,
+            &|o| {
+                set_spread(o, json!("Preferred"), "ScheduleAnyway");
+                find(o, "Pod", POD_0)["spec"]["schedulerName"] = json!("ome-scheduler");
+            },
+            &[],
+            0,
+        ),
+        case(
+            Reason::PodsPredateChange,
+            &|o| {
+                find(o, "Pod", POD_0)["spec"]
+                    .as_object_mut()
+                    .expect("spec")
+                    .remove("topologySpreadConstraints");
+            },
+            &[],
+            0,
+        ),
+        case(
+            Reason::ConflictingConstraint,
+            &|o| {
+                find(o, "Pod", POD_1)["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": ZONE,
+                "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "qwen"}}}]);
+            },
+            &[],
+            0,
+        ),
+        case(
+            Reason::MissingLabel,
+            &|o| {
+                o.push(node(
+                    "gpu-node-3",
+                    json!({"models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}),
+                ));
+            },
+            &[],
+            0,
+        ),
+        case(
+            Reason::DomainsFull,
+            &|o| third_instance(o, None, "DoNotSchedule"),
+            &[],
+            0,
+        ),
+        case(
+            Reason::SingleDomain,
+            &|o| {
+                find(o, "Node", "gpu-node-2")["metadata"]["labels"][ZONE] = json!("zone-a");
+            },
+            &[("zone-a", 2)],
+            0,
+        ),
+        case(
+            Reason::Skewed,
+            &|o| {
+                set_spread(o, json!("Preferred"), "ScheduleAnyway");
+                o.push(node(
+                    "gpu-node-3",
+                    json!({ZONE: "zone-a", "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}),
+                ));
+                find(o, "Pod", POD_1)["spec"]["nodeName"] = json!("gpu-node-3");
+                third_instance(o, Some("gpu-node-1"), "ScheduleAnyway");
+            },
+            &[("zone-a", 3), ("zone-b", 0)],
+            3,
+        ),
+        case(Reason::Satisfied, &|_| {}, both, 0),
+    ]
+}
+
+fn to_yaml(objects: &[Value]) -> String {
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    serde_saphyr::to_string(&list).expect("yaml")
+}
+
+#[test]
+fn every_reason_is_reported_and_explained() {
+    let dir = data().join("reasons");
+    let bless = std::env::var_os("BLESS").is_some();
+    std::fs::create_dir_all(&dir).expect("dir");
+    let cases = cases();
+    assert_eq!(
+        cases.iter().map(|c| c.reason).collect::<Vec<_>>(),
+        Reason::ALL,
+        "one case per reason, in order"
+    );
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.reason.as_str();
+        let objects = &case.objects;
+        let of = |kind: &str| {
+            objects
+                .iter()
+                .filter(|o| o["kind"] == kind)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let (pods, nodes, runtimes) = (of("Pod"), of("Node"), of("ClusterServingRuntime"));
+        let (services, replicas) = (of("InferenceService"), of("InferenceReplica"));
+        let component = Component {
+            service: &services[0],
+            runtime: runtimes.first(),
+            replica: &replicas[0],
+            pods: &pods,
+            nodes: &nodes,
+        };
+        let report = diagnose(&component, &Settings::default()).expect("a report");
+        let per_domain: BTreeMap<String, usize> = case.per_domain.iter().map(|(d, n)| ((*d).to_owned(), *n)).collect();
+        if (report.reason, &report.instances_per_domain, report.skew) != (case.reason, &per_domain, case.skew) {
+            failures.push(format!(
+                "{name}: report {:?} {:?} skew {}",
+                report.reason, report.instances_per_domain, report.skew
+            ));
+        }
+
+        let yaml = dir.join(format!("{name}.yaml"));
+        let expected = dir.join(format!("{name}.txt"));
+        if bless {
+            std::fs::write(&yaml, to_yaml(objects)).expect("write");
+        }
+        if std::fs::read_to_string(&yaml).ok().as_deref() != Some(to_yaml(objects).as_str()) {
+            failures.push(format!("{name}.yaml is stale"));
+        }
+        let output = Command::new(env!("CARGO_BIN_EXE_ome-spread"))
+            .args(["explain", "qwen3-0-6b", "-n", "spread-demo", "--from"])
+            .arg(&yaml)
+            .output()
+            .expect("run ome-spread");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        if bless {
+            std::fs::write(&expected, &stdout).expect("write");
+        }
+        if std::fs::read_to_string(&expected).ok() != Some(stdout.clone()) {
+            failures.push(format!("{name}: explain printed\n{stdout}"));
+        }
+        let code = if case.reason.holds() { 0 } else { 1 };
+        if output.status.code() != Some(code) {
+            failures.push(format!("{name}: exit {:?}, expected {code}", output.status.code()));
+        }
+        if !stdout.contains(&format!(
+            "Spread: {} ({name})",
+            if code == 0 { "True" } else { "False" }
+        )) {
+            failures.push(format!("{name}: the reason is not printed"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message() {
+    let run = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_ome-spread"))
+            .args(args)
+            .output()
+            .expect("run");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let seed = data().join("seed.yaml");
+    let seed = seed.to_str().expect("path");
+    assert_eq!(
+        run(&["explain", "nope", "-n", "spread-demo", "--from", seed]),
+        (
+            Some(2),
+            format!("error: no InferenceService spread-demo/nope in {seed}\n")
+        )
+    );
+    assert_eq!(
+        run(&["explain", "qwen3-0-6b", "-n", "spread-demo", "--component", "decoder", "--from", seed]),
+        (Some(2), "error: InferenceService spread-demo/qwen3-0-6b has no InferenceReplica for its decoder: the component doesn't run on OMENative\n".into())
+    );
+    let (code, _) = run(&["explain", "qwen3-0-6b", "--from", "/nonexistent.yaml"]);
+    assert_eq!(code, Some(2));
+}
