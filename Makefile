@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock
 
-.PHONY: wasm-target test e2e-tests demo bench fmt lint clean
+.PHONY: wasm-target test e2e-tests demo bench fuzz fmt lint clean
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -36,6 +36,15 @@ demo: wasm-target
 # Criterion, with the ratio table to the floor printed at the end (see BENCHMARKS.md).
 bench: wasm-target
 	$(CARGO) bench --bench policy
+
+# cargo-fuzz on nightly: both targets, FUZZ_RUNS executions each, the corpus seeded from the
+# rule table's fixtures.
+FUZZ_RUNS ?= 5000000
+fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	python3 fuzz/seed_corpus.py
+	cd fuzz && cargo +nightly fuzz run validate_bytes corpus/validate_bytes -- -runs=$(FUZZ_RUNS) -max_len=65536
+	cd fuzz && cargo +nightly fuzz run validate_structured -- -runs=$(FUZZ_RUNS)
 
 fmt:
 	$(CARGO) fmt --all

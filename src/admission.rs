@@ -113,7 +113,12 @@ pub fn evaluate<'a>(
     // One UTF-8 check of the whole text, so that no part of it is checked again.
     let request = std::str::from_utf8(payload)
         .map_err(|e| format!("not UTF-8: {e}"))
-        .and_then(|text| serde_json::from_str::<ValidationRequest>(text).map_err(|e| e.to_string()));
+        .and_then(|text| serde_json::from_str::<ValidationRequest>(text).map_err(|e| e.to_string()))
+        .and_then(|request| {
+            is_object(payload)
+                .then_some(request)
+                .ok_or_else(|| "not a JSON object".to_owned())
+        });
     let outcome = match request {
         Ok(request) => decide(request, read_replica, &mut warning).unwrap_or_else(Outcome::Rejected),
         Err(e) => Outcome::Rejected(Rejection::MalformedRequest(e)),
@@ -182,12 +187,20 @@ fn replica_spec(answer: &[u8]) -> Result<&RawValue, String> {
         serde_json::error::Category::Data => format!("the host's answer is not an InferenceReplica: {e}"),
         _ => format!("the host's answer is not JSON: {e}"),
     })?;
+    if !is_object(answer) {
+        return Err("the host's answer is not an InferenceReplica: not a JSON object".to_owned());
+    }
     match replica.kind {
         None => {}
         Some(Value::String(kind)) if kind == "InferenceReplica" => {}
         Some(other) => return Err(format!("the host answered with kind {other}, not InferenceReplica")),
     }
     replica.spec.ok_or_else(|| "the host's answer has no spec".to_owned())
+}
+
+/// serde reads a struct from a JSON list too; a request or a replica must be an object.
+fn is_object(json: &[u8]) -> bool {
+    json.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
 /// P4: the settings in effect that OME projected onto the replica.

@@ -4,6 +4,8 @@
 //! policy-server's request to its response, [`rules`] says which term a pod gets, [`spread`]
 //! reads and merges the three spread fields. The wasm entry points in `wasm` are a thin shell.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod admission;
 pub mod columns;
 pub mod diagnosis;

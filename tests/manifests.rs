@@ -107,3 +107,67 @@ fn one_version_everywhere() {
     let module = policy()["spec"]["module"].as_str().map(str::to_owned).expect("module");
     assert!(module.ends_with(&format!(":{tag}")), "{module}");
 }
+
+/// Every (API group, resource, verb) a manifest's Roles and ClusterRoles grant.
+fn grants(file: &str) -> std::collections::BTreeSet<(String, String, String)> {
+    let mut grants = std::collections::BTreeSet::new();
+    for role in yaml_documents(file)
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+    {
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let list = |field: &str| -> Vec<String> {
+                rule[field]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            };
+            for group in list("apiGroups") {
+                for resource in list("resources") {
+                    for verb in list("verbs") {
+                        grants.insert((group.clone(), resource.clone(), verb));
+                    }
+                }
+            }
+        }
+    }
+    grants
+}
+
+fn triples(list: &[(&str, &str, &str)]) -> std::collections::BTreeSet<(String, String, String)> {
+    list.iter()
+        .map(|(g, r, v)| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_controller_gets_only_what_spec_section_5_lists() {
+    let mut allowed = Vec::new();
+    for (group, resource) in [
+        ("ome.io", "inferenceservices"),
+        ("ome.io", "servingruntimes"),
+        ("ome.io", "clusterservingruntimes"),
+        ("ome.io", "inferencereplicas"),
+        ("", "pods"),
+        ("", "nodes"),
+    ] {
+        for verb in ["get", "list", "watch"] {
+            allowed.push((group, resource, verb));
+        }
+    }
+    allowed.extend([
+        ("ome.io", "inferencereplicas/status", "patch"),
+        ("", "events", "create"),
+        ("events.k8s.io", "events", "create"),
+        ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "update"),
+    ]);
+    assert_eq!(grants("deploy/controller-rbac.yaml"), triples(&allowed));
+    assert_eq!(
+        grants("policy.yaml"),
+        triples(&[("ome.io", "inferencereplicas", "get")])
+    );
+}

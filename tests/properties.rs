@@ -1,9 +1,11 @@
 //! The lean path (the pod read and edited as text) against the plain one (the pod parsed into a
 //! `serde_json::Value`, the term pushed, the whole re-serialised), on generated pods: the answer
-//! must be the same value, and a second evaluation must change nothing (P6, P9, lossless).
+//! must be the same value, a second evaluation must change nothing (P6, P9, lossless), and a pod
+//! the API server would accept stays one it accepts.
 
 mod support;
 
+use ome_spread::labels;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use support::cases::{AFFINITY, SPREAD, appended, constraint, edited, leader_term, replica, review, with_spec};
@@ -150,6 +152,93 @@ fn payload(review: &Value, pretty: bool) -> Vec<u8> {
     .expect("json")
 }
 
+/// The API server's validation of a label selector's `matchLabels`.
+fn valid_selector(selector: &Value, field: &str) -> Result<(), String> {
+    for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+        labels::check_key(key).map_err(|e| format!("{field}.matchLabels key {key}: {e}"))?;
+        let value = value
+            .as_str()
+            .ok_or(format!("{field}.matchLabels[{key}] is not a string"))?;
+        labels::check_value(value).map_err(|e| format!("{field}.matchLabels[{key}]: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The API server's validation of `spec.topologySpreadConstraints`.
+fn valid_constraints(pod: &Value) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, c) in pod["spec"]["topologySpreadConstraints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let field = format!("topologySpreadConstraints[{i}]");
+        let when = c["whenUnsatisfiable"].as_str().unwrap_or_default();
+        let key = c["topologyKey"].as_str().unwrap_or_default();
+        if c["maxSkew"].as_i64().is_none_or(|n| n <= 0) {
+            return Err(format!("{field}.maxSkew must be greater than 0"));
+        }
+        if !matches!(when, "DoNotSchedule" | "ScheduleAnyway") {
+            return Err(format!("{field}.whenUnsatisfiable {when:?}"));
+        }
+        labels::check_key(key).map_err(|e| format!("{field}.topologyKey: {e}"))?;
+        if !seen.insert((key, when)) {
+            return Err(format!("{field}: duplicate {{{key}, {when}}}"));
+        }
+        if let Some(min) = c.get("minDomains")
+            && (when != "DoNotSchedule" || min.as_i64().is_none_or(|n| n <= 0))
+        {
+            return Err(format!("{field}.minDomains {min} with {when}"));
+        }
+        for policy in ["nodeAffinityPolicy", "nodeTaintsPolicy"] {
+            if c.get(policy).is_some_and(|p| p != "Honor" && p != "Ignore") {
+                return Err(format!("{field}.{policy} {}", c[policy]));
+            }
+        }
+        valid_selector(&c["labelSelector"], &format!("{field}.labelSelector"))?;
+    }
+    Ok(())
+}
+
+/// The API server's validation of required pod-affinity terms.
+fn valid_affinity(pod: &Value) -> Result<(), String> {
+    let terms = &pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    for (i, term) in terms.as_array().into_iter().flatten().enumerate() {
+        let field = format!("requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+        labels::check_key(term["topologyKey"].as_str().unwrap_or_default())
+            .map_err(|e| format!("{field}.topologyKey: {e}"))?;
+        valid_selector(&term["labelSelector"], &format!("{field}.labelSelector"))?;
+    }
+    Ok(())
+}
+
+fn valid(pod: &Value) -> Result<(), String> {
+    valid_constraints(pod).and_then(|()| valid_affinity(pod))
+}
+
+#[test]
+fn the_validation_helpers_refuse_what_the_api_server_refuses() {
+    let pod = |constraints: Value| json!({"spec": {"topologySpreadConstraints": constraints}});
+    let zone = constraint("s", "engine", "leader", KEYS[0], "DoNotSchedule");
+    assert_eq!(valid(&pod(json!([zone.clone()]))), Ok(()));
+    let with = |field: &str, value: Value| {
+        let mut c = zone.clone();
+        c[field] = value;
+        pod(json!([c]))
+    };
+    assert!(valid(&with("maxSkew", json!(0))).is_err());
+    assert!(valid(&with("whenUnsatisfiable", json!("Never"))).is_err());
+    assert!(valid(&with("topologyKey", json!("my zone"))).is_err());
+    assert!(valid(&with("nodeTaintsPolicy", json!("Always"))).is_err());
+    assert!(valid(&pod(json!([zone.clone(), zone.clone()]))).is_err());
+    let mut preferred = constraint("s", "engine", "leader", KEYS[0], "ScheduleAnyway");
+    preferred["minDomains"] = json!(2);
+    assert!(valid(&pod(json!([preferred]))).is_err());
+    let bad_term = json!({"spec": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": ""}]}}}});
+    assert!(valid(&bad_term).is_err());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -160,6 +249,10 @@ proptest! {
         let mut review = pod_of(&case);
         let response = Native.validate(&payload(&review, case.pretty), &cluster);
         prop_assert_eq!(&response, &reference(&case, &review["request"]["object"]));
+        if valid(&review["request"]["object"]).is_ok() {
+            let out = response.get("mutated_object").unwrap_or(&review["request"]["object"]);
+            prop_assert_eq!(valid(out), Ok(()), "a valid pod stays valid");
+        }
         if let Some(mutated) = response.get("mutated_object") {
             review["request"]["object"] = mutated.clone();
             let again = Native.validate(&payload(&review, !case.pretty), &cluster);

@@ -12,6 +12,13 @@ fn every_rule_p1_to_p11_answers_exactly() {
 }
 
 #[test]
+fn every_kind_of_bad_input_gets_its_exact_answer() {
+    let catalogue = support::catalogue::all();
+    assert!(catalogue.len() >= 40, "the catalogue holds {} kinds", catalogue.len());
+    cases::check(&Native, catalogue);
+}
+
+#[test]
 fn p6_a_second_evaluation_adds_nothing() {
     for pod in [
         "qwen3-0-6b-engine-0-default-0",

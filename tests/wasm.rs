@@ -14,6 +14,13 @@ fn every_rule_p1_to_p11_answers_exactly() {
 }
 
 #[test]
+fn every_kind_of_bad_input_gets_its_exact_answer() {
+    let catalogue = support::catalogue::all();
+    assert!(catalogue.len() >= 40, "the catalogue holds {} kinds", catalogue.len());
+    cases::check(&Wasm, catalogue);
+}
+
+#[test]
 fn p6_a_second_evaluation_adds_nothing() {
     let cluster = Cluster::with_fixtures();
     let mut request = review("deepseek-v3-engine-0-leader-0");
@@ -66,5 +73,34 @@ fn malformed_json_is_answered_not_trapped() {
     assert_eq!(
         response,
         json!({"accepted": false, "message": "malformed ValidationRequest: not UTF-8: invalid utf-8 sequence of 1 bytes from index 1"})
+    );
+}
+
+#[test]
+fn a_pod_nested_100000_deep_is_answered_not_trapped() {
+    // Deeper than any parser that recurses could read back: the policy skips it without recursing.
+    let pod = format!("{}0{}", "[".repeat(100_000), "]".repeat(100_000));
+    let text =
+        String::from_utf8(validation_request(&review("qwen3-0-6b-engine-0-default-0"), json!({}))).expect("utf-8");
+    let payload = text.replacen(
+        "\"workloadRef\":",
+        &format!("\"futureField\":{pod},\"workloadRef\":"),
+        1,
+    );
+    assert_ne!(payload, text);
+    let response = instance(&Cluster::with_fixtures())
+        .call("validate", payload.as_bytes())
+        .expect("no trap");
+    let response = String::from_utf8(response).expect("utf-8");
+    assert!(
+        response.starts_with(r#"{"accepted":true,"mutated_object":{"apiVersion":"v1""#),
+        "{}",
+        &response[..80]
+    );
+    assert!(response.contains(&pod));
+    assert!(
+        response.ends_with(r#""whenUnsatisfiable":"DoNotSchedule"}]}}}"#),
+        "{}",
+        &response[response.len() - 120..]
     );
 }

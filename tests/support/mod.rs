@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part of this module
 
 pub mod cases;
+pub mod catalogue;
 pub mod wasm;
 
 use std::collections::BTreeMap;

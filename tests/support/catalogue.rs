@@ -1,0 +1,460 @@
+//! The bad-input catalogue: odd and broken requests, pods, replicas and settings, each with the
+//! exact answer. Never a trap, never a silent pass: accepted unchanged where the rules say so,
+//! else rejected naming the object, the field and the value. Runs natively and through the wasm.
+
+use serde_json::{Value, json};
+
+use super::cases::{Case, Expected, SPREAD, constraint, edited, replica, review, with_spec};
+use super::{Cluster, validation_request};
+
+const QWEN_0: &str = "qwen3-0-6b-engine-0-default-0";
+const WORKER: &str = "deepseek-v3-engine-0-worker-1";
+const QWEN: Option<&str> = Some("qwen3-0-6b-engine");
+const DEEPSEEK: Option<&str> = Some("deepseek-v3-engine");
+
+fn case(name: &'static str, review: Value, reads: Option<&'static str>, expected: Expected) -> Case {
+    Case {
+        name,
+        review,
+        settings: json!({}),
+        cluster: Cluster::with_fixtures(),
+        reads,
+        expected,
+        payload: None,
+    }
+}
+
+/// A case whose payload is these bytes, not a ValidationRequest built from a review.
+fn payload(name: &'static str, bytes: &[u8], message: &'static str) -> Case {
+    Case {
+        payload: Some(bytes.to_vec()),
+        ..case(name, json!({}), None, Expected::Rejected(message))
+    }
+}
+
+fn qwen(change: impl FnOnce(&mut Value)) -> Value {
+    edited(review(QWEN_0), change)
+}
+
+fn worker(change: impl FnOnce(&mut Value)) -> Value {
+    edited(review(WORKER), change)
+}
+
+fn request(change: impl FnOnce(&mut Value)) -> Value {
+    let mut review = review(QWEN_0);
+    change(&mut review["request"]);
+    review
+}
+
+/// The replica answer the host gives, as raw bytes.
+fn answering(bytes: &[u8]) -> Cluster {
+    Cluster::default().with_raw_answer("spread-demo", "qwen3-0-6b-engine", bytes)
+}
+
+fn qwen_replica(fields: Value) -> Cluster {
+    Cluster::default().with_replica(with_spec(replica("qwen3-0-6b-engine"), fields))
+}
+
+/// A pod whose unread `spec.futureField` nests lists `depth` deep.
+pub fn deeply_nested(depth: usize) -> Value {
+    qwen(|p| {
+        let mut nested = json!(0);
+        for _ in 0..depth {
+            nested = json!([nested]);
+        }
+        p["spec"]["futureField"] = nested;
+    })
+}
+
+/// A 3 MB pod: 40 containers of 390 env vars.
+fn three_megabytes() -> Value {
+    qwen(|p| {
+        let container = p["spec"]["containers"][0].clone();
+        p["spec"]["containers"] = (0..40)
+            .map(|c| {
+                let mut container = container.clone();
+                container["name"] = json!(format!("engine-{c}"));
+                container["env"] = (0..390)
+                    .map(|v| json!({"name": format!("V_{c}_{v}"), "value": format!("{v:0>150}")}))
+                    .collect();
+                container
+            })
+            .collect();
+    })
+}
+
+pub fn all() -> Vec<Case> {
+    use Expected::*;
+    let zone = constraint(
+        "qwen3-0-6b",
+        "engine",
+        "default",
+        "topology.kubernetes.io/zone",
+        "DoNotSchedule",
+    );
+    let label = |name: &'static str, value: Value| move |p: &mut Value| p["metadata"]["labels"][name] = value;
+    vec![
+        // The request itself.
+        payload(
+            "request_that_is_truncated_json",
+            br#"{"request": "#,
+            "malformed ValidationRequest: EOF while parsing a value at line 1 column 12",
+        ),
+        payload(
+            "request_that_is_not_utf8",
+            b"{\"request\": \"\xff\"}",
+            "malformed ValidationRequest: not UTF-8: invalid utf-8 sequence of 1 bytes from index 13",
+        ),
+        payload(
+            "request_that_is_empty",
+            b"",
+            "malformed ValidationRequest: EOF while parsing a value at line 1 column 0",
+        ),
+        payload(
+            "request_that_is_null",
+            b"null",
+            "malformed ValidationRequest: invalid type: null, expected struct ValidationRequest at line 1 column 4",
+        ),
+        payload(
+            "request_that_is_a_list",
+            br#"[{}, {}]"#,
+            "malformed ValidationRequest: not a JSON object",
+        ),
+        payload(
+            "request_without_request",
+            br#"{"settings": {}}"#,
+            "malformed ValidationRequest: missing field `request` at line 1 column 16",
+        ),
+        payload(
+            "request_with_trailing_bytes",
+            br#"{"request": {}} x"#,
+            "malformed ValidationRequest: trailing characters at line 1 column 17",
+        ),
+        case(
+            "request_without_object",
+            request(|r| {
+                r.as_object_mut().expect("request").remove("object");
+            }),
+            None,
+            Rejected("pod spread-demo/(unnamed): object is null: must be a Pod object"),
+        ),
+        case(
+            "request_whose_object_is_a_string",
+            request(|r| r["object"] = json!("pod")),
+            None,
+            Rejected("pod spread-demo/(unnamed): object is \"pod\": must be a Pod object"),
+        ),
+        case(
+            "request_with_lower_case_operation",
+            request(|r| r["operation"] = json!("create")),
+            None,
+            Accepted,
+        ),
+        case(
+            "request_for_a_pod_of_another_group",
+            request(|r| r["kind"]["group"] = json!("example.com")),
+            None,
+            Accepted,
+        ),
+        // The pod's metadata and labels.
+        case(
+            "pod_whose_metadata_is_a_string",
+            qwen(|p| p["metadata"] = json!("x")),
+            None,
+            Rejected("pod spread-demo/(unnamed): metadata is \"x\": must be an object"),
+        ),
+        case(
+            "pod_whose_metadata_is_null",
+            qwen(|p| p["metadata"] = Value::Null),
+            None,
+            Accepted,
+        ),
+        case(
+            "pod_whose_labels_are_null",
+            qwen(|p| p["metadata"]["labels"] = Value::Null),
+            None,
+            Accepted,
+        ),
+        case(
+            "pod_whose_managed_by_is_a_number",
+            qwen(label("ome.io/managed-by", json!(1))),
+            None,
+            Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/managed-by is 1: must be a string"),
+        ),
+        case(
+            "pod_whose_runner_is_empty",
+            qwen(label("ome.io/runner", json!(""))),
+            None,
+            Rejected(
+                "pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/runner is \"\": must be default, leader or worker",
+            ),
+        ),
+        case(
+            "pod_whose_runner_is_capitalised",
+            qwen(label("ome.io/runner", json!("Leader"))),
+            None,
+            Rejected(
+                "pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/runner is \"Leader\": must be default, leader or worker",
+            ),
+        ),
+        case(
+            "pod_whose_service_label_is_empty",
+            qwen(label("ome.io/inferenceservice", json!(""))),
+            None,
+            Rejected(
+                "pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/inferenceservice is \"\": must not be empty",
+            ),
+        ),
+        case(
+            "pod_whose_service_label_has_a_space",
+            qwen(label("ome.io/inferenceservice", json!("qwen 3"))),
+            None,
+            Rejected(
+                "pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/inferenceservice is \"qwen 3\": a name must be alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character",
+            ),
+        ),
+        case(
+            "pod_whose_component_is_a_list",
+            qwen(label("component", json!(["engine"]))),
+            None,
+            Rejected(
+                "pod spread-demo/qwen3-0-6b-engine-0-default-0: label component is [\"engine\"]: must be a string",
+            ),
+        ),
+        case(
+            "worker_whose_index_is_a_fraction",
+            worker(label("ome.io/instance-index", json!("1.5"))),
+            None,
+            Rejected(
+                "pod spread-demo/deepseek-v3-engine-0-worker-1: label ome.io/instance-index is \"1.5\": must be a whole number",
+            ),
+        ),
+        case(
+            "worker_whose_index_is_empty",
+            worker(label("ome.io/instance-index", json!(""))),
+            None,
+            Rejected(
+                "pod spread-demo/deepseek-v3-engine-0-worker-1: label ome.io/instance-index is \"\": must be a whole number",
+            ),
+        ),
+        case(
+            "worker_whose_index_is_too_long",
+            worker(label("ome.io/instance-index", json!("1".repeat(64)))),
+            None,
+            Rejected(
+                "pod spread-demo/deepseek-v3-engine-0-worker-1: label ome.io/instance-index is \"1111111111111111111111111111111111111111111111111111111111111111\": must be a whole number",
+            ),
+        ),
+        text_edited(
+            "pod_with_a_repeated_label_keeps_the_last",
+            QWEN_0,
+            r#""ome.io/managed-by":"OMENative","#,
+            r#""ome.io/managed-by":"OMENative","ome.io/managed-by":"Helm","#,
+            Accepted,
+        ),
+        case(
+            "pod_whose_replica_owner_has_no_name",
+            qwen(|p| {
+                p["metadata"]["ownerReferences"][0]
+                    .as_object_mut()
+                    .expect("owner")
+                    .remove("name");
+            }),
+            None,
+            Rejected(
+                "pod spread-demo/qwen3-0-6b-engine-0-default-0: metadata.ownerReferences[InferenceReplica].name is null: must be the replica's name",
+            ),
+        ),
+        // The pod's spec.
+        case(
+            "pod_without_spec_gets_one",
+            qwen(|p| {
+                p.as_object_mut().expect("pod").remove("spec");
+            }),
+            QWEN,
+            Appended(SPREAD, zone.clone()),
+        ),
+        case(
+            "pod_whose_spec_is_null_gets_one",
+            qwen(|p| p["spec"] = Value::Null),
+            QWEN,
+            Appended(SPREAD, zone.clone()),
+        ),
+        case(
+            "pod_whose_spec_is_a_string",
+            qwen(|p| p["spec"] = json!("x")),
+            QWEN,
+            Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: spec is \"x\": must be an object"),
+        ),
+        case(
+            "pod_whose_constraints_are_an_object",
+            qwen(|p| p["spec"]["topologySpreadConstraints"] = json!({})),
+            QWEN,
+            Rejected(
+                "pod spread-demo/qwen3-0-6b-engine-0-default-0: spec.topologySpreadConstraints is {}: must be a list",
+            ),
+        ),
+        case(
+            "pod_whose_constraint_is_a_string",
+            qwen(|p| p["spec"]["topologySpreadConstraints"] = json!(["zone"])),
+            QWEN,
+            Rejected(
+                "pod spread-demo/qwen3-0-6b-engine-0-default-0: spec.topologySpreadConstraints[0].topologyKey is null: must be a string",
+            ),
+        ),
+        case(
+            "worker_whose_affinity_is_null_gets_one",
+            worker(|p| p["spec"]["affinity"] = Value::Null),
+            DEEPSEEK,
+            Appended(
+                super::cases::AFFINITY,
+                super::cases::leader_term("deepseek-v3", "engine", "0", "nvidia.com/gpu.clique"),
+            ),
+        ),
+        case(
+            "worker_whose_pod_affinity_is_a_list",
+            worker(|p| p["spec"]["affinity"]["podAffinity"] = json!([])),
+            DEEPSEEK,
+            Rejected(
+                "pod spread-demo/deepseek-v3-engine-0-worker-1: spec.affinity.podAffinity is []: must be an object",
+            ),
+        ),
+        case(
+            "worker_whose_required_terms_are_an_object",
+            worker(|p| {
+                p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": {}})
+            }),
+            DEEPSEEK,
+            Rejected(
+                "pod spread-demo/deepseek-v3-engine-0-worker-1: spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution is {}: must be a list",
+            ),
+        ),
+        case(
+            "pod_nested_100_deep_in_an_unread_field",
+            deeply_nested(100),
+            QWEN,
+            Appended(SPREAD, zone.clone()),
+        ),
+        case(
+            "pod_of_three_megabytes",
+            three_megabytes(),
+            QWEN,
+            Appended(SPREAD, zone.clone()),
+        ),
+        // The host's answer.
+        Case {
+            cluster: answering(b""),
+            ..case(
+                "replica_answer_that_is_empty",
+                review(QWEN_0),
+                QWEN,
+                Rejected(
+                    "cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: the host's answer is not JSON: EOF while parsing a value at line 1 column 0",
+                ),
+            )
+        },
+        Case {
+            cluster: answering(b"[]"),
+            ..case(
+                "replica_answer_that_is_a_list",
+                review(QWEN_0),
+                QWEN,
+                Rejected(
+                    "cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: the host's answer is not an InferenceReplica: not a JSON object",
+                ),
+            )
+        },
+        Case {
+            cluster: answering(br#"{"kind": "InferenceReplica"}"#),
+            ..case(
+                "replica_without_spec",
+                review(QWEN_0),
+                QWEN,
+                Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: the host's answer has no spec"),
+            )
+        },
+        Case {
+            cluster: answering(br#"{"kind": "InferenceReplica", "spec": null}"#),
+            ..case(
+                "replica_whose_spec_is_null",
+                review(QWEN_0),
+                QWEN,
+                Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: the host's answer has no spec"),
+            )
+        },
+        Case {
+            cluster: qwen_replica(json!({"topologySpread": 2})),
+            ..case(
+                "replica_whose_spread_is_a_number",
+                review(QWEN_0),
+                QWEN,
+                Rejected(
+                    "InferenceReplica spread-demo/qwen3-0-6b-engine: spec.topologySpread is 2: must be Required, Preferred or unset",
+                ),
+            )
+        },
+        Case {
+            cluster: qwen_replica(json!({"topologySpreadKey": "zöne"})),
+            ..case(
+                "replica_whose_key_is_not_ascii",
+                review(QWEN_0),
+                QWEN,
+                Rejected(
+                    "InferenceReplica spread-demo/qwen3-0-6b-engine: spec.topologySpreadKey is \"zöne\": not a valid label key: a name must be alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character",
+                ),
+            )
+        },
+        Case {
+            cluster: qwen_replica(json!({"topologySpreadKey": format!("{}/zone", "a".repeat(254))})),
+            ..case(
+                "replica_whose_key_prefix_is_too_long",
+                review(QWEN_0),
+                QWEN,
+                Rejected(
+                    "InferenceReplica spread-demo/qwen3-0-6b-engine: spec.topologySpreadKey is \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...: not a valid label key: the prefix must be a DNS subdomain of 1 to 253 characters",
+                ),
+            )
+        },
+        Case {
+            cluster: qwen_replica(json!({"topologySpreadKey": "nvidia.com/"})),
+            ..case(
+                "replica_whose_key_has_no_name",
+                review(QWEN_0),
+                QWEN,
+                Rejected(
+                    "InferenceReplica spread-demo/qwen3-0-6b-engine: spec.topologySpreadKey is \"nvidia.com/\": not a valid label key: the name part is empty",
+                ),
+            )
+        },
+        // The settings, as they reach validate.
+        Case {
+            settings: json!({"maxSkew": "1"}),
+            ..case(
+                "settings_with_a_number_as_text",
+                review(QWEN_0),
+                None,
+                Rejected("invalid policy settings: maxSkew must be a whole number of at least 1, got \"1\""),
+            )
+        },
+        Case {
+            settings: json!(["maxSkew"]),
+            ..case(
+                "settings_that_are_a_list",
+                review(QWEN_0),
+                None,
+                Rejected("invalid policy settings: settings must be an object, got [\"maxSkew\"]"),
+            )
+        },
+    ]
+}
+
+/// A case whose payload is the review's, with `from` replaced by `to` in its JSON text: for what
+/// a `Value` cannot hold, such as a repeated key.
+fn text_edited(name: &'static str, pod: &str, from: &str, to: &str, expected: Expected) -> Case {
+    let text = String::from_utf8(validation_request(&review(pod), json!({}))).expect("utf-8");
+    assert!(text.contains(from), "{name}: {from} is not in the payload");
+    Case {
+        payload: Some(text.replace(from, to).into_bytes()),
+        ..case(name, review(pod), None, expected)
+    }
+}
