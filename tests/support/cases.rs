@@ -101,7 +101,8 @@ pub fn leader_term(service: &str, component: &str, index: &str, key: &str) -> Va
     })
 }
 
-fn case(name: &'static str, review: Value, reads: Option<&'static str>, expected: Expected) -> Case {
+/// A case with no settings, against the fixtures' replicas.
+pub fn case(name: &'static str, review: Value, reads: Option<&'static str>, expected: Expected) -> Case {
     Case {
         name,
         review,

@@ -4,25 +4,13 @@
 
 use serde_json::{Value, json};
 
-use super::cases::{Case, Expected, SPREAD, constraint, edited, replica, review, with_spec};
+use super::cases::{Case, Expected, SPREAD, case, constraint, edited, replica, review, with_spec};
 use super::{Cluster, validation_request};
 
 const QWEN_0: &str = "qwen3-0-6b-engine-0-default-0";
 const WORKER: &str = "deepseek-v3-engine-0-worker-1";
 const QWEN: Option<&str> = Some("qwen3-0-6b-engine");
 const DEEPSEEK: Option<&str> = Some("deepseek-v3-engine");
-
-fn case(name: &'static str, review: Value, reads: Option<&'static str>, expected: Expected) -> Case {
-    Case {
-        name,
-        review,
-        settings: json!({}),
-        cluster: Cluster::with_fixtures(),
-        reads,
-        expected,
-        payload: None,
-    }
-}
 
 /// A case whose payload is these bytes, not a ValidationRequest built from a review.
 fn payload(name: &'static str, bytes: &[u8], message: &'static str) -> Case {
