@@ -118,6 +118,12 @@ pub fn evaluate<'a>(
             is_object(payload)
                 .then_some(request)
                 .ok_or_else(|| "not a JSON object".to_owned())
+        })
+        .and_then(|request| match request.request.object {
+            Some(object) => raw::check_escapes(object.get())
+                .map(|()| request)
+                .map_err(|e| format!("object: {e}")),
+            None => Ok(request),
         });
     let outcome = match request {
         Ok(request) => decide(request, read_replica, &mut warning).unwrap_or_else(Outcome::Rejected),

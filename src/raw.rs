@@ -87,6 +87,37 @@ fn walk<'a>(
     (i + 1).min(bytes.len())
 }
 
+/// Checks the `\u` escapes of JSON text that serde_json has read without decoding its strings:
+/// a UTF-16 surrogate must come in a pair, as a full parse requires. The pod's text goes back to
+/// the API server as it came, so it must be text that a full parse accepts.
+pub fn check_escapes(text: &str) -> Result<(), String> {
+    let bytes = text.as_bytes();
+    let hex = |at: usize| {
+        let digits = bytes.get(at..at + 4).and_then(|d| std::str::from_utf8(d).ok());
+        digits.and_then(|d| u16::from_str_radix(d, 16).ok())
+    };
+    let mut i = 0;
+    while let Some(found) = bytes.get(i..).and_then(|rest| memchr::memchr(b'\\', rest)) {
+        let at = i + found;
+        i = at + 2; // the backslash and the character it escapes
+        if bytes.get(at + 1) != Some(&b'u') {
+            continue;
+        }
+        i = at + 6;
+        match hex(at + 2) {
+            Some(0xD800..=0xDBFF)
+                if bytes.get(at + 6..at + 8) == Some(b"\\u") && matches!(hex(at + 8), Some(0xDC00..=0xDFFF)) =>
+            {
+                i = at + 12;
+            }
+            Some(0xD800..=0xDFFF) => return Err(format!("a lone UTF-16 surrogate escape at byte {at}")),
+            Some(_) => {}
+            None => return Err(format!("a \\u escape without four hex digits at byte {at}")),
+        }
+    }
+    Ok(())
+}
+
 /// Whether a JSON list or object has nothing between its brackets.
 pub fn is_empty_container(value: &str) -> bool {
     value.len() < 2 || value[1..value.len() - 1].trim().is_empty()
@@ -184,6 +215,23 @@ mod tests {
         );
         assert_eq!(outer, [Some(r#"{"x": 2}"#), Some("1")]);
         assert_eq!(inner, [Some("2"), None]);
+    }
+
+    #[test]
+    fn surrogate_escapes_must_pair() {
+        assert_eq!(check_escapes(r#"{"a": "\uD83D\uDE00 \n \u00e9 \\u"}"#), Ok(()));
+        assert_eq!(
+            check_escapes(r#""\uDBFB\uDBFB""#),
+            Err("a lone UTF-16 surrogate escape at byte 1".into())
+        );
+        assert_eq!(
+            check_escapes(r#""x\uDE00""#),
+            Err("a lone UTF-16 surrogate escape at byte 2".into())
+        );
+        assert_eq!(
+            check_escapes(r#""\uD83D""#),
+            Err("a lone UTF-16 surrogate escape at byte 1".into())
+        );
     }
 
     #[test]

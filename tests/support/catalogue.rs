@@ -234,6 +234,13 @@ pub fn all() -> Vec<Case> {
             ),
         ),
         text_edited(
+            "pod_with_a_lone_surrogate_escape",
+            QWEN_0,
+            r#""name":"qwen3-0-6b-engine-0-default-0""#,
+            r#""name":"qwen3-\uDBFB-engine""#,
+            Rejected("malformed ValidationRequest: object: a lone UTF-16 surrogate escape at byte 58"),
+        ),
+        text_edited(
             "pod_with_a_repeated_label_keeps_the_last",
             QWEN_0,
             r#""ome.io/managed-by":"OMENative","#,
