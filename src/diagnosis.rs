@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::labels;
-use crate::nodes::{Node, Selection};
+use crate::nodes::{Node, Nodes, Selection};
 use crate::pod::{InstanceLabels, Runner};
 use crate::rules::spread_constraint;
 use crate::settings::Settings;
@@ -20,7 +20,7 @@ pub struct Component<'a> {
     pub runtime: Option<&'a Value>,
     pub replica: &'a Value,
     pub pods: &'a [Value],
-    pub nodes: &'a [Value],
+    pub nodes: &'a Nodes,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -212,15 +212,21 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         ));
     }
 
-    let nodes: Vec<Node> = component.nodes.iter().map(Node::from_json).collect();
-    let selections: Vec<Selection> = anchors.iter().map(|pod| Selection::of_pod(pod)).collect();
+    // The anchors of one component share a template: match each distinct selection once.
+    let mut selections: Vec<Selection> = Vec::new();
+    for selection in anchors.iter().map(|pod| Selection::of_pod(pod)) {
+        if !selections.contains(&selection) {
+            selections.push(selection);
+        }
+    }
     let honor_taints = anchors.iter().any(|pod| {
         pod["spec"]["topologySpreadConstraints"].as_array().is_some_and(|cs| {
             cs.iter()
                 .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
         })
     });
-    let selected: Vec<&Node> = nodes
+    let selected: Vec<&Node> = component
+        .nodes
         .iter()
         .filter(|node| {
             selections
@@ -261,13 +267,12 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         .filter_map(|n| n.labels.get(key).map(String::as_str))
         .collect();
     report.instances_per_domain = domains.iter().map(|d| ((*d).to_owned(), 0)).collect();
-    let domain_of: BTreeMap<&str, &str> = nodes
-        .iter()
-        .filter_map(|n| Some((n.name.as_str(), n.labels.get(key)?.as_str())))
-        .collect();
     for pod in &anchors {
-        let placed = pod["spec"]["nodeName"].as_str().and_then(|node| domain_of.get(node));
-        if let Some(count) = placed.and_then(|domain| report.instances_per_domain.get_mut(*domain)) {
+        let node = pod["spec"]["nodeName"]
+            .as_str()
+            .and_then(|name| component.nodes.get(name));
+        let domain = node.and_then(|n| n.labels.get(key));
+        if let Some(count) = domain.and_then(|d| report.instances_per_domain.get_mut(d)) {
             *count += 1;
         }
     }

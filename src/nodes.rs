@@ -2,7 +2,7 @@
 //! affinity (`nodeAffinityPolicy: Honor`), and, under `nodeTaintsPolicy: Honor`, the taints it
 //! tolerates (a cordoned node counts as tainted `node.kubernetes.io/unschedulable:NoSchedule`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
@@ -53,8 +53,21 @@ fn text(value: &Value) -> String {
 }
 
 impl Node {
+    /// A cordoned (`unschedulable`) node counts as tainted `node.kubernetes.io/unschedulable:NoSchedule`,
+    /// as the scheduler's own filter treats it.
+    pub fn new(name: String, labels: BTreeMap<String, String>, mut taints: Vec<Taint>, unschedulable: bool) -> Self {
+        if unschedulable {
+            taints.push(Taint {
+                key: "node.kubernetes.io/unschedulable".into(),
+                value: String::new(),
+                effect: "NoSchedule".into(),
+            });
+        }
+        Self { name, labels, taints }
+    }
+
     pub fn from_json(node: &Value) -> Self {
-        let mut taints: Vec<Taint> = node["spec"]["taints"]
+        let taints = node["spec"]["taints"]
             .as_array()
             .map(|taints| {
                 taints
@@ -67,18 +80,47 @@ impl Node {
                     .collect()
             })
             .unwrap_or_default();
-        if node["spec"]["unschedulable"] == true {
-            taints.push(Taint {
-                key: "node.kubernetes.io/unschedulable".into(),
-                value: String::new(),
-                effect: "NoSchedule".into(),
-            });
-        }
-        Self {
-            name: text(&node["metadata"]["name"]),
-            labels: strings(&node["metadata"]["labels"]),
+        Self::new(
+            text(&node["metadata"]["name"]),
+            strings(&node["metadata"]["labels"]),
             taints,
-        }
+            node["spec"]["unschedulable"] == true,
+        )
+    }
+}
+
+/// The cluster's nodes, read once per pass and looked up by name, so that diagnosing many
+/// replicas does not re-read every node for each.
+#[derive(Debug, Default)]
+pub struct Nodes {
+    nodes: Vec<Node>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Nodes {
+    pub fn new(nodes: Vec<Node>) -> Self {
+        let by_name = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        Self { nodes, by_name }
+    }
+
+    pub fn from_json(nodes: &[Value]) -> Self {
+        Self::new(nodes.iter().map(Node::from_json).collect())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Node> {
+        self.by_name.get(name).map(|&i| &self.nodes[i])
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Node> {
+        self.nodes.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
     }
 }
 

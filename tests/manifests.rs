@@ -159,11 +159,11 @@ fn the_controller_gets_only_what_spec_section_5_lists() {
     }
     allowed.extend([
         ("ome.io", "inferencereplicas/status", "patch"),
-        ("", "events", "create"),
         ("events.k8s.io", "events", "create"),
+        ("events.k8s.io", "events", "patch"),
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "create"),
-        ("coordination.k8s.io", "leases", "update"),
+        ("coordination.k8s.io", "leases", "patch"),
     ]);
     assert_eq!(grants("deploy/controller-rbac.yaml"), triples(&allowed));
     assert_eq!(

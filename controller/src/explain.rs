@@ -4,36 +4,105 @@
 use std::fmt::Write;
 use std::path::Path;
 
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use kube::api::{Api, ListParams};
 use ome_spread::columns;
 use ome_spread::diagnosis::{Component, Report, diagnose};
-use ome_spread::nodes::{Node, Selection};
+use ome_spread::labels;
+use ome_spread::nodes::{Node, Nodes, Selection};
 use ome_spread::settings::Settings;
 use serde_json::Value;
 
 use crate::objects::Objects;
+use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 const COMPONENTS: [&str; 2] = ["engine", "decoder"];
 
-/// The text to print, and whether the spread holds for every component explained.
+/// The policy's settings from a file (YAML or JSON, as in policy.yaml), else the defaults.
+pub fn read_settings(path: Option<&Path>) -> Result<Settings, String> {
+    let Some(path) = path else {
+        return Ok(Settings::default());
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: Value = serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Settings::from_json(&value).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// What `explain` reads of a live cluster: the InferenceService, its runtime, its replicas, its
+/// pods and the nodes.
+pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Result<Objects, String> {
+    let failed = |what: &str| {
+        let what = what.to_owned();
+        move |e: kube::Error| format!("reading {what}: {e}")
+    };
+    let services: Api<InferenceService> = Api::namespaced(client.clone(), namespace);
+    let Some(isvc) = services
+        .get_opt(service)
+        .await
+        .map_err(failed("the InferenceService"))?
+    else {
+        return Err(format!("no InferenceService {namespace}/{service} in the cluster"));
+    };
+    let mut objects = vec![value(&isvc)?];
+    match isvc.runtime() {
+        Some((true, name)) => {
+            let runtimes: Api<ServingRuntime> = Api::namespaced(client.clone(), namespace);
+            if let Some(runtime) = runtimes.get_opt(name).await.map_err(failed("the ServingRuntime"))? {
+                objects.push(value(&runtime)?);
+            }
+        }
+        Some((false, name)) => {
+            let runtimes: Api<ClusterServingRuntime> = Api::all(client.clone());
+            if let Some(runtime) = runtimes
+                .get_opt(name)
+                .await
+                .map_err(failed("the ClusterServingRuntime"))?
+            {
+                objects.push(value(&runtime)?);
+            }
+        }
+        None => {}
+    }
+    let replicas: Api<InferenceReplica> = Api::namespaced(client.clone(), namespace);
+    for component in COMPONENTS {
+        let name = format!("{service}-{component}");
+        if let Some(replica) = replicas.get_opt(&name).await.map_err(failed("the InferenceReplicas"))? {
+            objects.push(value(&replica)?);
+        }
+    }
+    let selector = format!("{}={service}", labels::INFERENCE_SERVICE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    for pod in pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(failed("the pods"))?
+    {
+        objects.push(value(&pod)?);
+    }
+    let nodes: Api<KubeNode> = Api::all(client);
+    for node in nodes.list(&ListParams::default()).await.map_err(failed("the nodes"))? {
+        objects.push(value(&node)?);
+    }
+    Ok(Objects::new(objects))
+}
+
+fn value(object: &impl serde::Serialize) -> Result<Value, String> {
+    serde_json::to_value(object).map_err(|e| e.to_string())
+}
+
+/// The text to print, and whether the spread holds for every component explained. `source` names
+/// where the objects came from, for messages.
 pub fn run(
     service: &str,
     namespace: &str,
     only: Option<&str>,
-    from: &Path,
-    settings: Option<&Path>,
+    objects: &Objects,
+    source: &str,
+    settings: &Settings,
 ) -> Result<(String, bool), String> {
-    let settings = match settings {
-        None => Settings::default(),
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let value: Value = serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            Settings::from_json(&value).map_err(|e| format!("{}: {e}", path.display()))?
-        }
-    };
-    let objects = Objects::load(from)?;
     let isvc = objects
         .named("InferenceService", Some(namespace), service)
-        .ok_or_else(|| format!("no InferenceService {namespace}/{service} in {}", from.display()))?;
+        .ok_or_else(|| format!("no InferenceService {namespace}/{service} in {source}"))?;
     if isvc["spec"]["deploymentMode"] != "OMENative" {
         return Err(format!(
             "InferenceService {namespace}/{service} does not run on OMENative: nothing spreads its Instances"
@@ -44,7 +113,7 @@ pub fn run(
         Some("ServingRuntime") => objects.named("ServingRuntime", Some(namespace), runtime_name),
         _ => objects.named("ClusterServingRuntime", None, runtime_name),
     };
-    let nodes: Vec<Value> = objects.of_kind("Node", None).cloned().collect();
+    let nodes = Nodes::new(objects.of_kind("Node", None).map(Node::from_json).collect());
     let mut text = String::new();
     let mut holds = true;
     let mut explained = 0;
@@ -69,7 +138,7 @@ pub fn run(
                 pods: &pods,
                 nodes: &nodes,
             },
-            &settings,
+            settings,
         )?;
         if explained > 0 {
             text.push('\n');
@@ -87,7 +156,7 @@ pub fn run(
     Ok((text, holds))
 }
 
-fn write_component(text: &mut String, replica: &Value, pods: &[Value], nodes: &[Value], report: &Report) {
+fn write_component(text: &mut String, replica: &Value, pods: &[Value], nodes: &Nodes, report: &Report) {
     let field = |name: &str| replica["spec"][name].as_str().unwrap_or("<none>").to_owned();
     table(
         text,
@@ -122,10 +191,10 @@ fn write_component(text: &mut String, replica: &Value, pods: &[Value], nodes: &[
         let used: Vec<&str> = pods.iter().filter_map(|p| p["spec"]["nodeName"].as_str()).collect();
         let header = key.rsplit('/').next().unwrap_or(key).to_uppercase();
         let mut rows = vec![vec!["NAME".to_owned(), header]];
-        for node in nodes.iter().map(Node::from_json) {
-            if used.contains(&node.name.as_str()) || selections.iter().any(|s| s.selects(&node)) {
+        for node in nodes.iter() {
+            if used.contains(&node.name.as_str()) || selections.iter().any(|s| s.selects(node)) {
                 let domain = node.labels.get(key).cloned().unwrap_or_else(|| "<none>".into());
-                rows.push(vec![node.name, domain]);
+                rows.push(vec![node.name.clone(), domain]);
             }
         }
         if rows.len() > 1 {

@@ -1,12 +1,14 @@
 //! `ome-spread`: says whether the spread of an OMENative component holds, and if not, why.
 
-mod explain;
-mod objects;
-
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use ome_spread_controller::objects::Objects;
+use ome_spread_controller::{cluster, explain, resources, serve};
+use tracing::{error, info};
 
 #[derive(Parser)]
 #[command(
@@ -24,6 +26,7 @@ enum Command {
     /// Show where an InferenceService's Instances landed, whether the spread holds, and what to do.
     ///
     /// Prints the seed's Step 2 tables (the replica, its pods, their nodes), then the reason.
+    /// Reads the cluster of the current kubeconfig context, or saved objects with --from.
     /// Exits 0 when the spread holds, 1 when it does not, 2 on bad input.
     Explain {
         /// The InferenceService's name.
@@ -34,14 +37,36 @@ enum Command {
         /// Only this component.
         #[arg(long, value_parser = ["engine", "decoder"])]
         component: Option<String>,
-        /// Saved objects (`kubectl get -o yaml` output, lists included): a file, or a directory
-        /// of .yaml/.yml/.json files. Reading a live cluster is not built yet.
-        #[arg(long, required = true)]
-        from: PathBuf,
+        /// Saved objects instead of the cluster (`kubectl get -o yaml` output, lists included): a
+        /// file, or a directory of .yaml/.yml/.json files.
+        #[arg(long)]
+        from: Option<PathBuf>,
         /// The policy's settings (YAML or JSON), as in policy.yaml, if they are not the defaults.
         #[arg(long)]
         settings: Option<PathBuf>,
     },
+    /// Watch every InferenceReplica of an OMENative InferenceService and keep its `Spread`
+    /// condition, Events and metrics up to date. Runs in the cluster (see deploy/controller.yaml).
+    Controller {
+        /// The policy's settings (YAML or JSON), as in policy.yaml, if they are not the defaults.
+        #[arg(long, env = "OME_SPREAD_SETTINGS")]
+        settings: Option<PathBuf>,
+        /// Where /metrics, /healthz and /readyz listen.
+        #[arg(long, default_value = "0.0.0.0:8080")]
+        listen: SocketAddr,
+        /// The namespace of the leader-election Lease `ome-spread-controller`.
+        #[arg(long, env = "POD_NAMESPACE", default_value = "ome-spread")]
+        lease_namespace: String,
+        /// This replica's name in the election (the pod's name).
+        #[arg(long, env = "POD_NAME")]
+        identity: String,
+        /// Log one JSON object per line.
+        #[arg(long)]
+        log_json: bool,
+    },
+    /// Print the InferenceReplica CRD subset (deploy/inferencereplica-crd.yaml), for trying the
+    /// controller on a cluster without OME.
+    Crd,
 }
 
 fn main() -> ExitCode {
@@ -52,15 +77,100 @@ fn main() -> ExitCode {
             component,
             from,
             settings,
-        } => match explain::run(&service, &namespace, component.as_deref(), &from, settings.as_deref()) {
-            Ok((text, holds)) => {
-                print!("{text}");
-                ExitCode::from(if holds { 0 } else { 1 })
+        } => {
+            let explained = explain::read_settings(settings.as_deref()).and_then(|settings| {
+                let (objects, source) = match &from {
+                    Some(path) => (Objects::load(path)?, path.display().to_string()),
+                    None => (runtime()?.block_on(fetch(&service, &namespace))?, "the cluster".into()),
+                };
+                explain::run(&service, &namespace, component.as_deref(), &objects, &source, &settings)
+            });
+            match explained {
+                Ok((text, holds)) => {
+                    print!("{text}");
+                    ExitCode::from(if holds { 0 } else { 1 })
+                }
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Controller {
+            settings,
+            listen,
+            lease_namespace,
+            identity,
+            log_json,
+        } => {
+            logs(log_json);
+            let run = explain::read_settings(settings.as_deref()).and_then(|settings| {
+                runtime()?.block_on(controller(
+                    cluster::Options {
+                        settings,
+                        lease_namespace,
+                        identity,
+                        health: Arc::default(),
+                        metrics: Arc::default(),
+                    },
+                    listen,
+                ))
+            });
+            match run {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    error!("{message}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Crd => match resources::crd_yaml() {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
             }
             Err(message) => {
                 eprintln!("error: {message}");
-                ExitCode::from(2)
+                ExitCode::FAILURE
             }
         },
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Runtime::new().map_err(|e| format!("starting the async runtime: {e}"))
+}
+
+async fn fetch(service: &str, namespace: &str) -> Result<Objects, String> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("connecting to the cluster of the kubeconfig: {e}"))?;
+    explain::fetch(client, service, namespace).await
+}
+
+async fn controller(options: cluster::Options, listen: SocketAddr) -> Result<(), String> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("connecting to the cluster: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("listening on {listen}: {e}"))?;
+    info!(%listen, "serving /metrics, /healthz and /readyz");
+    let router = serve::router(options.metrics.clone(), options.health.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            error!(error = %e, "serving metrics");
+        }
+    });
+    cluster::run(client, options).await
+}
+
+fn logs(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    if json {
+        logs.json().init();
+    } else {
+        logs.init();
     }
 }

@@ -8,6 +8,10 @@ use serde_json::Value;
 pub struct Objects(Vec<Value>);
 
 impl Objects {
+    pub fn new(objects: Vec<Value>) -> Self {
+        Self(objects)
+    }
+
     pub fn load(path: &Path) -> Result<Self, String> {
         let files = if path.is_dir() {
             let mut files: Vec<_> = std::fs::read_dir(path)
@@ -34,7 +38,7 @@ impl Objects {
                 }
             }
         }
-        Ok(Self(objects))
+        Ok(Self::new(objects))
     }
 
     /// The objects of `kind`, in `namespace` (None: cluster-scoped, or any).

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ome_spread::diagnosis::{Component, Reason, diagnose};
+use ome_spread::nodes::Nodes;
 use ome_spread::settings::Settings;
 use serde_json::{Value, json};
 
@@ -233,7 +234,7 @@ fn every_reason_is_reported_and_explained() {
             runtime: runtimes.first(),
             replica: &replicas[0],
             pods: &pods,
-            nodes: &nodes,
+            nodes: &Nodes::from_json(&nodes),
         };
         let report = diagnose(&component, &Settings::default()).expect("a report");
         let per_domain: BTreeMap<String, usize> = case.per_domain.iter().map(|(d, n)| ((*d).to_owned(), *n)).collect();
@@ -305,4 +306,103 @@ fn bad_input_exits_2_with_a_message() {
     );
     let (code, _) = run(&["explain", "qwen3-0-6b", "--from", "/nonexistent.yaml"]);
     assert_eq!(code, Some(2));
+}
+
+/// A fake API server over saved objects: GET of one object (404 when absent) and LIST with an
+/// equality label selector, items without kind and apiVersion as the API server sends them.
+async fn serve_objects(
+    mut server: tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>,
+    objects: Vec<Value>,
+) {
+    while let Some((request, respond)) = server.next_request().await {
+        let path = request.uri().path().to_owned();
+        let selector = request.uri().query().unwrap_or_default().split('&').find_map(|p| {
+            let value = p.strip_prefix("labelSelector=")?;
+            let decoded = value.replace("%2F", "/").replace("%3D", "=");
+            let (key, value) = decoded.split_once('=')?;
+            Some((key.to_owned(), value.to_owned()))
+        });
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let (parts, namespace) = match parts.iter().position(|p| *p == "namespaces") {
+            Some(at) => (
+                [&parts[..at], &parts[at + 2..]].concat(),
+                Some(parts[at + 1].to_owned()),
+            ),
+            None => (parts.clone(), None),
+        };
+        let version_end = if parts[0] == "api" { 2 } else { 3 };
+        let plural = parts[version_end];
+        let name = parts.get(version_end + 1);
+        let matching: Vec<&Value> = objects
+            .iter()
+            .filter(|o| format!("{}s", o["kind"].as_str().unwrap_or_default().to_lowercase()) == plural)
+            .filter(|o| namespace.as_deref().is_none_or(|ns| o["metadata"]["namespace"] == ns))
+            .filter(|o| name.is_none_or(|n| o["metadata"]["name"] == *n))
+            .filter(|o| {
+                selector
+                    .as_ref()
+                    .is_none_or(|(k, v)| o["metadata"]["labels"][k.as_str()] == v.as_str())
+            })
+            .collect();
+        let (status, body) = match (name, matching.first()) {
+            (Some(_), Some(object)) => (200, (*object).clone()),
+            (Some(_), None) => (
+                404,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
+            ),
+            (None, _) => {
+                let items: Vec<Value> = matching
+                    .iter()
+                    .map(|o| {
+                        let mut item = (*o).clone();
+                        let fields = item.as_object_mut().expect("an object");
+                        fields.remove("kind");
+                        fields.remove("apiVersion");
+                        item
+                    })
+                    .collect();
+                (
+                    200,
+                    json!({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}),
+                )
+            }
+        };
+        let response = http::Response::builder()
+            .status(status)
+            .body(kube::client::Body::from(serde_json::to_vec(&body).expect("json")))
+            .expect("a response");
+        respond.send_response(response);
+    }
+}
+
+/// `explain` without --from reads the same objects from the cluster (here a fake API server
+/// over each reason's fixture) and prints exactly what `explain --from` prints for them.
+#[tokio::test]
+async fn live_explain_prints_what_explain_from_prints() {
+    for reason in Reason::ALL {
+        let name = reason.as_str();
+        let dir = data().join("reasons");
+        let text = std::fs::read_to_string(dir.join(format!("{name}.yaml"))).expect("fixture");
+        let list: Value = serde_saphyr::from_str(&text).expect("yaml");
+        let (service, server) =
+            tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
+        let api = tokio::spawn(serve_objects(server, list["items"].as_array().expect("items").clone()));
+        let client = kube::Client::new(service, "default");
+        let objects = ome_spread_controller::explain::fetch(client, "qwen3-0-6b", "spread-demo")
+            .await
+            .expect(name);
+        let (printed, holds) = ome_spread_controller::explain::run(
+            "qwen3-0-6b",
+            "spread-demo",
+            None,
+            &objects,
+            "the cluster",
+            &Settings::default(),
+        )
+        .expect(name);
+        let expected = std::fs::read_to_string(dir.join(format!("{name}.txt"))).expect("expected");
+        assert_eq!(printed, expected, "{name}");
+        assert_eq!(holds, reason.holds(), "{name}");
+        api.abort();
+    }
 }

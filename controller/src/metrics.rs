@@ -1,0 +1,260 @@
+//! The controller's Prometheus metrics: what each replica's spread looks like now, and how the
+//! reconciler itself is doing.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ome_spread::diagnosis::{Reason, Report};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReplicaLabels {
+    namespace: String,
+    replica: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DomainLabels {
+    namespace: String,
+    replica: String,
+    domain: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    namespace: String,
+    replica: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    error: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    instances: Family<DomainLabels, Gauge>,
+    skew: Family<ReplicaLabels, Gauge>,
+    reason: Family<ReasonLabels, Gauge>,
+    reconciles: Counter,
+    errors: Family<ErrorLabels, Counter>,
+    duration: Histogram,
+    /// The series each replica has now, so that a domain or reason that goes away leaves no stale series.
+    shown: Mutex<HashMap<ReplicaLabels, (Reason, Vec<String>)>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("ome_spread");
+        let instances = Family::default();
+        let skew = Family::default();
+        let reason = Family::default();
+        let reconciles = Counter::default();
+        let errors = Family::default();
+        let duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
+        registry.register(
+            "instances",
+            "Placed Instances (leaders or single pods) of a replica per eligible domain",
+            instances.clone(),
+        );
+        registry.register(
+            "skew",
+            "Difference between the most and the fewest Instances per eligible domain",
+            skew.clone(),
+        );
+        registry.register(
+            "reason",
+            "The replica's current Spread reason (1); other reasons have no series",
+            reason.clone(),
+        );
+        registry.register("reconciles", "Reconciles run", reconciles.clone());
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed, by kind of error",
+            errors.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time a reconcile takes, API calls included",
+            duration.clone(),
+        );
+        Self {
+            registry,
+            instances,
+            skew,
+            reason,
+            reconciles,
+            errors,
+            duration,
+            shown: Mutex::default(),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn reconciled(&self, took: Duration) {
+        self.reconciles.inc();
+        self.duration.observe(took.as_secs_f64());
+    }
+
+    pub fn failed(&self, error: &str, took: Duration) {
+        self.reconciled(took);
+        self.errors.get_or_create(&ErrorLabels { error: error.into() }).inc();
+    }
+
+    /// Shows a replica's report, replacing what was shown for it before.
+    pub fn show(&self, namespace: &str, replica: &str, report: &Report) {
+        let labels = ReplicaLabels {
+            namespace: namespace.into(),
+            replica: replica.into(),
+        };
+        self.forget_labels(&labels);
+        for (domain, count) in &report.instances_per_domain {
+            self.instances
+                .get_or_create(&domain_labels(&labels, domain))
+                .set(*count as i64);
+        }
+        self.skew.get_or_create(&labels).set(report.skew as i64);
+        self.reason.get_or_create(&reason_labels(&labels, report.reason)).set(1);
+        let domains = report.instances_per_domain.keys().cloned().collect();
+        if let Ok(mut shown) = self.shown.lock() {
+            shown.insert(labels, (report.reason, domains));
+        }
+    }
+
+    /// Removes a replica's series: it is gone, or no longer on OMENative.
+    pub fn forget(&self, namespace: &str, replica: &str) {
+        self.forget_labels(&ReplicaLabels {
+            namespace: namespace.into(),
+            replica: replica.into(),
+        });
+    }
+
+    fn forget_labels(&self, labels: &ReplicaLabels) {
+        let Some((reason, domains)) = self.shown.lock().ok().and_then(|mut s| s.remove(labels)) else {
+            return;
+        };
+        for domain in &domains {
+            self.instances.remove(&domain_labels(labels, domain));
+        }
+        self.skew.remove(labels);
+        self.reason.remove(&reason_labels(labels, reason));
+    }
+
+    /// The metrics in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+fn domain_labels(labels: &ReplicaLabels, domain: &str) -> DomainLabels {
+    DomainLabels {
+        namespace: labels.namespace.clone(),
+        replica: labels.replica.clone(),
+        domain: domain.into(),
+    }
+}
+
+fn reason_labels(labels: &ReplicaLabels, reason: Reason) -> ReasonLabels {
+    ReasonLabels {
+        namespace: labels.namespace.clone(),
+        replica: labels.replica.clone(),
+        reason: reason.as_str().into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ome_spread::spread::SpreadSettings;
+
+    fn report(reason: Reason, per_domain: &[(&str, usize)], skew: usize) -> Report {
+        Report {
+            reason,
+            message: String::new(),
+            action: "",
+            in_effect: SpreadSettings::default(),
+            instances_per_domain: per_domain.iter().map(|(d, n)| ((*d).to_owned(), *n)).collect(),
+            skew,
+        }
+    }
+
+    fn series(metrics: &Metrics) -> Vec<String> {
+        metrics
+            .encode()
+            .lines()
+            .filter(|l| {
+                l.starts_with("ome_spread_instances{")
+                    || l.starts_with("ome_spread_skew{")
+                    || l.starts_with("ome_spread_reason{")
+            })
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn a_replica_shows_its_instances_per_domain_skew_and_only_its_current_reason() {
+        let metrics = Metrics::default();
+        metrics.show(
+            "ns",
+            "m-engine",
+            &report(Reason::Skewed, &[("zone-a", 3), ("zone-b", 0)], 3),
+        );
+        let mut shown = series(&metrics);
+        shown.sort();
+        assert_eq!(
+            shown,
+            [
+                r#"ome_spread_instances{namespace="ns",replica="m-engine",domain="zone-a"} 3"#,
+                r#"ome_spread_instances{namespace="ns",replica="m-engine",domain="zone-b"} 0"#,
+                r#"ome_spread_reason{namespace="ns",replica="m-engine",reason="Skewed"} 1"#,
+                r#"ome_spread_skew{namespace="ns",replica="m-engine"} 3"#,
+            ]
+        );
+        metrics.show(
+            "ns",
+            "m-engine",
+            &report(Reason::Satisfied, &[("zone-a", 2), ("zone-c", 1)], 1),
+        );
+        let mut shown = series(&metrics);
+        shown.sort();
+        assert_eq!(
+            shown,
+            [
+                r#"ome_spread_instances{namespace="ns",replica="m-engine",domain="zone-a"} 2"#,
+                r#"ome_spread_instances{namespace="ns",replica="m-engine",domain="zone-c"} 1"#,
+                r#"ome_spread_reason{namespace="ns",replica="m-engine",reason="Satisfied"} 1"#,
+                r#"ome_spread_skew{namespace="ns",replica="m-engine"} 1"#,
+            ],
+            "no stale domain or reason"
+        );
+        metrics.forget("ns", "m-engine");
+        assert_eq!(series(&metrics), Vec::<String>::new());
+    }
+
+    #[test]
+    fn reconciles_errors_and_durations_are_counted() {
+        let metrics = Metrics::default();
+        metrics.reconciled(Duration::from_millis(2));
+        metrics.failed("api_500", Duration::from_millis(3));
+        let text = metrics.encode();
+        for line in [
+            "ome_spread_reconciles_total 2",
+            r#"ome_spread_reconcile_errors_total{error="api_500"} 1"#,
+            "ome_spread_reconcile_duration_seconds_count 2",
+            "# EOF",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! One reconcile: read a replica's InferenceService, runtime, pods and the nodes from the caches,
+//! diagnose (the shared core), then show the report as the `Spread` condition, an Event when the
+//! reason changes, and metrics. It writes nothing else.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use ome_spread::diagnosis::{Component, Report, diagnose};
+use ome_spread::labels;
+use ome_spread::settings::Settings;
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use crate::cluster::NodeSnapshot;
+use crate::metrics::Metrics;
+use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
+
+/// The field manager of the `Spread` condition.
+pub const FIELD_MANAGER: &str = "ome-spread";
+pub const CONDITION: &str = "Spread";
+/// How long one API write may take before the reconcile counts as failed and is retried.
+pub const API_TIMEOUT: Duration = Duration::from_secs(10);
+/// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
+const RESYNC: Duration = Duration::from_secs(600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    #[error("the API server did not answer {0} within {API_TIMEOUT:?}")]
+    Timeout(&'static str),
+    /// A value OME would not accept, named by object and field.
+    #[error("{0}")]
+    BadObject(String),
+    #[error("a cache stopped before it was filled")]
+    CacheGone,
+}
+
+impl Error {
+    /// The kind of error, as the `error` label of the errors metric.
+    pub fn kind(&self) -> String {
+        match self {
+            Self::Api(kube::Error::Api(status)) => format!("api_{}", status.code),
+            Self::Api(_) => "api".into(),
+            Self::Timeout(_) => "timeout".into(),
+            Self::BadObject(_) => "bad_object".into(),
+            Self::CacheGone => "cache".into(),
+        }
+    }
+}
+
+/// The caches and clients a reconcile reads and writes through.
+pub struct Context {
+    pub client: kube::Client,
+    pub recorder: Recorder,
+    pub services: Store<InferenceService>,
+    pub runtimes: Store<ServingRuntime>,
+    pub cluster_runtimes: Store<ClusterServingRuntime>,
+    pub pods: Store<Pod>,
+    pub nodes: NodeSnapshot,
+    pub settings: Settings,
+    pub metrics: Arc<Metrics>,
+    /// Failures in a row per replica, for the retry's backoff.
+    pub failures: Mutex<HashMap<ObjectRef<InferenceReplica>, u32>>,
+}
+
+impl Context {
+    async fn synced(&self) -> Result<(), Error> {
+        let ready = futures::try_join!(
+            self.services.wait_until_ready(),
+            self.runtimes.wait_until_ready(),
+            self.cluster_runtimes.wait_until_ready(),
+            self.pods.wait_until_ready(),
+            self.nodes.wait_until_ready(),
+        );
+        ready.map(|_| ()).map_err(|_| Error::CacheGone)
+    }
+}
+
+pub async fn reconcile(replica: Arc<InferenceReplica>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_replica(&replica, &ctx).await;
+    match &result {
+        Ok(_) => {
+            ctx.metrics.reconciled(started.elapsed());
+            if let Ok(mut failures) = ctx.failures.lock() {
+                failures.remove(&ObjectRef::from_obj(&*replica));
+            }
+        }
+        Err(error) => ctx.metrics.failed(&error.kind(), started.elapsed()),
+    }
+    result
+}
+
+/// Retries a failed reconcile after 5 s, doubling per failure in a row, up to 5 minutes.
+pub fn error_policy(replica: Arc<InferenceReplica>, error: &Error, ctx: Arc<Context>) -> Action {
+    let failures = ctx.failures.lock().map_or(1, |mut failures| {
+        let count = failures.entry(ObjectRef::from_obj(&*replica)).or_insert(0);
+        *count += 1;
+        *count
+    });
+    let wait = retry_after(failures);
+    warn!(replica = %ObjectRef::from_obj(&*replica), %error, failures, retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
+}
+
+pub fn retry_after(failures: u32) -> Duration {
+    Duration::from_secs(
+        5u64.saturating_mul(1 << failures.clamp(1, 7).saturating_sub(1))
+            .min(300),
+    )
+}
+
+async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<Action, Error> {
+    ctx.synced().await?;
+    let namespace = replica.namespace().unwrap_or_default();
+    let name = replica.name_any();
+    let service_ref = ObjectRef::new(&replica.spec.parent_ref.name).within(&namespace);
+    let Some(service) = ctx.services.get(&service_ref).filter(|s| s.on_omenative()) else {
+        // Nothing to say: the InferenceService's watch brings the replica back if that changes.
+        ctx.metrics.forget(&namespace, &name);
+        return Ok(Action::await_change());
+    };
+    let runtime = match service.runtime() {
+        Some((true, runtime)) => to_value(ctx.runtimes.get(&ObjectRef::new(runtime).within(&namespace)))?,
+        Some((false, runtime)) => to_value(ctx.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
+        None => None,
+    };
+    let component = replica.spec.component.as_str();
+    let pods = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|pod| {
+            let labels = pod.labels();
+            pod.namespace().as_deref() == Some(&namespace)
+                && labels.get(labels::INFERENCE_SERVICE) == Some(&replica.spec.parent_ref.name)
+                && labels.get(labels::COMPONENT).map(String::as_str) == Some(component)
+        })
+        .map(|pod| serde_json::to_value(&*pod))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::BadObject(e.to_string()))?;
+    let nodes = ctx.nodes.current();
+    let service_value = serde_json::to_value(&*service).map_err(|e| Error::BadObject(e.to_string()))?;
+    let replica_value = serde_json::to_value(replica).map_err(|e| Error::BadObject(e.to_string()))?;
+    let report = diagnose(
+        &Component {
+            service: &service_value,
+            runtime: runtime.as_ref(),
+            replica: &replica_value,
+            pods: &pods,
+            nodes: &nodes,
+        },
+        &ctx.settings,
+    )
+    .map_err(Error::BadObject)?;
+    ctx.metrics.show(&namespace, &name, &report);
+
+    let previous = replica
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
+    let condition = spread_condition(
+        &report,
+        replica.meta().generation,
+        previous,
+        Time(k8s_openapi::jiff::Timestamp::now()),
+    );
+    if previous.is_none_or(|p| p.reason != condition.reason) {
+        // Before the condition, so that a failed write retries the Event too rather than lose it.
+        let event = Event {
+            type_: if report.reason.holds() {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
+            reason: condition.reason.clone(),
+            note: Some(condition.message.clone()),
+            action: "Diagnose".into(),
+            secondary: None,
+        };
+        let reference = replica.object_ref(&());
+        within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
+    }
+    if previous.is_none_or(|p| !same(p, &condition)) {
+        let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        within_timeout(
+            "the status patch",
+            api.patch_status(&name, &params, &Patch::Apply(status_patch(&condition))),
+        )
+        .await?;
+        info!(replica = %format!("{namespace}/{name}"), reason = %condition.reason, status = %condition.status, "Spread condition set");
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
+fn to_value<K: serde::Serialize>(object: Option<Arc<K>>) -> Result<Option<Value>, Error> {
+    object
+        .map(|o| serde_json::to_value(&*o))
+        .transpose()
+        .map_err(|e| Error::BadObject(e.to_string()))
+}
+
+async fn within_timeout<T>(what: &'static str, call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, Error> {
+    tokio::time::timeout(API_TIMEOUT, call)
+        .await
+        .map_err(|_| Error::Timeout(what))?
+        .map_err(Error::from)
+}
+
+/// The `Spread` condition for a report. Its transition time moves only when its status does.
+pub fn spread_condition(
+    report: &Report,
+    generation: Option<i64>,
+    previous: Option<&Condition>,
+    now: Time,
+) -> Condition {
+    let status = if report.reason.holds() { "True" } else { "False" };
+    Condition {
+        type_: CONDITION.into(),
+        status: status.into(),
+        reason: report.reason.as_str().into(),
+        message: format!("{}. {}", report.message, report.action),
+        observed_generation: generation,
+        last_transition_time: previous
+            .filter(|p| p.status == status)
+            .map_or(now, |p| p.last_transition_time.clone()),
+    }
+}
+
+fn same(a: &Condition, b: &Condition) -> bool {
+    (&a.status, &a.reason, &a.message, a.observed_generation)
+        == (&b.status, &b.reason, &b.message, b.observed_generation)
+}
+
+/// The server-side apply body: ome-spread's one condition, nothing else of the replica.
+pub fn status_patch(condition: &Condition) -> Value {
+    json!({
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceReplica",
+        "status": {"conditions": [condition]},
+    })
+}

@@ -1,0 +1,169 @@
+//! The OME objects the controller reads, as the subsets of OME v1.3's types that it needs, and
+//! the InferenceReplica CRD subset generated from them (`deploy/inferencereplica-crd.yaml`).
+//!
+//! Fields the API server has validated against OME's own CRDs are typed; the three spread fields
+//! stay strings so that the diagnosis, not the watcher, names a bad value.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The spread fields of an engine or decoder, of its runtime's config, or projected on a replica.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SpreadFields {
+    /// `Required` or `Preferred`: spread the component's Instances across domains of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_spread: Option<String>,
+    /// The node label whose values are the fault domains Instances spread across.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_spread_key: Option<String>,
+    /// The node label that keeps a multi-node Instance's workers in their leader's domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
+}
+
+/// An InferenceReplica: the Instances of one component of an OMENative InferenceService.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "ome.io",
+    version = "v1beta1",
+    kind = "InferenceReplica",
+    namespaced,
+    status = "InferenceReplicaStatus",
+    shortname = "ir",
+    printcolumn = r#"{"name":"Spread","type":"string","jsonPath":".spec.topologySpread"}"#,
+    printcolumn = r#"{"name":"Spread-Key","type":"string","jsonPath":".spec.topologySpreadKey"}"#,
+    printcolumn = r#"{"name":"Topology-Key","type":"string","jsonPath":".spec.topologyKey"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceReplicaSpec {
+    pub parent_ref: ParentRef,
+    /// `engine` or `decoder`.
+    pub component: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// The settings in effect, as OME projects them.
+    #[serde(flatten)]
+    pub spread: SpreadFields,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runners: Vec<Runner>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ParentRef {
+    /// The InferenceService's name.
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct Runner {
+    /// `default`, `leader` or `worker`.
+    pub name: String,
+    pub size: i32,
+    /// The pod template, kept as OME wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object")]
+    pub template: Option<Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct InferenceReplicaStatus {
+    /// A map keyed by `type`, so that OME's conditions and ome-spread's `Spread` have one owner
+    /// each under server-side apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// An InferenceService: only the fields the diagnosis reads.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize)]
+#[kube(
+    group = "ome.io",
+    version = "v1beta1",
+    kind = "InferenceService",
+    namespaced,
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceServiceSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<SpreadFields>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoder: Option<SpreadFields>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct RuntimeRef {
+    pub name: String,
+    /// `ClusterServingRuntime` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// The defaults a ServingRuntime or ClusterServingRuntime gives its engine and decoder.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeSpread {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_config: Option<SpreadFields>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoder_config: Option<SpreadFields>,
+}
+
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize)]
+#[kube(
+    group = "ome.io",
+    version = "v1beta1",
+    kind = "ServingRuntime",
+    namespaced,
+    schema = "disabled"
+)]
+pub struct ServingRuntimeSpec {
+    #[serde(flatten)]
+    pub spread: RuntimeSpread,
+}
+
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize)]
+#[kube(
+    group = "ome.io",
+    version = "v1beta1",
+    kind = "ClusterServingRuntime",
+    schema = "disabled"
+)]
+pub struct ClusterServingRuntimeSpec {
+    #[serde(flatten)]
+    pub spread: RuntimeSpread,
+}
+
+impl InferenceService {
+    pub fn on_omenative(&self) -> bool {
+        self.spec.deployment_mode.as_deref() == Some("OMENative")
+    }
+
+    /// The runtime's kind and name: ClusterServingRuntime unless it says ServingRuntime.
+    pub fn runtime(&self) -> Option<(bool, &str)> {
+        let runtime = self.spec.runtime.as_ref()?;
+        Some((runtime.kind.as_deref() == Some("ServingRuntime"), runtime.name.as_str()))
+    }
+}
+
+/// The InferenceReplica CRD subset, as YAML, for trying ome-spread on a cluster without OME.
+pub fn crd_yaml() -> Result<String, String> {
+    use kube::CustomResourceExt;
+    let yaml = serde_saphyr::to_string(&InferenceReplica::crd()).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "# The subset of OME v1.3's InferenceReplica that ome-spread reads and writes.\n\
+         # Generated by `ome-spread crd` from controller/src/resources.rs: do not edit.\n{yaml}"
+    ))
+}

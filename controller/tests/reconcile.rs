@@ -1,0 +1,447 @@
+//! The reconciler against a mocked API server (tower-test), as kube-rs' own controllers are
+//! tested: the caches are filled from the fixtures of every reason (tests/data/reasons), and each
+//! request the reconciler makes is checked (method, path, field manager, body) and answered here.
+
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::client::Body;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use ome_spread::diagnosis::Reason;
+use ome_spread::settings::Settings;
+use ome_spread_controller::cluster::NodeSnapshot;
+use ome_spread_controller::metrics::Metrics;
+use ome_spread_controller::reconcile::{Context, Error, error_policy, reconcile, retry_after};
+use ome_spread_controller::resources::{
+    ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tower_test::mock::{self, Handle};
+
+type ApiServer = Handle<Request<Body>, Response<Body>>;
+
+const STATUS_PATH: &str = "/apis/ome.io/v1beta1/namespaces/spread-demo/inferencereplicas/qwen3-0-6b-engine/status";
+const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/spread-demo/events";
+
+/// The objects of one reason's fixture.
+fn fixture(reason: Reason) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/reasons/{}.yaml", reason.as_str()));
+    let list: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("yaml");
+    list["items"].as_array().expect("a List").clone()
+}
+
+/// The fixture's expected `Why:` and `What to do:` lines, as the condition's message.
+fn expected_message(reason: Reason) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/reasons/{}.txt", reason.as_str()));
+    let text = std::fs::read_to_string(path).expect("expected output");
+    let line = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .expect(prefix)
+            .to_owned()
+    };
+    format!("{} {}", line("Why: "), line("What to do: "))
+}
+
+fn of_kind<K: DeserializeOwned>(objects: &[Value], kind: &str) -> Vec<K> {
+    objects
+        .iter()
+        .filter(|o| o["kind"] == kind)
+        .map(|o| serde_json::from_value(o.clone()).expect(kind))
+        .collect()
+}
+
+fn cache<K>(objects: Vec<K>) -> (reflector::Store<K>, Writer<K>)
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    (store, writer)
+}
+
+/// The caches stay filled while their writers live.
+type Writers = (
+    Writer<InferenceService>,
+    Writer<ServingRuntime>,
+    Writer<ClusterServingRuntime>,
+    Writer<Pod>,
+    Writer<Node>,
+);
+
+struct Harness {
+    ctx: Arc<Context>,
+    replica: InferenceReplica,
+    server: ApiServer,
+    _writers: Writers,
+}
+
+fn harness(objects: &[Value]) -> Harness {
+    let (service, server) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let (services, w1) = cache(of_kind::<InferenceService>(objects, "InferenceService"));
+    let (runtimes, w2) = cache(of_kind::<ServingRuntime>(objects, "ServingRuntime"));
+    let (cluster_runtimes, w3) = cache(of_kind::<ClusterServingRuntime>(objects, "ClusterServingRuntime"));
+    let (pods, w4) = cache(of_kind::<Pod>(objects, "Pod"));
+    let (nodes, w5) = cache(of_kind::<Node>(objects, "Node"));
+    let ctx = Context {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "ome-spread".into(),
+                instance: Some("ome-spread-controller-0".into()),
+            },
+        ),
+        client,
+        services,
+        runtimes,
+        cluster_runtimes,
+        pods,
+        nodes: NodeSnapshot::new(nodes, Arc::new(AtomicU64::new(0))),
+        settings: Settings::default(),
+        metrics: Arc::new(Metrics::default()),
+        failures: Mutex::default(),
+    };
+    let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
+    replica.metadata.generation = Some(3);
+    Harness {
+        ctx: Arc::new(ctx),
+        replica,
+        server,
+        _writers: (w1, w2, w3, w4, w5),
+    }
+}
+
+fn condition(status: &str, reason: &str, message: &str, at: &str) -> Condition {
+    Condition {
+        type_: "Spread".into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: Some(3),
+        last_transition_time: Time(at.parse().expect("a time")),
+    }
+}
+
+fn with_condition(mut replica: InferenceReplica, condition: Condition) -> InferenceReplica {
+    replica.status = Some(InferenceReplicaStatus {
+        conditions: vec![condition],
+    });
+    replica
+}
+
+/// The next request: its method, path and query, and its JSON body.
+async fn next(server: &mut ApiServer) -> (String, String, Value, mock::SendResponse<Response<Body>>) {
+    let (request, respond) = server.next_request().await.expect("a request");
+    let method = request.method().to_string();
+    let uri = request.uri().to_string();
+    let bytes = request.into_body().collect_bytes().await.expect("a body");
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (method, uri, body, respond)
+}
+
+fn answer(respond: mock::SendResponse<Response<Body>>, status: StatusCode, body: &Value) {
+    let response = Response::builder()
+        .status(status)
+        .body(Body::from(serde_json::to_vec(body).expect("json")))
+        .expect("a response");
+    respond.send_response(response);
+}
+
+fn failure(code: u16, reason: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason, "reason": reason, "code": code})
+}
+
+/// The status patch the reconciler must send for a condition (SPEC section 4).
+fn apply_body(condition: &Value) -> Value {
+    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "status": {"conditions": [condition]}})
+}
+
+const APPLY_QUERY: &str = "?&force=true&fieldManager=ome-spread";
+
+/// Every reason: one Event (Normal when the spread holds, Warning when not) then one server-side
+/// apply of the `Spread` condition on the status subresource, with the fixture's reason and
+/// message, and nothing else.
+#[tokio::test]
+async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_ome_spread() {
+    for reason in Reason::ALL {
+        let Harness {
+            ctx,
+            replica,
+            mut server,
+            _writers,
+        } = harness(&fixture(reason));
+        let name = reason.as_str();
+        let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx.clone()));
+
+        let (method, uri, event, respond) = next(&mut server).await;
+        assert_eq!(
+            (method.as_str(), uri.as_str()),
+            ("POST", &*format!("{EVENTS_PATH}?")),
+            "{name}"
+        );
+        let kind = if reason.holds() { "Normal" } else { "Warning" };
+        assert_eq!(
+            (&event["type"], &event["reason"], &event["note"], &event["action"]),
+            (
+                &json!(kind),
+                &json!(name),
+                &json!(expected_message(reason)),
+                &json!("Diagnose")
+            ),
+            "{name}"
+        );
+        assert_eq!(
+            event["regarding"],
+            json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "qwen3-0-6b-engine", "namespace": "spread-demo"}),
+            "{name}"
+        );
+        assert_eq!(event["reportingController"], "ome-spread", "{name}");
+        answer(respond, StatusCode::CREATED, &event);
+
+        let (method, uri, body, respond) = next(&mut server).await;
+        assert_eq!(
+            (method.as_str(), uri.as_str()),
+            ("PATCH", &*format!("{STATUS_PATH}{APPLY_QUERY}")),
+            "{name}"
+        );
+        let status = if reason.holds() { "True" } else { "False" };
+        let at = body["status"]["conditions"][0]["lastTransitionTime"].clone();
+        assert!(
+            at.as_str()
+                .is_some_and(|t| t.parse::<k8s_openapi::jiff::Timestamp>().is_ok()),
+            "{name}: {at}"
+        );
+        let expected = json!({"type": "Spread", "status": status, "reason": name, "message": expected_message(reason),
+            "observedGeneration": 3, "lastTransitionTime": at});
+        assert_eq!(body, apply_body(&expected), "{name}");
+        answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
+
+        let action = reconciling.await.expect("no panic").expect("reconciled");
+        assert_eq!(action, Action::requeue(Duration::from_secs(600)), "{name}");
+    }
+}
+
+/// Nothing changed: no Event, no patch. Any request would go unanswered and fail the reconcile.
+#[tokio::test(start_paused = true)]
+async fn no_write_when_the_condition_is_already_there() {
+    let Harness {
+        ctx, replica, server, ..
+    } = harness(&fixture(Reason::Satisfied));
+    let message = expected_message(Reason::Satisfied);
+    let replica = with_condition(
+        replica,
+        condition("True", "Satisfied", &message, "2026-11-01T10:00:00Z"),
+    );
+    let action = reconcile(Arc::new(replica), ctx.clone()).await.expect("reconciled");
+    assert_eq!(action, Action::requeue(Duration::from_secs(600)));
+    drop(server);
+    assert!(ctx.metrics.encode().contains("ome_spread_reconciles_total 1\n"));
+}
+
+/// The same reason with another message (an Instance moved): the condition is applied again,
+/// keeping its transition time since its status did not change, and no Event is recorded.
+#[tokio::test]
+async fn a_new_message_under_the_same_reason_is_applied_without_an_event() {
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        ..
+    } = harness(&fixture(Reason::Skewed));
+    let replica = with_condition(
+        replica,
+        condition("False", "Skewed", "an older count", "2026-11-01T10:00:00Z"),
+    );
+    let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx));
+    let (method, uri, body, respond) = next(&mut server).await;
+    assert_eq!(
+        (method.as_str(), uri.as_str()),
+        ("PATCH", &*format!("{STATUS_PATH}{APPLY_QUERY}"))
+    );
+    let expected = json!({"type": "Spread", "status": "False", "reason": "Skewed", "message": expected_message(Reason::Skewed),
+        "observedGeneration": 3, "lastTransitionTime": "2026-11-01T10:00:00Z"});
+    assert_eq!(body, apply_body(&expected));
+    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
+    reconciling.await.expect("no panic").expect("reconciled");
+}
+
+/// A status that flips (Satisfied to Skewed) moves the transition time and records a Warning.
+#[tokio::test]
+async fn a_reason_change_records_a_warning_and_moves_the_transition_time() {
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        ..
+    } = harness(&fixture(Reason::Skewed));
+    let replica = with_condition(
+        replica,
+        condition(
+            "True",
+            "Satisfied",
+            "the 2 Instances run in 2 different domains",
+            "2026-11-01T10:00:00Z",
+        ),
+    );
+    let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx));
+    let (method, _, event, respond) = next(&mut server).await;
+    assert_eq!(
+        (method.as_str(), &event["type"], &event["reason"]),
+        ("POST", &json!("Warning"), &json!("Skewed"))
+    );
+    answer(respond, StatusCode::CREATED, &event);
+    let (_, _, body, respond) = next(&mut server).await;
+    let condition = &body["status"]["conditions"][0];
+    assert_eq!(
+        (&condition["status"], &condition["reason"]),
+        (&json!("False"), &json!("Skewed"))
+    );
+    assert_ne!(condition["lastTransitionTime"], "2026-11-01T10:00:00Z");
+    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
+    reconciling.await.expect("no panic").expect("reconciled");
+}
+
+/// API errors (a conflict, a server error, no answer) fail the reconcile without a panic; the
+/// controller retries after 5 s, then 10 s, ...; the next try applies the same condition, so no
+/// condition is lost, and a success resets the backoff.
+#[tokio::test(start_paused = true)]
+async fn api_errors_are_retried_with_backoff_and_the_condition_is_not_lost() {
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        ..
+    } = harness(&fixture(Reason::Skewed));
+    let message = expected_message(Reason::Skewed);
+    // The Event went out before; only the condition is missing.
+    let replica = Arc::new(with_condition(
+        replica,
+        condition("False", "Skewed", "an older count", "2026-11-01T10:00:00Z"),
+    ));
+
+    for (attempt, answer_with) in [Some(409), Some(500), None].into_iter().enumerate() {
+        let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+        let (method, uri, body, respond) = next(&mut server).await;
+        assert_eq!(
+            (method.as_str(), uri.as_str()),
+            ("PATCH", &*format!("{STATUS_PATH}{APPLY_QUERY}"))
+        );
+        assert_eq!(body["status"]["conditions"][0]["message"], message.as_str());
+        let error = match answer_with {
+            Some(code) => {
+                let status = StatusCode::from_u16(code).expect("a code");
+                answer(
+                    respond,
+                    status,
+                    &failure(code, status.canonical_reason().unwrap_or_default()),
+                );
+                reconciling.await.expect("no panic").expect_err("an API error")
+            }
+            None => {
+                // No answer: the paused clock runs to the reconcile's timeout.
+                let error = reconciling.await.expect("no panic").expect_err("a timeout");
+                drop(respond);
+                error
+            }
+        };
+        let kind = ["api_409", "api_500", "timeout"][attempt];
+        assert_eq!(error.kind(), kind);
+        let action = error_policy(replica.clone(), &error, ctx.clone());
+        assert_eq!(action, Action::requeue(retry_after(attempt as u32 + 1)));
+    }
+    assert_eq!(
+        [1, 2, 3, 4, 7, 8, 100].map(retry_after),
+        [5, 10, 20, 40, 300, 300, 300].map(Duration::from_secs)
+    );
+    let metrics = ctx.metrics.encode();
+    for kind in ["api_409", "api_500", "timeout"] {
+        assert!(
+            metrics.contains(&format!("ome_spread_reconcile_errors_total{{error=\"{kind}\"}} 1\n")),
+            "{metrics}"
+        );
+    }
+
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (_, _, body, respond) = next(&mut server).await;
+    assert_eq!(body["status"]["conditions"][0]["message"], message.as_str());
+    answer(respond, StatusCode::OK, &serde_json::to_value(&*replica).expect("json"));
+    reconciling.await.expect("no panic").expect("reconciled");
+    assert!(
+        ctx.failures.lock().expect("lock").is_empty(),
+        "a success resets the backoff"
+    );
+}
+
+/// A failed Event is retried before the condition is written, so the reason change is not lost.
+#[tokio::test]
+async fn a_failed_event_fails_the_reconcile_before_the_condition_is_written() {
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        ..
+    } = harness(&fixture(Reason::Satisfied));
+    let reconciling = tokio::spawn(reconcile(Arc::new(replica), ctx));
+    let (method, _, _, respond) = next(&mut server).await;
+    assert_eq!(method, "POST");
+    answer(respond, StatusCode::FORBIDDEN, &failure(403, "Forbidden"));
+    let error = reconciling.await.expect("no panic").expect_err("an API error");
+    assert_eq!(error.kind(), "api_403");
+}
+
+/// Replicas of an InferenceService not on OMENative, or whose InferenceService is gone, get no
+/// condition and no request.
+#[tokio::test(start_paused = true)]
+async fn replicas_off_omenative_are_left_alone() {
+    let mut objects = fixture(Reason::Satisfied);
+    for object in &mut objects {
+        if object["kind"] == "InferenceService" {
+            object["spec"]["deploymentMode"] = json!("RawDeployment");
+        }
+    }
+    let Harness { ctx, replica, .. } = harness(&objects);
+    let action = reconcile(Arc::new(replica), ctx.clone()).await.expect("reconciled");
+    assert_eq!(action, Action::await_change());
+
+    objects.retain(|o| o["kind"] != "InferenceService");
+    let Harness { ctx, replica, .. } = harness(&objects);
+    let action = reconcile(Arc::new(replica), ctx).await.expect("reconciled");
+    assert_eq!(action, Action::await_change());
+}
+
+/// A spread field OME would refuse fails the reconcile, naming the object, field and value.
+#[tokio::test]
+async fn a_bad_spread_value_is_named() {
+    let mut objects = fixture(Reason::Satisfied);
+    for object in &mut objects {
+        if object["kind"] == "InferenceReplica" {
+            object["spec"]["topologySpread"] = json!("Sometimes");
+        }
+    }
+    let Harness { ctx, replica, .. } = harness(&objects);
+    let error = reconcile(Arc::new(replica), ctx).await.expect_err("a bad value");
+    assert!(matches!(error, Error::BadObject(_)));
+    assert!(
+        error
+            .to_string()
+            .contains("InferenceReplica qwen3-0-6b-engine spec.topologySpread"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("Sometimes"), "{error}");
+}
