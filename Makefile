@@ -33,9 +33,10 @@ e2e-tests:
 demo: wasm-target
 	$(CARGO) run --quiet --example demo
 
-# Criterion, with the ratio table to the floor printed at the end (see BENCHMARKS.md).
+# Criterion: the policy against the floor, with the ratio table printed at the end, then the
+# controller's diagnosis pass over 1,000 replicas (see BENCHMARKS.md).
 bench: wasm-target
-	$(CARGO) bench --bench policy
+	$(CARGO) bench --bench policy --bench diagnosis
 
 # cargo-fuzz on nightly: both targets, FUZZ_SECONDS each, the corpus seeded from the rule
 # table's fixtures. libFuzzer prints the executions it ran ("Done N runs").

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::labels;
-use crate::nodes::{Node, Nodes, Selection};
+use crate::nodes::{Nodes, Selection};
 use crate::pod::{InstanceLabels, Runner};
 use crate::rules::spread_constraint;
 use crate::settings::Settings;
@@ -225,15 +225,7 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
                 .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
         })
     });
-    let selected: Vec<&Node> = component
-        .nodes
-        .iter()
-        .filter(|node| {
-            selections
-                .iter()
-                .any(|s| s.selects(node) && (!honor_taints || s.tolerates(node)))
-        })
-        .collect();
+    let selected = component.nodes.selected(&selections, honor_taints);
     let unlabelled: Vec<&str> = selected
         .iter()
         .filter(|n| !n.labels.contains_key(key))

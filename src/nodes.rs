@@ -89,18 +89,35 @@ impl Node {
     }
 }
 
-/// The cluster's nodes, read once per pass and looked up by name, so that diagnosing many
-/// replicas does not re-read every node for each.
+/// The cluster's nodes, read once per pass and indexed by name and by label, so that diagnosing
+/// many replicas neither re-reads every node nor scans them all for each nodeSelector.
 #[derive(Debug, Default)]
 pub struct Nodes {
     nodes: Vec<Node>,
     by_name: HashMap<String, usize>,
+    /// label key -> label value -> the nodes that carry it, in order.
+    by_label: HashMap<String, HashMap<String, Vec<usize>>>,
 }
 
 impl Nodes {
     pub fn new(nodes: Vec<Node>) -> Self {
         let by_name = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-        Self { nodes, by_name }
+        let mut by_label: HashMap<String, HashMap<String, Vec<usize>>> = HashMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            for (key, value) in &node.labels {
+                by_label
+                    .entry(key.clone())
+                    .or_default()
+                    .entry(value.clone())
+                    .or_default()
+                    .push(i);
+            }
+        }
+        Self {
+            nodes,
+            by_name,
+            by_label,
+        }
     }
 
     pub fn from_json(nodes: &[Value]) -> Self {
@@ -121,6 +138,31 @@ impl Nodes {
 
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
+    }
+
+    /// The nodes that any of the selections selects (and, under `honor_taints`, tolerates), in
+    /// the nodes' order. A selection with a nodeSelector reads only the nodes of its rarest label.
+    pub fn selected(&self, selections: &[Selection], honor_taints: bool) -> Vec<&Node> {
+        let mut chosen: Vec<usize> = Vec::new();
+        for selection in selections {
+            let rarest = selection.node_selector.iter().map(|(key, value)| {
+                self.by_label
+                    .get(key)
+                    .and_then(|values| values.get(value))
+                    .map_or(&[][..], Vec::as_slice)
+            });
+            let candidates: Box<dyn Iterator<Item = usize>> = match rarest.min_by_key(|nodes| nodes.len()) {
+                Some(nodes) => Box::new(nodes.iter().copied()),
+                None => Box::new(0..self.nodes.len()),
+            };
+            chosen.extend(candidates.filter(|&i| {
+                let node = &self.nodes[i];
+                selection.selects(node) && (!honor_taints || selection.tolerates(node))
+            }));
+        }
+        chosen.sort_unstable();
+        chosen.dedup();
+        chosen.into_iter().map(|i| &self.nodes[i]).collect()
     }
 }
 
@@ -269,6 +311,34 @@ mod tests {
         let selection = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready", "zone": "a"}}}));
         assert!(selection.selects(&node(json!({"model": "Ready", "zone": "a", "x": "y"}), json!({}))));
         assert!(!selection.selects(&node(json!({"model": "Ready"}), json!({}))));
+    }
+
+    #[test]
+    fn selected_nodes_come_from_the_label_index_in_the_nodes_order_once_each() {
+        let nodes = Nodes::from_json(&[
+            json!({"metadata": {"name": "a", "labels": {"model": "Ready", "zone": "1"}}}),
+            json!({"metadata": {"name": "b", "labels": {"zone": "1"}}}),
+            json!({"metadata": {"name": "c", "labels": {"model": "Ready", "zone": "2"}},
+                "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]}}),
+            json!({"metadata": {"name": "d", "labels": {"model": "Loading", "zone": "2"}}}),
+        ]);
+        let names = |selected: Vec<&Node>| selected.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        let model = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready"}}}));
+        let zone_2 = Selection::of_pod(&json!({"spec": {"nodeSelector": {"zone": "2", "model": "Ready"}}}));
+        let in_zone_2 =
+            pod_with_terms(json!([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["2"]}]}]));
+        let absent = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Gone"}}}));
+        assert_eq!(names(nodes.selected(std::slice::from_ref(&model), false)), ["a", "c"]);
+        assert_eq!(names(nodes.selected(std::slice::from_ref(&model), true)), ["a"]);
+        assert_eq!(names(nodes.selected(std::slice::from_ref(&zone_2), false)), ["c"]);
+        assert_eq!(names(nodes.selected(&[in_zone_2, model], false)), ["a", "c", "d"]);
+        assert_eq!(names(nodes.selected(&[absent], false)), Vec::<String>::new());
+        assert_eq!(
+            names(nodes.selected(&[Selection::default()], false)),
+            ["a", "b", "c", "d"]
+        );
+        assert_eq!(nodes.get("d").map(|n| n.labels["model"].as_str()), Some("Loading"));
+        assert_eq!((nodes.get("e"), nodes.len()), (None, 4));
     }
 
     #[test]
