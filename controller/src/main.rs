@@ -64,7 +64,7 @@ enum Command {
         #[arg(long)]
         log_json: bool,
     },
-    /// Print the InferenceReplica CRD subset (deploy/inferencereplica-crd.yaml), for trying the
+    /// Print the subsets of OME's CRDs that ome-spread reads (deploy/crds.yaml), for trying the
     /// controller on a cluster without OME.
     Crd,
 }

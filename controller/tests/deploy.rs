@@ -18,17 +18,38 @@ fn documents(file: &str) -> Vec<Value> {
 #[test]
 fn the_crd_subset_is_generated_from_the_rust_types() {
     let generated = ome_spread_controller::resources::crd_yaml().expect("a CRD");
-    let path = deploy("inferencereplica-crd.yaml");
+    let path = deploy("crds.yaml");
     if std::env::var_os("BLESS").is_some() {
         std::fs::write(&path, &generated).expect("written");
     }
-    let shipped = std::fs::read_to_string(&path).expect("deploy/inferencereplica-crd.yaml");
+    let shipped = std::fs::read_to_string(&path).expect("deploy/crds.yaml");
     assert!(
         shipped == generated,
-        "deploy/inferencereplica-crd.yaml differs from `ome-spread crd`: run BLESS=1 cargo test -p ome-spread-controller --test deploy"
+        "deploy/crds.yaml differs from `ome-spread crd`: run BLESS=1 cargo test -p ome-spread-controller --test deploy"
     );
-    let crd: Value = serde_saphyr::from_str(&shipped).expect("yaml");
-    let version = &crd["spec"]["versions"][0];
+    let crds: Vec<Value> = serde_saphyr::from_multiple(&shipped).expect("yaml");
+    let kinds: Vec<&str> = crds
+        .iter()
+        .map(|c| c["spec"]["names"]["kind"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "InferenceReplica",
+            "InferenceService",
+            "ServingRuntime",
+            "ClusterServingRuntime"
+        ]
+    );
+    for crd in &crds {
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(
+            spec["x-kubernetes-preserve-unknown-fields"], true,
+            "OME's own objects apply: {}",
+            crd["metadata"]["name"]
+        );
+    }
+    let version = &crds[0]["spec"]["versions"][0];
     assert_eq!(version["subresources"]["status"], serde_json::json!({}));
     let conditions = &version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"];
     assert_eq!(
