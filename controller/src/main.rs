@@ -31,9 +31,9 @@ enum Command {
     Explain {
         /// The InferenceService's name.
         service: String,
-        /// Its namespace.
-        #[arg(short = 'n', long, default_value = "default")]
-        namespace: String,
+        /// Its namespace: by default the kubeconfig context's, or `default` with --from.
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
         /// Only this component.
         #[arg(long, value_parser = ["engine", "decoder"])]
         component: Option<String>,
@@ -45,8 +45,9 @@ enum Command {
         #[arg(long)]
         settings: Option<PathBuf>,
     },
-    /// Watch every InferenceReplica of an OMENative InferenceService and keep its `Spread`
-    /// condition, Events and metrics up to date. Runs in the cluster (see deploy/controller.yaml).
+    /// Keep the `Spread` condition, Events and metrics of every OMENative InferenceReplica up to date.
+    ///
+    /// Runs in the cluster (deploy/controller.yaml), one replica leading on a Lease.
     Controller {
         /// The policy's settings (YAML or JSON), as in policy.yaml, if they are not the defaults.
         #[arg(long, env = "OME_SPREAD_SETTINGS")]
@@ -79,9 +80,15 @@ fn main() -> ExitCode {
             settings,
         } => {
             let explained = explain::read_settings(settings.as_deref()).and_then(|settings| {
-                let (objects, source) = match &from {
-                    Some(path) => (Objects::load(path)?, path.display().to_string()),
-                    None => (runtime()?.block_on(fetch(&service, &namespace))?, "the cluster".into()),
+                let (objects, namespace, source) = match &from {
+                    Some(path) => {
+                        let namespace = namespace.unwrap_or_else(|| "default".into());
+                        (Objects::load(path)?, namespace, path.display().to_string())
+                    }
+                    None => {
+                        let (objects, namespace) = runtime()?.block_on(fetch(&service, namespace))?;
+                        (objects, namespace, "the cluster".into())
+                    }
                 };
                 explain::run(&service, &namespace, component.as_deref(), &objects, &source, &settings)
             });
@@ -141,11 +148,13 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Runtime::new().map_err(|e| format!("starting the async runtime: {e}"))
 }
 
-async fn fetch(service: &str, namespace: &str) -> Result<Objects, String> {
+/// The objects `explain` reads, in `namespace` or else the kubeconfig context's, as kubectl does.
+async fn fetch(service: &str, namespace: Option<String>) -> Result<(Objects, String), String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("connecting to the cluster of the kubeconfig: {e}"))?;
-    explain::fetch(client, service, namespace).await
+    let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
+    Ok((explain::fetch(client, service, &namespace).await?, namespace))
 }
 
 async fn controller(options: cluster::Options, listen: SocketAddr) -> Result<(), String> {

@@ -21,6 +21,10 @@ impl Health {
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
     }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
 }
 
 pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
@@ -41,7 +45,7 @@ pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
         .route(
             "/readyz",
             get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move {
-                if health.ready.load(Ordering::Acquire) {
+                if health.is_ready() {
                     (StatusCode::OK, "ok").into_response()
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "filling caches").into_response()

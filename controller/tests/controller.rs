@@ -352,3 +352,51 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
     controller.abort();
     api.abort();
 }
+
+/// A second replica of the controller stands by while another holds a live Lease: it starts no
+/// watch and writes nothing.
+#[tokio::test]
+async fn a_replica_stands_by_while_another_holds_the_lease() {
+    let server = Arc::new(ApiServer::default());
+    for object in fixture() {
+        server.put(object);
+    }
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    server.put(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "ome-spread-controller", "namespace": "ome-spread"},
+        "spec": {"holderIdentity": "ome-spread-controller-1", "leaseDurationSeconds": 3600,
+            "acquireTime": now, "renewTime": now, "leaseTransitions": 0}}));
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<ResponseBody>>();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let (answering, seen) = (server.clone(), requests.clone());
+    let api = tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            seen.lock().unwrap().push(request.uri().path().to_owned());
+            let server = answering.clone();
+            tokio::spawn(async move { respond.send_response(server.answer(request).await) });
+        }
+    });
+    let health = Arc::new(ome_spread_controller::serve::Health::default());
+    let controller = tokio::spawn(cluster::run(
+        kube::Client::new(service, "default"),
+        Options {
+            settings: Settings::default(),
+            lease_namespace: "ome-spread".into(),
+            identity: "ome-spread-controller-0".into(),
+            health: health.clone(),
+            metrics: Arc::default(),
+        },
+    ));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let paths = requests.lock().unwrap().clone();
+    assert!(
+        !paths.is_empty() && paths.iter().all(|p| p.contains("/leases")),
+        "only the Lease is read: {paths:?}"
+    );
+    assert!(server.writes.lock().unwrap().is_empty(), "nothing written");
+    assert!(health.is_ready(), "a replica standing by is ready");
+    let lease = server.get("Lease", Some("ome-spread"), "ome-spread-controller");
+    assert_eq!(lease["spec"]["holderIdentity"], "ome-spread-controller-1");
+    controller.abort();
+    api.abort();
+}
