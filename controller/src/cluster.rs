@@ -6,7 +6,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, StreamExt, future};
+use futures::{Stream, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use kube::api::Api;
 use kube::runtime::controller::Controller;
@@ -271,8 +271,21 @@ async fn reconcile_all(client: Client, options: Options) {
             health.set_ready(true);
         }
     });
+    // The replicas' own watch, so that a deleted replica's metrics go with it.
+    let (replicas, replica_writer) = reflector::store();
+    let metrics = context.metrics.clone();
+    let replica_changes = watcher(Api::<InferenceReplica>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(|replica: &mut InferenceReplica| replica.metadata.managed_fields = None)
+        .reflect(replica_writer)
+        .inspect_ok(move |event| {
+            if let watcher::Event::Delete(replica) = event {
+                metrics.forget(&replica.namespace().unwrap_or_default(), &replica.name_any());
+            }
+        })
+        .touched_objects();
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
-    Controller::new(Api::<InferenceReplica>::all(client), watcher::Config::default())
+    Controller::for_stream(replica_changes, replicas)
         .watches_stream(pod_changes, |pod| replica_of_pod(&pod))
         .watches_stream(service_changes, |service| replicas_of_service(&service))
         .watches_stream(runtime_changes, move |runtime| {

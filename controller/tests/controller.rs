@@ -1,7 +1,8 @@
 //! `ome-spread controller` as it runs, against a fake API server that lists, watches, creates and
 //! patches (in memory, behind tower-test's mock service): it takes the Lease, fills its caches,
 //! sets the `Spread` condition, and follows what changes it — a pod that moves, a node that loses
-//! its domain label, a runtime that changes the settings in effect — each through its own watch.
+//! its domain label, a runtime that changes the settings in effect — each through its own watch —
+//! and drops the metrics of a replica that is deleted.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -86,18 +87,34 @@ impl ApiServer {
         } else {
             "ADDED"
         };
+        self.notify(&key, kind, &object);
+        object
+    }
+
+    fn delete(&self, kind: &str, namespace: Option<&str>, name: &str) {
+        let (prefix, resource) = Self::resource_of(kind);
+        let key = Key {
+            prefix: prefix.into(),
+            resource,
+            namespace: namespace.map(String::from),
+            name: name.into(),
+        };
+        let object = self.objects.lock().unwrap().remove(&key).expect(name);
+        self.notify(&key, "DELETED", &object);
+    }
+
+    fn notify(&self, key: &Key, kind: &str, object: &Value) {
         let line = format!("{}\n", json!({"type": kind, "object": object}));
         self.watches.lock().unwrap().retain(|w| {
             let matches = w.prefix == key.prefix
                 && w.resource == key.resource
                 && (w.namespace.is_none() || w.namespace == key.namespace)
-                && selected(&object, &w.selector);
+                && selected(object, &w.selector);
             !matches
                 || w.chunks
                     .unbounded_send(Ok(Frame::data(Bytes::from(line.clone()))))
                     .is_ok()
         });
-        object
     }
 
     fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Value {
@@ -349,6 +366,16 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
     assert!(metrics.encode().contains(
         r#"ome_spread_reason{namespace="spread-demo",replica="qwen3-0-6b-engine",reason="SettingsNotProjected"} 1"#
     ));
+
+    // The replica goes: so do its series.
+    server.delete("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");
+    for _ in 0..600 {
+        if !metrics.encode().contains("qwen3-0-6b-engine") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!metrics.encode().contains("qwen3-0-6b-engine"), "{}", metrics.encode());
     controller.abort();
     api.abort();
 }
