@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use crate::early;
 use crate::pod::{Pod, Splice};
 use crate::raw;
 use crate::rejection::{Rejection, shown};
@@ -104,8 +105,24 @@ pub struct Evaluation<'a> {
 
 /// Evaluates a ValidationRequest. `read_replica` is the host call: it returns the replica's JSON,
 /// or the host's reason for not returning it. It is called at most once, and only for an
-/// OMENative pod with well-formed labels.
+/// OMENative pod with well-formed labels. A request that is not a Pod CREATE, or a pod that is
+/// not OMENative, passes as soon as the start of its text says so ([`early`](crate::early)).
 pub fn evaluate<'a>(
+    payload: &'a [u8],
+    read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>,
+) -> Evaluation<'a> {
+    match early::unchanged(payload) {
+        Some(why) => Evaluation {
+            outcome: Outcome::Unchanged(why),
+            warning: None,
+        },
+        None => evaluate_fully(payload, read_replica),
+    }
+}
+
+/// As [`evaluate`], reading and checking every byte of the request first: the path of every
+/// OMENative pod, and the reference the early answers are tested against.
+pub fn evaluate_fully<'a>(
     payload: &'a [u8],
     read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>,
 ) -> Evaluation<'a> {

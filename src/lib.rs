@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod columns;
 pub mod diagnosis;
+pub mod early;
 pub mod labels;
 pub mod nodes;
 pub mod pod;

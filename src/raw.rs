@@ -159,7 +159,7 @@ fn skip_string(bytes: &[u8], start: usize) -> usize {
 }
 
 /// From the first byte of a value to just past its last.
-fn skip_value(bytes: &[u8], start: usize) -> usize {
+pub(crate) fn skip_value(bytes: &[u8], start: usize) -> usize {
     match bytes.get(start) {
         Some(b'"') => skip_string(bytes, start),
         Some(b'{' | b'[') => {

@@ -1,11 +1,15 @@
 //! The lean path (the pod read and edited as text) against the plain one (the pod parsed into a
 //! `serde_json::Value`, the term pushed, the whole re-serialised), on generated pods: the answer
 //! must be the same value, a second evaluation must change nothing (P6, P9, lossless), and a pod
-//! the API server would accept stays one it accepts.
+//! the API server would accept stays one it accepts. And the early answers (P1 and P2 read from
+//! the start of the text) against the full path, on generated requests of every kind.
 
 mod support;
 
+use ome_spread::admission::{evaluate, evaluate_fully};
+use ome_spread::early;
 use ome_spread::labels;
+use ome_spread::rules::Unchanged;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use support::cases::{AFFINITY, SPREAD, appended, constraint, edited, leader_term, replica, review, with_spec};
@@ -258,5 +262,91 @@ proptest! {
             let again = Native.validate(&payload(&review, !case.pretty), &cluster);
             prop_assert_eq!(again, json!({"accepted": true}));
         }
+    }
+}
+
+/// A request the early path may answer: a kind and operation, and a pod whose metadata, labels
+/// and managed-by label take every shape the full path distinguishes.
+fn early_request() -> impl Strategy<Value = (Value, Option<Unchanged>)> {
+    let kinds = prop::sample::select(vec![
+        ("", "v1", "Pod"),
+        ("apps", "v1", "Deployment"),
+        ("example.com", "v1", "Pod"),
+    ]);
+    let operations = prop::sample::select(vec!["CREATE", "UPDATE", "DELETE", "create"]);
+    let managed_by = prop::sample::select(vec![
+        None,
+        Some(json!("OMENative")),
+        Some(json!("Helm")),
+        Some(json!(1)),
+        Some(Value::Null),
+    ]);
+    let labels_shape = prop::sample::select(vec!["object", "null", "absent", "string"]);
+    (
+        kinds,
+        operations,
+        managed_by,
+        labels_shape,
+        any_json(),
+        any_json(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |((group, version, kind), operation, managed_by, labels_shape, extra_label, spec, pretty)| {
+                let mut review = review("other-workload");
+                let request = &mut review["request"];
+                request["kind"] = json!({"group": group, "version": version, "kind": kind});
+                request["operation"] = json!(operation);
+                let metadata = &mut request["object"]["metadata"];
+                let mut labels = json!({"app": "web", "extra": extra_label});
+                if let Some(value) = &managed_by {
+                    labels[labels::MANAGED_BY] = value.clone();
+                }
+                match labels_shape {
+                    "object" => metadata["labels"] = labels,
+                    "null" => metadata["labels"] = Value::Null,
+                    "string" => metadata["labels"] = json!("app=web"),
+                    _ => {
+                        metadata.as_object_mut().expect("metadata").remove("labels");
+                    }
+                }
+                request["object"]["spec"]["futureField"] = spec;
+                let pod_create = group.is_empty() && kind == "Pod" && operation == "CREATE";
+                let plain_labels = labels_shape == "object" || labels_shape == "absent";
+                let not_ome_native = labels_shape == "absent"
+                    || matches!(&managed_by, None)
+                    || matches!(&managed_by, Some(Value::String(s)) if s != "OMENative");
+                // What the early path must answer, not merely may.
+                let expected = if !pod_create {
+                    Some(Unchanged::NotPodCreate)
+                } else if plain_labels && not_ome_native {
+                    Some(Unchanged::NotOmeNative)
+                } else {
+                    None
+                };
+                (
+                    json!({"settings": {}, "request": review["request"], "pretty": pretty}),
+                    expected,
+                )
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn early_answers_are_those_of_the_full_path((request, expected) in early_request()) {
+        let pretty = request["pretty"] == true;
+        let review = json!({"request": request["request"]});
+        let bytes = payload(&review, pretty);
+        let early = early::unchanged(&bytes);
+        prop_assert_eq!(early, expected);
+        let no_host_call = |_: &_| Err("no host call".to_owned());
+        let full = evaluate_fully(&bytes, no_host_call).response();
+        if early.is_some() {
+            prop_assert_eq!(&full, &br#"{"accepted":true}"#.to_vec());
+        }
+        prop_assert_eq!(evaluate(&bytes, no_host_call).response(), full);
     }
 }
