@@ -314,7 +314,7 @@ fn early_request() -> impl Strategy<Value = (Value, Option<Unchanged>)> {
                 let pod_create = group.is_empty() && kind == "Pod" && operation == "CREATE";
                 let plain_labels = labels_shape == "object" || labels_shape == "absent";
                 let not_ome_native = labels_shape == "absent"
-                    || matches!(&managed_by, None)
+                    || managed_by.is_none()
                     || matches!(&managed_by, Some(Value::String(s)) if s != "OMENative");
                 // What the early path must answer, not merely may.
                 let expected = if !pod_create {
