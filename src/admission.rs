@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use crate::capture::{Captured, PodText};
 use crate::early;
 use crate::pod::{Pod, Splice};
 use crate::raw;
@@ -17,25 +18,58 @@ use crate::settings::{OnMissingReplica, Settings};
 use crate::spread::{SpreadFields, SpreadSettings};
 
 /// What the policy reads of a ValidationRequest; everything else is skipped unparsed, and the
-/// pod is kept as the text it came in.
+/// pod is kept as the text it came in. `O` is how the pod is read: its parts placed in the same
+/// pass ([`Captured`]), or its whole text (`Option<&RawValue>`) when they cannot be.
 #[derive(Deserialize)]
-struct ValidationRequest<'a> {
+#[serde(bound(deserialize = "O: Deserialize<'de> + Default"))]
+struct ValidationRequest<'a, O> {
     #[serde(borrow, default)]
     settings: Option<&'a RawValue>,
     #[serde(borrow)]
-    request: AdmissionRequest<'a>,
+    request: AdmissionRequest<'a, O>,
 }
 
 #[derive(Deserialize)]
-struct AdmissionRequest<'a> {
+#[serde(bound(deserialize = "O: Deserialize<'de> + Default"))]
+struct AdmissionRequest<'a, O> {
     #[serde(borrow, default)]
     operation: Cow<'a, str>,
     #[serde(borrow, default)]
     kind: GroupVersionKind<'a>,
     #[serde(borrow, default)]
     namespace: Cow<'a, str>,
-    #[serde(borrow, default)]
-    object: Option<&'a RawValue>,
+    #[serde(default)]
+    object: O,
+}
+
+/// The pod as the rules get it: its parts placed by the one pass, or its text to read them from.
+enum PodInput<'a> {
+    Placed(PodText<'a>),
+    Text(Option<&'a str>),
+}
+
+impl<'a> PodInput<'a> {
+    /// The pod's parts in `text`, the request: placed from the pass if they can be, else read
+    /// from a second pass that keeps the pod's text whole (an empty pod or spec, escaped keys).
+    fn of(captured: &Captured<'a>, text: &'a str) -> Result<Self, serde_json::Error> {
+        if let Captured::Pod(parts) = captured
+            && let Some(placed) = parts.place(text)
+        {
+            return Ok(Self::Placed(placed));
+        }
+        match captured {
+            Captured::Absent => Ok(Self::Text(None)),
+            _ => serde_json::from_str::<ValidationRequest<Option<&RawValue>>>(text)
+                .map(|request| Self::Text(request.request.object.map(RawValue::get))),
+        }
+    }
+
+    fn text(&self) -> Option<&'a str> {
+        match self {
+            Self::Placed(pod) => Some(pod.object),
+            Self::Text(text) => *text,
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -130,27 +164,27 @@ pub fn evaluate_fully<'a>(
     // One UTF-8 check of the whole text, so that no part of it is checked again.
     let request = std::str::from_utf8(payload)
         .map_err(|e| format!("not UTF-8: {e}"))
-        .and_then(|text| serde_json::from_str::<ValidationRequest>(text).map_err(|e| e.to_string()))
-        .and_then(|request| {
-            is_object(payload)
-                .then_some(request)
-                .ok_or_else(|| "not a JSON object".to_owned())
-        })
-        .and_then(|request| match request.request.object {
-            Some(object) => raw::check_escapes(object.get())
-                .map(|()| request)
-                .map_err(|e| format!("object: {e}")),
-            None => Ok(request),
+        .and_then(|text| {
+            let request = serde_json::from_str::<ValidationRequest<Captured>>(text).map_err(|e| e.to_string())?;
+            if !is_object(payload) {
+                return Err("not a JSON object".to_owned());
+            }
+            let pod = PodInput::of(&request.request.object, text).map_err(|e| e.to_string())?;
+            if let Some(object) = pod.text() {
+                raw::check_escapes(object).map_err(|e| format!("object: {e}"))?;
+            }
+            Ok((request, pod))
         });
     let outcome = match request {
-        Ok(request) => decide(request, read_replica, &mut warning).unwrap_or_else(Outcome::Rejected),
+        Ok((request, pod)) => decide(request, pod, read_replica, &mut warning).unwrap_or_else(Outcome::Rejected),
         Err(e) => Outcome::Rejected(Rejection::MalformedRequest(e)),
     };
     Evaluation { outcome, warning }
 }
 
 fn decide<'a>(
-    ValidationRequest { settings, request }: ValidationRequest<'a>,
+    ValidationRequest { settings, request }: ValidationRequest<'a, Captured<'a>>,
+    pod: PodInput<'a>,
     read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>,
     warning: &mut Option<String>,
 ) -> Result<Outcome<'a>, Rejection> {
@@ -158,7 +192,10 @@ fn decide<'a>(
     if request.operation != "CREATE" || !kind.group.is_empty() || kind.version != "v1" || kind.kind != "Pod" {
         return Ok(Outcome::Unchanged(Unchanged::NotPodCreate));
     }
-    let pod = Pod::new(request.object.map(RawValue::get), &request.namespace)?;
+    let pod = match pod {
+        PodInput::Placed(parts) => Pod::from_parts(parts, &request.namespace)?,
+        PodInput::Text(object) => Pod::new(object, &request.namespace)?,
+    };
     if !pod.is_ome_native()? {
         return Ok(Outcome::Unchanged(Unchanged::NotOmeNative));
     }
@@ -179,8 +216,18 @@ fn decide<'a>(
         name,
     };
     let answer = read_replica(&replica);
-    let spread = match answer.as_deref().map_err(String::clone).and_then(replica_spec) {
-        Ok(spec) => spread_settings(&replica, spec)?,
+    // The usual answer is read in one pass; anything else, again, for its exact error.
+    let fields = match answer.as_deref().ok().and_then(spread_fields) {
+        Some(fields) => Ok(Ok(fields)),
+        None => answer
+            .as_deref()
+            .map_err(String::clone)
+            .and_then(replica_spec)
+            .map(|spec| spec_fields(&replica, spec)),
+    };
+    let spread = match fields {
+        Ok(fields) => SpreadSettings::from_fields(fields?)
+            .map_err(|b| bad_replica(&replica, format!("spec.{}", b.field), b.value, b.why))?,
         Err(reason) => {
             let unreadable = Rejection::ReplicaUnreadable {
                 namespace: replica.namespace,
@@ -202,6 +249,20 @@ fn decide<'a>(
         Decision::Unchanged(why) => Ok(Outcome::Unchanged(why)),
         Decision::Append { path, term } => pod.with_appended(path, &term).map(Outcome::Mutated),
     }
+}
+
+/// An InferenceReplica with a spec object, its three spread fields read as serde_json checks it;
+/// None for any other answer.
+fn spread_fields(answer: &[u8]) -> Option<SpreadFields> {
+    #[derive(Deserialize)]
+    struct Replica {
+        #[serde(default)]
+        kind: Option<Value>,
+        spec: SpreadFields,
+    }
+    let replica: Replica = serde_json::from_slice(answer).ok()?;
+    let kind_ok = replica.kind.as_ref().is_none_or(|kind| kind == "InferenceReplica");
+    (kind_ok && is_object(answer)).then_some(replica.spec)
 }
 
 /// The host's answer, checked to be an InferenceReplica, and its spec.
@@ -226,31 +287,33 @@ fn is_object(json: &[u8]) -> bool {
     json.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
-/// P4: the settings in effect that OME projected onto the replica.
-fn spread_settings(replica: &ReplicaRef, spec: &RawValue) -> Result<SpreadSettings, Rejection> {
-    let bad = |field: String, value: String, why: String| Rejection::BadReplica {
-        namespace: replica.namespace.clone(),
-        name: replica.name.clone(),
-        field,
-        value,
-        why,
-    };
+/// P4: the three fields of the replica's spec, which must be an object.
+fn spec_fields(replica: &ReplicaRef, spec: &RawValue) -> Result<SpreadFields, Rejection> {
     let spec = spec.get();
     if raw::kind(spec) != raw::Kind::Object {
         let value = serde_json::from_str::<Value>(spec)
             .map(|v| shown(&v))
             .unwrap_or_default();
-        return Err(bad("spec".into(), value, "must be an object".into()));
+        return Err(bad_replica(replica, "spec".into(), value, "must be an object".into()));
     }
     // serde_json has checked the answer: only the three fields are parsed.
     let value = |field: Option<&str>| field.and_then(|text| serde_json::from_str::<Value>(text).ok());
     let [spread, spread_key, topology_key] = raw::fields(spec, ["topologySpread", "topologySpreadKey", "topologyKey"]);
-    let fields = SpreadFields {
+    Ok(SpreadFields {
         topology_spread: value(spread),
         topology_spread_key: value(spread_key),
         topology_key: value(topology_key),
-    };
-    SpreadSettings::from_fields(fields).map_err(|b| bad(format!("spec.{}", b.field), b.value, b.why))
+    })
+}
+
+fn bad_replica(replica: &ReplicaRef, field: String, value: String, why: String) -> Rejection {
+    Rejection::BadReplica {
+        namespace: replica.namespace.clone(),
+        name: replica.name.clone(),
+        field,
+        value,
+        why,
+    }
 }
 
 impl Evaluation<'_> {

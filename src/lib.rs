@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
+pub mod capture;
 pub mod columns;
 pub mod diagnosis;
 pub mod early;

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use crate::capture::PodText;
 use crate::labels;
 use crate::raw::{self, Kind};
 use crate::rejection::{Rejection, shown};
@@ -90,25 +91,32 @@ enum Slot<'a> {
 impl<'a> Pod<'a> {
     /// Reads a pod from its JSON text, which serde_json has checked with the rest of the request.
     pub fn new(object: Option<&'a str>, request_namespace: &str) -> Result<Self, Rejection> {
-        let unnamed = || format!("{request_namespace}/(unnamed)");
-        let bad = |field: &str, value: &str, why: &str| Rejection::BadPod {
-            pod: unnamed(),
-            field: field.into(),
-            value: shown_raw(value),
-            why: why.into(),
-        };
-        let object = match object {
-            Some(object) if raw::kind(object) == Kind::Object => object,
-            other => return Err(bad("object", other.unwrap_or("null"), "must be a Pod object")),
-        };
-        let ([spec, metadata], [topology_spread_constraints, affinity]) =
-            raw::fields_within(object, ["spec", "metadata"], ["topologySpreadConstraints", "affinity"]);
-        let spec_fields = match spec {
-            Some(spec) if raw::kind(spec) == Kind::Object => SpecFields {
-                topology_spread_constraints,
-                affinity,
-            },
-            _ => SpecFields::default(),
+        match object {
+            Some(object) if raw::kind(object) == Kind::Object => {
+                Self::from_parts(PodText::read(object), request_namespace)
+            }
+            other => Err(unnamed_bad(
+                request_namespace,
+                "object",
+                other.unwrap_or("null"),
+                "must be a Pod object",
+            )),
+        }
+    }
+
+    /// A pod from its parts, found in its text (the text of a JSON object).
+    pub fn from_parts(parts: PodText<'a>, request_namespace: &str) -> Result<Self, Rejection> {
+        let bad = |field: &str, value: &str, why: &str| unnamed_bad(request_namespace, field, value, why);
+        let PodText {
+            object,
+            metadata,
+            spec,
+            topology_spread_constraints,
+            affinity,
+        } = parts;
+        let spec_fields = SpecFields {
+            topology_spread_constraints,
+            affinity,
         };
         let metadata = match metadata {
             None => Metadata::default(),
@@ -431,6 +439,16 @@ fn shown_raw(value: &str) -> String {
     serde_json::from_str::<Value>(value)
         .map(|v| shown(&v))
         .unwrap_or_else(|_| value.to_owned())
+}
+
+/// A rejection of a pod read before its name is.
+fn unnamed_bad(request_namespace: &str, field: &str, value: &str, why: &str) -> Rejection {
+    Rejection::BadPod {
+        pod: format!("{request_namespace}/(unnamed)"),
+        field: field.into(),
+        value: shown_raw(value),
+        why: why.into(),
+    }
 }
 
 fn malformed(pod: String, error: serde_json::Error) -> Rejection {

@@ -7,6 +7,7 @@
 mod support;
 
 use ome_spread::admission::{evaluate, evaluate_fully};
+use ome_spread::capture::{Captured, PodText};
 use ome_spread::early;
 use ome_spread::labels;
 use ome_spread::rules::Unchanged;
@@ -251,6 +252,12 @@ proptest! {
         let cluster = Cluster::default()
             .with_replica(with_spec(replica("deepseek-v3-engine"), json!({"topologySpread": case.spread})));
         let mut review = pod_of(&case);
+        // The parts placed by the one serde pass are those a separate read of the pod finds.
+        let object = &review["request"]["object"];
+        let text = if case.pretty { serde_json::to_string_pretty(object) } else { serde_json::to_string(object) }.expect("json");
+        let captured: Captured = serde_json::from_str(&text).expect("a pod");
+        let Captured::Pod(parts) = captured else { panic!("a pod is captured") };
+        prop_assert_eq!(parts.place(&text), Some(PodText::read(&text)));
         let response = Native.validate(&payload(&review, case.pretty), &cluster);
         prop_assert_eq!(&response, &reference(&case, &review["request"]["object"]));
         if valid(&review["request"]["object"]).is_ok() {
