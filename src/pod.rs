@@ -224,6 +224,15 @@ impl<'a> Pod<'a> {
         let Some(references) = self.metadata.owner_references else {
             return Ok(None);
         };
+        // The usual list of objects is read without building a tree; anything else, again.
+        if let Ok(references) = serde_json::from_str::<Option<Vec<OwnerReference>>>(references) {
+            let replica = references.unwrap_or_default().into_iter().find(|r| r.is_replica());
+            match replica.map(|r| r.name.and_then(raw::text)) {
+                None => return Ok(None),
+                Some(Some(name)) if !name.is_empty() => return Ok(Some(name.into_owned())),
+                Some(_) => {}
+            }
+        }
         let references: Value = serde_json::from_str(references).map_err(|e| malformed(self.name.clone(), e))?;
         let references = match references {
             Value::Null => return Ok(None),
@@ -441,6 +450,51 @@ fn shown_raw(value: &str) -> String {
         .unwrap_or_else(|_| value.to_owned())
 }
 
+/// The fields of an ownerReference that say whether it is the pod's controlling replica, as
+/// text. Only an object is one: anything else fails, and the caller reads the list as a tree.
+#[derive(Default)]
+struct OwnerReference<'a> {
+    api_version: Option<&'a str>,
+    kind: Option<&'a str>,
+    name: Option<&'a str>,
+    controller: Option<&'a str>,
+}
+
+impl OwnerReference<'_> {
+    fn is_replica(&self) -> bool {
+        let is = |field: Option<&str>, wanted: &str| field.and_then(raw::text).is_some_and(|text| text == wanted);
+        self.controller == Some("true") && is(self.api_version, "ome.io/v1beta1") && is(self.kind, "InferenceReplica")
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for OwnerReference<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = OwnerReference<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an ownerReference object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut reference = OwnerReference::default();
+                // A key with escapes fails (it cannot be borrowed): the list is read as a tree.
+                while let Some(key) = map.next_key::<&'de str>()? {
+                    let value = Some(map.next_value::<&'de serde_json::value::RawValue>()?.get());
+                    match key {
+                        "apiVersion" => reference.api_version = value,
+                        "kind" => reference.kind = value,
+                        "name" => reference.name = value,
+                        "controller" => reference.controller = value,
+                        _ => {}
+                    }
+                }
+                Ok(reference)
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
 /// A rejection of a pod read before its name is.
 fn unnamed_bad(request_namespace: &str, field: &str, value: &str, why: &str) -> Rejection {
     Rejection::BadPod {
@@ -457,5 +511,41 @@ fn malformed(pod: String, error: serde_json::Error) -> Rejection {
         field: "object".into(),
         value: "(the pod's JSON)".into(),
         why: error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(references: &str) -> Result<Option<String>, String> {
+        let text = format!(r#"{{"metadata": {{"name": "p", "ownerReferences": {references}}}, "spec": {{}}}}"#);
+        let pod = Pod::new(Some(&text), "ns").map_err(|e| e.to_string())?;
+        pod.controller_replica().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_controlling_replica_is_read_as_a_full_parse_reads_it() {
+        let replica = |fields: &str| format!(r#"[{{"kind": "Other", "controller": true}}, {{{fields}}}]"#);
+        let ok = r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": true"#;
+        assert_eq!(owner(&replica(ok)), Ok(Some("r".into())));
+        let escaped_key = r#""api\u0056ersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": true"#;
+        assert_eq!(owner(&replica(escaped_key)), Ok(Some("r".into())));
+        let escaped_value = r#""apiVersion": "ome.io\/v1beta1", "kind": "InferenceReplica", "name": "r\u0031", "controller": true"#;
+        assert_eq!(owner(&replica(escaped_value)), Ok(Some("r1".into())));
+        let not_controller = r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": "true""#;
+        assert_eq!(owner(&replica(not_controller)), Ok(None));
+        assert_eq!(owner(r#"[["ome.io/v1beta1", "InferenceReplica", "r", true]]"#), Ok(None));
+        assert_eq!(owner("null"), Ok(None));
+        assert_eq!(owner("[]"), Ok(None));
+        assert_eq!(
+            owner(r#""x""#),
+            Err(r#"pod ns/p: metadata.ownerReferences is "x": must be a list"#.into())
+        );
+        let unnamed = r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "", "controller": true"#;
+        assert_eq!(
+            owner(&replica(unnamed)),
+            Err(r#"pod ns/p: metadata.ownerReferences[InferenceReplica].name is "": must be the replica's name"#.into())
+        );
     }
 }
