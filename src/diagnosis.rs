@@ -183,7 +183,7 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
             component: kind.into(),
             runner,
         };
-        let expected = spread_constraint(&instance, spread, key, settings);
+        let expected = spread_constraint(&instance, spread, key, settings).to_value();
         let constraints = pod["spec"]["topologySpreadConstraints"]
             .as_array()
             .cloned()

@@ -267,9 +267,9 @@ impl<'a> Pod<'a> {
 
     /// The pod's JSON text with `term` appended to the list at `path`; the list and the objects
     /// above it are created where they are absent or null. Every other byte is the pod's own.
-    pub fn with_appended(&self, path: &[&str], term: &Value) -> Result<Splice<'a>, Rejection> {
+    pub fn with_appended(&self, path: &[&str], term: &impl serde::Serialize) -> Result<Splice<'a>, Rejection> {
         let text = self.object;
-        let term = term.to_string();
+        let term = serde_json::to_string(term).unwrap_or_default();
         let (at, replaced, insert) = match self.slot(path)? {
             Slot::List(list) => {
                 let comma = if raw::is_empty_container(list) { "" } else { "," };
@@ -529,13 +529,19 @@ mod tests {
         let replica = |fields: &str| format!(r#"[{{"kind": "Other", "controller": true}}, {{{fields}}}]"#);
         let ok = r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": true"#;
         assert_eq!(owner(&replica(ok)), Ok(Some("r".into())));
-        let escaped_key = r#""api\u0056ersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": true"#;
+        let escaped_key =
+            r#""api\u0056ersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": true"#;
         assert_eq!(owner(&replica(escaped_key)), Ok(Some("r".into())));
-        let escaped_value = r#""apiVersion": "ome.io\/v1beta1", "kind": "InferenceReplica", "name": "r\u0031", "controller": true"#;
+        let escaped_value =
+            r#""apiVersion": "ome.io\/v1beta1", "kind": "InferenceReplica", "name": "r\u0031", "controller": true"#;
         assert_eq!(owner(&replica(escaped_value)), Ok(Some("r1".into())));
-        let not_controller = r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": "true""#;
+        let not_controller =
+            r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": "true""#;
         assert_eq!(owner(&replica(not_controller)), Ok(None));
-        assert_eq!(owner(r#"[["ome.io/v1beta1", "InferenceReplica", "r", true]]"#), Ok(None));
+        assert_eq!(
+            owner(r#"[["ome.io/v1beta1", "InferenceReplica", "r", true]]"#),
+            Ok(None)
+        );
         assert_eq!(owner("null"), Ok(None));
         assert_eq!(owner("[]"), Ok(None));
         assert_eq!(
@@ -545,7 +551,9 @@ mod tests {
         let unnamed = r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "", "controller": true"#;
         assert_eq!(
             owner(&replica(unnamed)),
-            Err(r#"pod ns/p: metadata.ownerReferences[InferenceReplica].name is "": must be the replica's name"#.into())
+            Err(
+                r#"pod ns/p: metadata.ownerReferences[InferenceReplica].name is "": must be the replica's name"#.into()
+            )
         );
     }
 }

@@ -99,7 +99,7 @@ fn a_pod_nested_100000_deep_is_answered_not_trapped() {
     );
     assert!(response.contains(&pod));
     assert!(
-        response.ends_with(r#""whenUnsatisfiable":"DoNotSchedule"}]}}}"#),
+        response.ends_with(r#""whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchLabels":{"ome.io/inferenceservice":"qwen3-0-6b","component":"engine","ome.io/runner":"default"}}}]}}}"#),
         "{}",
         &response[response.len() - 120..]
     );
