@@ -1,6 +1,7 @@
 //! `ome-spread controller`: the caches (one watch per kind, shared by the reconciler and the
 //! triggers), what change reconciles which replica, and leader election.
 
+use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,18 +27,30 @@ use crate::reconcile::{Context, error_policy, reconcile};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::serve::Health;
 
-/// The nodes as the diagnosis reads them, rebuilt only after a node changed in a way that matters.
-pub struct NodeSnapshot {
-    store: Store<KubeNode>,
+/// What the diagnosis reads of a cache (the nodes indexed, the pods grouped by component), built
+/// from it only after it changed: a burst of reconciles (every replica, after a node change)
+/// shares one build instead of reading the whole cache each.
+pub struct Snapshot<K: 'static + Resource, T>
+where
+    K::DynamicType: Eq + Hash,
+{
+    store: Store<K>,
     version: Arc<AtomicU64>,
-    built: Mutex<Option<(u64, Arc<Nodes>)>>,
+    build: fn(&[Arc<K>]) -> T,
+    built: Mutex<Option<(u64, Arc<T>)>>,
 }
 
-impl NodeSnapshot {
-    pub fn new(store: Store<KubeNode>, version: Arc<AtomicU64>) -> Self {
+impl<K, T> Snapshot<K, T>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// `version` must move after every change of the store that `build` reads.
+    pub fn new(store: Store<K>, version: Arc<AtomicU64>, build: fn(&[Arc<K>]) -> T) -> Self {
         Self {
             store,
             version,
+            build,
             built: Mutex::default(),
         }
     }
@@ -46,15 +59,80 @@ impl NodeSnapshot {
         self.store.wait_until_ready().await
     }
 
-    pub fn current(&self) -> Arc<Nodes> {
+    pub fn current(&self) -> Arc<T> {
         let version = self.version.load(Ordering::Acquire);
         let mut built = self.built.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match &*built {
-            Some((at, nodes)) if *at == version => nodes.clone(),
+            Some((at, snapshot)) if *at == version => snapshot.clone(),
             _ => {
-                let nodes = Arc::new(Nodes::new(self.store.state().iter().map(|n| node(n)).collect()));
-                *built = Some((version, nodes.clone()));
-                nodes
+                let snapshot = Arc::new((self.build)(&self.store.state()));
+                *built = Some((version, snapshot.clone()));
+                snapshot
+            }
+        }
+    }
+}
+
+pub type NodeSnapshot = Snapshot<KubeNode, Nodes>;
+
+pub fn nodes(nodes: &[Arc<KubeNode>]) -> Nodes {
+    Nodes::new(nodes.iter().map(|n| node(n)).collect())
+}
+
+/// Pods by (namespace, InferenceService, component), from their OME labels.
+pub type PodsByComponent = HashMap<(String, String, String), Vec<Arc<Pod>>>;
+pub type PodSnapshot = Snapshot<Pod, PodsByComponent>;
+
+pub fn pods_by_component(pods: &[Arc<Pod>]) -> PodsByComponent {
+    let mut grouped = PodsByComponent::new();
+    for pod in pods {
+        let labels = pod.labels();
+        if let (Some(namespace), Some(service), Some(component)) = (
+            pod.namespace(),
+            labels.get(labels::INFERENCE_SERVICE),
+            labels.get(labels::COMPONENT),
+        ) {
+            grouped
+                .entry((namespace, service.clone(), component.clone()))
+                .or_default()
+                .push(pod.clone());
+        }
+    }
+    grouped
+}
+
+/// Which node events change what the diagnosis reads: labels, taints or cordon changed, a node
+/// deleted, or a relist done (which may drop nodes). A heartbeat or an image pulled does not.
+#[derive(Default)]
+pub struct NodeChanges {
+    seen: HashMap<String, u64>,
+    /// During a relist: the nodes listed so far, which replace `seen` when it is done.
+    relisting: Option<HashMap<String, u64>>,
+}
+
+impl NodeChanges {
+    pub fn changed(&mut self, event: &watcher::Event<KubeNode>) -> bool {
+        match event {
+            watcher::Event::Apply(node) => {
+                self.seen.insert(node.name_any(), node_fingerprint(node)) != Some(node_fingerprint(node))
+            }
+            watcher::Event::Delete(node) => {
+                self.seen.remove(&node.name_any());
+                true
+            }
+            watcher::Event::Init => {
+                self.relisting = Some(HashMap::new());
+                false
+            }
+            watcher::Event::InitApply(node) => {
+                self.relisting
+                    .get_or_insert_default()
+                    .insert(node.name_any(), node_fingerprint(node));
+                false
+            }
+            watcher::Event::InitDone => {
+                self.seen = self.relisting.take().unwrap_or_default();
+                true
             }
         }
     }
@@ -84,8 +162,8 @@ pub fn node(node: &KubeNode) -> Node {
     )
 }
 
-/// Only what the diagnosis reads of a node: a heartbeat or an image pulled triggers nothing.
-fn node_fingerprint(node: &KubeNode) -> Option<u64> {
+/// Only what the diagnosis reads of a node.
+fn node_fingerprint(node: &KubeNode) -> u64 {
     let mut hasher = DefaultHasher::new();
     node.labels().hash(&mut hasher);
     let spec = node.spec.as_ref();
@@ -93,11 +171,15 @@ fn node_fingerprint(node: &KubeNode) -> Option<u64> {
     for taint in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
         (&taint.key, &taint.value, &taint.effect).hash(&mut hasher);
     }
-    Some(hasher.finish())
+    hasher.finish()
 }
 
-/// A cache of `K`, and the stream of its changes that fills it.
-fn cached<K>(api: Api<K>, config: watcher::Config) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>>)
+/// A cache of `K`, and the stream of its changes that fills it; `version` moves with every change.
+fn cached<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    version: Arc<AtomicU64>,
+) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
@@ -107,6 +189,9 @@ where
         .default_backoff()
         .modify(|object: &mut K| object.meta_mut().managed_fields = None)
         .reflect(writer)
+        .inspect_ok(move |_| {
+            version.fetch_add(1, Ordering::AcqRel);
+        })
         .touched_objects();
     (store, stream)
 }
@@ -210,17 +295,29 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
 }
 
 async fn reconcile_all(client: Client, options: Options) {
-    let (services, service_changes) = cached(Api::<InferenceService>::all(client.clone()), watcher::Config::default());
-    let (runtimes, runtime_changes) = cached(Api::<ServingRuntime>::all(client.clone()), watcher::Config::default());
+    let unversioned = Arc::<AtomicU64>::default;
+    let (services, service_changes) = cached(
+        Api::<InferenceService>::all(client.clone()),
+        watcher::Config::default(),
+        unversioned(),
+    );
+    let (runtimes, runtime_changes) = cached(
+        Api::<ServingRuntime>::all(client.clone()),
+        watcher::Config::default(),
+        unversioned(),
+    );
     let (cluster_runtimes, cluster_runtime_changes) = cached(
         Api::<ClusterServingRuntime>::all(client.clone()),
         watcher::Config::default(),
+        unversioned(),
     );
     let omenative = watcher::Config::default().labels(&format!("{}=OMENative", labels::MANAGED_BY));
-    let (pods, pod_changes) = cached(Api::<Pod>::all(client.clone()), omenative);
+    let pod_version = Arc::new(AtomicU64::new(0));
+    let (pods, pod_changes) = cached(Api::<Pod>::all(client.clone()), omenative, pod_version.clone());
     let (node_store, node_writer) = reflector::store();
     let node_version = Arc::new(AtomicU64::new(0));
     let bump = node_version.clone();
+    let mut changes = NodeChanges::default();
     let node_changes = watcher(Api::<KubeNode>::all(client.clone()), watcher::Config::default())
         .default_backoff()
         .modify(|node: &mut KubeNode| {
@@ -229,14 +326,18 @@ async fn reconcile_all(client: Client, options: Options) {
             node.status = None;
         })
         .reflect(node_writer)
-        .touched_objects()
-        .predicate_filter(node_fingerprint, Default::default())
-        .filter_map(move |change| {
-            if let Err(e) = &change {
-                warn!(error = %e, "watching nodes");
+        .filter_map(move |event| {
+            let changed = match &event {
+                Ok(event) => changes.changed(event),
+                Err(e) => {
+                    warn!(error = %e, "watching nodes");
+                    false
+                }
+            };
+            if changed {
+                bump.fetch_add(1, Ordering::AcqRel);
             }
-            bump.fetch_add(1, Ordering::AcqRel);
-            future::ready(change.ok().map(|_| ()))
+            future::ready(changed.then_some(()))
         });
 
     let health = options.health.clone();
@@ -252,8 +353,8 @@ async fn reconcile_all(client: Client, options: Options) {
         services: services.clone(),
         runtimes,
         cluster_runtimes,
-        pods,
-        nodes: NodeSnapshot::new(node_store.clone(), node_version),
+        pods: PodSnapshot::new(pods, pod_version, pods_by_component),
+        nodes: NodeSnapshot::new(node_store, node_version, nodes),
         settings: options.settings,
         metrics: options.metrics,
         failures: Mutex::default(),
@@ -373,29 +474,37 @@ mod tests {
     }
 
     #[test]
-    fn only_labels_taints_and_cordons_of_a_node_trigger_a_reconcile() {
+    fn label_taint_cordon_changes_deletions_and_relists_are_node_changes_heartbeats_are_not() {
         let base = json!({"metadata": {"name": "n", "labels": {"zone": "a"}}, "spec": {}});
-        let fingerprint = |value: &serde_json::Value| node_fingerprint(&kube_node(value.clone()));
+        let event = |value: &serde_json::Value| watcher::Event::Apply(kube_node(value.clone()));
+        let mut changes = NodeChanges::default();
+        assert!(changes.changed(&event(&base)), "a new node");
         let mut heartbeat = base.clone();
         heartbeat["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
         heartbeat["metadata"]["resourceVersion"] = json!("42");
-        assert_eq!(fingerprint(&base), fingerprint(&heartbeat));
+        assert!(!changes.changed(&event(&heartbeat)));
         let mut relabelled = base.clone();
         relabelled["metadata"]["labels"]["zone"] = json!("b");
         let mut tainted = base.clone();
         tainted["spec"]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
         let mut cordoned = base.clone();
         cordoned["spec"]["unschedulable"] = json!(true);
-        for changed in [relabelled, tainted, cordoned] {
-            assert_ne!(fingerprint(&base), fingerprint(&changed), "{changed}");
+        for changed in [relabelled, tainted, cordoned, base.clone()] {
+            assert!(changes.changed(&event(&changed)), "{changed}");
         }
+        assert!(changes.changed(&watcher::Event::Delete(kube_node(base.clone()))));
+        // A relist: one change when it is done, none per node listed; then it is what was seen.
+        assert!(!changes.changed(&watcher::Event::Init));
+        assert!(!changes.changed(&watcher::Event::InitApply(kube_node(base.clone()))));
+        assert!(changes.changed(&watcher::Event::InitDone));
+        assert!(!changes.changed(&event(&heartbeat)));
     }
 
     #[test]
     fn the_node_snapshot_is_rebuilt_only_after_a_node_change() {
         let (store, mut writer) = reflector::store();
         let version = Arc::new(AtomicU64::new(0));
-        let snapshot = NodeSnapshot::new(store, version.clone());
+        let snapshot = NodeSnapshot::new(store, version.clone(), nodes);
         writer.apply_watcher_event(&watcher::Event::Apply(kube_node(
             json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"unschedulable": true,
                 "taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]}}),

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -14,12 +13,11 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use ome_spread::diagnosis::{Component, Report, diagnose};
-use ome_spread::labels;
 use ome_spread::settings::Settings;
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use crate::cluster::NodeSnapshot;
+use crate::cluster::{NodeSnapshot, PodSnapshot};
 use crate::metrics::Metrics;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
@@ -64,7 +62,7 @@ pub struct Context {
     pub services: Store<InferenceService>,
     pub runtimes: Store<ServingRuntime>,
     pub cluster_runtimes: Store<ClusterServingRuntime>,
-    pub pods: Store<Pod>,
+    pub pods: PodSnapshot,
     pub nodes: NodeSnapshot,
     pub settings: Settings,
     pub metrics: Arc<Metrics>,
@@ -134,20 +132,23 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         Some((false, runtime)) => to_value(ctx.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
         None => None,
     };
-    let component = replica.spec.component.as_str();
+    let key = (
+        namespace.clone(),
+        replica.spec.parent_ref.name.clone(),
+        replica.spec.component.clone(),
+    );
     let pods = ctx
         .pods
-        .state()
-        .into_iter()
-        .filter(|pod| {
-            let labels = pod.labels();
-            pod.namespace().as_deref() == Some(&namespace)
-                && labels.get(labels::INFERENCE_SERVICE) == Some(&replica.spec.parent_ref.name)
-                && labels.get(labels::COMPONENT).map(String::as_str) == Some(component)
+        .current()
+        .get(&key)
+        .map(|pods| {
+            pods.iter()
+                .map(|pod| serde_json::to_value(&**pod))
+                .collect::<Result<Vec<_>, _>>()
         })
-        .map(|pod| serde_json::to_value(&*pod))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Error::BadObject(e.to_string()))?;
+        .transpose()
+        .map_err(|e| Error::BadObject(e.to_string()))?
+        .unwrap_or_default();
     let nodes = ctx.nodes.current();
     let service_value = serde_json::to_value(&*service).map_err(|e| Error::BadObject(e.to_string()))?;
     let replica_value = serde_json::to_value(replica).map_err(|e| Error::BadObject(e.to_string()))?;

@@ -1,7 +1,8 @@
 //! `ome-spread controller` as it runs, against a fake API server that lists, watches, creates and
 //! patches (in memory, behind tower-test's mock service): it takes the Lease, fills its caches,
 //! sets the `Spread` condition, and follows what changes it — a pod that moves, a node that loses
-//! its domain label, a runtime that changes the settings in effect — each through its own watch —
+//! its domain label and then goes, a runtime that changes the settings in effect — each through
+//! its own watch —
 //! and drops the metrics of a replica that is deleted.
 
 use std::collections::BTreeMap;
@@ -354,11 +355,16 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
     assert_eq!(reason, "MissingLabel", "{message}");
     assert!(message.contains("gpu-node-2"), "{message}");
 
+    // That node is deleted: the only nodes left that the pods select are in zone-a.
+    server.delete("Node", None, "gpu-node-2");
+    let (reason, message) = condition_number(&server, 4).await;
+    assert_eq!(reason, "SingleDomain", "{message}");
+
     // The runtime gains a topologyKey default: the settings in effect change under the replica.
     server.edit("ClusterServingRuntime", None, "srt-qwen3-0-6b", |runtime| {
         runtime["spec"]["engineConfig"]["topologyKey"] = json!("nvidia.com/gpu.clique");
     });
-    let (reason, message) = condition_number(&server, 4).await;
+    let (reason, message) = condition_number(&server, 5).await;
     assert_eq!(reason, "SettingsNotProjected", "{message}");
 
     let replica = server.get("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");

@@ -18,7 +18,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 use ome_spread::diagnosis::Reason;
 use ome_spread::settings::Settings;
-use ome_spread_controller::cluster::NodeSnapshot;
+use ome_spread_controller::cluster::{NodeSnapshot, PodSnapshot, nodes, pods_by_component};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::reconcile::{Context, Error, error_policy, reconcile, retry_after};
 use ome_spread_controller::resources::{
@@ -98,7 +98,7 @@ fn harness(objects: &[Value]) -> Harness {
     let (runtimes, w2) = cache(of_kind::<ServingRuntime>(objects, "ServingRuntime"));
     let (cluster_runtimes, w3) = cache(of_kind::<ClusterServingRuntime>(objects, "ClusterServingRuntime"));
     let (pods, w4) = cache(of_kind::<Pod>(objects, "Pod"));
-    let (nodes, w5) = cache(of_kind::<Node>(objects, "Node"));
+    let (node_store, w5) = cache(of_kind::<Node>(objects, "Node"));
     let ctx = Context {
         recorder: Recorder::new(
             client.clone(),
@@ -111,8 +111,8 @@ fn harness(objects: &[Value]) -> Harness {
         services,
         runtimes,
         cluster_runtimes,
-        pods,
-        nodes: NodeSnapshot::new(nodes, Arc::new(AtomicU64::new(0))),
+        pods: PodSnapshot::new(pods, Arc::new(AtomicU64::new(0)), pods_by_component),
+        nodes: NodeSnapshot::new(node_store, Arc::new(AtomicU64::new(0)), nodes),
         settings: Settings::default(),
         metrics: Arc::new(Metrics::default()),
         failures: Mutex::default(),
