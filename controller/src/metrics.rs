@@ -121,7 +121,10 @@ impl Metrics {
                 .get_or_create(&domain_labels(&labels, domain))
                 .set(*count as i64);
         }
-        self.skew.get_or_create(&labels).set(report.skew as i64);
+        // No domains counted (the reason came first): no skew to show, rather than a false 0.
+        if !report.instances_per_domain.is_empty() {
+            self.skew.get_or_create(&labels).set(report.skew as i64);
+        }
         self.reason.get_or_create(&reason_labels(&labels, report.reason)).set(1);
         let domains = report.instances_per_domain.keys().cloned().collect();
         if let Ok(mut shown) = self.shown.lock() {
@@ -237,6 +240,12 @@ mod tests {
                 r#"ome_spread_skew{namespace="ns",replica="m-engine"} 1"#,
             ],
             "no stale domain or reason"
+        );
+        metrics.show("ns", "m-engine", &report(Reason::NoKey, &[], 0));
+        assert_eq!(
+            series(&metrics),
+            [r#"ome_spread_reason{namespace="ns",replica="m-engine",reason="NoKey"} 1"#],
+            "no skew without domains"
         );
         metrics.forget("ns", "m-engine");
         assert_eq!(series(&metrics), Vec::<String>::new());
