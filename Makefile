@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock
 
-.PHONY: wasm-target test e2e-tests demo bench fuzz fmt lint clean
+.PHONY: wasm-target test e2e-tests e2e-server demo bench fuzz fmt lint clean
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -30,13 +30,41 @@ e2e-tests:
 		$(MAKE) annotated-policy.wasm && bats e2e.bats; \
 	fi
 
+# The real Kubewarden runtime: policy-server v1.31 with the annotated policy (and, for the load
+# benchmark, the annotated floor), its Kubernetes client on a fake API server. Without kwctl and
+# policy-server a user's machine skips, saying what to install; CI=true makes that a failure.
+KUBEWARDEN_TOOLS = { command -v kwctl && { [ -n "$$POLICY_SERVER" ] || command -v policy-server; }; } >/dev/null
+NO_KUBEWARDEN = needs kwctl and policy-server on PATH: https://github.com/kubewarden/kwctl/releases and https://github.com/kubewarden/policy-server/releases (here: ../shared/tools, see its README)
+ANNOTATED_FLOOR := target/wasm/annotated-floor.wasm
+
+$(ANNOTATED_FLOOR): floor/src/lib.rs floor/Cargo.toml floor/metadata.yml Cargo.lock | wasm-target
+	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm --package ome-spread-floor
+	kwctl annotate --metadata-path floor/metadata.yml --output-path $@ target/wasm/$(WASM_TARGET)/release/ome_spread_floor.wasm
+
+# Every case of the rule table as an AdmissionReview over HTTP to /validate/<case>.
+e2e-server:
+	@if ! $(KUBEWARDEN_TOOLS); then \
+		echo "e2e-server not run: it $(NO_KUBEWARDEN)"; [ "$$CI" != true ]; \
+	else \
+		$(MAKE) annotated-policy.wasm && \
+		$(CARGO) test -p ome-spread-controller --test policy_server -- --ignored --nocapture; \
+	fi
+
 demo: wasm-target
 	$(CARGO) run --quiet --example demo
 
 # Criterion: the policy against the floor, with the ratio table printed at the end, then the
-# controller's diagnosis pass over 1,000 replicas (see BENCHMARKS.md).
+# controller's diagnosis pass over 1,000 replicas, then both in the real policy-server under an
+# open-loop load (LOAD_SECONDS at LOAD_RATE per second, then STEP_SECONDS per step of the search
+# for the highest rate with p99 under 10 ms; see BENCHMARKS.md).
 bench: wasm-target
 	$(CARGO) bench --bench policy --bench diagnosis
+	@if ! $(KUBEWARDEN_TOOLS); then \
+		echo "policy-server load benchmark not run: it $(NO_KUBEWARDEN)"; [ "$$CI" != true ]; \
+	else \
+		$(MAKE) annotated-policy.wasm $(ANNOTATED_FLOOR) && \
+		$(CARGO) bench -p ome-spread-controller --bench policy_server; \
+	fi
 
 # cargo-fuzz on nightly: both targets, FUZZ_SECONDS each, the corpus seeded from the rule
 # table's fixtures. libFuzzer prints the executions it ran ("Done N runs").

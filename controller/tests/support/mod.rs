@@ -1,0 +1,471 @@
+//! The real Kubewarden `policy-server`, run as a child process with the annotated policy, its
+//! Kubernetes client pointed at a fake API server that serves the rule table's InferenceReplicas.
+//! Shared by `tests/policy_server.rs` (every case of the table) and `benches/policy_server.rs`
+//! (the load benchmark); each uses part of it.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace")
+        .to_path_buf()
+}
+
+/// The binaries and modules the real runtime needs, from the environment (the Makefile sets
+/// them), else `PATH`, else where `.ci/run` unpacks them.
+pub struct Tools {
+    pub policy_server: PathBuf,
+    pub policy: PathBuf,
+    pub floor: PathBuf,
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([workspace().join("target/tools")])
+        .map(|dir| dir.join(name))
+        .find(|file| file.is_file())
+}
+
+fn file_from_env(var: &str, default: PathBuf) -> Option<PathBuf> {
+    let file = std::env::var_os(var).map(PathBuf::from).unwrap_or(default);
+    file.is_file().then_some(file)
+}
+
+impl Tools {
+    /// None, saying what is missing, when a piece is absent; under `CI=true` a missing piece is a
+    /// failure, not a skip, so that CI cannot pass without having run.
+    pub fn find(need_floor: bool) -> Option<Tools> {
+        let policy_server = std::env::var_os("POLICY_SERVER")
+            .map(PathBuf::from)
+            .or_else(|| on_path("policy-server"));
+        let policy = file_from_env("ANNOTATED_POLICY", workspace().join("annotated-policy.wasm"));
+        let floor = file_from_env("ANNOTATED_FLOOR", workspace().join("target/wasm/annotated-floor.wasm"));
+        let mut missing = Vec::new();
+        if policy_server.is_none() {
+            missing.push("policy-server (https://github.com/kubewarden/policy-server/releases, or ../shared/tools)");
+        }
+        if policy.is_none() {
+            missing.push("annotated-policy.wasm (`make annotated-policy.wasm`, with kwctl)");
+        }
+        if need_floor && floor.is_none() {
+            missing.push("target/wasm/annotated-floor.wasm (`make target/wasm/annotated-floor.wasm`, with kwctl)");
+        }
+        if !missing.is_empty() {
+            let message = format!("the real policy-server run needs {}", missing.join(", "));
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
+            eprintln!("skipped: {message}");
+            return None;
+        }
+        Some(Tools {
+            policy_server: policy_server?,
+            policy: policy?,
+            floor: floor.unwrap_or_default(),
+        })
+    }
+}
+
+/// What the API server answers to the GET of one replica.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub code: u16,
+    pub body: String,
+}
+
+/// A Kubernetes `Status` object, as a real API server sends with an error.
+fn status(code: u16, reason: &str, message: &str, name: &str) -> Answer {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason,
+        "details": {"name": name, "group": "ome.io", "kind": "inferencereplicas"}, "code": code,
+    });
+    Answer {
+        code,
+        body: body.to_string(),
+    }
+}
+
+/// One case of the rule table, as written out under `tests/data/cases/<case>/`.
+pub struct Case {
+    pub name: String,
+    pub request: Value,
+    pub settings: Value,
+    /// The exact ValidationResponse the policy must give.
+    pub expected: Value,
+    /// The replica the policy reads (its API path) and what the API server answers, when it reads one.
+    pub replica: Option<(String, Answer)>,
+}
+
+impl Case {
+    /// Invalid settings: the policy-server must refuse to start with them.
+    pub fn settings_are_invalid(&self) -> bool {
+        self.expected["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("invalid policy settings: "))
+    }
+
+    pub fn body(&self) -> Bytes {
+        Bytes::from(self.request.to_string())
+    }
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The replica of a case's `session.yml` (the kwctl replay of its one `get_resource`), answered
+/// the way a real API server would: the payload with a 200, or a `Status` for an error.
+fn replica_of(session: &Path) -> Option<(String, Answer)> {
+    let text = std::fs::read_to_string(session).ok()?;
+    let exchanges: Value = serde_saphyr::from_str(&text).expect("session.yml");
+    // An empty session: the policy makes no host call.
+    let exchange = exchanges.get(0)?;
+    let field = |key: &str| {
+        let request = exchange["request"].as_str().expect("request");
+        let line = request.lines().find_map(|l| l.strip_prefix(&format!("{key}: ")));
+        line.expect(key).trim().to_owned()
+    };
+    let (namespace, name) = (field("namespace"), field("name"));
+    let path = format!("/apis/ome.io/v1beta1/namespaces/{namespace}/inferencereplicas/{name}");
+    let response = &exchange["response"];
+    let answer = match (response["type"].as_str(), response["message"].as_str()) {
+        (Some("Success"), _) => Answer {
+            code: 200,
+            body: response["payload"].as_str().expect("payload").to_owned(),
+        },
+        (Some("Error"), Some(m)) if m.contains("forbidden") => status(403, "Forbidden", m, &name),
+        (Some("Error"), Some(m)) if m.starts_with("Cannot find") || m.contains("not found") => status(
+            404,
+            "NotFound",
+            &format!("inferencereplicas.ome.io \"{name}\" not found"),
+            &name,
+        ),
+        (Some("Error"), Some(m)) => status(500, "InternalError", m, &name),
+        _ => panic!("{}: an exchange without a response", session.display()),
+    };
+    Some((path, answer))
+}
+
+/// Every case of the rule table, by name.
+pub fn cases() -> Vec<Case> {
+    let root = workspace().join("tests/data/cases");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("tests/data/cases")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    dirs.sort();
+    dirs.iter()
+        .map(|dir| Case {
+            name: dir.file_name().expect("name").to_string_lossy().into_owned(),
+            request: read_json(&dir.join("request.json")),
+            settings: read_json(&dir.join("settings.json")),
+            expected: read_json(&dir.join("response.json")),
+            replica: replica_of(&dir.join("session.yml")),
+        })
+        .collect()
+}
+
+/// Cases whose cluster answers agree: the same replica path never gets two different answers in
+/// one group, since one policy-server caches a lookup for all its policies.
+pub fn groups<'a>(cases: impl IntoIterator<Item = &'a Case>) -> Vec<Vec<&'a Case>> {
+    let mut groups: Vec<(BTreeMap<&str, &Answer>, Vec<&Case>)> = Vec::new();
+    for case in cases {
+        let fits = |cluster: &BTreeMap<&str, &Answer>| match &case.replica {
+            Some((path, answer)) => cluster.get(path.as_str()).is_none_or(|a| *a == answer),
+            None => true,
+        };
+        let index = match groups.iter().position(|(cluster, _)| fits(cluster)) {
+            Some(index) => index,
+            None => {
+                groups.push(Default::default());
+                groups.len() - 1
+            }
+        };
+        let (cluster, members) = &mut groups[index];
+        if let Some((path, answer)) = &case.replica {
+            cluster.insert(path, answer);
+        }
+        members.push(case);
+    }
+    groups.into_iter().map(|(_, members)| members).collect()
+}
+
+/// A fake Kubernetes API server over plain HTTP: the discovery documents of `ome.io/v1beta1`, and
+/// the replicas it was given; 404 `Status` for anything else. It records every request.
+pub struct FakeApi {
+    pub addr: SocketAddr,
+    replicas: BTreeMap<String, Answer>,
+    seen: Mutex<Vec<String>>,
+}
+
+impl FakeApi {
+    pub async fn start(replicas: BTreeMap<String, Answer>) -> Arc<FakeApi> {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let api = Arc::new(FakeApi {
+            addr: listener.local_addr().expect("addr"),
+            replicas,
+            seen: Mutex::default(),
+        });
+        let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+        let router = Router::new().fallback(answer).with_state(api.clone());
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        api
+    }
+
+    /// Every request so far, as `METHOD path?query`.
+    pub fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The GETs of a replica so far (what the policy-server's cache let through).
+    pub fn replica_gets(&self) -> usize {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().filter(|r| r.contains("/inferencereplicas/")).count()
+    }
+}
+
+async fn answer(State(api): State<Arc<FakeApi>>, method: Method, uri: Uri) -> Response {
+    api.seen.lock().unwrap().push(format!("{method} {uri}"));
+    let resources = json!({
+        "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "ome.io/v1beta1",
+        "resources": [{"name": "inferencereplicas", "singularName": "inferencereplica", "namespaced": true,
+                       "kind": "InferenceReplica", "verbs": ["get", "list", "watch"]}],
+    });
+    let group = json!({
+        "kind": "APIGroup", "apiVersion": "v1", "name": "ome.io",
+        "versions": [{"groupVersion": "ome.io/v1beta1", "version": "v1beta1"}],
+        "preferredVersion": {"groupVersion": "ome.io/v1beta1", "version": "v1beta1"},
+    });
+    let found = |body: Value| Answer {
+        code: 200,
+        body: body.to_string(),
+    };
+    let answer = match (method, uri.path()) {
+        (Method::GET, "/version") => found(json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0"})),
+        (Method::GET, "/api") => found(json!({"kind": "APIVersions", "versions": ["v1"]})),
+        (Method::GET, "/apis") => found(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]})),
+        (Method::GET, "/apis/ome.io") => found(group),
+        (Method::GET, "/apis/ome.io/v1beta1") => found(resources),
+        (Method::GET, path) => match api.replicas.get(path) {
+            Some(answer) => answer.clone(),
+            None => status(404, "NotFound", &format!("the server could not find {path}"), ""),
+        },
+        (_, path) => status(405, "MethodNotAllowed", &format!("{path}: only GET is served"), ""),
+    };
+    let code = StatusCode::from_u16(answer.code).expect("code");
+    (code, [(header::CONTENT_TYPE, "application/json")], answer.body).into_response()
+}
+
+/// One policy of the policies file.
+pub struct Policy {
+    pub name: String,
+    pub module: PathBuf,
+    pub settings: Value,
+    /// Reads InferenceReplicas: `contextAwareResources` and `allowedToMutate`, as `policy.yaml` has it.
+    pub context_aware: bool,
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// The real `policy-server`, without TLS on a free localhost port; killed when dropped.
+pub struct PolicyServer {
+    child: Child,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+static STARTED: AtomicUsize = AtomicUsize::new(0);
+
+impl PolicyServer {
+    /// Starts it with `policies` and its Kubernetes client on `api`, and waits until it is ready.
+    /// When it exits first (bad settings refuse the start), its output is the error.
+    pub fn start(binary: &Path, policies: &[Policy], api: &FakeApi, log_level: &str) -> Result<Self, String> {
+        let dir = std::env::temp_dir().join(format!(
+            "ome-spread-policy-server-{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let kubeconfig = json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": format!("http://{}", api.addr)}}],
+            "users": [{"name": "fake", "user": {"token": "fake"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        });
+        std::fs::write(dir.join("kubeconfig"), kubeconfig.to_string()).expect("kubeconfig");
+        // JSON is YAML: the policies file as policy-server reads it.
+        let file: serde_json::Map<String, Value> = policies
+            .iter()
+            .map(|p| {
+                let mut policy = json!({"module": format!("file://{}", p.module.display()), "settings": p.settings});
+                if p.context_aware {
+                    policy["allowedToMutate"] = json!(true);
+                    policy["contextAwareResources"] =
+                        json!([{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}]);
+                }
+                (p.name.clone(), policy)
+            })
+            .collect();
+        std::fs::write(dir.join("policies.yml"), Value::Object(file).to_string()).expect("policies");
+        let (port, readiness) = (free_port(), free_port());
+        let log = std::fs::File::create(dir.join("policy-server.log")).expect("log");
+        let child = Command::new(binary)
+            .arg("--policies")
+            .arg(dir.join("policies.yml"))
+            .args(["--addr", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--readiness-probe-port", &readiness.to_string()])
+            .arg("--policies-download-dir")
+            .arg(dir.join("downloads"))
+            .arg("--sigstore-cache-dir")
+            .arg(dir.join("sigstore"))
+            .args(["--log-level", log_level, "--log-no-color"])
+            .env("KUBECONFIG", dir.join("kubeconfig"))
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
+        let mut server = PolicyServer { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while Instant::now() < deadline {
+            if let Some(exit) = server.child.try_wait().expect("wait") {
+                return Err(format!("policy-server exited ({exit}): {}", server.log()));
+            }
+            if ready(readiness) {
+                return Ok(server);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!("policy-server not ready within 180 s: {}", server.log()))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("policy-server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for PolicyServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The readiness probe answers 200.
+fn ready(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut answer = String::new();
+    stream
+        .write_all(b"GET /readiness HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .is_ok()
+        && stream.read_to_string(&mut answer).is_ok()
+        && answer.split(' ').nth(1) == Some("200")
+}
+
+pub type Client = HyperClient<HttpConnector, Full<Bytes>>;
+
+pub fn client() -> Client {
+    HyperClient::builder(TokioExecutor::new()).build_http()
+}
+
+/// POSTs an AdmissionReview to `/validate/<policy>`; the AdmissionReview that comes back.
+pub async fn validate(client: &Client, port: u16, policy: &str, review: Bytes) -> Result<Value, String> {
+    let request = http::Request::post(format!("http://127.0.0.1:{port}/validate/{policy}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(review))
+        .map_err(|e| e.to_string())?;
+    let response = client.request(request).await.map_err(|e| format!("{e:?}"))?;
+    let code = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    if code != StatusCode::OK {
+        return Err(format!("HTTP {code}: {}", String::from_utf8_lossy(&body)));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&body)))
+}
+
+/// An empty list is no list: the policy-server writes `null` where the policy gave none.
+fn list_or_null(value: &Value) -> Value {
+    match value {
+        Value::Array(items) if items.is_empty() => Value::Null,
+        other => other.clone(),
+    }
+}
+
+/// Where the policy-server's answer to `case` differs from the case's ValidationResponse, one
+/// line per field, with both values; empty when it matches exactly.
+pub fn differences(request: &Value, expected: &Value, review: &Value) -> Vec<String> {
+    let response = &review["response"];
+    let mut differ = Vec::new();
+    let mut check = |field: &str, want: &Value, got: &Value| {
+        if want != got {
+            differ.push(format!("{field}:\n    expected {want}\n    got      {got}"));
+        }
+    };
+    check("uid", &request["request"]["uid"], &response["uid"]);
+    check("allowed", &expected["accepted"], &response["allowed"]);
+    check("message", &expected["message"], &response["status"]["message"]);
+    check(
+        "warnings",
+        &list_or_null(&expected["warnings"]),
+        &list_or_null(&response["warnings"]),
+    );
+    let mutated = match response["patch"].as_str() {
+        None => Value::Null,
+        Some(patch) => match patched(&request["request"]["object"], patch) {
+            Ok(pod) => pod,
+            Err(e) => json!(format!("an unusable patch: {e}")),
+        },
+    };
+    if !mutated.is_null() {
+        check("patchType", &json!("JSONPatch"), &response["patchType"]);
+    }
+    check("mutated_object", &expected["mutated_object"], &mutated);
+    differ
+}
+
+/// The pod with the policy-server's JSONPatch (base64) applied, as the API server applies it.
+fn patched(pod: &Value, patch: &str) -> Result<Value, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(patch)
+        .map_err(|e| e.to_string())?;
+    let patch: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    let mut pod = pod.clone();
+    json_patch::patch(&mut pod, &patch).map_err(|e| e.to_string())?;
+    Ok(pod)
+}
