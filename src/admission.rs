@@ -215,7 +215,7 @@ fn decide<'a>(
         namespace: pod.namespace.clone(),
         name,
     };
-    let answer = read_replica(&replica);
+    let answer = read_replica(&replica).map_err(|e| host_reason(&e));
     // The usual answer is read in one pass; anything else, again, for its exact error.
     let fields = match answer.as_deref().ok().and_then(spread_fields) {
         Some(fields) => Ok(Ok(fields)),
@@ -248,6 +248,22 @@ fn decide<'a>(
     match rules::decide(&pod, &instance, &spread, &settings)? {
         Decision::Unchanged(why) => Ok(Outcome::Unchanged(why)),
         Decision::Append { path, term } => pod.with_appended(path, &term).map(Outcome::Mutated),
+        Decision::Complete { constraint, fields } => pod.with_fields_added(constraint, &fields).map(Outcome::Mutated),
+    }
+}
+
+/// The host's reason for not answering, as one short line for the message a user reads: without
+/// the prefixes the waPC guest and the policy runtime add, and without what follows the first line
+/// (the runtime appends a stack backtrace where `RUST_BACKTRACE` is set).
+fn host_reason(error: &str) -> String {
+    const MOST: usize = 300;
+    let reason = error.trim_start();
+    let reason = reason.strip_prefix("Host error: ").unwrap_or(reason);
+    let reason = reason.strip_prefix("Callback evaluation failure: ").unwrap_or(reason);
+    let line = reason.lines().next().unwrap_or_default().trim();
+    match line.char_indices().nth(MOST) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line.to_owned(),
     }
 }
 
@@ -345,5 +361,21 @@ impl Evaluation<'_> {
         response.extend_from_slice(tail.as_bytes());
         response.push(b'}');
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_reason;
+
+    #[test]
+    fn p3_the_host_reason_is_one_short_line() {
+        let kwctl = "Callback evaluation failure: Cannot find ome.io/v1beta1/InferenceReplica named 'r' inside of namespace 'ns'\n\nStack backtrace:\n   0: anyhow::error::<impl anyhow::Error>::msg\n   1: policy_evaluator::callback_handler::kubernetes";
+        assert_eq!(
+            host_reason(&format!("Host error: {kwctl}")),
+            "Cannot find ome.io/v1beta1/InferenceReplica named 'r' inside of namespace 'ns'"
+        );
+        assert_eq!(host_reason("forbidden"), "forbidden");
+        assert_eq!(host_reason(&"x".repeat(400)), format!("{}...", "x".repeat(300)));
     }
 }

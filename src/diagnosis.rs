@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::labels;
 use crate::nodes::{Nodes, Selection};
 use crate::pod::{InstanceLabels, Runner};
-use crate::rules::spread_constraint;
+use crate::rules::{completion, spread_constraint};
 use crate::settings::Settings;
 use crate::spread::{Spread, SpreadFields, SpreadSettings};
 
@@ -183,18 +183,25 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
             component: kind.into(),
             runner,
         };
-        let expected = spread_constraint(&instance, spread, key, settings).to_value();
+        let expected = spread_constraint(&instance, spread, key, settings);
         let constraints = pod["spec"]["topologySpreadConstraints"]
             .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let ours = |c: &Value| c["labelSelector"] == expected["labelSelector"];
-        match constraints.iter().find(|c| c["topologyKey"] == key) {
-            Some(c) if ours(c) && c["whenUnsatisfiable"] == expected["whenUnsatisfiable"] => {}
-            Some(c) if ours(c) => predating.push(*pod),
-            Some(c) if c["whenUnsatisfiable"] != expected["whenUnsatisfiable"] => conflicting.push(*pod),
-            Some(_) => {}
-            None => predating.push(*pod),
+            .map_or(&[][..], Vec::as_slice);
+        let ours = |c: &&Value| expected.selector().is_exactly_in(c);
+        let on_key = |c: &&Value| c["topologyKey"] == key;
+        let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable();
+        // The constraint in effect is OME's own on the key, as P12 completes it. OME's own on
+        // another key is from before a change (P6 keeps it); anyone else's on the key is kept.
+        match (
+            constraints.iter().find(|c| on_key(c) && ours(c)),
+            constraints.iter().find(on_key),
+        ) {
+            (Some(own), _) if when_differs(own) || completion(own, settings).is_some() => predating.push(*pod),
+            (Some(_), _) => {}
+            _ if constraints.iter().any(|c| ours(&c)) => predating.push(*pod),
+            (None, Some(theirs)) if when_differs(theirs) => conflicting.push(*pod),
+            (None, Some(_)) => {}
+            (None, None) => predating.push(*pod),
         }
     }
     if !predating.is_empty() {

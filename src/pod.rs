@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::capture::PodText;
 use crate::labels;
@@ -255,21 +256,38 @@ impl<'a> Pod<'a> {
         }
     }
 
-    /// P6: does a topology spread constraint of the pod already use `key`?
-    pub fn has_spread_constraint_on(&self, key: &str) -> Result<bool, Rejection> {
-        self.any_term_on(&SPREAD_CONSTRAINTS, key)
+    /// The pod's topology spread constraints (P6, P12).
+    pub fn spread_constraints(&self) -> Result<Vec<Listed<'a>>, Rejection> {
+        self.listed(&SPREAD_CONSTRAINTS)
     }
 
-    /// P9: does a required pod-affinity term of the pod already use `key`?
-    pub fn has_required_pod_affinity_on(&self, key: &str) -> Result<bool, Rejection> {
-        self.any_term_on(&REQUIRED_POD_AFFINITY, key)
+    /// The pod's required pod-affinity terms (P9).
+    pub fn required_pod_affinity(&self) -> Result<Vec<Listed<'a>>, Rejection> {
+        self.listed(&REQUIRED_POD_AFFINITY)
+    }
+
+    /// The pod's JSON text with `fields` added to the object `term` (a slice of that text, one
+    /// of its [`Listed`] terms), after its last field (P12).
+    pub fn with_fields_added(&self, term: &'a str, fields: &impl serde::Serialize) -> Result<Splice<'a>, Rejection> {
+        let fields = checked_json(fields, &self.name)?;
+        let inner = fields
+            .strip_prefix('{')
+            .and_then(|f| f.strip_suffix('}'))
+            .unwrap_or_default();
+        let comma = if raw::is_empty_container(term) { "" } else { "," };
+        Ok(Splice {
+            text: self.object,
+            at: raw::offset(term, self.object) + term.len() - 1,
+            replaced: 0,
+            insert: format!("{comma}{inner}"),
+        })
     }
 
     /// The pod's JSON text with `term` appended to the list at `path`; the list and the objects
     /// above it are created where they are absent or null. Every other byte is the pod's own.
     pub fn with_appended(&self, path: &[&str], term: &impl serde::Serialize) -> Result<Splice<'a>, Rejection> {
         let text = self.object;
-        let term = serde_json::to_string(term).unwrap_or_default();
+        let term = checked_json(term, &self.name)?;
         let (at, replaced, insert) = match self.slot(path)? {
             Slot::List(list) => {
                 let comma = if raw::is_empty_container(list) { "" } else { "," };
@@ -298,22 +316,27 @@ impl<'a> Pod<'a> {
         })
     }
 
-    fn any_term_on(&self, path: &[&str], key: &str) -> Result<bool, Rejection> {
+    /// The terms of the list at `path`, each with its text; every term must name its topologyKey.
+    fn listed(&self, path: &[&str]) -> Result<Vec<Listed<'a>>, Rejection> {
         let Slot::List(list) = self.slot(path)? else {
-            return Ok(false);
+            return Ok(Vec::new());
         };
-        let terms: Vec<Value> = serde_json::from_str(list).map_err(|e| malformed(self.name.clone(), e))?;
-        for (i, term) in terms.iter().enumerate() {
-            match term.get("topologyKey") {
-                Some(Value::String(k)) if k == key => return Ok(true),
-                Some(Value::String(_)) => {}
+        let terms: Vec<&'a RawValue> = serde_json::from_str(list).map_err(|e| malformed(self.name.clone(), e))?;
+        let mut listed = Vec::with_capacity(terms.len());
+        for (i, term) in terms.into_iter().enumerate() {
+            let value: Value = serde_json::from_str(term.get()).map_err(|e| malformed(self.name.clone(), e))?;
+            match value.get("topologyKey") {
+                Some(Value::String(_)) => listed.push(Listed {
+                    text: term.get(),
+                    value,
+                }),
                 other => {
                     let field = format!("{}[{i}].topologyKey", path.join("."));
                     return Err(self.bad_value(&field, other.unwrap_or(&Value::Null), "must be a string"));
                 }
             }
         }
-        Ok(false)
+        Ok(listed)
     }
 
     /// Follows `path` down the pod: absent or null along the way is a missing slot; any other
@@ -406,6 +429,20 @@ impl<'a> Pod<'a> {
     }
 }
 
+/// A term already in one of the pod's lists: its text, a slice of the pod's, and its value. Its
+/// `topologyKey` is a string.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed<'a> {
+    pub text: &'a str,
+    pub value: Value,
+}
+
+impl Listed<'_> {
+    pub fn topology_key(&self) -> &str {
+        self.value["topologyKey"].as_str().unwrap_or_default()
+    }
+}
+
 /// A JSON text with `insert` in place of `text[at..at + replaced]`, kept as pieces so that the
 /// text is copied once, into the response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -438,6 +475,17 @@ fn nested(rest: &[&str], term: &str) -> String {
         None => format!("[{term}]"),
         Some((step, rest)) => format!("{{\"{step}\":{}}}", nested(rest, term)),
     }
+}
+
+/// A term or fields the rules built, as JSON text. It cannot fail (strings and numbers only); if
+/// it ever did, the pod is rejected with the reason rather than sent back as invalid JSON.
+fn checked_json(value: &impl serde::Serialize, pod: &str) -> Result<String, Rejection> {
+    serde_json::to_string(value).map_err(|e| Rejection::BadPod {
+        pod: pod.to_owned(),
+        field: "(the added term)".into(),
+        value: String::new(),
+        why: format!("cannot be written as JSON: {e}"),
+    })
 }
 
 fn quoted(text: &str) -> String {

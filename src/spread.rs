@@ -58,8 +58,8 @@ pub struct BadField {
 }
 
 impl SpreadSettings {
-    /// Checks the three fields of a spec, a component or a runtime config. Absent and null are
-    /// unset; anything else must be valid (P4).
+    /// Checks the three fields of a spec, a component or a runtime config. Absent, null and, for
+    /// a key, `""` are unset, as OME reads them; anything else must be valid (P4).
     pub fn from_fields(fields: SpreadFields) -> Result<Self, BadField> {
         let spread = match &fields.topology_spread {
             None | Some(Value::Null) => None,
@@ -99,6 +99,7 @@ impl SpreadSettings {
 fn label_key(value: Option<Value>, field: &'static str) -> Result<Option<String>, BadField> {
     match value {
         None | Some(Value::Null) => Ok(None),
+        Some(Value::String(key)) if key.is_empty() => Ok(None),
         Some(Value::String(key)) => match labels::check_key(&key) {
             Ok(()) => Ok(Some(key)),
             Err(why) => Err(BadField {
@@ -169,8 +170,16 @@ mod tests {
                 )),
             ),
             (
-                json!({"topologyKey": ""}),
-                Err(("topologyKey", r#""""#, "not a valid label key: the name part is empty")),
+                json!({"topologySpread": "Required", "topologySpreadKey": "", "topologyKey": ""}),
+                Ok(settings(Some(Spread::Required), None, None)),
+            ),
+            (
+                json!({"topologyKey": "/rack"}),
+                Err((
+                    "topologyKey",
+                    r#""/rack""#,
+                    "not a valid label key: the prefix must be a DNS subdomain of 1 to 253 characters",
+                )),
             ),
             (
                 json!({"topologyKey": ["rack"]}),
@@ -207,5 +216,15 @@ mod tests {
         let unset_runtime = SpreadSettings::default();
         let only_key = settings(None, Some("zone"), None);
         assert_eq!(only_key.clone().over(&unset_runtime), only_key);
+        // An empty key on the InferenceService is unset (P4): the runtime's key stays in effect.
+        let empty: SpreadSettings = SpreadSettings::from_fields(
+            serde_json::from_value(json!({"topologySpread": "Required", "topologySpreadKey": "", "topologyKey": ""}))
+                .expect("three fields"),
+        )
+        .expect("valid");
+        assert_eq!(
+            empty.over(&runtime),
+            settings(Some(Spread::Required), Some("zone"), Some("rack"))
+        );
     }
 }

@@ -20,8 +20,7 @@ fn validate(payload: &[u8]) -> CallResult {
             "get_resource",
             &replica.get_resource_request(),
         )
-        // The guest prefixes the host's reason with this; the user wants the reason itself.
-        .map_err(|e| e.to_string().trim_start_matches("Host error: ").to_owned())
+        .map_err(|e| e.to_string())
     });
     Ok(evaluation.response())
 }

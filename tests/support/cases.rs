@@ -20,6 +20,9 @@ pub enum Expected {
     AcceptedWithWarning(&'static str),
     /// Accepted, the pod equal to what came in but for `term` appended to the list at `path`.
     Appended(&'static [&'static str], Value),
+    /// Accepted, the pod equal to what came in but for `fields` added to its spread constraint
+    /// at this index (P12).
+    Completed(usize, Value),
     Rejected(&'static str),
 }
 
@@ -92,6 +95,12 @@ pub fn constraint(service: &str, component: &str, runner: &str, key: &str, when:
     })
 }
 
+/// `review`'s pod as OME v1.3 renders it before it creates it: `term` already in the list at
+/// `path` (its `injectTopologySpread` or `injectGangDomainAffinity`).
+pub fn rendered(review: Value, path: &[&str], term: Value) -> Value {
+    edited(review, |pod| *pod = appended(pod, path, &term))
+}
+
 pub fn leader_term(service: &str, component: &str, index: &str, key: &str) -> Value {
     json!({
         "topologyKey": key,
@@ -128,6 +137,10 @@ fn label(object: &mut Value, label: &str, value: Value) {
 }
 
 const QWEN_0: &str = "qwen3-0-6b-engine-0-default-0";
+const LEADER: &str = "deepseek-v3-engine-0-leader-0";
+const WORKER: &str = "deepseek-v3-engine-0-worker-1";
+/// A key the component used before a change; OME keeps it for an Instance whose live pods carry it.
+const OLD_KEY: &str = "example.com/rack";
 const QWEN: Option<&str> = Some("qwen3-0-6b-engine");
 const DEEPSEEK: Option<&str> = Some("deepseek-v3-engine");
 const NOT_FOUND: &str = "cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'spread-demo'";
@@ -206,6 +219,49 @@ pub fn all() -> Vec<Case> {
             }))) },
         case("p5_constraint_is_appended_after_one_on_another_key", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "x"}}}])), QWEN, Appended(SPREAD, required_zone.clone())),
         case("p5_null_constraint_list_is_replaced_by_a_list", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = Value::Null), QWEN, Appended(SPREAD, required_zone.clone())),
+        // P4: an empty key is unset, as OME reads it.
+        Case { cluster: deepseek_with(json!({"topologySpreadKey": ""})),
+            ..case("p4_empty_spread_key_falls_back_to_the_topology_key", review(LEADER), DEEPSEEK, Appended(SPREAD, constraint("deepseek-v3", "engine", "leader", CLIQUE, "DoNotSchedule"))) },
+        Case { cluster: deepseek_with(json!({"topologyKey": ""})),
+            ..case("p4_empty_topology_key_gives_the_worker_nothing", review(WORKER), DEEPSEEK, Accepted) },
+        Case { cluster: deepseek_with(json!({"topologyKey": ""})),
+            ..case("p4_empty_topology_key_leaves_the_leader_its_spread_key", review(LEADER), DEEPSEEK, Appended(SPREAD, leader_zone.clone())) },
+        Case { cluster: qwen_with(json!({"topologySpreadKey": "", "topologyKey": ""})),
+            ..case("p4_both_keys_empty_is_no_key", review(QWEN_0), QWEN, Accepted) },
+        // P6: OME rendered the constraint itself, on the key in effect or on the Instance's older key.
+        case("p6_ome_constraint_on_the_spread_key_is_kept", rendered(review(QWEN_0), SPREAD, required_zone.clone()), QWEN, Accepted),
+        Case { cluster: deepseek_with(json!({"topologySpreadKey": null})),
+            ..case("p6_ome_constraint_on_an_older_key_is_kept", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "leader", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Accepted) },
+        case("p6_a_constraint_for_another_runner_is_not_omes_for_this_pod", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "default", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Appended(SPREAD, leader_zone.clone())),
+        case("p6_a_selector_with_match_expressions_is_not_omes", rendered(review(QWEN_0), SPREAD, json!({
+            "maxSkew": 1, "topologyKey": OLD_KEY, "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default"},
+                              "matchExpressions": [{"key": "ome.io/revision-hash", "operator": "In", "values": ["6b9f7c8d4"]}]},
+        })), QWEN, Appended(SPREAD, required_zone.clone())),
+        case("p6_a_selector_with_another_label_is_not_omes", rendered(review(QWEN_0), SPREAD, json!({
+            "maxSkew": 1, "topologyKey": OLD_KEY, "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default", "ome.io/instance-index": "0"}},
+        })), QWEN, Appended(SPREAD, required_zone.clone())),
+        // P12: the settings complete OME's own constraint on the spread key, and nothing else.
+        Case { settings: json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}),
+            ..case("p12_settings_complete_omes_constraint_in_place", rendered(review(QWEN_0), SPREAD, required_zone.clone()), QWEN, Completed(0, json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}))) },
+        Case { settings: json!({"maxSkew": 2, "nodeTaintsPolicy": "Ignore"}),
+            ..case("p12_completion_finds_omes_constraint_after_an_operators", rendered(rendered(review(LEADER), SPREAD, json!({"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "x"}}})), SPREAD, leader_zone.clone()),
+                DEEPSEEK, Completed(1, json!({"nodeTaintsPolicy": "Ignore"}))) },
+        Case { settings: json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}),
+            ..case("p12_a_preferred_constraint_never_gets_min_domains", rendered(review("qwen3-8b-engine-0-default-0"), SPREAD, constraint("qwen3-8b", "engine", "default", ZONE, "ScheduleAnyway")), Some("qwen3-8b-engine"), Completed(0, json!({"nodeTaintsPolicy": "Honor"}))) },
+        Case { settings: json!({"minDomains": 3}),
+            ..case("p12_nothing_to_add_to_a_preferred_constraint_leaves_it", rendered(review("qwen3-8b-engine-0-default-0"), SPREAD, constraint("qwen3-8b", "engine", "default", ZONE, "ScheduleAnyway")), Some("qwen3-8b-engine"), Accepted) },
+        Case { settings: json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}),
+            ..case("p12_fields_the_constraint_sets_are_never_rewritten", rendered(review(QWEN_0), SPREAD, json!({
+                "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default"}},
+                "minDomains": 2, "nodeTaintsPolicy": "Ignore",
+            })), QWEN, Accepted) },
+        Case { settings: json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}),
+            ..case("p12_an_operator_constraint_is_never_completed", rendered(review(QWEN_0), SPREAD, json!({"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "mine"}}})), QWEN, Accepted) },
+        Case { settings: json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}), cluster: deepseek_with(json!({"topologySpreadKey": null})),
+            ..case("p12_omes_constraint_on_an_older_key_is_not_completed", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "leader", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Accepted) },
         // P6, P7: unchanged.
         case("p6_operator_constraint_on_the_spread_key_wins", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 3, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "mine"}}}])), QWEN, Accepted),
         Case { cluster: qwen_with(json!({"topologySpread": null})),
@@ -217,6 +273,9 @@ pub fn all() -> Vec<Case> {
         case("p8_worker_term_is_appended_after_a_term_on_another_key", edited(review("deepseek-v3-engine-0-worker-1"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"cache": "warm"}}}], "preferredDuringSchedulingIgnoredDuringExecution": []})), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
         case("p8_worker_without_affinity_gets_one", edited(review("deepseek-v3-engine-0-worker-1"), |p| { p["spec"].as_object_mut().expect("spec").remove("affinity"); }), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
         case("p9_worker_with_a_required_term_on_the_topology_key_is_unchanged", edited(review("deepseek-v3-engine-0-worker-1"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": CLIQUE, "labelSelector": {"matchLabels": {"gang": "g1"}}}]})), DEEPSEEK, Accepted),
+        case("p9_ome_term_on_the_topology_key_is_kept", rendered(review(WORKER), AFFINITY, worker_term.clone()), DEEPSEEK, Accepted),
+        case("p9_ome_term_on_the_instances_older_key_is_kept", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "0", OLD_KEY)), DEEPSEEK, Accepted),
+        case("p9_a_term_for_another_instances_leader_does_not_count", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "1", OLD_KEY)), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
         Case { cluster: deepseek_with(json!({"topologyKey": null})),
             ..case("p10_worker_never_gets_a_spread_constraint", review("deepseek-v3-engine-0-worker-1"), DEEPSEEK, Accepted) },
         // P11: labels a rule needs.
@@ -251,6 +310,14 @@ pub fn expected_response(case: &Case) -> Value {
         Expected::AcceptedWithWarning(warning) => json!({"accepted": true, "warnings": [warning]}),
         Expected::Appended(path, term) => {
             json!({"accepted": true, "mutated_object": appended(&case.review["request"]["object"], path, term)})
+        }
+        Expected::Completed(index, fields) => {
+            let mut pod = case.review["request"]["object"].clone();
+            let constraint = pod["spec"]["topologySpreadConstraints"][index]
+                .as_object_mut()
+                .expect("a constraint");
+            constraint.extend(fields.as_object().expect("fields").clone());
+            json!({"accepted": true, "mutated_object": pod})
         }
         Expected::Rejected(message) => json!({"accepted": false, "message": message}),
     }

@@ -71,8 +71,13 @@ impl Cluster {
         self
     }
 
-    /// The policy-server's `kubewarden/kubernetes/get_resource`, with its error text.
+    /// The policy-server's `kubewarden/kubernetes/get_resource`, its errors in the runtime's shape.
     pub fn get_resource(&self, request: &[u8]) -> Result<Vec<u8>, String> {
+        self.answer(request).map_err(|reason| runtime_error(&reason))
+    }
+
+    /// What the cluster answers, and the host's reason when it cannot (a replay session's message).
+    pub fn answer(&self, request: &[u8]) -> Result<Vec<u8>, String> {
         let request: Value = serde_json::from_slice(request).map_err(|e| format!("bad request: {e}"))?;
         self.calls.lock().expect("lock").push(request.clone());
         if let Some(reason) = &self.failure {
@@ -90,6 +95,16 @@ impl Cluster {
     pub fn calls(&self) -> Vec<Value> {
         self.calls.lock().expect("lock").clone()
     }
+}
+
+/// A host error as kwctl and policy-server 1.31 give it to the policy where `RUST_BACKTRACE` is
+/// set: the reason after a prefix, then a stack backtrace (recorded from kwctl in
+/// `tests/data/host/kwctl-1.31-get-resource-error.txt`).
+pub fn runtime_error(reason: &str) -> String {
+    let recorded =
+        std::fs::read_to_string(data_dir().join("host/kwctl-1.31-get-resource-error.txt")).expect("recorded");
+    let backtrace = recorded.split_once('\n').map(|(_, rest)| rest).unwrap_or_default();
+    format!("Callback evaluation failure: {reason}\n{backtrace}")
 }
 
 /// A way to run `validate`: the native core, or the wasm.
