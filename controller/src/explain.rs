@@ -157,7 +157,11 @@ pub fn run(
 }
 
 fn write_component(text: &mut String, replica: &Value, pods: &[Value], nodes: &Nodes, report: &Report) {
-    let field = |name: &str| replica["spec"][name].as_str().unwrap_or("<none>").to_owned();
+    // An empty key is unset, as OME reads it (SPEC P4).
+    let field = |name: &str| {
+        let value = replica["spec"][name].as_str().filter(|value| !value.is_empty());
+        value.unwrap_or("<none>").to_owned()
+    };
     table(
         text,
         vec![

@@ -406,3 +406,119 @@ async fn live_explain_prints_what_explain_from_prints() {
         api.abort();
     }
 }
+
+/// The reason and message for the seed changed by `change`, diagnosed with `settings`.
+fn diagnosed(change: impl FnOnce(&mut Vec<Value>), settings: Settings) -> (Reason, String) {
+    let mut objects = seed();
+    change(&mut objects);
+    let of = |kind: &str| {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == kind)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let (pods, nodes, runtimes) = (of("Pod"), of("Node"), of("ClusterServingRuntime"));
+    let (services, replicas) = (of("InferenceService"), of("InferenceReplica"));
+    let component = Component {
+        service: &services[0],
+        runtime: runtimes.first(),
+        replica: &replicas[0],
+        pods: &pods,
+        nodes: &Nodes::from_json(&nodes),
+    };
+    let report = diagnose(&component, &settings).expect("a report");
+    (report.reason, report.message)
+}
+
+/// OME's own constraint (its selector exactly) on `key`, as OME v1.3 renders it.
+fn omes_constraint(key: &str) -> Value {
+    json!({"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default"}}})
+}
+
+#[test]
+fn omes_terms_on_an_older_key_predate_the_change_and_never_conflict() {
+    let foreign_on_zone = json!({"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "qwen"}}});
+    let predate = "the pods qwen3-0-6b-engine-0-default-0 are older than the change: they have no SPREAD-KEY, or a SPREAD-KEY or WHEN from before it";
+    // PodsPredateChange: OME rendered pod 0 on the Instance's older key, beside a foreign
+    // constraint on the key now in effect.
+    let older = omes_constraint("example.com/rack");
+    let both = json!([foreign_on_zone.clone(), older.clone()]);
+    assert_eq!(
+        diagnosed(
+            |o| find(o, "Pod", POD_0)["spec"]["topologySpreadConstraints"] = both,
+            Settings::default()
+        ),
+        (Reason::PodsPredateChange, predate.to_owned())
+    );
+    assert_eq!(
+        diagnosed(
+            |o| find(o, "Pod", POD_0)["spec"]["topologySpreadConstraints"] = json!([older]),
+            Settings::default()
+        ),
+        (Reason::PodsPredateChange, predate.to_owned())
+    );
+    // ConflictingConstraint: a foreign constraint on the key, and nothing of OME's.
+    assert_eq!(
+        diagnosed(|o| find(o, "Pod", POD_0)["spec"]["topologySpreadConstraints"] = json!([foreign_on_zone]), Settings::default()),
+        (
+            Reason::ConflictingConstraint,
+            "WHEN isn't what you set on qwen3-0-6b-engine-0-default-0: your runtime or InferenceService already sets a spread constraint on topology.kubernetes.io/zone, and OME keeps it".to_owned()
+        )
+    );
+}
+
+#[test]
+fn p12_the_constraint_in_effect_is_omes_completed_by_the_settings() {
+    let honor = Settings::from_json(&json!({"nodeTaintsPolicy": "Honor", "minDomains": 2})).expect("settings");
+    // The seed's pods carry OME's constraint as OME renders it: without the settings' fields.
+    assert_eq!(
+        diagnosed(|_| {}, honor.clone()).0,
+        Reason::PodsPredateChange,
+        "pods OME rendered before the policy completed them predate the settings"
+    );
+    let completed = |o: &mut Vec<Value>| {
+        for pod in [POD_0, POD_1] {
+            let constraint = &mut find(o, "Pod", pod)["spec"]["topologySpreadConstraints"][0];
+            constraint["nodeTaintsPolicy"] = json!("Honor");
+            constraint["minDomains"] = json!(2);
+        }
+    };
+    assert_eq!(diagnosed(completed, honor).0, Reason::Satisfied);
+}
+
+#[test]
+fn p4_empty_keys_are_unset_in_the_settings_in_effect() {
+    let empty_keys = |o: &mut Vec<Value>| {
+        find(o, "InferenceService", "qwen3-0-6b")["spec"]["engine"]["topologySpreadKey"] = json!("");
+        let replica = &mut find(o, "InferenceReplica", "qwen3-0-6b-engine")["spec"];
+        replica["topologySpreadKey"] = json!("");
+        replica["topologyKey"] = json!("");
+    };
+    assert_eq!(
+        diagnosed(empty_keys, Settings::default()),
+        (
+            Reason::NoKey,
+            "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on".to_owned()
+        )
+    );
+    let mut objects = seed();
+    empty_keys(&mut objects);
+    let yaml = std::env::temp_dir().join(format!("ome-spread-empty-keys-{}.yaml", std::process::id()));
+    std::fs::write(&yaml, to_yaml(&objects)).expect("write");
+    let output = Command::new(env!("CARGO_BIN_EXE_ome-spread"))
+        .args(["explain", "qwen3-0-6b", "-n", "spread-demo", "--from"])
+        .arg(&yaml)
+        .output()
+        .expect("run ome-spread");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let replica_row: Vec<&str> = stdout.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+    assert_eq!(
+        replica_row,
+        ["qwen3-0-6b-engine", "Required", "<none>", "<none>"],
+        "{stdout}"
+    );
+    assert_eq!(output.status.code(), Some(1));
+}
