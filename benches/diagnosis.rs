@@ -81,7 +81,7 @@ fn cluster() -> Cluster {
                             component: "engine".into(),
                             runner: if multi_node { Runner::Leader } else { Runner::Default },
                         };
-                        json!([spread_constraint(&labels, Spread::Required, ZONE, &settings).to_value()])
+                        json!([spread_constraint(&labels, Spread::Required, ZONE, &settings)])
                     }
                 };
                 // Instances land round-robin over the model's nodes, so zones stay balanced.

@@ -1,7 +1,9 @@
 //! The lean path (the pod read and edited as text) against the plain one (the pod parsed into a
-//! `serde_json::Value`, the term pushed, the whole re-serialised), on generated pods: the answer
-//! must be the same value, a second evaluation must change nothing (P6, P9, lossless), and a pod
-//! the API server would accept stays one it accepts. And the early answers (P1 and P2 read from
+//! `serde_json::Value`, the term pushed or completed, the whole re-serialised), on generated pods
+//! shaped as OME v1.3 creates them, some with OME's own terms already rendered on the key in
+//! effect or an older one: the answer must be the same value, a pod OME rendered gets no second
+//! term (P6, P9, P12), a second evaluation must change nothing (lossless), and a pod the API
+//! server would accept stays one it accepts. And the early answers (P1 and P2 read from
 //! the start of the text) against the full path, on generated requests of every kind.
 
 mod support;
@@ -40,13 +42,60 @@ fn any_json() -> impl Strategy<Value = Value> {
     })
 }
 
-/// The shapes a list on a rule's path may take: absent, null, empty, or terms on some keys.
-fn terms_on(make: fn(&str) -> Value) -> impl Strategy<Value = Option<Value>> {
+/// A key OME rendered an Instance's terms on before a change.
+const OLD_KEY: &str = "example.com/rack";
+
+/// The shapes a list on a rule's path may take: absent, null, empty, or terms on some keys,
+/// each the operator's or OME's own.
+fn terms_on(term: impl Strategy<Value = Value> + 'static) -> impl Strategy<Value = Option<Value>> {
     prop_oneof![
         Just(None),
         Just(Some(Value::Null)),
-        prop::collection::vec(prop::sample::select(KEYS.to_vec()), 0..3)
-            .prop_map(move |keys| Some(keys.into_iter().map(make).collect())),
+        prop::collection::vec(term, 0..3).prop_map(|terms| Some(Value::from(terms))),
+    ]
+}
+
+fn any_key() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![KEYS[0], KEYS[1], KEYS[2], OLD_KEY])
+}
+
+/// A spread constraint: an operator's, or OME's own for a runner (completed or not).
+fn any_constraint() -> impl Strategy<Value = Value> {
+    let settings_fields = prop::sample::select(vec![
+        json!({}),
+        json!({"minDomains": 2}),
+        json!({"nodeTaintsPolicy": "Ignore"}),
+    ]);
+    prop_oneof![
+        any_key().prop_map(operator_constraint),
+        (
+            any_key(),
+            prop::sample::select(vec!["default", "leader"]),
+            prop::sample::select(vec!["DoNotSchedule", "ScheduleAnyway"]),
+            settings_fields
+        )
+            .prop_map(|(key, runner, when, fields)| {
+                let mut own = constraint("deepseek-v3", "engine", runner, key, when);
+                if when == "DoNotSchedule" || fields.get("minDomains").is_none() {
+                    own.as_object_mut()
+                        .expect("constraint")
+                        .extend(fields.as_object().expect("fields").clone());
+                }
+                own
+            }),
+    ]
+}
+
+/// A required pod-affinity term: an operator's, or OME's own for an Instance's leader.
+fn any_term() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any_key().prop_map(operator_term),
+        (any_key(), prop::sample::select(vec!["0", "1"])).prop_map(|(key, index)| leader_term(
+            "deepseek-v3",
+            "engine",
+            index,
+            key
+        )),
     ]
 }
 
@@ -64,6 +113,8 @@ struct Generated {
     spread: &'static str,
     constraints: Option<Value>,
     affinity: Option<Value>,
+    settings: Value,
+    incarnation: u32,
     extra: Value,
     pretty: bool,
 }
@@ -76,27 +127,39 @@ fn generated() -> impl Strategy<Value = Generated> {
             json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}})
         )),
         Just(Some(json!({"podAffinity": null}))),
-        terms_on(operator_term).prop_map(|terms| Some(match terms {
+        terms_on(any_term()).prop_map(|terms| Some(match terms {
             None => json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}),
             Some(terms) => json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}),
         })),
     ];
+    let settings = prop::sample::select(vec![
+        json!({}),
+        json!({"minDomains": 3}),
+        json!({"nodeTaintsPolicy": "Honor"}),
+        json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}),
+    ]);
     (
         prop::sample::select(vec!["default", "leader", "worker"]),
         prop::sample::select(vec!["Required", "Preferred"]),
-        terms_on(operator_constraint),
+        terms_on(any_constraint()),
         affinity,
+        settings,
+        1..6u32,
         any_json(),
         any::<bool>(),
     )
-        .prop_map(|(runner, spread, constraints, affinity, extra, pretty)| Generated {
-            runner,
-            spread,
-            constraints,
-            affinity,
-            extra,
-            pretty,
-        })
+        .prop_map(
+            |(runner, spread, constraints, affinity, settings, incarnation, extra, pretty)| Generated {
+                runner,
+                spread,
+                constraints,
+                affinity,
+                settings,
+                incarnation,
+                extra,
+                pretty,
+            },
+        )
 }
 
 fn pod_of(case: &Generated) -> Value {
@@ -107,6 +170,7 @@ fn pod_of(case: &Generated) -> Value {
     };
     let mut review = edited(review(base), |pod| {
         pod["metadata"]["labels"]["ome.io/runner"] = json!(case.runner);
+        pod["metadata"]["labels"]["ome.io/instance-incarnation"] = json!(case.incarnation.to_string());
         let spec = pod["spec"].as_object_mut().expect("spec");
         spec.remove("affinity");
         for (field, value) in [
@@ -123,13 +187,9 @@ fn pod_of(case: &Generated) -> Value {
     review
 }
 
-/// The plain path: what the policy must answer, computed on the parsed pod.
+/// The plain path: what the policy must answer, computed on the parsed pod from SPEC P5 to P12.
 fn reference(case: &Generated, pod: &Value) -> Value {
-    let has_on = |list: &Value, key: &str| {
-        list.as_array()
-            .is_some_and(|l| l.iter().any(|t| t["topologyKey"] == key))
-    };
-    let (path, term) = if case.runner == "worker" {
+    let (path, mut term) = if case.runner == "worker" {
         (AFFINITY, leader_term("deepseek-v3", "engine", "0", KEYS[1]))
     } else {
         let when = if case.spread == "Required" {
@@ -139,16 +199,88 @@ fn reference(case: &Generated, pod: &Value) -> Value {
         };
         (SPREAD, constraint("deepseek-v3", "engine", case.runner, KEYS[0], when))
     };
-    let list = path.iter().fold(pod, |at, step| &at[*step]);
-    if has_on(list, term["topologyKey"].as_str().unwrap_or_default()) {
-        json!({"accepted": true})
-    } else {
-        json!({"accepted": true, "mutated_object": appended(pod, path, &term)})
+    let key = term["topologyKey"].clone();
+    let selects_exactly = |t: &Value| {
+        t["labelSelector"]["matchLabels"] == term["labelSelector"]["matchLabels"]
+            && t["labelSelector"]["matchExpressions"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+    };
+    let list = path
+        .iter()
+        .fold(pod, |at, step| &at[*step])
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let settings = &case.settings;
+    if path == SPREAD
+        && let Some(at) = list.iter().position(|c| c["topologyKey"] == key && selects_exactly(c))
+    {
+        let own = &list[at];
+        let mut completed = own.clone();
+        if settings.get("minDomains").is_some()
+            && own.get("minDomains").is_none()
+            && own["whenUnsatisfiable"] == "DoNotSchedule"
+        {
+            completed["minDomains"] = settings["minDomains"].clone();
+        }
+        if settings.get("nodeTaintsPolicy").is_some() && own.get("nodeTaintsPolicy").is_none() {
+            completed["nodeTaintsPolicy"] = settings["nodeTaintsPolicy"].clone();
+        }
+        if completed == *own {
+            return json!({"accepted": true});
+        }
+        let mut mutated = pod.clone();
+        mutated["spec"]["topologySpreadConstraints"][at] = completed;
+        return json!({"accepted": true, "mutated_object": mutated});
     }
+    if list.iter().any(|t| t["topologyKey"] == key || selects_exactly(t)) {
+        return json!({"accepted": true});
+    }
+    if path == SPREAD {
+        if case.spread == "Required" && settings.get("minDomains").is_some() {
+            term["minDomains"] = settings["minDomains"].clone();
+        }
+        if settings.get("nodeTaintsPolicy").is_some() {
+            term["nodeTaintsPolicy"] = settings["nodeTaintsPolicy"].clone();
+        }
+    }
+    json!({"accepted": true, "mutated_object": appended(pod, path, &term)})
 }
 
-fn payload(review: &Value, pretty: bool) -> Vec<u8> {
-    let request = json!({"settings": {}, "request": review["request"]});
+/// Whether OME rendered this pod's own term already, on any key.
+fn rendered_by_ome(case: &Generated, pod: &Value) -> bool {
+    let (path, labels) = if case.runner == "worker" {
+        (
+            AFFINITY,
+            json!({"ome.io/inferenceservice": "deepseek-v3", "component": "engine", "ome.io/instance-index": "0", "ome.io/runner": "leader"}),
+        )
+    } else {
+        (
+            SPREAD,
+            json!({"ome.io/inferenceservice": "deepseek-v3", "component": "engine", "ome.io/runner": case.runner}),
+        )
+    };
+    let list = path.iter().fold(pod, |at, step| &at[*step]);
+    list.as_array()
+        .is_some_and(|terms| terms.iter().any(|t| t["labelSelector"]["matchLabels"] == labels))
+}
+
+/// The number of terms in the lists a rule may append to.
+fn term_count(pod: &Value) -> usize {
+    [SPREAD, AFFINITY]
+        .iter()
+        .map(|path| {
+            path.iter()
+                .fold(pod, |at, step| &at[*step])
+                .as_array()
+                .map_or(0, Vec::len)
+        })
+        .sum()
+}
+
+fn payload(review: &Value, settings: &Value, pretty: bool) -> Vec<u8> {
+    let request = json!({"settings": settings, "request": review["request"]});
     if pretty {
         serde_json::to_vec_pretty(&request)
     } else {
@@ -258,15 +390,19 @@ proptest! {
         let captured: Captured = serde_json::from_str(&text).expect("a pod");
         let Captured::Pod(parts) = captured else { panic!("a pod is captured") };
         prop_assert_eq!(parts.place(&text), Some(PodText::read(&text)));
-        let response = Native.validate(&payload(&review, case.pretty), &cluster);
+        let response = Native.validate(&payload(&review, &case.settings, case.pretty), &cluster);
         prop_assert_eq!(&response, &reference(&case, &review["request"]["object"]));
+        if rendered_by_ome(&case, &review["request"]["object"]) {
+            let out = response.get("mutated_object").unwrap_or(&review["request"]["object"]);
+            prop_assert_eq!(term_count(out), term_count(&review["request"]["object"]), "OME rendered it: never a second term");
+        }
         if valid(&review["request"]["object"]).is_ok() {
             let out = response.get("mutated_object").unwrap_or(&review["request"]["object"]);
             prop_assert_eq!(valid(out), Ok(()), "a valid pod stays valid");
         }
         if let Some(mutated) = response.get("mutated_object") {
             review["request"]["object"] = mutated.clone();
-            let again = Native.validate(&payload(&review, !case.pretty), &cluster);
+            let again = Native.validate(&payload(&review, &case.settings, !case.pretty), &cluster);
             prop_assert_eq!(again, json!({"accepted": true}));
         }
     }
@@ -346,7 +482,7 @@ proptest! {
     fn early_answers_are_those_of_the_full_path((request, expected) in early_request()) {
         let pretty = request["pretty"] == true;
         let review = json!({"request": request["request"]});
-        let bytes = payload(&review, pretty);
+        let bytes = payload(&review, &json!({}), pretty);
         let early = early::unchanged(&bytes);
         prop_assert_eq!(early, expected);
         let no_host_call = |_: &_| Err("no host call".to_owned());
