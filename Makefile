@@ -16,6 +16,49 @@ annotated-policy.wasm: policy.wasm metadata.yml README.md
 	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from https://github.com/kubewarden/kwctl/releases"; exit 1; }
 	kwctl annotate --metadata-path metadata.yml --usage-path README.md --output-path annotated-policy.wasm policy.wasm
 
+# Artifact Hub's package file: `kwctl scaffold artifacthub` on metadata.yml, with three edits
+# (ARTIFACTHUB_EDIT): a header that says so; createdAt, the release's date, kept from the committed
+# file while the version is the same (kwctl stamps the current time; CREATED_AT=... sets it); and
+# install notes that point at policy.yaml, because the `kwctl scaffold manifest` of kwctl's notes
+# leaves contextAwareResources empty and grants no read of InferenceReplicas: every OMENative pod
+# would be rejected.
+POLICY_VERSION = $(shell sed -n 's/^ *io\.kubewarden\.policy\.version: *//p' metadata.yml)
+
+define ARTIFACTHUB_HEADER
+# Artifact Hub package of the ome-spread policy, generated from metadata.yml by
+# `make artifacthub-pkg.yml` (kwctl scaffold artifacthub): edit metadata.yml, not this file.
+endef
+
+define ARTIFACTHUB_INSTALL
+  Then apply `policy.yaml` from the source repository, its `spec.module` set to that image: the
+  ClusterAdmissionPolicy (only pods labelled `ome.io/managed-by: OMENative` reach the
+  policy-server) and the RBAC that lets the policy-server read InferenceReplicas. Without that
+  RBAC every OMENative pod is rejected; `kwctl scaffold manifest` does not write it.
+endef
+
+define ARTIFACTHUB_EDIT
+NR == 1 { print ENVIRON["ARTIFACTHUB_HEADER"] }
+/^#/ && !body { next }
+{ body = 1 }
+/^createdAt: / && ENVIRON["CREATED"] != "" { print "createdAt: " ENVIRON["CREATED"]; next }
+/^  Then, generate the policy manifest/ { print ENVIRON["ARTIFACTHUB_INSTALL"]; skip = 1; found = 1; next }
+skip && /^[^ ]/ { skip = 0 }
+!skip { print }
+END { if (!found) { print "kwctl's install notes changed: update ARTIFACTHUB_EDIT in the Makefile" > "/dev/stderr"; exit 1 } }
+endef
+export ARTIFACTHUB_HEADER ARTIFACTHUB_INSTALL ARTIFACTHUB_EDIT
+
+artifacthub-pkg.yml: metadata.yml
+	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from https://github.com/kubewarden/kwctl/releases (here: ../shared/tools, see its README)"; exit 1; }
+	@CREATED="$(CREATED_AT)"; \
+	if [ -z "$$CREATED" ] && [ -f $@ ] && grep -qx 'version: $(POLICY_VERSION)' $@; then \
+		CREATED=$$(sed -n 's/^createdAt: //p' $@); \
+	fi; \
+	export CREATED; tmp=$$(mktemp); \
+	kwctl scaffold artifacthub --metadata-path metadata.yml > $$tmp && awk "$$ARTIFACTHUB_EDIT" $$tmp > $$tmp.edited \
+		&& mv $$tmp.edited $@; status=$$?; rm -f $$tmp $$tmp.edited; exit $$status
+	@echo "artifacthub-pkg.yml: version $(POLICY_VERSION), createdAt $$(sed -n 's/^createdAt: //p' $@)"
+
 # A fresh machine may lack the target.
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)

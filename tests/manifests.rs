@@ -92,6 +92,84 @@ fn the_policy_server_may_only_get_inferencereplicas() {
     );
 }
 
+/// `kwctl scaffold artifacthub` refuses an author without an e-mail ("must be csv values of
+/// \"name <email>\"") and takes the maintainers from it.
+#[test]
+fn the_author_is_a_name_and_an_email_and_artifact_hub_lists_them() {
+    assert_eq!(
+        yaml("metadata.yml")["annotations"]["io.kubewarden.policy.author"],
+        "ome-spread developers <maintainers@ome-spread.dev>"
+    );
+    assert_eq!(
+        yaml("artifacthub-pkg.yml")["maintainers"],
+        json!([{"name": "ome-spread developers", "email": "maintainers@ome-spread.dev"}])
+    );
+}
+
+/// The install notes name what a user must apply besides the policy: `kwctl scaffold manifest`,
+/// which kwctl's own notes suggest, grants no read of InferenceReplicas.
+#[test]
+fn artifact_hubs_install_notes_point_at_policy_yaml_and_its_rbac() {
+    let artifacthub = yaml("artifacthub-pkg.yml");
+    let install = artifacthub["install"].as_str().expect("install notes");
+    assert!(
+        install.contains("kwctl pull ghcr.io/ome-spread/policies/ome-spread:v0.1.0"),
+        "{install}"
+    );
+    assert!(install.contains("apply `policy.yaml`"), "{install}");
+    assert!(
+        install.contains("RBAC that lets the policy-server read InferenceReplicas"),
+        "{install}"
+    );
+    assert!(
+        !install.contains("tune it to your liking"),
+        "kwctl's notes replaced: {install}"
+    );
+    assert_eq!(
+        artifacthub["createdAt"], "2026-11-30T00:00:00Z",
+        "the release date, kept"
+    );
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+}
+
+/// The committed file is what `make artifacthub-pkg.yml` writes, run in a copy of the three files
+/// it reads. Skipped without kwctl and make, saying so; under `CI=true` that is a failure.
+#[test]
+fn artifacthub_pkg_yml_is_what_make_generates_with_kwctl() {
+    if !on_path("kwctl") || !on_path("make") {
+        let message = "make artifacthub-pkg.yml needs kwctl (https://github.com/kubewarden/kwctl/releases, or ../shared/tools) and make on PATH";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
+        eprintln!("skipped: {message}");
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join(format!("target/artifacthub-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    for file in ["Makefile", "metadata.yml", "artifacthub-pkg.yml"] {
+        std::fs::copy(root.join(file), dir.join(file)).expect(file);
+    }
+    let run = std::process::Command::new("make")
+        .args(["--always-make", "artifacthub-pkg.yml"])
+        .current_dir(&dir)
+        .output()
+        .expect("make runs");
+    assert!(
+        run.status.success(),
+        "make artifacthub-pkg.yml: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let generated = std::fs::read_to_string(dir.join("artifacthub-pkg.yml")).expect("generated");
+    std::fs::remove_dir_all(&dir).expect("scratch removed");
+    let committed = std::fs::read_to_string(root.join("artifacthub-pkg.yml")).expect("committed");
+    assert!(
+        generated == committed,
+        "artifacthub-pkg.yml differs from what `make artifacthub-pkg.yml` writes: run it\n{generated}"
+    );
+}
+
 #[test]
 fn one_version_everywhere() {
     let version = env!("CARGO_PKG_VERSION");
