@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ome_spread::diagnosis::{Component, Reason, diagnose};
+use ome_spread::diagnosis::{Component, Reason, Report, diagnose};
 use ome_spread::nodes::Nodes;
 use ome_spread::settings::Settings;
 use serde_json::{Value, json};
@@ -220,23 +220,7 @@ fn every_reason_is_reported_and_explained() {
     for case in &cases {
         let name = case.reason.as_str();
         let objects = &case.objects;
-        let of = |kind: &str| {
-            objects
-                .iter()
-                .filter(|o| o["kind"] == kind)
-                .cloned()
-                .collect::<Vec<_>>()
-        };
-        let (pods, nodes, runtimes) = (of("Pod"), of("Node"), of("ClusterServingRuntime"));
-        let (services, replicas) = (of("InferenceService"), of("InferenceReplica"));
-        let component = Component {
-            service: &services[0],
-            runtime: runtimes.first(),
-            replica: &replicas[0],
-            pods: &pods,
-            nodes: &Nodes::from_json(&nodes),
-        };
-        let report = diagnose(&component, &Settings::default()).expect("a report");
+        let report = report_of(objects, &Settings::default());
         let per_domain: BTreeMap<String, usize> = case.per_domain.iter().map(|(d, n)| ((*d).to_owned(), *n)).collect();
         if (report.reason, &report.instances_per_domain, report.skew) != (case.reason, &per_domain, case.skew) {
             failures.push(format!(
@@ -411,6 +395,12 @@ async fn live_explain_prints_what_explain_from_prints() {
 fn diagnosed(change: impl FnOnce(&mut Vec<Value>), settings: Settings) -> (Reason, String) {
     let mut objects = seed();
     change(&mut objects);
+    let report = report_of(&objects, &settings);
+    (report.reason, report.message)
+}
+
+/// The core's report on the one component among `objects`.
+fn report_of(objects: &[Value], settings: &Settings) -> Report {
     let of = |kind: &str| {
         objects
             .iter()
@@ -427,8 +417,7 @@ fn diagnosed(change: impl FnOnce(&mut Vec<Value>), settings: Settings) -> (Reaso
         pods: &pods,
         nodes: &Nodes::from_json(&nodes),
     };
-    let report = diagnose(&component, &settings).expect("a report");
-    (report.reason, report.message)
+    diagnose(&component, settings).expect("a report")
 }
 
 /// OME's own constraint (its selector exactly) on `key`, as OME v1.3 renders it.
