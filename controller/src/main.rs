@@ -65,8 +65,10 @@ enum Command {
         #[arg(long)]
         log_json: bool,
     },
-    /// Print the subsets of OME's CRDs that ome-spread reads (deploy/crds.yaml), for trying the
-    /// controller on a cluster without OME.
+    /// Print the subsets of OME's CRDs that ome-spread reads
+    /// (deploy/without-ome/ome-crd-subsets.yaml), for trying the controller on a cluster WITHOUT
+    /// OME only: they carry OME's CRD names, and applied where OME runs they would replace OME's
+    /// CRDs and prune its objects.
     Crd,
 }
 

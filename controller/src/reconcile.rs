@@ -121,8 +121,14 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     ctx.synced().await?;
     let namespace = replica.namespace().unwrap_or_default();
     let name = replica.name_any();
-    let service_ref = ObjectRef::new(&replica.spec.parent_ref.name).within(&namespace);
-    let Some(service) = ctx.services.get(&service_ref).filter(|s| s.on_omenative()) else {
+    // A replica without a parent (OME's standalone form) has no InferenceService to diagnose.
+    let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.clone());
+    let service = parent.as_ref().and_then(|parent| {
+        ctx.services
+            .get(&ObjectRef::new(parent).within(&namespace))
+            .filter(|s| s.on_omenative())
+    });
+    let (Some(parent), Some(service)) = (parent, service) else {
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
         ctx.metrics.forget(&namespace, &name);
         return Ok(Action::await_change());
@@ -132,11 +138,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         Some((false, runtime)) => to_value(ctx.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
         None => None,
     };
-    let key = (
-        namespace.clone(),
-        replica.spec.parent_ref.name.clone(),
-        replica.spec.component.clone(),
-    );
+    let key = (namespace.clone(), parent, replica.spec.component.clone());
     let pods = ctx
         .pods
         .current()

@@ -1,7 +1,8 @@
 //! The controller against a real cluster, named by `OME_SPREAD_E2E_KUBECONFIG` (a kubeconfig
-//! file; kind or k3d will do). Skipped without it. It installs the CRD subsets (deploy/crds.yaml),
-//! works in the namespace `ome-spread-e2e` (deleted at the end, with the ClusterServingRuntime it
-//! creates), and runs the controller in this process:
+//! file; kind or k3d will do, never a cluster that runs OME). Skipped without it. It installs the
+//! CRD subsets (deploy/without-ome/ome-crd-subsets.yaml), works in the namespace `ome-spread-e2e`
+//! (deleted at the end, with the ClusterServingRuntime it creates), and runs the controller in
+//! this process:
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=~/.kube/config cargo test -p ome-spread-controller --test cluster
 //!

@@ -1,9 +1,10 @@
-//! What ships in deploy/: the CRD subset is what the Rust types generate, and the Deployment runs
-//! the controller the way its flags and probes expect.
+//! What ships in deploy/: the CRD subsets are what the Rust types generate, only for clusters
+//! without OME and saying so, and agree with OME's CRD where they keep a field; the Deployment
+//! runs the controller the way its flags and probes expect.
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn deploy(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy").join(file)
@@ -14,18 +15,20 @@ fn documents(file: &str) -> Vec<Value> {
     serde_saphyr::from_multiple(&text).expect("yaml")
 }
 
+const CRD_SUBSETS: &str = "without-ome/ome-crd-subsets.yaml";
+
 /// `BLESS=1 cargo test -p ome-spread-controller --test deploy` rewrites the file from the types.
 #[test]
 fn the_crd_subset_is_generated_from_the_rust_types() {
     let generated = ome_spread_controller::resources::crd_yaml().expect("a CRD");
-    let path = deploy("crds.yaml");
+    let path = deploy(CRD_SUBSETS);
     if std::env::var_os("BLESS").is_some() {
         std::fs::write(&path, &generated).expect("written");
     }
-    let shipped = std::fs::read_to_string(&path).expect("deploy/crds.yaml");
+    let shipped = std::fs::read_to_string(&path).expect(CRD_SUBSETS);
     assert!(
         shipped == generated,
-        "deploy/crds.yaml differs from `ome-spread crd`: run BLESS=1 cargo test -p ome-spread-controller --test deploy"
+        "deploy/{CRD_SUBSETS} differs from `ome-spread crd`: run BLESS=1 cargo test -p ome-spread-controller --test deploy"
     );
     let crds: Vec<Value> = serde_saphyr::from_multiple(&shipped).expect("yaml");
     let kinds: Vec<&str> = crds
@@ -57,6 +60,83 @@ fn the_crd_subset_is_generated_from_the_rust_types() {
         "one owner per condition type under server-side apply"
     );
     assert_eq!(conditions["x-kubernetes-list-map-keys"], serde_json::json!(["type"]));
+}
+
+/// Applied where OME runs, the subsets would replace OME's CRDs: the file's name, its directory
+/// and its first lines say it is for clusters without OME, and nothing is left at the old path.
+#[test]
+fn the_crd_subsets_say_they_are_only_for_clusters_without_ome() {
+    let shipped = std::fs::read_to_string(deploy(CRD_SUBSETS)).expect(CRD_SUBSETS);
+    let head: Vec<&str> = shipped.lines().take(2).collect();
+    assert_eq!(
+        head,
+        [
+            "# WARNING: ONLY FOR A CLUSTER WITHOUT OME. NEVER APPLY THIS WHERE OME RUNS.",
+            "# These are cut-down copies of OME v1.3's CRDs under OME's own names (inferencereplicas.ome.io,",
+        ]
+    );
+    assert!(
+        shipped.contains("they replace OME's CRDs"),
+        "the warning says what happens"
+    );
+    assert!(!deploy("crds.yaml").exists(), "the old, unmarked path is gone");
+}
+
+/// Where the InferenceReplica subset keeps a field, it agrees with OME v1.3's CRD
+/// (config/crd/full/ome.io_inferencereplicas.yaml, from the kubebuilder markers of
+/// pkg/apis/ome/v1beta1/inferencereplica_types.go).
+#[test]
+fn the_inference_replica_subset_agrees_with_omes_crd() {
+    let crds = documents(CRD_SUBSETS);
+    let replica = crds
+        .iter()
+        .find(|c| c["metadata"]["name"] == "inferencereplicas.ome.io")
+        .expect("the InferenceReplica CRD");
+    assert_eq!(replica["spec"]["names"]["shortNames"], json!(["irep"]));
+    let version = &replica["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1beta1");
+    assert_eq!(
+        version["subresources"]["scale"],
+        json!({
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.labelSelector",
+        })
+    );
+    let columns: Vec<(&str, &str, &str)> = version["additionalPrinterColumns"]
+        .as_array()
+        .expect("printer columns")
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default(),
+                c["type"].as_str().unwrap_or_default(),
+                c["jsonPath"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Component", "string", ".spec.component"),
+            ("Desired", "integer", ".spec.replicas"),
+            ("Current", "integer", ".status.replicas"),
+            ("Ready", "integer", ".status.readyReplicas"),
+            ("Available", "integer", ".status.availableReplicas"),
+            ("Age", "date", ".metadata.creationTimestamp"),
+        ]
+    );
+    let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let spread = &spec["properties"]["topologySpread"];
+    assert_eq!(spread["type"], "string");
+    assert_eq!(spread["enum"], json!(["Preferred", "Required"]));
+    assert_eq!(spread.get("nullable"), None, "OME's CRD does not take null");
+    assert_eq!(
+        spec["required"],
+        json!(["component"]),
+        "parentRef is optional: a standalone replica has none"
+    );
+    assert_eq!(spec["properties"]["parentRef"]["required"], json!(["name"]));
 }
 
 #[test]

@@ -405,8 +405,8 @@ async fn a_failed_event_fails_the_reconcile_before_the_condition_is_written() {
     assert_eq!(error.kind(), "api_403");
 }
 
-/// Replicas of an InferenceService not on OMENative, or whose InferenceService is gone, get no
-/// condition and no request.
+/// Replicas of an InferenceService not on OMENative, or whose InferenceService is gone, or with
+/// no parentRef at all (OME's standalone form), get no condition and no request.
 #[tokio::test(start_paused = true)]
 async fn replicas_off_omenative_are_left_alone() {
     let mut objects = fixture(Reason::Satisfied);
@@ -421,6 +421,17 @@ async fn replicas_off_omenative_are_left_alone() {
 
     objects.retain(|o| o["kind"] != "InferenceService");
     let Harness { ctx, replica, .. } = harness(&objects);
+    let action = reconcile(Arc::new(replica), ctx).await.expect("reconciled");
+    assert_eq!(action, Action::await_change());
+
+    let mut objects = fixture(Reason::Satisfied);
+    for object in &mut objects {
+        if object["kind"] == "InferenceReplica" {
+            object["spec"].as_object_mut().expect("a spec").remove("parentRef");
+        }
+    }
+    let Harness { ctx, replica, .. } = harness(&objects);
+    assert!(replica.spec.parent_ref.is_none());
     let action = reconcile(Arc::new(replica), ctx).await.expect("reconciled");
     assert_eq!(action, Action::await_change());
 }
