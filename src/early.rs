@@ -1,112 +1,116 @@
-//! P1 and P2 without reading the whole request. Most requests that reach the policy at all are
+//! P1 and P2 without parsing the whole request. Most requests that reach the policy at all are
 //! OMENative pods, but those that are not (another kind, another operation, a pod of another
 //! workload when the objectSelector is left out) need nothing but their kind, operation and one
-//! label. These are read from the start of the text, as the policy-server writes it (`kind` and
-//! `operation` before `object`, each key once), and the request passes as soon as they say it
-//! does. Anything else, or anything unexpected on the way, goes to the full path, which checks
-//! every byte: an early answer is only ever "accepted, unchanged", so nothing is returned that
-//! was not checked.
+//! label. These are read as the policy-server writes them (`kind` and `operation` before
+//! `object`), and the rest of the text is skipped, its strings and brackets followed to the end
+//! but its values not parsed. Anything unexpected on the way goes to the full path, which checks
+//! every byte: a key read here that comes twice (a full parse keeps the last), text that does not
+//! end where the request does (a truncated request), escapes in the fields read, another order.
+//! An early answer is only ever "accepted, unchanged".
 
 use crate::labels;
 use crate::raw;
 use crate::rules::Unchanged;
 
-/// `Some` when the request passes unchanged by P1 or P2, read from as little of it as needed.
+/// `Some` when the request passes unchanged by P1 or P2.
 pub fn unchanged(payload: &[u8]) -> Option<Unchanged> {
     let mut reader = Reader { bytes: payload, at: 0 };
-    let (mut verdict, mut read_whole) = (None, true);
-    reader.fields(|reader, key| {
-        if key != b"request" {
-            return reader.skip().map(|()| true);
+    let (mut verdict, mut seen_request) = (None, false);
+    reader.fields(|reader, key| match key {
+        b"request" => {
+            once(&mut seen_request)?;
+            verdict = request(reader)?;
+            Some(())
         }
-        let (found, at_object) = request(reader)?;
-        verdict = found;
-        // Stopped at the object: the rest is not read. Otherwise, read on to the end.
-        read_whole = !at_object;
-        Some(read_whole)
+        _ => reader.skip(),
     })?;
-    if read_whole {
-        reader.space();
-        if reader.at != payload.len() {
-            return None;
-        }
-    }
-    verdict
+    reader.space();
+    (reader.at == payload.len()).then_some(verdict)?
 }
 
-/// The admission request: its kind and operation (P1), then the pod's managed-by label (P2); and
-/// whether the answer came at the object, before the end of the request.
-fn request(reader: &mut Reader<'_>) -> Option<(Option<Unchanged>, bool)> {
+/// The admission request: its kind and operation (P1), then the pod's managed-by label (P2).
+fn request(reader: &mut Reader<'_>) -> Option<Option<Unchanged>> {
     let (mut group, mut version, mut kind, mut operation) = (&b""[..], &b""[..], &b""[..], &b""[..]);
-    let (mut seen_kind, mut seen_operation) = (false, false);
+    let (mut seen_kind, mut seen_operation, mut seen_namespace, mut seen_object) = (false, false, false, false);
     let mut verdict = None;
     let pod_create = |group: &[u8], version: &[u8], kind: &[u8], operation: &[u8]| {
         group.is_empty() && version == b"v1" && kind == b"Pod" && operation == b"CREATE"
     };
     reader.fields(|reader, key| match key {
         b"kind" => {
-            seen_kind = true;
-            reader
-                .fields(|reader, key| {
-                    match key {
-                        b"group" => group = reader.string()?,
-                        b"version" => version = reader.string()?,
-                        b"kind" => kind = reader.string()?,
-                        _ => reader.skip()?,
-                    }
-                    Some(true)
-                })
-                .map(|()| true)
+            once(&mut seen_kind)?;
+            let (mut seen_group, mut seen_version, mut seen_kind) = (false, false, false);
+            reader.fields(|reader, key| {
+                match key {
+                    b"group" => (group, _) = (reader.string()?, once(&mut seen_group)?),
+                    b"version" => (version, _) = (reader.string()?, once(&mut seen_version)?),
+                    b"kind" => (kind, _) = (reader.string()?, once(&mut seen_kind)?),
+                    _ => reader.skip()?,
+                }
+                Some(())
+            })
         }
-        b"operation" => reader.string().map(|value| {
-            (operation, seen_operation) = (value, true);
-            true
-        }),
+        b"operation" => {
+            once(&mut seen_operation)?;
+            operation = reader.string()?;
+            Some(())
+        }
         // Read as the full path reads it, so that a request it refuses is not passed here.
-        b"namespace" => reader.string().map(|_| true),
-        // Written after them by the policy-server; otherwise the full path reads the rest.
+        b"namespace" => {
+            once(&mut seen_namespace)?;
+            reader.string().map(|_| ())
+        }
+        // Written after them by the policy-server; otherwise the full path reads the request.
         b"object" if !(seen_kind && seen_operation) => None,
-        b"object" if !pod_create(group, version, kind, operation) => {
-            verdict = Some(Unchanged::NotPodCreate);
-            Some(false)
-        }
         b"object" => {
-            verdict = Some(pod_labels(reader)?);
-            Some(false)
+            once(&mut seen_object)?;
+            if pod_create(group, version, kind, operation) {
+                verdict = pod_labels(reader)?;
+                Some(())
+            } else {
+                verdict = Some(Unchanged::NotPodCreate);
+                reader.skip()
+            }
         }
-        _ => reader.skip().map(|()| true),
+        _ => reader.skip(),
     })?;
     match verdict {
-        Some(_) => Some((verdict, true)),
-        None if !pod_create(group, version, kind, operation) => Some((Some(Unchanged::NotPodCreate), false)),
-        None => Some((None, false)),
+        None if !seen_object && !pod_create(group, version, kind, operation) => Some(Some(Unchanged::NotPodCreate)),
+        verdict => Some(verdict),
     }
 }
 
 /// `NotOmeNative` when the pod's `ome.io/managed-by` is absent or another string; `None` (the
 /// full path) when the pod is OMENative or its metadata or labels are not plain objects.
-fn pod_labels(reader: &mut Reader<'_>) -> Option<Unchanged> {
-    let mut ome_native = false;
+fn pod_labels(reader: &mut Reader<'_>) -> Option<Option<Unchanged>> {
+    let (mut ome_native, mut seen_metadata, mut seen_labels, mut seen_managed_by) = (false, false, false, false);
     reader.fields(|reader, key| {
         if key != b"metadata" {
-            return reader.skip().map(|()| true);
+            return reader.skip();
         }
+        once(&mut seen_metadata)?;
         reader.fields(|reader, key| {
             if key != b"labels" {
-                return reader.skip().map(|()| true);
+                return reader.skip();
             }
+            once(&mut seen_labels)?;
             reader.fields(|reader, key| {
                 if key != labels::MANAGED_BY.as_bytes() {
-                    return reader.skip().map(|()| true);
+                    return reader.skip();
                 }
+                once(&mut seen_managed_by)?;
                 ome_native = reader.string()? == labels::OME_NATIVE.as_bytes();
-                Some(false)
-            })?;
-            Some(false)
-        })?;
-        Some(false)
+                Some(())
+            })
+        })
     })?;
-    (!ome_native).then_some(Unchanged::NotOmeNative)
+    Some((!ome_native).then_some(Unchanged::NotOmeNative))
+}
+
+/// A key read here must come once: a full parse keeps the last of a repeated key, this reader
+/// the first, so a repeat goes to the full path.
+fn once(seen: &mut bool) -> Option<()> {
+    (!std::mem::replace(seen, true)).then_some(())
 }
 
 /// Reads JSON text from the start, bounds-checked, giving up (`None`) on anything it does not
@@ -150,9 +154,9 @@ impl<'a> Reader<'a> {
         (end > self.at && end < self.bytes.len()).then(|| self.at = end)
     }
 
-    /// Calls `each` on every key of the object here, with the reader at its value, until `each`
-    /// returns `false` (stop: the rest of the object is not read) or the object ends.
-    fn fields(&mut self, mut each: impl FnMut(&mut Self, &'a [u8]) -> Option<bool>) -> Option<()> {
+    /// Calls `each` on every key of the object here, with the reader at its value, which `each`
+    /// reads or skips, to the end of the object.
+    fn fields(&mut self, mut each: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
         self.expect(b'{')?;
         if self.peek()? == b'}' {
             self.at += 1;
@@ -161,9 +165,7 @@ impl<'a> Reader<'a> {
         loop {
             let key = self.string()?;
             self.expect(b':')?;
-            if !each(self, key)? {
-                return Some(());
-            }
+            each(self, key)?;
             match self.peek()? {
                 b',' => self.at += 1,
                 b'}' => {
@@ -187,9 +189,10 @@ mod tests {
     #[test]
     fn p1_other_kinds_and_operations_pass_at_the_object() {
         let deployment = request(
-            r#"{"uid": "1", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"}, "operation": "CREATE", "object": {"#,
+            r#"{"uid": "1", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"}, "operation": "CREATE", "object": {"spec": {"replicas": 2}}}"#,
         );
         assert_eq!(unchanged(&deployment), Some(Unchanged::NotPodCreate));
+        assert_eq!(unchanged(&deployment[..deployment.len() - 3]), None, "cut short");
         let update =
             request(r#"{"kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "UPDATE", "object": {}}"#);
         assert_eq!(unchanged(&update), Some(Unchanged::NotPodCreate));
@@ -215,9 +218,42 @@ mod tests {
             unchanged(&pod(r#"{"labels": {"ome.io/managed-by": "Helm", "x": 1}}"#)),
             Some(Unchanged::NotOmeNative)
         );
-        // The spec is never read: a pod cut off after its labels passes as it would whole.
-        let cut = pod(r#"{"labels": {"app": "web"}}"#);
-        assert_eq!(unchanged(&cut[..cut.len() - 20]), Some(Unchanged::NotOmeNative));
+    }
+
+    #[test]
+    fn repeated_keys_and_truncated_requests_go_to_the_full_path() {
+        let pod = |kind: &str, metadata: &str| {
+            request(&format!(
+                r#"{{"kind": {kind}, "operation": "CREATE", "object": {{"metadata": {metadata}, "spec": {{"containers": []}}}}}}"#
+            ))
+        };
+        let pod_kind = r#"{"group": "", "version": "v1", "kind": "Pod"}"#;
+        for (kind, metadata) in [
+            (
+                pod_kind,
+                r#"{"labels": {"ome.io/managed-by": "Helm", "ome.io/managed-by": "OMENative"}}"#,
+            ),
+            (
+                pod_kind,
+                r#"{"labels": {"app": "web"}, "labels": {"ome.io/managed-by": "OMENative"}}"#,
+            ),
+            (
+                r#"{"group": "", "version": "v1", "kind": "Pod", "kind": "Pod"}"#,
+                r#"{"labels": {}}"#,
+            ),
+        ] {
+            assert_eq!(unchanged(&pod(kind, metadata)), None, "{kind} {metadata}");
+        }
+        let twice = request(
+            r#"{"kind": {"version": "v1", "kind": "Pod"}, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"}, "operation": "CREATE", "object": {}}"#,
+        );
+        assert_eq!(unchanged(&twice), None);
+        // The spec is skipped, not parsed, but a pod cut off after its labels is not passed.
+        let whole = pod(pod_kind, r#"{"labels": {"app": "web"}}"#);
+        assert_eq!(unchanged(&whole), Some(Unchanged::NotOmeNative));
+        for cut in 1..whole.len() {
+            assert_eq!(unchanged(&whole[..cut]), None, "cut at {cut}");
+        }
     }
 
     #[test]
