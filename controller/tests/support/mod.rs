@@ -401,6 +401,12 @@ pub fn client() -> Client {
 
 /// POSTs an AdmissionReview to `/validate/<policy>`; the AdmissionReview that comes back.
 pub async fn validate(client: &Client, port: u16, policy: &str, review: Bytes) -> Result<Value, String> {
+    let body = validate_bytes(client, port, policy, review).await?;
+    serde_json::from_slice(&body).map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&body)))
+}
+
+/// As `validate`, the answer's bytes as they came.
+pub async fn validate_bytes(client: &Client, port: u16, policy: &str, review: Bytes) -> Result<Bytes, String> {
     let request = http::Request::post(format!("http://127.0.0.1:{port}/validate/{policy}"))
         .header(header::CONTENT_TYPE, "application/json")
         .body(Full::new(review))
@@ -416,7 +422,7 @@ pub async fn validate(client: &Client, port: u16, policy: &str, review: Bytes) -
     if code != StatusCode::OK {
         return Err(format!("HTTP {code}: {}", String::from_utf8_lossy(&body)));
     }
-    serde_json::from_slice(&body).map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&body)))
+    Ok(body)
 }
 
 /// An empty list is no list: the policy-server writes `null` where the policy gave none.

@@ -1,0 +1,306 @@
+//! `make bench`, its last part: the annotated policy and the SDK floor (a policy that only parses
+//! the request as the SDK does, then accepts) side by side in one real `policy-server`, its
+//! replica lookups answered by a fake API server, under an open-loop load of the seed's OMENative
+//! pods: a request goes out on schedule whether or not the earlier ones have been answered, as
+//! the API server's admission calls do.
+//!
+//! First `LOAD_RATE` (1,000) AdmissionReviews/s for `LOAD_SECONDS` (60) each, policy and floor
+//! alternating second by second so that drift on a shared machine hits both alike; then a stepped
+//! search, `STEP_SECONDS` (10) each per step, for the highest rate each sustains with p99 under
+//! 10 ms. Prints markdown tables for BENCHMARKS.md.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+use support::{Case, Client, FakeApi, Policy, PolicyServer, Tools};
+
+/// The seed's pods: its two single-pod Instances, and a leader and a worker of a multi-node one.
+const PODS: [&str; 4] = [
+    "p5_seed_instance_0_gets_the_required_zone_constraint",
+    "p5_seed_instance_1_gets_the_required_zone_constraint",
+    "p5_leader_gets_the_zone_constraint_for_its_runner",
+    "p8_worker_without_affinity_gets_one",
+];
+const RATES: [u64; 8] = [1_000, 1_500, 2_000, 2_500, 3_000, 4_000, 5_000, 6_000];
+const P99_LIMIT: Duration = Duration::from_millis(10);
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// One policy of the server, the requests sent to it and the answer each must get.
+struct Target {
+    policy: &'static str,
+    requests: Vec<Request>,
+}
+
+struct Request {
+    body: Bytes,
+    review: Value,
+    expected: Value,
+    /// An answer already found right, byte for byte: the same answer again needs no second
+    /// check, which keeps the client's share of the two cores small.
+    right: OnceLock<Bytes>,
+}
+
+impl Request {
+    fn new(case: &Case, expected: Value) -> Self {
+        Request {
+            body: case.body(),
+            review: case.request.clone(),
+            expected,
+            right: OnceLock::new(),
+        }
+    }
+
+    fn is_right(&self, answer: &Bytes) -> bool {
+        if self.right.get() == Some(answer) {
+            return true;
+        }
+        let right = serde_json::from_slice(answer)
+            .is_ok_and(|review| support::differences(&self.review, &self.expected, &review).is_empty());
+        if right {
+            let _ = self.right.set(answer.clone());
+        }
+        right
+    }
+}
+
+#[derive(Default)]
+struct Outcome {
+    latencies: Option<Histogram<u64>>,
+    sent: u64,
+    errors: u64,
+    wrong: u64,
+    /// How far the sender fell behind its schedule: the load asked for was not the load sent.
+    lag: Duration,
+    api_gets: usize,
+}
+
+impl Outcome {
+    fn add(&mut self, other: Outcome) {
+        match (&mut self.latencies, other.latencies) {
+            (Some(mine), Some(theirs)) => mine.add(theirs).expect("same bounds"),
+            (mine, theirs) => *mine = mine.take().or(theirs),
+        }
+        self.sent += other.sent;
+        self.errors += other.errors;
+        self.wrong += other.wrong;
+        self.lag = self.lag.max(other.lag);
+        self.api_gets += other.api_gets;
+    }
+
+    fn quantile(&self, q: f64) -> Duration {
+        Duration::from_micros(self.latencies.as_ref().map_or(0, |h| h.value_at_quantile(q)))
+    }
+
+    /// p99 under the limit, every answer right, and the rate actually sent.
+    fn sustained(&self) -> bool {
+        self.quantile(0.99) < P99_LIMIT && self.errors == 0 && self.wrong == 0 && self.lag < P99_LIMIT
+    }
+}
+
+/// Sends `rate` requests per second for `seconds`, round robin over the target's requests, each
+/// on its own task, and waits for every answer.
+async fn load(client: &Client, port: u16, target: &Arc<Target>, api: &FakeApi, rate: u64, seconds: u64) -> Outcome {
+    let gets_before = api.replica_gets();
+    let (answers, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let start = Instant::now();
+    let mut lag = Duration::ZERO;
+    for i in 0..rate * seconds {
+        let scheduled = start + Duration::from_secs_f64(i as f64 / rate as f64);
+        tokio::time::sleep_until(scheduled.into()).await;
+        lag = lag.max(scheduled.elapsed());
+        let (client, target, answers) = (client.clone(), target.clone(), answers.clone());
+        tokio::spawn(async move {
+            let request = &target.requests[i as usize % target.requests.len()];
+            let sent = Instant::now();
+            let answer = support::validate_bytes(&client, port, target.policy, request.body.clone()).await;
+            let latency = sent.elapsed();
+            let right = answer.map(|answer| request.is_right(&answer));
+            let _ = answers.send((latency, right));
+        });
+    }
+    drop(answers);
+    let mut outcome = Outcome {
+        latencies: Some(Histogram::new_with_bounds(1, 60_000_000, 3).expect("bounds")),
+        lag,
+        ..Outcome::default()
+    };
+    while let Some((latency, right)) = received.recv().await {
+        outcome.sent += 1;
+        match right {
+            Ok(true) => {}
+            Ok(false) => outcome.wrong += 1,
+            Err(_) => outcome.errors += 1,
+        }
+        let micros = latency.as_micros().max(1) as u64;
+        outcome.latencies.as_mut().expect("histogram").saturating_record(micros);
+    }
+    outcome.api_gets = api.replica_gets() - gets_before;
+    outcome
+}
+
+/// Both targets at `rate` for `seconds` each, alternating second by second.
+async fn alternate(
+    client: &Client,
+    port: u16,
+    targets: [&Arc<Target>; 2],
+    api: &FakeApi,
+    rate: u64,
+    seconds: u64,
+) -> [Outcome; 2] {
+    let mut outcomes = [Outcome::default(), Outcome::default()];
+    for _ in 0..seconds {
+        for (target, outcome) in targets.iter().zip(&mut outcomes) {
+            outcome.add(load(client, port, target, api, rate, 1).await);
+        }
+    }
+    outcomes
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn ratio(policy: Duration, floor: Duration) -> String {
+    format!("{:.2}x", policy.as_secs_f64() / floor.as_secs_f64().max(1e-9))
+}
+
+fn main() {
+    let Some(tools) = Tools::find(true) else {
+        return;
+    };
+    let (rate, seconds, step_seconds) = (
+        env_number("LOAD_RATE", 1_000),
+        env_number("LOAD_SECONDS", 60),
+        env_number("STEP_SECONDS", 10),
+    );
+    // The client on one thread: the machine's other cores are the policy-server's.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let cases = support::cases();
+        let pods: Vec<&Case> = PODS
+            .iter()
+            .map(|name| {
+                cases
+                    .iter()
+                    .find(|c| c.name == *name)
+                    .unwrap_or_else(|| panic!("no case {name}"))
+            })
+            .collect();
+        let groups = support::groups(pods.iter().copied());
+        assert_eq!(groups.len(), 1, "the benchmark's pods must agree on their replicas");
+        let api = FakeApi::start(pods.iter().filter_map(|c| c.replica.clone()).collect()).await;
+        let settings = &pods[0].settings;
+        assert!(
+            pods.iter().all(|c| c.settings == *settings),
+            "one policy, one set of settings"
+        );
+        let policies = [
+            Policy {
+                name: "ome-spread".into(),
+                module: tools.policy.clone(),
+                settings: settings.clone(),
+                context_aware: true,
+            },
+            Policy {
+                name: "floor".into(),
+                module: tools.floor.clone(),
+                settings: json!({}),
+                context_aware: false,
+            },
+        ];
+        // warn: per-request INFO logs would cost both alike and measure the logger.
+        let server = PolicyServer::start(&tools.policy_server, &policies, &api, "warn")
+            .unwrap_or_else(|output| panic!("policy-server did not start: {output}"));
+        let policy = Arc::new(Target {
+            policy: "ome-spread",
+            requests: pods.iter().map(|c| Request::new(c, c.expected.clone())).collect(),
+        });
+        let floor = Arc::new(Target {
+            policy: "floor",
+            requests: pods
+                .iter()
+                .map(|c| Request::new(c, json!({"accepted": true})))
+                .collect(),
+        });
+        let client = support::client();
+        let port = server.port;
+
+        // Warm up both (instances, connections, the lookup's cache), unmeasured.
+        for target in [&policy, &floor] {
+            load(&client, port, target, &api, rate, 2).await;
+        }
+        let [on_policy, on_floor] = alternate(&client, port, [&policy, &floor], &api, rate, seconds).await;
+        println!("\n### {rate} AdmissionReviews/s for {seconds} s each, alternating second by second\n");
+        println!("| module | p50 | p99 | p99.9 | max | sent | errors | wrong answers | API GETs | sender lag |");
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        for (name, o) in [("ome-spread", &on_policy), ("floor", &on_floor)] {
+            println!(
+                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                ms(o.quantile(0.5)),
+                ms(o.quantile(0.99)),
+                ms(o.quantile(0.999)),
+                ms(o.quantile(1.0)),
+                o.sent,
+                o.errors,
+                o.wrong,
+                o.api_gets,
+                ms(o.lag)
+            );
+        }
+        println!(
+            "| policy / floor | {} | {} | {} | {} | | | | | |",
+            ratio(on_policy.quantile(0.5), on_floor.quantile(0.5)),
+            ratio(on_policy.quantile(0.99), on_floor.quantile(0.99)),
+            ratio(on_policy.quantile(0.999), on_floor.quantile(0.999)),
+            ratio(on_policy.quantile(1.0), on_floor.quantile(1.0)),
+        );
+
+        // The stepped search, both at each step, alternating; it stops when both have missed.
+        println!("\n### The highest rate with p99 under 10 ms: {step_seconds} s per step\n");
+        println!("| rate/s | ome-spread p99 (errors/wrong) | floor p99 (errors/wrong) | p99 ratio |");
+        println!("| --- | --- | --- | --- |");
+        let (mut best_policy, mut best_floor) = (None, None);
+        let (mut policy_going, mut floor_going) = (true, true);
+        for step in RATES {
+            let row = alternate(&client, port, [&policy, &floor], &api, step, step_seconds).await;
+            if policy_going {
+                policy_going = row[0].sustained();
+                best_policy = if policy_going { Some(step) } else { best_policy };
+            }
+            if floor_going {
+                floor_going = row[1].sustained();
+                best_floor = if floor_going { Some(step) } else { best_floor };
+            }
+            let cell = |o: &Outcome| format!("{} ({}/{})", ms(o.quantile(0.99)), o.errors, o.wrong);
+            let p99_ratio = ratio(row[0].quantile(0.99), row[1].quantile(0.99));
+            println!("| {step} | {} | {} | {p99_ratio} |", cell(&row[0]), cell(&row[1]));
+            if !policy_going && !floor_going {
+                break;
+            }
+        }
+        let best = |b: Option<u64>, going: bool| match (b, going) {
+            (Some(rate), true) => format!("at least {rate}/s (the highest step tried)"),
+            (Some(rate), false) => format!("{rate}/s"),
+            (None, _) => format!("below {}/s", RATES[0]),
+        };
+        println!(
+            "\nsustained with p99 under 10 ms: ome-spread {}, floor {}",
+            best(best_policy, policy_going),
+            best(best_floor, floor_going)
+        );
+        println!("API requests seen: {}", api.seen().len());
+        drop(server);
+    });
+}
