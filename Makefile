@@ -3,7 +3,7 @@ CARGO ?= cargo
 WASM_TARGET := wasm32-wasip1
 # A target dir of its own, shared with the tests, which build the wasm the same way.
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
-SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock
+SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
 .PHONY: wasm-target test e2e-tests e2e-server demo bench fuzz fmt lint clean
 
@@ -104,7 +104,8 @@ demo: wasm-target
 # open-loop load (LOAD_SECONDS at LOAD_RATE per second, then STEP_SECONDS per step of the search
 # for the highest rate with p99 under 10 ms; see BENCHMARKS.md).
 bench: wasm-target
-	$(CARGO) bench --bench policy --bench diagnosis
+	$(CARGO) bench --bench policy
+	$(CARGO) bench -p ome-spread-core --bench diagnosis
 	@if ! $(KUBEWARDEN_TOOLS); then \
 		echo "policy-server load benchmark not run: it $(NO_KUBEWARDEN)"; [ "$$CI" != true ]; \
 	else \

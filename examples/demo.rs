@@ -5,7 +5,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use ome_spread::columns;
+use ome_spread_core::columns;
 use serde_json::{Value, json};
 use support::wasm::{Wasm, build_policy};
 use support::{Cluster, Policy, fixture, validation_request};

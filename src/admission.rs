@@ -8,14 +8,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use ome_spread_core::replica::ReplicaRef;
+use ome_spread_core::rules::{self, Decision, Unchanged};
+use ome_spread_core::settings::{OnMissingReplica, Settings};
+use ome_spread_core::shown::shown;
+use ome_spread_core::spread::{SpreadFields, SpreadSettings};
+
 use crate::capture::{Captured, PodText};
 use crate::early;
 use crate::pod::{Pod, Splice};
 use crate::raw;
-use crate::rejection::{Rejection, shown};
-use crate::rules::{self, Decision, Unchanged};
-use crate::settings::{OnMissingReplica, Settings};
-use crate::spread::{SpreadFields, SpreadSettings};
+use crate::rejection::Rejection;
 
 /// What the policy reads of a ValidationRequest; everything else is skipped unparsed, and the
 /// pod is kept as the text it came in. `O` is how the pod is read: its parts placed in the same
@@ -91,13 +94,6 @@ struct ReplicaAnswer<'a> {
     spec: Option<&'a RawValue>,
 }
 
-/// The InferenceReplica a pod belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplicaRef {
-    pub namespace: String,
-    pub name: String,
-}
-
 /// The payload of the `kubewarden/kubernetes/get_resource` host call.
 #[derive(Serialize)]
 struct GetResource<'a> {
@@ -108,18 +104,17 @@ struct GetResource<'a> {
     disable_cache: bool,
 }
 
-impl ReplicaRef {
-    /// The payload of the `kubewarden/kubernetes/get_resource` host call.
-    pub fn get_resource_request(&self) -> Vec<u8> {
-        let request = GetResource {
-            api_version: "ome.io/v1beta1",
-            kind: "InferenceReplica",
-            name: &self.name,
-            namespace: &self.namespace,
-            disable_cache: false,
-        };
-        serde_json::to_vec(&request).unwrap_or_default()
-    }
+/// The payload of the `kubewarden/kubernetes/get_resource` host call that reads `replica`; it
+/// cannot fail to serialise, and if it did the reason would reject the pod like a host error.
+pub fn get_resource_request(replica: &ReplicaRef) -> Result<Vec<u8>, String> {
+    let request = GetResource {
+        api_version: "ome.io/v1beta1",
+        kind: "InferenceReplica",
+        name: &replica.name,
+        namespace: &replica.namespace,
+        disable_cache: false,
+    };
+    serde_json::to_vec(&request).map_err(|e| format!("internal error: the host call cannot be written: {e}"))
 }
 
 /// What happens to an admission request.
@@ -207,13 +202,12 @@ fn decide<'a>(
             .map_err(Rejection::BadSettings)?,
     };
     let instance = pod.instance_labels()?;
-    let name = match pod.controller_replica()? {
-        Some(owner) => owner,
-        None => format!("{}-{}", instance.service, instance.component),
-    };
-    let replica = ReplicaRef {
-        namespace: pod.namespace.clone(),
-        name,
+    let replica = match pod.controller_replica()? {
+        Some(name) => ReplicaRef {
+            namespace: pod.namespace.clone(),
+            name,
+        },
+        None => ReplicaRef::for_component(&pod.namespace, &instance.service, &instance.component),
     };
     let answer = read_replica(&replica).map_err(|e| host_reason(&e));
     // The usual answer is read in one pass; anything else, again, for its exact error.
@@ -245,10 +239,23 @@ fn decide<'a>(
             };
         }
     };
-    match rules::decide(&pod, &instance, &spread, &settings)? {
+    let term = match rules::wanted(&instance, &spread, &settings) {
+        Ok(term) => term,
+        Err(why) => return Ok(Outcome::Unchanged(why)),
+    };
+    let list = term.list();
+    let present = pod.listed(list)?;
+    let values: Vec<&Value> = present.iter().map(|term| &term.value).collect();
+    match rules::decide(term, &values, &settings) {
         Decision::Unchanged(why) => Ok(Outcome::Unchanged(why)),
-        Decision::Append { path, term } => pod.with_appended(path, &term).map(Outcome::Mutated),
-        Decision::Complete { constraint, fields } => pod.with_fields_added(constraint, &fields).map(Outcome::Mutated),
+        Decision::Append(term) => pod.with_appended(list.path(), &term).map(Outcome::Mutated),
+        Decision::Complete { index, fields } => match present.get(index) {
+            Some(own) => pod.with_fields_added(own.text, &fields).map(Outcome::Mutated),
+            None => Err(Rejection::Internal {
+                pod: pod.name.clone(),
+                what: format!("no term {index} to complete"),
+            }),
+        },
     }
 }
 

@@ -8,9 +8,10 @@
 //! end where the request does (a truncated request), escapes in the fields read, another order.
 //! An early answer is only ever "accepted, unchanged".
 
-use crate::labels;
+use ome_spread_core::labels;
+use ome_spread_core::rules::Unchanged;
+
 use crate::raw;
-use crate::rules::Unchanged;
 
 /// `Some` when the request passes unchanged by P1 or P2.
 pub fn unchanged(payload: &[u8]) -> Option<Unchanged> {

@@ -1,24 +1,18 @@
-//! ome-spread: the fault-domain spread of OME's OMENative Instances.
-//!
-//! The pure rules of `SPEC.md` live here, with no I/O: [`admission`] takes a pod from the
-//! policy-server's request to its response, [`rules`] says which term a pod gets, [`spread`]
-//! reads and merges the three spread fields. The wasm entry points in `wasm` are a thin shell.
+//! ome-spread, the Kubewarden policy: the shell around the pure core (`ome_spread_core`). A
+//! request goes from the policy-server's bytes to its answer in [`admission`]: [`early`] passes
+//! what is not an OMENative Pod CREATE from the start of the text; [`capture`] and [`raw`] find
+//! the pod's parts in its text; [`pod`] reads what the rules need and splices what they decide,
+//! leaving every other byte as it came; [`rejection`] words what is refused. The wasm entry points
+//! in `wasm` call the host once and answer.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
 pub mod capture;
-pub mod columns;
-pub mod diagnosis;
 pub mod early;
-pub mod labels;
-pub mod nodes;
 pub mod pod;
 pub mod raw;
 pub mod rejection;
-pub mod rules;
-pub mod settings;
-pub mod spread;
 
 #[cfg(target_arch = "wasm32")]
 mod wasm;

@@ -7,47 +7,15 @@ use std::borrow::Cow;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use ome_spread_core::instance::{InstanceLabels, Runner};
+use ome_spread_core::labels;
+use ome_spread_core::replica::is_controlling_replica;
+use ome_spread_core::rules::List;
+use ome_spread_core::shown::shown;
+
 use crate::capture::PodText;
-use crate::labels;
 use crate::raw::{self, Kind};
-use crate::rejection::{Rejection, shown};
-
-pub const SPREAD_CONSTRAINTS: [&str; 2] = ["spec", "topologySpreadConstraints"];
-pub const REQUIRED_POD_AFFINITY: [&str; 4] = [
-    "spec",
-    "affinity",
-    "podAffinity",
-    "requiredDuringSchedulingIgnoredDuringExecution",
-];
-
-/// A pod's place in its Instance, from its OME labels.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Runner {
-    /// The only pod of a single-pod Instance.
-    Default,
-    Leader,
-    Worker {
-        instance_index: String,
-    },
-}
-
-impl Runner {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Default => "default",
-            Self::Leader => "leader",
-            Self::Worker { .. } => "worker",
-        }
-    }
-}
-
-/// The labels that name the pod's Instance: its InferenceService, component and runner (P11).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstanceLabels<'a> {
-    pub service: Cow<'a, str>,
-    pub component: Cow<'a, str>,
-    pub runner: Runner,
-}
+use crate::rejection::Rejection;
 
 /// The pod's metadata fields the rules read.
 #[derive(Default)]
@@ -240,10 +208,10 @@ impl<'a> Pod<'a> {
             Value::Array(references) => references,
             other => return Err(self.bad_value("metadata.ownerReferences", &other, "must be a list")),
         };
+        let text = |r: &Value, field: &str| r.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
         let is_replica = |r: &&Value| {
-            r.get("controller") == Some(&Value::Bool(true))
-                && r.get("apiVersion").and_then(Value::as_str) == Some("ome.io/v1beta1")
-                && r.get("kind").and_then(Value::as_str) == Some("InferenceReplica")
+            let controller = r.get("controller") == Some(&Value::Bool(true));
+            is_controlling_replica(&text(r, "apiVersion"), &text(r, "kind"), controller)
         };
         match references.iter().find(is_replica).map(|r| r.get("name")) {
             None => Ok(None),
@@ -254,16 +222,6 @@ impl<'a> Pod<'a> {
                 "must be the replica's name",
             )),
         }
-    }
-
-    /// The pod's topology spread constraints (P6, P12).
-    pub fn spread_constraints(&self) -> Result<Vec<Listed<'a>>, Rejection> {
-        self.listed(&SPREAD_CONSTRAINTS)
-    }
-
-    /// The pod's required pod-affinity terms (P9).
-    pub fn required_pod_affinity(&self) -> Result<Vec<Listed<'a>>, Rejection> {
-        self.listed(&REQUIRED_POD_AFFINITY)
     }
 
     /// The pod's JSON text with `fields` added to the object `term` (a slice of that text, one
@@ -316,8 +274,9 @@ impl<'a> Pod<'a> {
         })
     }
 
-    /// The terms of the list at `path`, each with its text; every term must name its topologyKey.
-    fn listed(&self, path: &[&str]) -> Result<Vec<Listed<'a>>, Rejection> {
+    /// The terms of `list`, each with its text; every term must name its topologyKey.
+    pub fn listed(&self, list: List) -> Result<Vec<Listed<'a>>, Rejection> {
+        let path = list.path();
         let Slot::List(list) = self.slot(path)? else {
             return Ok(Vec::new());
         };
@@ -437,12 +396,6 @@ pub struct Listed<'a> {
     pub value: Value,
 }
 
-impl Listed<'_> {
-    pub fn topology_key(&self) -> &str {
-        self.value["topologyKey"].as_str().unwrap_or_default()
-    }
-}
-
 /// A JSON text with `insert` in place of `text[at..at + replaced]`, kept as pieces so that the
 /// text is copied once, into the response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -510,8 +463,12 @@ struct OwnerReference<'a> {
 
 impl OwnerReference<'_> {
     fn is_replica(&self) -> bool {
-        let is = |field: Option<&str>, wanted: &str| field.and_then(raw::text).is_some_and(|text| text == wanted);
-        self.controller == Some("true") && is(self.api_version, "ome.io/v1beta1") && is(self.kind, "InferenceReplica")
+        let (api_version, kind) = (self.api_version.and_then(raw::text), self.kind.and_then(raw::text));
+        is_controlling_replica(
+            api_version.as_deref().unwrap_or_default(),
+            kind.as_deref().unwrap_or_default(),
+            self.controller == Some("true"),
+        )
     }
 }
 

@@ -2,8 +2,9 @@
 
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult, register_function};
 
+use ome_spread_core::settings;
+
 use crate::admission;
-use crate::settings;
 
 #[unsafe(no_mangle)]
 pub extern "C" fn wapc_init() {
@@ -14,13 +15,8 @@ pub extern "C" fn wapc_init() {
 
 fn validate(payload: &[u8]) -> CallResult {
     let evaluation = admission::evaluate(payload, |replica| {
-        guest::host_call(
-            "kubewarden",
-            "kubernetes",
-            "get_resource",
-            &replica.get_resource_request(),
-        )
-        .map_err(|e| e.to_string())
+        let request = admission::get_resource_request(replica)?;
+        guest::host_call("kubewarden", "kubernetes", "get_resource", &request).map_err(|e| e.to_string())
     });
     Ok(evaluation.response())
 }

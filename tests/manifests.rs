@@ -65,7 +65,7 @@ fn only_omenative_pods_reach_the_policy_server() {
     assert_eq!(
         policy()["spec"]["objectSelector"],
         json!({"matchExpressions": [{
-            "key": ome_spread::labels::MANAGED_BY, "operator": "In", "values": [ome_spread::labels::OME_NATIVE],
+            "key": ome_spread_core::labels::MANAGED_BY, "operator": "In", "values": [ome_spread_core::labels::OME_NATIVE],
         }]})
     );
     assert_eq!(policy()["spec"]["failurePolicy"], "Fail");
@@ -74,7 +74,7 @@ fn only_omenative_pods_reach_the_policy_server() {
 #[test]
 fn the_shipped_settings_are_valid() {
     assert_eq!(
-        ome_spread::settings::Settings::from_json(&policy()["spec"]["settings"]).map(|_| ()),
+        ome_spread_core::settings::Settings::from_json(&policy()["spec"]["settings"]).map(|_| ()),
         Ok(())
     );
 }

@@ -6,17 +6,17 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use kube::api::{Api, ListParams};
-use ome_spread::columns;
-use ome_spread::diagnosis::{Component, Report, diagnose};
-use ome_spread::labels;
-use ome_spread::nodes::{Node, Nodes, Selection};
-use ome_spread::settings::Settings;
+use ome_spread_core::columns;
+use ome_spread_core::diagnosis::{Component, Report, diagnose};
+use ome_spread_core::instance::COMPONENTS;
+use ome_spread_core::labels;
+use ome_spread_core::nodes::{Node, Nodes, Selection};
+use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
+use ome_spread_core::settings::Settings;
 use serde_json::Value;
 
 use crate::objects::Objects;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
-
-const COMPONENTS: [&str; 2] = ["engine", "decoder"];
 
 /// The policy's settings from a file (YAML or JSON, as in policy.yaml), else the defaults.
 pub fn read_settings(path: Option<&Path>) -> Result<Settings, String> {
@@ -45,13 +45,13 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
     };
     let mut objects = vec![value(&isvc)?];
     match isvc.runtime() {
-        Some((true, name)) => {
+        Some(RuntimeRef::Namespaced(name)) => {
             let runtimes: Api<ServingRuntime> = Api::namespaced(client.clone(), namespace);
             if let Some(runtime) = runtimes.get_opt(name).await.map_err(failed("the ServingRuntime"))? {
                 objects.push(value(&runtime)?);
             }
         }
-        Some((false, name)) => {
+        Some(RuntimeRef::Cluster(name)) => {
             let runtimes: Api<ClusterServingRuntime> = Api::all(client.clone());
             if let Some(runtime) = runtimes
                 .get_opt(name)
@@ -65,7 +65,7 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
     }
     let replicas: Api<InferenceReplica> = Api::namespaced(client.clone(), namespace);
     for component in COMPONENTS {
-        let name = format!("{service}-{component}");
+        let name = ReplicaRef::for_component(namespace, service, component).name;
         if let Some(replica) = replicas.get_opt(&name).await.map_err(failed("the InferenceReplicas"))? {
             objects.push(value(&replica)?);
         }
@@ -108,25 +108,28 @@ pub fn run(
             "InferenceService {namespace}/{service} does not run on OMENative: nothing spreads its Instances"
         ));
     }
-    let runtime_name = isvc["spec"]["runtime"]["name"].as_str().unwrap_or_default();
-    let runtime = match isvc["spec"]["runtime"]["kind"].as_str() {
-        Some("ServingRuntime") => objects.named("ServingRuntime", Some(namespace), runtime_name),
-        _ => objects.named("ClusterServingRuntime", None, runtime_name),
-    };
+    let runtime = RuntimeRef::of(
+        isvc["spec"]["runtime"]["kind"].as_str(),
+        isvc["spec"]["runtime"]["name"].as_str(),
+    )
+    .and_then(|runtime| match runtime {
+        RuntimeRef::Namespaced(name) => objects.named(runtime.kind(), Some(namespace), name),
+        RuntimeRef::Cluster(name) => objects.named(runtime.kind(), None, name),
+    });
     let nodes = Nodes::new(objects.of_kind("Node", None).map(Node::from_json).collect());
     let mut text = String::new();
     let mut holds = true;
     let mut explained = 0;
     for component in COMPONENTS.iter().filter(|c| only.is_none_or(|o| o == **c)) {
-        let Some(replica) = objects.named("InferenceReplica", Some(namespace), &format!("{service}-{component}"))
-        else {
+        let name = ReplicaRef::for_component(namespace, service, component).name;
+        let Some(replica) = objects.named("InferenceReplica", Some(namespace), &name) else {
             continue;
         };
         let pods: Vec<Value> = objects
             .of_kind("Pod", Some(namespace))
             .filter(|p| {
                 let labels = &p["metadata"]["labels"];
-                labels["ome.io/inferenceservice"] == service && labels["component"] == *component
+                labels[labels::INFERENCE_SERVICE] == service && labels[labels::COMPONENT] == *component
             })
             .cloned()
             .collect();

@@ -1,11 +1,13 @@
 //! The native side of ome-spread: `ome-spread controller` sets the `Spread` condition, Events and
 //! metrics on every InferenceReplica of an OMENative InferenceService; `ome-spread explain` prints
-//! the same diagnosis for one InferenceService. Both are shells around `ome_spread::diagnosis`.
+//! the same diagnosis for one InferenceService. Both are shells around `ome_spread_core::diagnosis`.
 
-pub mod cluster;
+pub mod cache;
+pub mod controller;
 pub mod explain;
 pub mod metrics;
 pub mod objects;
 pub mod reconcile;
 pub mod resources;
 pub mod serve;
+pub mod triggers;

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::objects::Objects;
-use ome_spread_controller::{cluster, explain, resources, serve};
+use ome_spread_controller::{explain, resources, serve};
 use tracing::{error, info};
 
 #[derive(Parser)]
@@ -114,8 +115,8 @@ fn main() -> ExitCode {
         } => {
             logs(log_json);
             let run = explain::read_settings(settings.as_deref()).and_then(|settings| {
-                runtime()?.block_on(controller(
-                    cluster::Options {
+                runtime()?.block_on(serve_and_lead(
+                    controller::Options {
                         settings,
                         lease_namespace,
                         identity,
@@ -159,7 +160,7 @@ async fn fetch(service: &str, namespace: Option<String>) -> Result<(Objects, Str
     Ok((explain::fetch(client, service, &namespace).await?, namespace))
 }
 
-async fn controller(options: cluster::Options, listen: SocketAddr) -> Result<(), String> {
+async fn serve_and_lead(options: Options, listen: SocketAddr) -> Result<(), String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("connecting to the cluster: {e}"))?;
@@ -173,7 +174,7 @@ async fn controller(options: cluster::Options, listen: SocketAddr) -> Result<(),
             error!(error = %e, "serving metrics");
         }
     });
-    cluster::run(client, options).await
+    controller::run(client, options).await
 }
 
 fn logs(json: bool) {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ome_spread::diagnosis::{Reason, Report};
+use ome_spread_core::diagnosis::{Reason, Report};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -179,7 +179,7 @@ fn reason_labels(labels: &ReplicaLabels, reason: Reason) -> ReasonLabels {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ome_spread::spread::SpreadSettings;
+    use ome_spread_core::spread::SpreadSettings;
 
     fn report(reason: Reason, per_domain: &[(&str, usize)], skew: usize) -> Report {
         Report {

@@ -12,12 +12,13 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
-use ome_spread::diagnosis::{Component, Report, diagnose};
-use ome_spread::settings::Settings;
+use ome_spread_core::diagnosis::{Component, Report, diagnose};
+use ome_spread_core::replica::RuntimeRef;
+use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use crate::cluster::{NodeSnapshot, PodSnapshot};
+use crate::cache::{NodeSnapshot, PodSnapshot};
 use crate::metrics::Metrics;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
@@ -134,8 +135,10 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         return Ok(Action::await_change());
     };
     let runtime = match service.runtime() {
-        Some((true, runtime)) => to_value(ctx.runtimes.get(&ObjectRef::new(runtime).within(&namespace)))?,
-        Some((false, runtime)) => to_value(ctx.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
+        Some(RuntimeRef::Namespaced(runtime)) => {
+            to_value(ctx.runtimes.get(&ObjectRef::new(runtime).within(&namespace)))?
+        }
+        Some(RuntimeRef::Cluster(runtime)) => to_value(ctx.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
         None => None,
     };
     let key = (namespace.clone(), parent, replica.spec.component.clone());

@@ -10,6 +10,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
+use ome_spread_core::replica::RuntimeRef;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -122,7 +123,7 @@ pub struct InferenceServiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<RuntimeRef>,
+    pub runtime: Option<NamedRuntime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<SpreadFields>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,7 +131,7 @@ pub struct InferenceServiceSpec {
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
-pub struct RuntimeRef {
+pub struct NamedRuntime {
     pub name: String,
     /// `ClusterServingRuntime` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,10 +169,10 @@ impl InferenceService {
         self.spec.deployment_mode.as_deref() == Some("OMENative")
     }
 
-    /// The runtime's kind and name: ClusterServingRuntime unless it says ServingRuntime.
-    pub fn runtime(&self) -> Option<(bool, &str)> {
+    /// The runtime it names.
+    pub fn runtime(&self) -> Option<RuntimeRef<'_>> {
         let runtime = self.spec.runtime.as_ref()?;
-        Some((runtime.kind.as_deref() == Some("ServingRuntime"), runtime.name.as_str()))
+        RuntimeRef::of(runtime.kind.as_deref(), Some(&runtime.name))
     }
 }
 

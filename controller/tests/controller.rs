@@ -18,8 +18,8 @@ use http::{Request, Response};
 use http_body::Frame;
 use http_body_util::StreamBody;
 use kube::client::Body;
-use ome_spread::settings::Settings;
-use ome_spread_controller::cluster::{self, Options};
+use ome_spread_controller::controller::{self, Options};
+use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
 type Chunks = mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>;
@@ -311,7 +311,7 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
     });
     let client = kube::Client::new(service, "default");
     let metrics = Arc::new(ome_spread_controller::metrics::Metrics::default());
-    let controller = tokio::spawn(cluster::run(
+    let controller = tokio::spawn(controller::run(
         client,
         Options {
             settings: Settings::default(),
@@ -410,7 +410,7 @@ async fn a_replica_stands_by_while_another_holds_the_lease() {
         }
     });
     let health = Arc::new(ome_spread_controller::serve::Health::default());
-    let controller = tokio::spawn(cluster::run(
+    let controller = tokio::spawn(controller::run(
         kube::Client::new(service, "default"),
         Options {
             settings: Settings::default(),

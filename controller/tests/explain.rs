@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ome_spread::diagnosis::{Component, Reason, Report, diagnose};
-use ome_spread::nodes::Nodes;
-use ome_spread::settings::Settings;
+use ome_spread_core::diagnosis::{Component, Reason, Report, diagnose};
+use ome_spread_core::nodes::Nodes;
+use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
 fn data() -> PathBuf {

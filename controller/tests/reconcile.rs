@@ -16,14 +16,14 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
-use ome_spread::diagnosis::Reason;
-use ome_spread::settings::Settings;
-use ome_spread_controller::cluster::{NodeSnapshot, PodSnapshot, nodes, pods_by_component};
+use ome_spread_controller::cache::{NodeSnapshot, PodSnapshot, nodes, pods_by_component};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::reconcile::{Context, Error, error_policy, reconcile, retry_after};
 use ome_spread_controller::resources::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
 };
+use ome_spread_core::diagnosis::Reason;
+use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tower_test::mock::{self, Handle};

@@ -8,12 +8,12 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::Criterion;
-use ome_spread::diagnosis::{Component, Reason, diagnose};
-use ome_spread::nodes::Nodes;
-use ome_spread::pod::{InstanceLabels, Runner};
-use ome_spread::rules::spread_constraint;
-use ome_spread::settings::Settings;
-use ome_spread::spread::Spread;
+use ome_spread_core::diagnosis::{Component, Reason, diagnose};
+use ome_spread_core::instance::{InstanceLabels, Runner};
+use ome_spread_core::nodes::Nodes;
+use ome_spread_core::rules::spread_constraint;
+use ome_spread_core::settings::Settings;
+use ome_spread_core::spread::Spread;
 use serde_json::{Value, json};
 
 const REPLICAS: usize = 1_000;

@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use crate::instance::{InstanceLabels, Runner};
 use crate::labels;
 use crate::nodes::{Nodes, Selection};
-use crate::pod::{InstanceLabels, Runner};
 use crate::rules::{completion, spread_constraint};
 use crate::settings::Settings;
+use crate::shown::shown;
 use crate::spread::{Spread, SpreadFields, SpreadSettings};
 
 /// The objects of one component, as the API server (or `kubectl get -o yaml`) gives them.
@@ -92,7 +93,15 @@ pub struct Report {
 pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, String> {
     let replica_spec = &component.replica["spec"];
     let name = component.replica["metadata"]["name"].as_str().unwrap_or_default();
-    let kind = replica_spec["component"].as_str().unwrap_or("engine");
+    let kind = replica_spec["component"]
+        .as_str()
+        .filter(|component| !component.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "InferenceReplica {name} spec.component is {}: must be engine or decoder",
+                shown(&replica_spec["component"])
+            )
+        })?;
     let read = |fields: &Value, what: String| {
         let parsed: SpreadFields = serde_json::from_value(fields.clone()).unwrap_or_default();
         SpreadSettings::from_fields(parsed).map_err(|b| format!("{what}.{}: {} {}", b.field, b.value, b.why))

@@ -7,26 +7,44 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::instance::{InstanceLabels, Runner};
 use crate::labels;
-use crate::pod::{InstanceLabels, Listed, Pod, REQUIRED_POD_AFFINITY, Runner, SPREAD_CONSTRAINTS};
-use crate::rejection::Rejection;
 use crate::settings::Settings;
 use crate::spread::{Spread, SpreadSettings};
 
-/// What the rules do to an OMENative pod.
+/// What the rules do to an OMENative pod, given the terms already in the list they read.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision<'a, 'p> {
+pub enum Decision<'a> {
     Unchanged(Unchanged),
-    /// Append `term` to the pod's list at `path`.
-    Append {
-        path: &'static [&'static str],
-        term: Term<'a>,
-    },
-    /// P12: add `fields` to OME's own constraint, the pod's text at `constraint`.
+    /// Append the term to its list.
+    Append(Term<'a>),
+    /// P12: add `fields` to OME's own constraint, the list's term at `index`.
     Complete {
-        constraint: &'p str,
+        index: usize,
         fields: Completion,
     },
+}
+
+/// A list of a pod that a rule reads and may append to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum List {
+    SpreadConstraints,
+    RequiredPodAffinity,
+}
+
+impl List {
+    /// Where the list stands in a pod.
+    pub fn path(self) -> &'static [&'static str] {
+        match self {
+            Self::SpreadConstraints => &["spec", "topologySpreadConstraints"],
+            Self::RequiredPodAffinity => &[
+                "spec",
+                "affinity",
+                "podAffinity",
+                "requiredDuringSchedulingIgnoredDuringExecution",
+            ],
+        }
+    }
 }
 
 /// What the settings add to OME's own constraint where it has none (P12).
@@ -143,60 +161,62 @@ pub enum Unchanged {
     PodAffinityKept,
 }
 
-/// P5 to P10 and P12 for a pod whose labels and replica have been read and checked.
-pub fn decide<'a, 'p>(
-    pod: &Pod<'p>,
+/// P5, P7, P8, P10: the term a pod's runner and its replica's settings in effect call for, or why
+/// there is none. The pod's own terms are read next, from the term's list, for [`decide`].
+pub fn wanted<'a>(
     instance: &'a InstanceLabels,
     replica: &'a SpreadSettings,
     settings: &Settings,
-) -> Result<Decision<'a, 'p>, Rejection> {
+) -> Result<Term<'a>, Unchanged> {
     match &instance.runner {
-        Runner::Default | Runner::Leader => {
-            let (Some(spread), Some(key)) = (replica.spread, replica.domain_key()) else {
-                return Ok(Decision::Unchanged(Unchanged::NoSpread));
-            };
-            let constraint = spread_constraint(instance, spread, key, settings);
-            let present = pod.spread_constraints()?;
-            let own_on_key = present
-                .iter()
-                .find(|c| c.topology_key() == key && constraint.label_selector.is_exactly_in(&c.value));
-            if let Some(own) = own_on_key {
-                return Ok(match completion(&own.value, settings) {
-                    Some(fields) => Decision::Complete {
-                        constraint: own.text,
-                        fields,
-                    },
-                    None => Decision::Unchanged(Unchanged::SpreadConstraintKept),
-                });
-            }
-            if present.iter().any(|c| is_kept(c, key, &constraint.label_selector)) {
-                return Ok(Decision::Unchanged(Unchanged::SpreadConstraintKept));
-            }
-            Ok(Decision::Append {
-                path: &SPREAD_CONSTRAINTS,
-                term: Term::Spread(constraint),
-            })
-        }
-        Runner::Worker { instance_index } => {
-            let Some(key) = replica.topology_key.as_deref() else {
-                return Ok(Decision::Unchanged(Unchanged::NoTopologyKey));
-            };
-            let term = leader_affinity(instance, instance_index, key);
-            let present = pod.required_pod_affinity()?;
-            if present.iter().any(|t| is_kept(t, key, &term.label_selector)) {
-                return Ok(Decision::Unchanged(Unchanged::PodAffinityKept));
-            }
-            Ok(Decision::Append {
-                path: &REQUIRED_POD_AFFINITY,
-                term: Term::Affinity(term),
-            })
-        }
+        Runner::Default | Runner::Leader => match (replica.spread, replica.domain_key()) {
+            (Some(spread), Some(key)) => Ok(Term::Spread(spread_constraint(instance, spread, key, settings))),
+            _ => Err(Unchanged::NoSpread),
+        },
+        Runner::Worker { instance_index } => match replica.topology_key.as_deref() {
+            Some(key) => Ok(Term::Affinity(leader_affinity(instance, instance_index, key))),
+            None => Err(Unchanged::NoTopologyKey),
+        },
     }
 }
 
-/// P6, P9: a term present on the key (anyone's), or OME's own for this pod on any key.
-fn is_kept(present: &Listed, key: &str, ours: &Selector) -> bool {
-    present.topology_key() == key || ours.is_exactly_in(&present.value)
+/// P6, P9, P12: what becomes of the wanted `term` beside the terms `present` in its list (each
+/// with a string `topologyKey`). A term on the same key is kept, whoever wrote it; so is OME's own
+/// (the same selector exactly) on any key; OME's own constraint on the key is completed.
+pub fn decide<'a>(term: Term<'a>, present: &[&Value], settings: &Settings) -> Decision<'a> {
+    let (key, ours) = match &term {
+        Term::Spread(constraint) => (constraint.topology_key, &constraint.label_selector),
+        Term::Affinity(affinity) => (affinity.topology_key, &affinity.label_selector),
+    };
+    let on_key = |t: &Value| t["topologyKey"] == key;
+    if let Term::Spread(_) = term
+        && let Some((index, own)) = present
+            .iter()
+            .enumerate()
+            .find(|(_, c)| on_key(c) && ours.is_exactly_in(c))
+    {
+        return match completion(own, settings) {
+            Some(fields) => Decision::Complete { index, fields },
+            None => Decision::Unchanged(Unchanged::SpreadConstraintKept),
+        };
+    }
+    if present.iter().any(|t| on_key(t) || ours.is_exactly_in(t)) {
+        return Decision::Unchanged(match term {
+            Term::Spread(_) => Unchanged::SpreadConstraintKept,
+            Term::Affinity(_) => Unchanged::PodAffinityKept,
+        });
+    }
+    Decision::Append(term)
+}
+
+impl Term<'_> {
+    /// The list the term goes into, and whose terms [`decide`] reads.
+    pub fn list(&self) -> List {
+        match self {
+            Self::Spread(_) => List::SpreadConstraints,
+            Self::Affinity(_) => List::RequiredPodAffinity,
+        }
+    }
 }
 
 /// P12: the settings' `nodeTaintsPolicy` where OME's own `constraint` has none, and `minDomains`
@@ -269,37 +289,229 @@ impl<'a> SpreadConstraint<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels;
     use serde_json::json;
+
+    fn instance(runner: Runner) -> InstanceLabels<'static> {
+        InstanceLabels {
+            service: "m".into(),
+            component: "engine".into(),
+            runner,
+        }
+    }
+
+    fn replica(spread: Option<Spread>, spread_key: Option<&str>, topology_key: Option<&str>) -> SpreadSettings {
+        SpreadSettings {
+            spread,
+            spread_key: spread_key.map(Into::into),
+            topology_key: topology_key.map(Into::into),
+        }
+    }
+
+    /// OME's own constraint for runner `runner` of `m`'s engine, on `key`.
+    fn omes(runner: &str, key: &str, when: &str) -> Value {
+        json!({"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "m", "component": "engine", "ome.io/runner": runner}}})
+    }
+
+    fn leader_of(index: &str, key: &str) -> Value {
+        json!({"topologyKey": key, "labelSelector": {"matchLabels": {
+            "ome.io/inferenceservice": "m", "component": "engine", "ome.io/instance-index": index, "ome.io/runner": "leader"}}})
+    }
+
+    /// The decision as JSON: `{"unchanged": why}`, `{"append": term}` or `{"complete": [index, fields]}`.
+    fn decided(runner: Runner, replica: &SpreadSettings, settings: &Settings, present: &[Value]) -> Value {
+        let instance = instance(runner);
+        let term = match wanted(&instance, replica, settings) {
+            Ok(term) => term,
+            Err(why) => return json!({"unchanged": format!("{why:?}")}),
+        };
+        let present: Vec<&Value> = present.iter().collect();
+        match decide(term, &present, settings) {
+            Decision::Unchanged(why) => json!({"unchanged": format!("{why:?}")}),
+            Decision::Append(term) => json!({"append": term}),
+            Decision::Complete { index, fields } => json!({"complete": [index, fields]}),
+        }
+    }
 
     #[test]
     fn terms_are_written_with_omes_label_keys_in_omes_order() {
-        let instance = InstanceLabels {
-            service: "m".into(),
-            component: "engine".into(),
-            runner: Runner::Leader,
-        };
         let settings = Settings {
             min_domains: Some(2),
             ..Settings::default()
         };
-        let constraint = spread_constraint(&instance, Spread::Required, "zone", &settings);
+        let leader = instance(Runner::Leader);
+        let constraint = spread_constraint(&leader, Spread::Required, "zone", &settings);
         assert_eq!(
             serde_json::to_string(&constraint).expect("json"),
-            format!(
-                r#"{{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{{"matchLabels":{{"{}":"m","{}":"engine","{}":"leader"}}}},"minDomains":2}}"#,
-                labels::INFERENCE_SERVICE,
-                labels::COMPONENT,
-                labels::RUNNER
-            )
+            r#"{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchLabels":{"ome.io/inferenceservice":"m","component":"engine","ome.io/runner":"leader"}},"minDomains":2}"#
         );
-        let preferred =
-            serde_json::to_value(spread_constraint(&instance, Spread::Preferred, "zone", &settings)).expect("json");
-        assert_eq!(preferred.get("minDomains"), None, "minDomains only with DoNotSchedule");
         assert_eq!(
-            serde_json::to_value(leader_affinity(&instance, "3", "rack")).expect("json"),
-            json!({"topologyKey": "rack", "labelSelector": {"matchLabels": {
-                labels::INFERENCE_SERVICE: "m", labels::COMPONENT: "engine", labels::INSTANCE_INDEX: "3", labels::RUNNER: "leader"}}})
+            serde_json::to_string(&leader_affinity(&leader, "3", "rack")).expect("json"),
+            r#"{"topologyKey":"rack","labelSelector":{"matchLabels":{"ome.io/inferenceservice":"m","component":"engine","ome.io/instance-index":"3","ome.io/runner":"leader"}}}"#
         );
+    }
+
+    #[test]
+    fn each_rule_decides_from_plain_inputs() {
+        let none = Settings::default();
+        let completing = Settings {
+            min_domains: Some(3),
+            node_taints_policy: Some(crate::settings::NodeTaintsPolicy::Honor),
+            ..Settings::default()
+        };
+        let zone = replica(Some(Spread::Required), Some("zone"), Some("rack"));
+        let worker = || Runner::Worker {
+            instance_index: "0".into(),
+        };
+        type Case<'s> = (&'s str, Runner, SpreadSettings, &'s Settings, Vec<Value>, Value);
+        let cases: Vec<Case> = vec![
+            (
+                "p5 leader gets the constraint",
+                Runner::Leader,
+                zone.clone(),
+                &none,
+                vec![],
+                json!({"append": omes("leader", "zone", "DoNotSchedule")}),
+            ),
+            (
+                "p5 settings shape it",
+                Runner::Default,
+                zone.clone(),
+                &completing,
+                vec![],
+                json!({"append": {
+                "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "m", "component": "engine", "ome.io/runner": "default"}},
+                "minDomains": 3, "nodeTaintsPolicy": "Honor"}}),
+            ),
+            (
+                "p5 preferred, spread key from the topology key",
+                Runner::Default,
+                replica(Some(Spread::Preferred), None, Some("rack")),
+                &none,
+                vec![],
+                json!({"append": omes("default", "rack", "ScheduleAnyway")}),
+            ),
+            (
+                "p6 anyone's constraint on the key",
+                Runner::Leader,
+                zone.clone(),
+                &completing,
+                vec![json!({"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "x"}}})],
+                json!({"unchanged": "SpreadConstraintKept"}),
+            ),
+            (
+                "p6 OME's own on an older key",
+                Runner::Leader,
+                zone.clone(),
+                &completing,
+                vec![omes("leader", "old", "DoNotSchedule")],
+                json!({"unchanged": "SpreadConstraintKept"}),
+            ),
+            (
+                "p6 another runner's is not this pod's",
+                Runner::Leader,
+                zone.clone(),
+                &none,
+                vec![omes("default", "old", "DoNotSchedule")],
+                json!({"append": omes("leader", "zone", "DoNotSchedule")}),
+            ),
+            (
+                "p7 no spread",
+                Runner::Leader,
+                replica(None, Some("zone"), None),
+                &none,
+                vec![],
+                json!({"unchanged": "NoSpread"}),
+            ),
+            (
+                "p7 no key",
+                Runner::Default,
+                replica(Some(Spread::Required), None, None),
+                &none,
+                vec![],
+                json!({"unchanged": "NoSpread"}),
+            ),
+            (
+                "p8 worker gets its leader's term",
+                worker(),
+                zone.clone(),
+                &completing,
+                vec![],
+                json!({"append": leader_of("0", "rack")}),
+            ),
+            (
+                "p9 anyone's term on the key",
+                worker(),
+                zone.clone(),
+                &none,
+                vec![json!({"topologyKey": "rack"})],
+                json!({"unchanged": "PodAffinityKept"}),
+            ),
+            (
+                "p9 OME's own on an older key",
+                worker(),
+                zone.clone(),
+                &none,
+                vec![leader_of("0", "old")],
+                json!({"unchanged": "PodAffinityKept"}),
+            ),
+            (
+                "p9 another Instance's leader does not count",
+                worker(),
+                zone.clone(),
+                &none,
+                vec![leader_of("1", "old")],
+                json!({"append": leader_of("0", "rack")}),
+            ),
+            (
+                "p10 worker without topologyKey",
+                worker(),
+                replica(Some(Spread::Required), Some("zone"), None),
+                &none,
+                vec![],
+                json!({"unchanged": "NoTopologyKey"}),
+            ),
+            (
+                "p12 completes OME's own on the key",
+                Runner::Leader,
+                zone.clone(),
+                &completing,
+                vec![json!({"topologyKey": "a"}), omes("leader", "zone", "DoNotSchedule")],
+                json!({"complete": [1, {"minDomains": 3, "nodeTaintsPolicy": "Honor"}]}),
+            ),
+            (
+                "p12 never minDomains on ScheduleAnyway",
+                Runner::Leader,
+                zone.clone(),
+                &completing,
+                vec![omes("leader", "zone", "ScheduleAnyway")],
+                json!({"complete": [0, {"nodeTaintsPolicy": "Honor"}]}),
+            ),
+            (
+                "p12 nothing it sets is rewritten",
+                Runner::Leader,
+                zone.clone(),
+                &completing,
+                vec![{
+                    let mut set = omes("leader", "zone", "DoNotSchedule");
+                    set["minDomains"] = json!(null);
+                    set["nodeTaintsPolicy"] = json!("Ignore");
+                    set
+                }],
+                json!({"unchanged": "SpreadConstraintKept"}),
+            ),
+            (
+                "p12 without settings, OME's own is kept",
+                Runner::Leader,
+                zone.clone(),
+                &none,
+                vec![omes("leader", "zone", "DoNotSchedule")],
+                json!({"unchanged": "SpreadConstraintKept"}),
+            ),
+        ];
+        for (name, runner, replica, settings, present, expected) in cases {
+            assert_eq!(decided(runner, &replica, settings, &present), expected, "{name}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::rejection::shown;
+use crate::shown::shown;
 
 const NAMES: &str = "maxSkew, minDomains, nodeTaintsPolicy, onMissingReplica";
 

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::labels;
-use crate::rejection::shown;
+use crate::shown::shown;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spread {

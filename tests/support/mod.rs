@@ -116,9 +116,10 @@ pub struct Native;
 
 impl Policy for Native {
     fn validate(&self, payload: &[u8], cluster: &Cluster) -> Value {
-        let response =
-            ome_spread::admission::evaluate(payload, |replica| cluster.get_resource(&replica.get_resource_request()))
-                .response();
+        let response = ome_spread::admission::evaluate(payload, |replica| {
+            cluster.get_resource(&ome_spread::admission::get_resource_request(replica)?)
+        })
+        .response();
         serde_json::from_slice(&response).expect("the policy answers JSON")
     }
 }

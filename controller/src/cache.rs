@@ -1,0 +1,181 @@
+//! The controller's caches: one watch per kind fills each, and what the diagnosis reads of the
+//! pods and nodes is built from them once per change (snapshots), not once per reconcile.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use ome_spread_core::labels;
+use ome_spread_core::nodes::{Node, Nodes, Taint};
+use serde::de::DeserializeOwned;
+
+/// What the diagnosis reads of a cache (the nodes indexed, the pods grouped by component), built
+/// from it only after it changed: a burst of reconciles (every replica, after a node change)
+/// shares one build instead of reading the whole cache each.
+pub struct Snapshot<K: 'static + Resource, T>
+where
+    K::DynamicType: Eq + Hash,
+{
+    store: Store<K>,
+    version: Arc<AtomicU64>,
+    build: fn(&[Arc<K>]) -> T,
+    built: Mutex<Option<(u64, Arc<T>)>>,
+}
+
+impl<K, T> Snapshot<K, T>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// `version` must move after every change of the store that `build` reads.
+    pub fn new(store: Store<K>, version: Arc<AtomicU64>, build: fn(&[Arc<K>]) -> T) -> Self {
+        Self {
+            store,
+            version,
+            build,
+            built: Mutex::default(),
+        }
+    }
+
+    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.store.wait_until_ready().await
+    }
+
+    pub fn current(&self) -> Arc<T> {
+        let version = self.version.load(Ordering::Acquire);
+        let mut built = self.built.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match &*built {
+            Some((at, snapshot)) if *at == version => snapshot.clone(),
+            _ => {
+                let snapshot = Arc::new((self.build)(&self.store.state()));
+                *built = Some((version, snapshot.clone()));
+                snapshot
+            }
+        }
+    }
+}
+
+pub type NodeSnapshot = Snapshot<KubeNode, Nodes>;
+
+pub fn nodes(nodes: &[Arc<KubeNode>]) -> Nodes {
+    Nodes::new(nodes.iter().map(|n| node(n)).collect())
+}
+
+/// Pods by (namespace, InferenceService, component), from their OME labels.
+pub type PodsByComponent = HashMap<(String, String, String), Vec<Arc<Pod>>>;
+pub type PodSnapshot = Snapshot<Pod, PodsByComponent>;
+
+pub fn pods_by_component(pods: &[Arc<Pod>]) -> PodsByComponent {
+    let mut grouped = PodsByComponent::new();
+    for pod in pods {
+        let labels = pod.labels();
+        if let (Some(namespace), Some(service), Some(component)) = (
+            pod.namespace(),
+            labels.get(labels::INFERENCE_SERVICE),
+            labels.get(labels::COMPONENT),
+        ) {
+            grouped
+                .entry((namespace, service.clone(), component.clone()))
+                .or_default()
+                .push(pod.clone());
+        }
+    }
+    grouped
+}
+
+/// What the diagnosis needs of a Kubernetes node.
+pub fn node(node: &KubeNode) -> Node {
+    let spec = node.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .map(|taints| {
+            taints
+                .iter()
+                .map(|t| Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect: t.effect.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Node::new(
+        node.name_any(),
+        node.labels().clone(),
+        taints,
+        spec.and_then(|s| s.unschedulable) == Some(true),
+    )
+}
+
+/// A cache of `K`, and the stream of its changes that fills it; `version` moves with every change.
+pub fn cached<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    version: Arc<AtomicU64>,
+) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .inspect_ok(move |_| {
+            version.fetch_add(1, Ordering::AcqRel);
+        })
+        .touched_objects();
+    (store, stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kube_node(value: serde_json::Value) -> KubeNode {
+        serde_json::from_value(value).expect("a node")
+    }
+
+    #[test]
+    fn the_node_snapshot_is_rebuilt_only_after_a_node_change() {
+        let (store, mut writer) = reflector::store();
+        let version = Arc::new(AtomicU64::new(0));
+        let snapshot = NodeSnapshot::new(store, version.clone(), nodes);
+        writer.apply_watcher_event(&watcher::Event::Apply(kube_node(
+            json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"unschedulable": true,
+                "taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]}}),
+        )));
+        let first = snapshot.current();
+        assert_eq!(
+            first.get("n1"),
+            Some(&Node::new(
+                "n1".into(),
+                [("zone".to_owned(), "a".to_owned())].into(),
+                vec![Taint {
+                    key: "gpu".into(),
+                    value: "yes".into(),
+                    effect: "NoSchedule".into()
+                }],
+                true
+            ))
+        );
+        writer.apply_watcher_event(&watcher::Event::Apply(kube_node(json!({"metadata": {"name": "n2"}}))));
+        assert!(
+            Arc::ptr_eq(&first, &snapshot.current()),
+            "no change announced: the same snapshot"
+        );
+        version.fetch_add(1, Ordering::AcqRel);
+        let second = snapshot.current();
+        assert_eq!(second.len(), 2);
+        assert!(Arc::ptr_eq(&second, &snapshot.current()));
+    }
+}

@@ -1,0 +1,198 @@
+//! `ome-spread controller`: leader election, then the caches and the triggers wired to the
+//! reconciler.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::{StreamExt, TryStreamExt, future};
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use kube::api::Api;
+use kube::runtime::controller::Controller;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use kube_lease_manager::LeaseManagerBuilder;
+use ome_spread_core::labels;
+use ome_spread_core::replica::RuntimeRef;
+use ome_spread_core::settings::Settings;
+use tracing::{error, info, warn};
+
+use crate::cache::{NodeSnapshot, PodSnapshot, cached, nodes, pods_by_component};
+use crate::metrics::Metrics;
+use crate::reconcile::{Context, error_policy, reconcile};
+use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
+use crate::serve::Health;
+use crate::triggers::{NodeChanges, replica_of_pod, replicas_of_service, replicas_using};
+
+pub struct Options {
+    pub settings: Settings,
+    pub lease_namespace: String,
+    pub identity: String,
+    pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Runs the controller while this process holds the Lease; returns when asked to stop, or fails
+/// when the Lease is lost (the Deployment restarts the process, which stands by again).
+pub async fn run(client: Client, options: Options) -> Result<(), String> {
+    let lease = LeaseManagerBuilder::new(client.clone(), "ome-spread-controller")
+        .with_namespace(&options.lease_namespace)
+        .with_identity(&options.identity)
+        .with_field_manager(format!("ome-spread/{}", options.identity))
+        .build()
+        .await
+        .map_err(|e| format!("leader election: {e}"))?;
+    let (mut leading, lease_task) = lease.watch().await;
+    info!(identity = %options.identity, "standing by for the Lease ome-spread-controller");
+    options.health.set_ready(true);
+    let stop = tokio::signal::ctrl_c();
+    tokio::pin!(stop);
+    loop {
+        if *leading.borrow_and_update() {
+            break;
+        }
+        tokio::select! {
+            changed = leading.changed() => changed.map_err(|_| "leader election stopped".to_owned())?,
+            _ = &mut stop => return Ok(()),
+        }
+    }
+    info!("leading: watching InferenceReplicas");
+    options.health.set_ready(false);
+    let health = options.health.clone();
+    let controller = reconcile_all(client, options);
+    let lost = async {
+        while leading.changed().await.is_ok() {
+            if !*leading.borrow_and_update() {
+                break;
+            }
+        }
+    };
+    let outcome = tokio::select! {
+        () = controller => Ok(()),
+        () = lost => Err("lost the Lease: another replica leads now".to_owned()),
+    };
+    health.set_ready(false);
+    drop(leading);
+    if let Ok(Err(e)) = lease_task.await {
+        warn!(error = %e, "releasing the Lease");
+    }
+    outcome
+}
+
+async fn reconcile_all(client: Client, options: Options) {
+    let unversioned = Arc::<AtomicU64>::default;
+    let (services, service_changes) = cached(
+        Api::<InferenceService>::all(client.clone()),
+        watcher::Config::default(),
+        unversioned(),
+    );
+    let (runtimes, runtime_changes) = cached(
+        Api::<ServingRuntime>::all(client.clone()),
+        watcher::Config::default(),
+        unversioned(),
+    );
+    let (cluster_runtimes, cluster_runtime_changes) = cached(
+        Api::<ClusterServingRuntime>::all(client.clone()),
+        watcher::Config::default(),
+        unversioned(),
+    );
+    let omenative = watcher::Config::default().labels(&format!("{}=OMENative", labels::MANAGED_BY));
+    let pod_version = Arc::new(AtomicU64::new(0));
+    let (pods, pod_changes) = cached(Api::<Pod>::all(client.clone()), omenative, pod_version.clone());
+    let (node_store, node_writer) = reflector::store();
+    let node_version = Arc::new(AtomicU64::new(0));
+    let bump = node_version.clone();
+    let mut changes = NodeChanges::default();
+    let node_changes = watcher(Api::<KubeNode>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(|node: &mut KubeNode| {
+            // The diagnosis reads labels and spec; a node's status (its images) is most of its size.
+            node.metadata.managed_fields = None;
+            node.status = None;
+        })
+        .reflect(node_writer)
+        .filter_map(move |event| {
+            let changed = match &event {
+                Ok(event) => changes.changed(event),
+                Err(e) => {
+                    warn!(error = %e, "watching nodes");
+                    false
+                }
+            };
+            if changed {
+                bump.fetch_add(1, Ordering::AcqRel);
+            }
+            future::ready(changed.then_some(()))
+        });
+
+    let health = options.health.clone();
+    let context = Arc::new(Context {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "ome-spread".into(),
+                instance: Some(options.identity.clone()),
+            },
+        ),
+        client: client.clone(),
+        services: services.clone(),
+        runtimes,
+        cluster_runtimes,
+        pods: PodSnapshot::new(pods, pod_version, pods_by_component),
+        nodes: NodeSnapshot::new(node_store, node_version, nodes),
+        settings: options.settings,
+        metrics: options.metrics,
+        failures: Mutex::default(),
+    });
+    let ready = context.clone();
+    tokio::spawn(async move {
+        if futures::try_join!(
+            ready.services.wait_until_ready(),
+            ready.pods.wait_until_ready(),
+            ready.nodes.wait_until_ready(),
+        )
+        .is_ok()
+        {
+            info!("caches filled");
+            health.set_ready(true);
+        }
+    });
+    // The replicas' own watch, so that a deleted replica's metrics go with it.
+    let (replicas, replica_writer) = reflector::store();
+    let metrics = context.metrics.clone();
+    let replica_changes = watcher(Api::<InferenceReplica>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(|replica: &mut InferenceReplica| replica.metadata.managed_fields = None)
+        .reflect(replica_writer)
+        .inspect_ok(move |event| {
+            if let watcher::Event::Delete(replica) = event {
+                metrics.forget(&replica.namespace().unwrap_or_default(), &replica.name_any());
+            }
+        })
+        .touched_objects();
+    let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
+    Controller::for_stream(replica_changes, replicas)
+        .watches_stream(pod_changes, |pod| replica_of_pod(&pod))
+        .watches_stream(service_changes, |service| replicas_of_service(&service))
+        .watches_stream(runtime_changes, move |runtime| {
+            replicas_using(
+                &for_runtimes,
+                RuntimeRef::Namespaced(&runtime.name_any()),
+                runtime.namespace(),
+            )
+        })
+        .watches_stream(cluster_runtime_changes, move |runtime| {
+            replicas_using(&for_cluster_runtimes, RuntimeRef::Cluster(&runtime.name_any()), None)
+        })
+        .reconcile_all_on(node_changes)
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, context)
+        .for_each(|result| {
+            if let Err(e) = result {
+                error!(error = %e, "controller");
+            }
+            future::ready(())
+        })
+        .await;
+}

@@ -1,0 +1,24 @@
+//! ome-spread's pure core: every rule of SPEC.md and every relation between OME's objects, with
+//! no I/O and no JSON text. The policy (the crate at the root) reads a request and splices what
+//! [`rules`] decides; the controller (`controller/`) reads the cluster and writes what
+//! [`diagnosis`] reports.
+//!
+//! - [`instance`]: a pod's Instance, from OME's labels; [`replica`]: which InferenceReplica and
+//!   runtime belong to what;
+//! - [`spread`]: the three spread fields and the settings in effect (M1); [`settings`]: the
+//!   policy's settings;
+//! - [`rules`]: P5 to P12, what a pod gets; [`diagnosis`] and [`nodes`]: whether the spread
+//!   holds, and why not; [`columns`]: the seed's tables.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod columns;
+pub mod diagnosis;
+pub mod instance;
+pub mod labels;
+pub mod nodes;
+pub mod replica;
+pub mod rules;
+pub mod settings;
+pub mod shown;
+pub mod spread;
