@@ -142,7 +142,8 @@ pub fn run(
                 nodes: &nodes,
             },
             settings,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         if explained > 0 {
             text.push('\n');
         }

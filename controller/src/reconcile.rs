@@ -167,7 +167,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         },
         &ctx.settings,
     )
-    .map_err(Error::BadObject)?;
+    .map_err(|e| Error::BadObject(e.to_string()))?;
     ctx.metrics.show(&namespace, &name, &report);
 
     let previous = replica

@@ -89,36 +89,50 @@ pub struct Report {
     pub skew: usize,
 }
 
-/// Computes the report of one component. Errors name a field whose value OME would not accept.
-pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, String> {
-    let replica_spec = &component.replica["spec"];
-    let name = component.replica["metadata"]["name"].as_str().unwrap_or_default();
-    let kind = replica_spec["component"]
+/// Why a component cannot be diagnosed: a field whose value OME would not accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DiagnosisError {
+    #[error("{object}.{field}: {value} {why}")]
+    BadField {
+        object: String,
+        field: &'static str,
+        value: String,
+        why: String,
+    },
+    #[error("InferenceReplica {replica} spec.component is {value}: must be engine or decoder")]
+    NoComponent { replica: String, value: String },
+}
+
+/// A reason, what is the matter, and what to do.
+struct Finding {
+    reason: Reason,
+    message: String,
+    action: &'static str,
+}
+
+impl Finding {
+    fn new(reason: Reason, message: String, action: &'static str) -> Self {
+        Self {
+            reason,
+            message,
+            action,
+        }
+    }
+}
+
+/// Computes the report of one component: the first reason, in SPEC order, that applies.
+pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, DiagnosisError> {
+    let replica = component.replica["metadata"]["name"].as_str().unwrap_or_default();
+    let spec = &component.replica["spec"];
+    let kind = spec["component"]
         .as_str()
-        .filter(|component| !component.is_empty())
-        .ok_or_else(|| {
-            format!(
-                "InferenceReplica {name} spec.component is {}: must be engine or decoder",
-                shown(&replica_spec["component"])
-            )
+        .filter(|kind| !kind.is_empty())
+        .ok_or_else(|| DiagnosisError::NoComponent {
+            replica: replica.to_owned(),
+            value: shown(&spec["component"]),
         })?;
-    let read = |fields: &Value, what: String| {
-        let parsed: SpreadFields = serde_json::from_value(fields.clone()).unwrap_or_default();
-        SpreadSettings::from_fields(parsed).map_err(|b| format!("{what}.{}: {} {}", b.field, b.value, b.why))
-    };
-    let projected = read(replica_spec, format!("InferenceReplica {name} spec"))?;
-    let from_service = read(
-        &component.service["spec"][kind],
-        format!("InferenceService spec.{kind}"),
-    )?;
-    let from_runtime = match component.runtime {
-        Some(runtime) => read(
-            &runtime["spec"][format!("{kind}Config")],
-            format!("runtime spec.{kind}Config"),
-        )?,
-        None => SpreadSettings::default(),
-    };
-    let in_effect = from_service.over(&from_runtime);
+    let projected = fields(spec, || format!("InferenceReplica {replica} spec"))?;
+    let in_effect = settings_in_effect(component, kind)?;
     let mut report = Report {
         reason: Reason::Satisfied,
         message: String::new(),
@@ -127,30 +141,58 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         instances_per_domain: BTreeMap::new(),
         skew: 0,
     };
+    let finding = match (in_effect.spread, in_effect.domain_key()) {
+        _ if projected != in_effect => settings_not_projected(&projected, &in_effect),
+        (None, _) => not_requested(),
+        (Some(_), None) => no_key(),
+        (Some(spread), Some(key)) => {
+            let anchors = anchors(component, kind);
+            preferred_under_ome_scheduler(&anchors, spread)
+                .or_else(|| pods_predate_or_conflict(&anchors, service_name(component), kind, spread, key, settings))
+                .unwrap_or_else(|| placement(component, &anchors, key, settings, &mut report))
+        }
+    };
+    Ok(Report {
+        reason: finding.reason,
+        message: finding.message,
+        action: finding.action,
+        ..report
+    })
+}
 
-    if projected != in_effect {
-        return Ok(report.because(
-            Reason::SettingsNotProjected,
-            format!("the replica carries {} but the settings in effect are {}", describe(&projected), describe(&in_effect)),
-            "Check that OME v1.3 or later runs the component on OMENative; it projects the settings in effect onto the InferenceReplica.",
-        ));
-    }
-    let Some(spread) = in_effect.spread else {
-        return Ok(report.because(
-            Reason::NotRequested,
-            "SPREAD is <none>: nothing sets topologySpread".into(),
-            "Set topologySpread on the engine or decoder, or in its runtime, to spread its Instances.",
-        ));
+fn service_name<'a>(component: &Component<'a>) -> &'a str {
+    component.service["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// The three fields of `fields` (a spec, a component, a runtime config), checked (P4).
+fn fields(fields: &Value, object: impl Fn() -> String) -> Result<SpreadSettings, DiagnosisError> {
+    let parsed: SpreadFields = serde_json::from_value(fields.clone()).unwrap_or_default();
+    SpreadSettings::from_fields(parsed).map_err(|bad| DiagnosisError::BadField {
+        object: object(),
+        field: bad.field,
+        value: bad.value,
+        why: bad.why,
+    })
+}
+
+/// M1: the InferenceService's values over its runtime's, field by field.
+fn settings_in_effect(component: &Component, kind: &str) -> Result<SpreadSettings, DiagnosisError> {
+    let from_service = fields(&component.service["spec"][kind], || {
+        format!("InferenceService spec.{kind}")
+    })?;
+    let from_runtime = match component.runtime {
+        Some(runtime) => fields(&runtime["spec"][format!("{kind}Config")], || {
+            format!("runtime spec.{kind}Config")
+        })?,
+        None => SpreadSettings::default(),
     };
-    let Some(key) = in_effect.domain_key() else {
-        return Ok(report.because(
-            Reason::NoKey,
-            "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on".into(),
-            "Set topologySpreadKey.",
-        ));
-    };
-    let service = component.service["metadata"]["name"].as_str().unwrap_or_default();
-    let anchors: Vec<&Value> = component
+    Ok(from_service.over(&from_runtime))
+}
+
+/// The component's leaders and only pods: the pods the spread counts.
+fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Value> {
+    let service = service_name(component);
+    component
         .pods
         .iter()
         .filter(|pod| {
@@ -159,33 +201,75 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
                 && labels[labels::COMPONENT] == kind
                 && matches!(labels[labels::RUNNER].as_str(), Some("default" | "leader"))
         })
-        .collect();
-    let names = |pods: &[&Value]| {
-        pods.iter()
-            .map(|p| p["metadata"]["name"].as_str().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+        .collect()
+}
 
-    if spread == Spread::Preferred
-        && anchors
-            .iter()
-            .any(|pod| pod["spec"]["schedulerName"] == "ome-scheduler")
-    {
-        return Ok(report.because(
+fn names(pods: &[&Value]) -> String {
+    let names: Vec<&str> = pods
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap_or_default())
+        .collect();
+    names.join(", ")
+}
+
+fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings) -> Finding {
+    Finding::new(
+        Reason::SettingsNotProjected,
+        format!(
+            "the replica carries {} but the settings in effect are {}",
+            describe(projected),
+            describe(in_effect)
+        ),
+        "Check that OME v1.3 or later runs the component on OMENative; it projects the settings in effect onto the InferenceReplica.",
+    )
+}
+
+fn not_requested() -> Finding {
+    Finding::new(
+        Reason::NotRequested,
+        "SPREAD is <none>: nothing sets topologySpread".into(),
+        "Set topologySpread on the engine or decoder, or in its runtime, to spread its Instances.",
+    )
+}
+
+fn no_key() -> Finding {
+    Finding::new(
+        Reason::NoKey,
+        "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on".into(),
+        "Set topologySpreadKey.",
+    )
+}
+
+fn preferred_under_ome_scheduler(anchors: &[&Value], spread: Spread) -> Option<Finding> {
+    let under_ome = anchors
+        .iter()
+        .any(|pod| pod["spec"]["schedulerName"] == "ome-scheduler");
+    (spread == Spread::Preferred && under_ome).then(|| {
+        Finding::new(
             Reason::PreferredUnderOmeScheduler,
             "WHEN is ScheduleAnyway on pods that the OME scheduler places: under its defaults, Preferred has no effect"
                 .into(),
             "Use Required.",
-        ));
-    }
+        )
+    })
+}
 
+/// PodsPredateChange, then ConflictingConstraint. The constraint in effect is OME's own on the
+/// key, as P12 completes it. OME's own on another key is from before a change (P6 keeps it);
+/// anyone else's on the key is kept, and conflicts when its WHEN differs.
+fn pods_predate_or_conflict(
+    anchors: &[&Value],
+    service: &str,
+    kind: &str,
+    spread: Spread,
+    key: &str,
+    settings: &Settings,
+) -> Option<Finding> {
     let (mut predating, mut conflicting) = (Vec::new(), Vec::new());
-    for pod in &anchors {
-        let runner = if pod["metadata"]["labels"][labels::RUNNER] == "leader" {
-            Runner::Leader
-        } else {
-            Runner::Default
+    for pod in anchors {
+        let runner = match pod["metadata"]["labels"][labels::RUNNER].as_str() {
+            Some("leader") => Runner::Leader,
+            _ => Runner::Default,
         };
         let instance = InstanceLabels {
             service: service.into(),
@@ -199,8 +283,6 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         let ours = |c: &&Value| expected.selector().is_exactly_in(c);
         let on_key = |c: &&Value| c["topologyKey"] == key;
         let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable();
-        // The constraint in effect is OME's own on the key, as P12 completes it. OME's own on
-        // another key is from before a change (P6 keeps it); anyone else's on the key is kept.
         match (
             constraints.iter().find(|c| on_key(c) && ours(c)),
             constraints.iter().find(on_key),
@@ -214,20 +296,33 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         }
     }
     if !predating.is_empty() {
-        return Ok(report.because(
+        return Some(Finding::new(
             Reason::PodsPredateChange,
-            format!("the pods {} are older than the change: they have no SPREAD-KEY, or a SPREAD-KEY or WHEN from before it", names(&predating)),
+            format!(
+                "the pods {} are older than the change: they have no SPREAD-KEY, or a SPREAD-KEY or WHEN from before it",
+                names(&predating)
+            ),
             "Request an Instance migration to move them.",
         ));
     }
-    if !conflicting.is_empty() {
-        return Ok(report.because(
+    (!conflicting.is_empty()).then(|| {
+        Finding::new(
             Reason::ConflictingConstraint,
             format!("WHEN isn't what you set on {}: your runtime or InferenceService already sets a spread constraint on {key}, and OME keeps it", names(&conflicting)),
             "Remove that constraint.",
-        ));
-    }
+        )
+    })
+}
 
+/// MissingLabel, DomainsFull, then where the Instances run: SingleDomain, Skewed or Satisfied.
+/// Counts the Instances per eligible domain into `report`.
+fn placement(
+    component: &Component,
+    anchors: &[&Value],
+    key: &str,
+    settings: &Settings,
+    report: &mut Report,
+) -> Finding {
     // The anchors of one component share a template: match each distinct selection once.
     let mut selections: Vec<Selection> = Vec::new();
     for selection in anchors.iter().map(|pod| Selection::of_pod(pod)) {
@@ -236,7 +331,8 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         }
     }
     let honor_taints = anchors.iter().any(|pod| {
-        pod["spec"]["topologySpreadConstraints"].as_array().is_some_and(|cs| {
+        let constraints = pod["spec"]["topologySpreadConstraints"].as_array();
+        constraints.is_some_and(|cs| {
             cs.iter()
                 .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
         })
@@ -248,90 +344,77 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, St
         .map(|n| n.name.as_str())
         .collect();
     if !unlabelled.is_empty() {
-        return Ok(report.because(
+        return Finding::new(
             Reason::MissingLabel,
             format!(
                 "the nodes {} lack the label {key}, so Required skips them",
                 unlabelled.join(", ")
             ),
             "Label the nodes, or correct topologySpreadKey.",
-        ));
+        );
     }
-
     let pending: Vec<&Value> = anchors.iter().copied().filter(|pod| held_by_spread(pod)).collect();
     if !pending.is_empty() {
-        return Ok(report.because(
+        return Finding::new(
             Reason::DomainsFull,
             format!(
                 "{} stays Pending: the domains with the fewest of the component's Instances are full",
                 names(&pending)
             ),
             "Free room in one of them, or run fewer Instances.",
-        ));
+        );
     }
-
     let domains: BTreeSet<&str> = selected
         .iter()
         .filter_map(|n| n.labels.get(key).map(String::as_str))
         .collect();
     report.instances_per_domain = domains.iter().map(|d| ((*d).to_owned(), 0)).collect();
-    for pod in &anchors {
+    for pod in anchors {
         let node = pod["spec"]["nodeName"]
             .as_str()
             .and_then(|name| component.nodes.get(name));
-        let domain = node.and_then(|n| n.labels.get(key));
-        if let Some(count) = domain.and_then(|d| report.instances_per_domain.get_mut(d)) {
+        if let Some(count) = node
+            .and_then(|n| n.labels.get(key))
+            .and_then(|d| report.instances_per_domain.get_mut(d))
+        {
             *count += 1;
         }
     }
     let counts = report.instances_per_domain.values();
     report.skew = counts.clone().max().unwrap_or(&0) - counts.min().unwrap_or(&0);
+    where_instances_run(report, anchors.len(), key, settings)
+}
 
-    if anchors.len() > 1 && domains.len() == 1 {
-        let domain = domains.iter().next().copied().unwrap_or_default();
-        return Ok(report.because(
+/// SingleDomain, Skewed or Satisfied, from the Instances counted per eligible domain.
+fn where_instances_run(report: &Report, instances: usize, key: &str, settings: &Settings) -> Finding {
+    let per_domain = &report.instances_per_domain;
+    if instances > 1 && per_domain.len() == 1 {
+        let domain = per_domain.keys().next().map(String::as_str).unwrap_or_default();
+        return Finding::new(
             Reason::SingleDomain,
             format!("only one domain ({domain}) has a node the pods select"),
             "Put the model on nodes in a second domain, as Choose the nodes shows.",
-        ));
+        );
     }
     if report.skew > settings.max_skew as usize {
-        let per_domain: Vec<String> = report
-            .instances_per_domain
-            .iter()
-            .map(|(d, n)| format!("{d}: {n}"))
-            .collect();
-        return Ok(report.because(
+        let counts: Vec<String> = per_domain.iter().map(|(d, n)| format!("{d}: {n}")).collect();
+        return Finding::new(
             Reason::Skewed,
             format!(
                 "Instances per domain ({}) differ by {}, more than maxSkew {}",
-                per_domain.join(", "),
+                counts.join(", "),
                 report.skew,
                 settings.max_skew
             ),
             "Request an Instance migration to move an Instance out of the fullest domain.",
-        ));
+        );
     }
-    let used = report.instances_per_domain.values().filter(|n| **n > 0).count();
-    Ok(report.because(
+    let used = per_domain.values().filter(|n| **n > 0).count();
+    Finding::new(
         Reason::Satisfied,
-        format!(
-            "the {} Instances run in {used} different domains of {key}",
-            anchors.len()
-        ),
+        format!("the {instances} Instances run in {used} different domains of {key}"),
         "Nothing: losing one domain leaves the Instances in the others serving.",
-    ))
-}
-
-impl Report {
-    fn because(&self, reason: Reason, message: String, action: &'static str) -> Report {
-        Report {
-            reason,
-            message,
-            action,
-            ..self.clone()
-        }
-    }
+    )
 }
 
 /// A pod the scheduler holds back on its spread constraint itself: `didn't match pod topology
