@@ -209,25 +209,9 @@ fn decide<'a>(
         },
         None => ReplicaRef::for_component(&pod.namespace, &instance.service, &instance.component),
     };
-    let answer = read_replica(&replica).map_err(|e| host_reason(&e));
-    // The usual answer is read in one pass; anything else, again, for its exact error.
-    let fields = match answer.as_deref().ok().and_then(spread_fields) {
-        Some(fields) => Ok(Ok(fields)),
-        None => answer
-            .as_deref()
-            .map_err(String::clone)
-            .and_then(replica_spec)
-            .map(|spec| spec_fields(&replica, spec)),
-    };
-    let spread = match fields {
-        Ok(fields) => SpreadSettings::from_fields(fields?)
-            .map_err(|b| bad_replica(&replica, format!("spec.{}", b.field), b.value, b.why))?,
-        Err(reason) => {
-            let unreadable = Rejection::ReplicaUnreadable {
-                namespace: replica.namespace,
-                name: replica.name,
-                reason,
-            };
+    let spread = match replica_settings(&replica, read_replica(&replica))? {
+        Ok(spread) => spread,
+        Err(unreadable) => {
             return match settings.on_missing_replica {
                 OnMissingReplica::Reject => Err(unreadable),
                 OnMissingReplica::Accept => {
@@ -256,6 +240,33 @@ fn decide<'a>(
                 what: format!("no term {index} to complete"),
             }),
         },
+    }
+}
+
+/// P3, P4: the replica's settings in effect from the host's answer; `Ok(Err(_))` when it could
+/// not be read (P3's rejection, which `onMissingReplica` may turn into a warning).
+fn replica_settings(
+    replica: &ReplicaRef,
+    answer: Result<Vec<u8>, String>,
+) -> Result<Result<SpreadSettings, Rejection>, Rejection> {
+    let answer = answer.map_err(|e| host_reason(&e));
+    // The usual answer is read in one pass; anything else, again, for its exact error.
+    let fields = match answer.as_deref().ok().and_then(spread_fields) {
+        Some(fields) => Ok(fields),
+        None => match answer.as_deref().map_err(String::clone).and_then(replica_spec) {
+            Ok(spec) => Ok(spec_fields(replica, spec)?),
+            Err(reason) => Err(reason),
+        },
+    };
+    match fields {
+        Ok(fields) => SpreadSettings::from_fields(fields)
+            .map(Ok)
+            .map_err(|b| bad_replica(replica, format!("spec.{}", b.field), b.value, b.why)),
+        Err(reason) => Ok(Err(Rejection::ReplicaUnreadable {
+            namespace: replica.namespace.clone(),
+            name: replica.name.clone(),
+            reason,
+        })),
     }
 }
 

@@ -102,29 +102,7 @@ async fn reconcile_all(client: Client, options: Options) {
     let (pods, pod_changes) = cached(Api::<Pod>::all(client.clone()), omenative, pod_version.clone());
     let (node_store, node_writer) = reflector::store();
     let node_version = Arc::new(AtomicU64::new(0));
-    let bump = node_version.clone();
-    let mut changes = NodeChanges::default();
-    let node_changes = watcher(Api::<KubeNode>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .modify(|node: &mut KubeNode| {
-            // The diagnosis reads labels and spec; a node's status (its images) is most of its size.
-            node.metadata.managed_fields = None;
-            node.status = None;
-        })
-        .reflect(node_writer)
-        .filter_map(move |event| {
-            let changed = match &event {
-                Ok(event) => changes.changed(event),
-                Err(e) => {
-                    warn!(error = %e, "watching nodes");
-                    false
-                }
-            };
-            if changed {
-                bump.fetch_add(1, Ordering::AcqRel);
-            }
-            future::ready(changed.then_some(()))
-        });
+    let node_changes = node_changes(client.clone(), node_writer, node_version.clone());
 
     let health = options.health.clone();
     let context = Arc::new(Context {
@@ -145,19 +123,7 @@ async fn reconcile_all(client: Client, options: Options) {
         metrics: options.metrics,
         failures: Mutex::default(),
     });
-    let ready = context.clone();
-    tokio::spawn(async move {
-        if futures::try_join!(
-            ready.services.wait_until_ready(),
-            ready.pods.wait_until_ready(),
-            ready.nodes.wait_until_ready(),
-        )
-        .is_ok()
-        {
-            info!("caches filled");
-            health.set_ready(true);
-        }
-    });
+    tokio::spawn(ready_when_filled(context.clone(), health));
     // The replicas' own watch, so that a deleted replica's metrics go with it.
     let (replicas, replica_writer) = reflector::store();
     let metrics = context.metrics.clone();
@@ -195,4 +161,48 @@ async fn reconcile_all(client: Client, options: Options) {
             future::ready(())
         })
         .await;
+}
+
+/// The node watch, filling the node cache: one item (a reconcile of every replica) for each change
+/// the diagnosis reads, and `version` moved with it so that the node snapshot is rebuilt.
+fn node_changes(
+    client: Client,
+    writer: reflector::store::Writer<KubeNode>,
+    version: Arc<AtomicU64>,
+) -> impl futures::Stream<Item = ()> {
+    let mut changes = NodeChanges::default();
+    watcher(Api::<KubeNode>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(|node: &mut KubeNode| {
+            // The diagnosis reads labels and spec; a node's status (its images) is most of its size.
+            node.metadata.managed_fields = None;
+            node.status = None;
+        })
+        .reflect(writer)
+        .filter_map(move |event| {
+            let changed = match &event {
+                Ok(event) => changes.changed(event),
+                Err(e) => {
+                    warn!(error = %e, "watching nodes");
+                    false
+                }
+            };
+            if changed {
+                version.fetch_add(1, Ordering::AcqRel);
+            }
+            future::ready(changed.then_some(()))
+        })
+}
+
+/// Ready once the caches the diagnosis reads are filled.
+async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>) {
+    let filled = futures::try_join!(
+        context.services.wait_until_ready(),
+        context.pods.wait_until_ready(),
+        context.nodes.wait_until_ready(),
+    );
+    if filled.is_ok() {
+        info!("caches filled");
+        health.set_ready(true);
+    }
 }

@@ -120,8 +120,21 @@ pub fn retry_after(failures: u32) -> Duration {
 
 async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<Action, Error> {
     ctx.synced().await?;
+    let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
+    let Some(report) = report(replica, ctx)? else {
+        // Nothing to say: the InferenceService's watch brings the replica back if that changes.
+        ctx.metrics.forget(&namespace, &name);
+        return Ok(Action::await_change());
+    };
+    ctx.metrics.show(&namespace, &name, &report);
+    record(replica, &report, ctx).await?;
+    Ok(Action::requeue(RESYNC))
+}
+
+/// The diagnosis of a replica of an OMENative InferenceService, from the caches; None for any
+/// other replica.
+fn report(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Report>, Error> {
     let namespace = replica.namespace().unwrap_or_default();
-    let name = replica.name_any();
     // A replica without a parent (OME's standalone form) has no InferenceService to diagnose.
     let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.clone());
     let service = parent.as_ref().and_then(|parent| {
@@ -130,9 +143,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
             .filter(|s| s.on_omenative())
     });
     let (Some(parent), Some(service)) = (parent, service) else {
-        // Nothing to say: the InferenceService's watch brings the replica back if that changes.
-        ctx.metrics.forget(&namespace, &name);
-        return Ok(Action::await_change());
+        return Ok(None);
     };
     let runtime = match service.runtime() {
         Some(RuntimeRef::Namespaced(runtime)) => {
@@ -157,7 +168,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     let nodes = ctx.nodes.current();
     let service_value = serde_json::to_value(&*service).map_err(|e| Error::BadObject(e.to_string()))?;
     let replica_value = serde_json::to_value(replica).map_err(|e| Error::BadObject(e.to_string()))?;
-    let report = diagnose(
+    diagnose(
         &Component {
             service: &service_value,
             runtime: runtime.as_ref(),
@@ -167,15 +178,19 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         },
         &ctx.settings,
     )
-    .map_err(|e| Error::BadObject(e.to_string()))?;
-    ctx.metrics.show(&namespace, &name, &report);
+    .map(Some)
+    .map_err(|e| Error::BadObject(e.to_string()))
+}
 
+/// The Event when the reason changes, then the condition when it changes.
+async fn record(replica: &InferenceReplica, report: &Report, ctx: &Context) -> Result<(), Error> {
+    let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let previous = replica
         .status
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
     let condition = spread_condition(
-        &report,
+        report,
         replica.meta().generation,
         previous,
         Time(k8s_openapi::jiff::Timestamp::now()),
@@ -206,7 +221,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         .await?;
         info!(replica = %format!("{namespace}/{name}"), reason = %condition.reason, status = %condition.status, "Spread condition set");
     }
-    Ok(Action::requeue(RESYNC))
+    Ok(())
 }
 
 fn to_value<K: serde::Serialize>(object: Option<Arc<K>>) -> Result<Option<Value>, Error> {
