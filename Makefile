@@ -110,7 +110,7 @@ bench: wasm-target
 		echo "policy-server load benchmark not run: it $(NO_KUBEWARDEN)"; [ "$$CI" != true ]; \
 	else \
 		$(MAKE) annotated-policy.wasm $(ANNOTATED_FLOOR) && \
-		$(CARGO) bench -p ome-spread-controller --bench policy_server; \
+		$(CARGO) run --release -p ome-spread-controller --example policy_server_load; \
 	fi
 
 # cargo-fuzz on nightly: both targets, FUZZ_SECONDS each, the corpus seeded from the rule
