@@ -58,6 +58,10 @@ impl Settings {
             Value::Object(fields) => fields,
             other => return Err(format!("settings must be an object, got {}", shown(other))),
         };
+        // In the order of their names, so that the first bad one is the same whichever order
+        // the JSON reader keeps (serde_json's `preserve_order` or not).
+        let mut fields: Vec<_> = fields.iter().collect();
+        fields.sort_by_key(|(name, _)| name.as_str());
         for (name, value) in fields {
             match name.as_str() {
                 "maxSkew" => parsed.max_skew = at_least_one(name, value)?,
@@ -143,6 +147,16 @@ mod tests {
                 on_missing_replica: OnMissingReplica::Accept,
             })
         );
+    }
+
+    #[test]
+    fn the_first_bad_setting_named_is_the_same_in_any_order() {
+        let message =
+            r#"unknown setting "maxskew": the settings are maxSkew, minDomains, nodeTaintsPolicy, onMissingReplica"#;
+        for text in [r#"{"zoneSkew": 1, "maxskew": 2}"#, r#"{"maxskew": 2, "zoneSkew": 1}"#] {
+            let settings: Value = serde_json::from_str(text).expect("json");
+            assert_eq!(Settings::from_json(&settings), Err(message.to_owned()), "{text}");
+        }
     }
 
     #[test]
