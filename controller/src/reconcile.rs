@@ -12,7 +12,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
-use ome_spread_core::diagnosis::{Component, Report, diagnose};
+use ome_spread_core::diagnosis::{Component, DiagnosisError, Report, diagnose};
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
@@ -32,13 +32,16 @@ const RESYNC: Duration = Duration::from_secs(600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{0}")]
+    #[error(transparent)]
     Api(#[from] kube::Error),
     #[error("the API server did not answer {0} within {API_TIMEOUT:?}")]
     Timeout(&'static str),
     /// A value OME would not accept, named by object and field.
-    #[error("{0}")]
-    BadObject(String),
+    #[error(transparent)]
+    BadObject(#[from] DiagnosisError),
+    /// An object the caches hold that cannot be read as JSON: cannot happen, and is said if it does.
+    #[error("an object of the cache cannot be read as JSON: {0}")]
+    Json(serde_json::Error),
     #[error("a cache stopped before it was filled")]
     CacheGone,
 }
@@ -50,7 +53,7 @@ impl Error {
             Self::Api(kube::Error::Api(status)) => format!("api_{}", status.code),
             Self::Api(_) => "api".into(),
             Self::Timeout(_) => "timeout".into(),
-            Self::BadObject(_) => "bad_object".into(),
+            Self::BadObject(_) | Self::Json(_) => "bad_object".into(),
             Self::CacheGone => "cache".into(),
         }
     }
@@ -163,11 +166,11 @@ fn report(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Report>, E
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()
-        .map_err(|e| Error::BadObject(e.to_string()))?
+        .map_err(Error::Json)?
         .unwrap_or_default();
     let nodes = ctx.nodes.current();
-    let service_value = serde_json::to_value(&*service).map_err(|e| Error::BadObject(e.to_string()))?;
-    let replica_value = serde_json::to_value(replica).map_err(|e| Error::BadObject(e.to_string()))?;
+    let service_value = serde_json::to_value(&*service).map_err(Error::Json)?;
+    let replica_value = serde_json::to_value(replica).map_err(Error::Json)?;
     diagnose(
         &Component {
             service: &service_value,
@@ -179,7 +182,7 @@ fn report(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Report>, E
         &ctx.settings,
     )
     .map(Some)
-    .map_err(|e| Error::BadObject(e.to_string()))
+    .map_err(Error::BadObject)
 }
 
 /// The Event when the reason changes, then the condition when it changes.
@@ -228,7 +231,7 @@ fn to_value<K: serde::Serialize>(object: Option<Arc<K>>) -> Result<Option<Value>
     object
         .map(|o| serde_json::to_value(&*o))
         .transpose()
-        .map_err(|e| Error::BadObject(e.to_string()))
+        .map_err(Error::Json)
 }
 
 async fn within_timeout<T>(what: &'static str, call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, Error> {
