@@ -189,25 +189,33 @@ fn main() {
         env_number("LOAD_SECONDS", 60),
         env_number("STEP_SECONDS", 10),
     );
+    let cases = support::cases();
+    let pods: Vec<&Case> = PODS
+        .iter()
+        .map(|name| {
+            cases
+                .iter()
+                .find(|c| c.name == *name)
+                .unwrap_or_else(|| panic!("no case {name}"))
+        })
+        .collect();
+    let groups = support::groups(pods.iter().copied());
+    assert_eq!(groups.len(), 1, "the benchmark's pods must agree on their replicas");
+    // The fake API server on a thread of its own, so that it answers the policy-server's lookups
+    // as promptly as an API server would, however busy the load client is: while a lookup is in
+    // flight, the evaluations that need it wait.
+    let api_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let api = api_runtime.block_on(FakeApi::start(pods.iter().filter_map(|c| c.replica.clone()).collect()));
     // The client on one thread: the machine's other cores are the policy-server's.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let cases = support::cases();
-        let pods: Vec<&Case> = PODS
-            .iter()
-            .map(|name| {
-                cases
-                    .iter()
-                    .find(|c| c.name == *name)
-                    .unwrap_or_else(|| panic!("no case {name}"))
-            })
-            .collect();
-        let groups = support::groups(pods.iter().copied());
-        assert_eq!(groups.len(), 1, "the benchmark's pods must agree on their replicas");
-        let api = FakeApi::start(pods.iter().filter_map(|c| c.replica.clone()).collect()).await;
         let settings = &pods[0].settings;
         assert!(
             pods.iter().all(|c| c.settings == *settings),
