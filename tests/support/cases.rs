@@ -262,6 +262,11 @@ pub fn all() -> Vec<Case> {
             ..case("p12_an_operator_constraint_is_never_completed", rendered(review(QWEN_0), SPREAD, json!({"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "mine"}}})), QWEN, Accepted) },
         Case { settings: json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}), cluster: deepseek_with(json!({"topologySpreadKey": null})),
             ..case("p12_omes_constraint_on_an_older_key_is_not_completed", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "leader", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Accepted) },
+        // P7, P10 on pods OME rendered before the spread was turned off: left as they are.
+        Case { cluster: qwen_with(json!({"topologySpread": null})),
+            ..case("p7_unset_spread_leaves_an_ome_rendered_pod_as_it_is", rendered(review(QWEN_0), SPREAD, required_zone.clone()), QWEN, Accepted) },
+        Case { cluster: deepseek_with(json!({"topologyKey": null})),
+            ..case("p10_a_worker_ome_rendered_keeps_its_term_and_gets_no_constraint", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "0", OLD_KEY)), DEEPSEEK, Accepted) },
         // P6, P7: unchanged.
         case("p6_operator_constraint_on_the_spread_key_wins", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 3, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "mine"}}}])), QWEN, Accepted),
         Case { cluster: qwen_with(json!({"topologySpread": null})),
