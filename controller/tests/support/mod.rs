@@ -57,9 +57,10 @@ impl Tools {
     /// None, saying what is missing, when a piece is absent; under `CI=true` a missing piece is a
     /// failure, not a skip, so that CI cannot pass without having run.
     pub fn find(need_floor: bool) -> Option<Tools> {
-        let policy_server = std::env::var_os("POLICY_SERVER")
-            .map(PathBuf::from)
-            .or_else(|| on_path("policy-server"));
+        let policy_server = match std::env::var_os("POLICY_SERVER") {
+            Some(file) => Some(PathBuf::from(file)).filter(|file| file.is_file()),
+            None => on_path("policy-server"),
+        };
         let policy = file_from_env("ANNOTATED_POLICY", workspace().join("annotated-policy.wasm"));
         let floor = file_from_env("ANNOTATED_FLOOR", workspace().join("target/wasm/annotated-floor.wasm"));
         let mut missing = Vec::new();
