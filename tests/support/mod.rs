@@ -28,13 +28,22 @@ pub fn validation_request(review: &Value, settings: Value) -> Vec<u8> {
     serde_json::to_vec(&json!({"settings": settings, "request": review["request"]})).expect("serialisable")
 }
 
-/// What the cluster holds, as the policy-server's `get_resource` sees it.
+/// What the cluster holds, as the policy-server's `get_resource` sees it. Its errors are worded
+/// as the real runtime (policy-server and kwctl 1.31, policy-evaluator 0.30) words them, recorded
+/// from `make e2e-server`: the host's reason reaches the policy in that shape.
 #[derive(Clone, Default)]
 pub struct Cluster {
     replicas: BTreeMap<(String, String), Vec<u8>>,
     /// When set, every call fails with this reason (e.g. RBAC forbids the read).
     failure: Option<String>,
     pub calls: Arc<Mutex<Vec<Value>>>,
+}
+
+/// The runtime's reason when the API server refuses a read with 403 and `message`.
+pub fn forbidden(message: &str) -> String {
+    format!(
+        "ApiError: {message}: Forbidden (ErrorResponse {{ status: \"Failure\", message: {message:?}, reason: \"Forbidden\", code: 403 }})"
+    )
 }
 
 impl Cluster {
@@ -66,8 +75,18 @@ impl Cluster {
         self
     }
 
-    pub fn failing(mut self, reason: &str) -> Self {
-        self.failure = Some(reason.into());
+    /// Every read refused by the API server with 403 and `message` (RBAC).
+    pub fn forbidding(mut self, message: &str) -> Self {
+        self.failure = Some(forbidden(message));
+        self
+    }
+
+    /// The named replica answered with a body the runtime cannot decode: its host call fails.
+    pub fn undecodable(mut self, namespace: &str, name: &str, body: &str) -> Self {
+        let error = serde_json::from_str::<Value>(body).expect_err("a body that is not JSON");
+        self.replicas
+            .insert((namespace.into(), name.into()), body.as_bytes().to_vec());
+        self.failure = Some(format!("Error deserializing response: {error}"));
         self
     }
 
@@ -89,7 +108,9 @@ impl Cluster {
             .get(&(namespace.clone(), name.clone()))
             .filter(|_| api_version == "ome.io/v1beta1" && kind == "InferenceReplica")
             .cloned()
-            .ok_or_else(|| format!("Cannot find {api_version}/{kind} named '{name}' inside of namespace '{namespace}'"))
+            .ok_or_else(|| {
+                format!("Cannot find {api_version}/{kind} named '{name}' inside of namespace 'Some(\"{namespace}\")'")
+            })
     }
 
     pub fn calls(&self) -> Vec<Value> {

@@ -156,7 +156,20 @@ fn replica_of(session: &Path) -> Option<(String, Answer)> {
             code: 200,
             body: response["payload"].as_str().expect("payload").to_owned(),
         },
-        (Some("Error"), Some(m)) if m.contains("forbidden") => status(403, "Forbidden", m, &name),
+        // The runtime's words for a 403 hold the API server's message: served back as a Status.
+        (Some("Error"), Some(m)) if m.starts_with("ApiError: ") && m.contains(": Forbidden (ErrorResponse") => {
+            let message = m
+                .trim_start_matches("ApiError: ")
+                .split(": Forbidden (ErrorResponse")
+                .next()
+                .unwrap_or(m);
+            status(403, "Forbidden", message, &name)
+        }
+        // The runtime fails the call when the body is not JSON: serve such a body.
+        (Some("Error"), Some(m)) if m.starts_with("Error deserializing response") => Answer {
+            code: 200,
+            body: "<html>502</html>".to_owned(),
+        },
         (Some("Error"), Some(m)) if m.starts_with("Cannot find") || m.contains("not found") => status(
             404,
             "NotFound",
