@@ -14,65 +14,31 @@ use ome_spread_core::settings::{OnMissingReplica, Settings};
 use ome_spread_core::shown::shown;
 use ome_spread_core::spread::{SpreadFields, SpreadSettings};
 
-use crate::capture::{Captured, PodText};
 use crate::early;
 use crate::pod::{Pod, Splice};
 use crate::raw;
 use crate::rejection::Rejection;
 
 /// What the policy reads of a ValidationRequest; everything else is skipped unparsed, and the
-/// pod is kept as the text it came in. `O` is how the pod is read: its parts placed in the same
-/// pass ([`Captured`]), or its whole text (`Option<&RawValue>`) when they cannot be.
+/// pod is kept as the text it came in (serde_json checks it, and [`Pod`] reads its parts).
 #[derive(Deserialize)]
-#[serde(bound(deserialize = "O: Deserialize<'de> + Default"))]
-struct ValidationRequest<'a, O> {
+struct ValidationRequest<'a> {
     #[serde(borrow, default)]
     settings: Option<&'a RawValue>,
     #[serde(borrow)]
-    request: AdmissionRequest<'a, O>,
+    request: AdmissionRequest<'a>,
 }
 
 #[derive(Deserialize)]
-#[serde(bound(deserialize = "O: Deserialize<'de> + Default"))]
-struct AdmissionRequest<'a, O> {
+struct AdmissionRequest<'a> {
     #[serde(borrow, default)]
     operation: Cow<'a, str>,
     #[serde(borrow, default)]
     kind: GroupVersionKind<'a>,
     #[serde(borrow, default)]
     namespace: Cow<'a, str>,
-    #[serde(default)]
-    object: O,
-}
-
-/// The pod as the rules get it: its parts placed by the one pass, or its text to read them from.
-enum PodInput<'a> {
-    Placed(PodText<'a>),
-    Text(Option<&'a str>),
-}
-
-impl<'a> PodInput<'a> {
-    /// The pod's parts in `text`, the request: placed from the pass if they can be, else read
-    /// from a second pass that keeps the pod's text whole (an empty pod or spec, escaped keys).
-    fn of(captured: &Captured<'a>, text: &'a str) -> Result<Self, serde_json::Error> {
-        if let Captured::Pod(parts) = captured
-            && let Some(placed) = parts.place(text)
-        {
-            return Ok(Self::Placed(placed));
-        }
-        match captured {
-            Captured::Absent => Ok(Self::Text(None)),
-            _ => serde_json::from_str::<ValidationRequest<Option<&RawValue>>>(text)
-                .map(|request| Self::Text(request.request.object.map(RawValue::get))),
-        }
-    }
-
-    fn text(&self) -> Option<&'a str> {
-        match self {
-            Self::Placed(pod) => Some(pod.object),
-            Self::Text(text) => *text,
-        }
-    }
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -160,26 +126,24 @@ pub fn evaluate_fully<'a>(
     let request = std::str::from_utf8(payload)
         .map_err(|e| format!("not UTF-8: {e}"))
         .and_then(|text| {
-            let request = serde_json::from_str::<ValidationRequest<Captured>>(text).map_err(|e| e.to_string())?;
+            let request = serde_json::from_str::<ValidationRequest>(text).map_err(|e| e.to_string())?;
             if !is_object(payload) {
                 return Err("not a JSON object".to_owned());
             }
-            let pod = PodInput::of(&request.request.object, text).map_err(|e| e.to_string())?;
-            if let Some(object) = pod.text() {
-                raw::check_escapes(object).map_err(|e| format!("object: {e}"))?;
+            if let Some(object) = request.request.object {
+                raw::check_escapes(object.get()).map_err(|e| format!("object: {e}"))?;
             }
-            Ok((request, pod))
+            Ok(request)
         });
     let outcome = match request {
-        Ok((request, pod)) => decide(request, pod, read_replica, &mut warning).unwrap_or_else(Outcome::Rejected),
+        Ok(request) => decide(request, read_replica, &mut warning).unwrap_or_else(Outcome::Rejected),
         Err(e) => Outcome::Rejected(Rejection::MalformedRequest(e)),
     };
     Evaluation { outcome, warning }
 }
 
 fn decide<'a>(
-    ValidationRequest { settings, request }: ValidationRequest<'a, Captured<'a>>,
-    pod: PodInput<'a>,
+    ValidationRequest { settings, request }: ValidationRequest<'a>,
     read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>,
     warning: &mut Option<String>,
 ) -> Result<Outcome<'a>, Rejection> {
@@ -187,10 +151,7 @@ fn decide<'a>(
     if request.operation != "CREATE" || !kind.group.is_empty() || kind.version != "v1" || kind.kind != "Pod" {
         return Ok(Outcome::Unchanged(Unchanged::NotPodCreate));
     }
-    let pod = match pod {
-        PodInput::Placed(parts) => Pod::from_parts(parts, &request.namespace)?,
-        PodInput::Text(object) => Pod::new(object, &request.namespace)?,
-    };
+    let pod = Pod::new(request.object.map(RawValue::get), &request.namespace)?;
     if !pod.is_ome_native()? {
         return Ok(Outcome::Unchanged(Unchanged::NotOmeNative));
     }
@@ -249,14 +210,12 @@ fn replica_settings(
     replica: &ReplicaRef,
     answer: Result<Vec<u8>, String>,
 ) -> Result<Result<SpreadSettings, Rejection>, Rejection> {
-    let answer = answer.map_err(|e| host_reason(&e));
-    // The usual answer is read in one pass; anything else, again, for its exact error.
-    let fields = match answer.as_deref().ok().and_then(spread_fields) {
-        Some(fields) => Ok(fields),
-        None => match answer.as_deref().map_err(String::clone).and_then(replica_spec) {
-            Ok(spec) => Ok(spec_fields(replica, spec)?),
-            Err(reason) => Err(reason),
-        },
+    let answer = answer
+        .map_err(|e| host_reason(&e))
+        .and_then(|answer| String::from_utf8(answer).map_err(|e| format!("the host's answer is not JSON: {e}")));
+    let fields = match answer.as_deref().map_err(String::clone).and_then(replica_spec) {
+        Ok(spec) => Ok(spec_fields(replica, spec)?),
+        Err(reason) => Err(reason),
     };
     match fields {
         Ok(fields) => SpreadSettings::from_fields(fields)
@@ -290,27 +249,13 @@ fn host_reason(error: &str) -> String {
     }
 }
 
-/// An InferenceReplica with a spec object, its three spread fields read as serde_json checks it;
-/// None for any other answer.
-fn spread_fields(answer: &[u8]) -> Option<SpreadFields> {
-    #[derive(Deserialize)]
-    struct Replica {
-        #[serde(default)]
-        kind: Option<Value>,
-        spec: SpreadFields,
-    }
-    let replica: Replica = serde_json::from_slice(answer).ok()?;
-    let kind_ok = replica.kind.as_ref().is_none_or(|kind| kind == "InferenceReplica");
-    (kind_ok && is_object(answer)).then_some(replica.spec)
-}
-
 /// The host's answer, checked to be an InferenceReplica, and its spec.
-fn replica_spec(answer: &[u8]) -> Result<&RawValue, String> {
-    let replica: ReplicaAnswer = serde_json::from_slice(answer).map_err(|e| match e.classify() {
+fn replica_spec(answer: &str) -> Result<&RawValue, String> {
+    let replica: ReplicaAnswer = serde_json::from_str(answer).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => format!("the host's answer is not an InferenceReplica: {e}"),
         _ => format!("the host's answer is not JSON: {e}"),
     })?;
-    if !is_object(answer) {
+    if !is_object(answer.as_bytes()) {
         return Err("the host's answer is not an InferenceReplica: not a JSON object".to_owned());
     }
     match replica.kind {

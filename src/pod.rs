@@ -13,9 +13,35 @@ use ome_spread_core::replica::is_controlling_replica;
 use ome_spread_core::rules::List;
 use ome_spread_core::shown::shown;
 
-use crate::capture::PodText;
 use crate::raw::{self, Kind};
 use crate::rejection::Rejection;
+
+/// The parts of a pod's text the rules read; `object` is the whole pod.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PodText<'a> {
+    pub object: &'a str,
+    pub metadata: Option<&'a str>,
+    pub spec: Option<&'a str>,
+    /// The spec's lists, when it is an object.
+    pub topology_spread_constraints: Option<&'a str>,
+    pub affinity: Option<&'a str>,
+}
+
+impl<'a> PodText<'a> {
+    /// Reads the parts from the pod's text alone, skipping over what lies between them.
+    pub fn read(object: &'a str) -> Self {
+        let ([spec, metadata], [topology_spread_constraints, affinity]) =
+            raw::fields_within(object, ["spec", "metadata"], ["topologySpreadConstraints", "affinity"]);
+        let object_spec = spec.filter(|spec| raw::kind(spec) == Kind::Object);
+        Self {
+            object,
+            metadata,
+            spec,
+            topology_spread_constraints: object_spec.and(topology_spread_constraints),
+            affinity: object_spec.and(affinity),
+        }
+    }
+}
 
 /// The pod's metadata fields the rules read.
 #[derive(Default)]

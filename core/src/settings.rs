@@ -58,32 +58,41 @@ impl Settings {
             Value::Object(fields) => fields,
             other => return Err(format!("settings must be an object, got {}", shown(other))),
         };
-        // In the order of their names, so that the first bad one is the same whichever order
-        // the JSON reader keeps (serde_json's `preserve_order` or not).
-        let mut fields: Vec<_> = fields.iter().collect();
-        fields.sort_by_key(|(name, _)| name.as_str());
+        // The first bad one by name is named, whichever order the JSON reader keeps (serde_json's
+        // `preserve_order` or not).
+        let mut first_bad: Option<(&str, String)> = None;
         for (name, value) in fields {
-            match name.as_str() {
-                "maxSkew" => parsed.max_skew = at_least_one(name, value)?,
-                "minDomains" => parsed.min_domains = optional(value, |v| at_least_one(name, v))?,
-                "nodeTaintsPolicy" => {
-                    parsed.node_taints_policy = optional(value, |v| match one_of(name, v, &["Honor", "Ignore"])? {
-                        "Honor" => Ok(NodeTaintsPolicy::Honor),
-                        _ => Ok(NodeTaintsPolicy::Ignore),
-                    })?
-                }
-                "onMissingReplica" => {
-                    parsed.on_missing_replica = match one_of(name, value, &["Reject", "Accept"])? {
-                        "Accept" => OnMissingReplica::Accept,
-                        _ => OnMissingReplica::Reject,
-                    }
-                }
-                unknown => {
-                    return Err(format!("unknown setting {unknown:?}: the settings are {NAMES}"));
-                }
+            if let Err(why) = parsed.set(name, value)
+                && first_bad.as_ref().is_none_or(|(first, _)| name.as_str() < *first)
+            {
+                first_bad = Some((name, why));
             }
         }
+        if let Some((_, why)) = first_bad {
+            return Err(why);
+        }
         Ok(parsed)
+    }
+
+    fn set(&mut self, name: &str, value: &Value) -> Result<(), String> {
+        match name {
+            "maxSkew" => self.max_skew = at_least_one(name, value)?,
+            "minDomains" => self.min_domains = optional(value, |v| at_least_one(name, v))?,
+            "nodeTaintsPolicy" => {
+                self.node_taints_policy = optional(value, |v| match one_of(name, v, &["Honor", "Ignore"])? {
+                    "Honor" => Ok(NodeTaintsPolicy::Honor),
+                    _ => Ok(NodeTaintsPolicy::Ignore),
+                })?
+            }
+            "onMissingReplica" => {
+                self.on_missing_replica = match one_of(name, value, &["Reject", "Accept"])? {
+                    "Accept" => OnMissingReplica::Accept,
+                    _ => OnMissingReplica::Reject,
+                }
+            }
+            unknown => return Err(format!("unknown setting {unknown:?}: the settings are {NAMES}")),
+        }
+        Ok(())
     }
 }
 
@@ -113,7 +122,10 @@ fn one_of<'a>(name: &str, value: &Value, allowed: &[&'a str]) -> Result<&'a str,
 
 /// The answer to the policy-server's `validate_settings` call.
 pub fn validation_response(payload: &[u8]) -> Value {
-    let checked = serde_json::from_slice::<Value>(payload)
+    // Read as text, as the policy reads everything: one JSON reader in the module.
+    let checked = std::str::from_utf8(payload)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::from_str::<Value>(text).map_err(|e| e.to_string()))
         .map_err(|e| format!("settings are not valid JSON: {e}"))
         .and_then(|settings| Settings::from_json(&settings));
     match checked {
