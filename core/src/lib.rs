@@ -8,7 +8,8 @@
 //! - [`spread`]: the three spread fields and the settings in effect (M1); [`settings`]: the
 //!   policy's settings;
 //! - [`rules`]: P5 to P12, what a pod gets; [`diagnosis`] and [`nodes`]: whether the spread
-//!   holds, and why not; [`columns`]: the seed's tables.
+//!   holds, and why not; [`rebalance`]: the fewest Instance moves that fix a skew; [`columns`]: the
+//!   seed's tables.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -17,6 +18,7 @@ pub mod diagnosis;
 pub mod instance;
 pub mod labels;
 pub mod nodes;
+pub mod rebalance;
 pub mod replica;
 pub mod rules;
 pub mod settings;

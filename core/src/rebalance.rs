@@ -1,0 +1,520 @@
+//! Rebalance (SPEC section 4, issue 11): the fewest Instance moves that bring every eligible
+//! domain within `maxSkew`, each from a fullest domain to an emptiest one with room, with up to
+//! 8 hint nodes there. Pure planning: the caller reads the Instances and the nodes, and decides
+//! whether the reason and the mode allow a move at all.
+
+/// One Instance of a component, as its anchor pod (leader or only pod) places it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub index: u32,
+    pub ready: bool,
+    /// The anchor pod's node; None while it is unplaced.
+    pub node: Option<String>,
+    /// That node's domain; None when unplaced or when the node is in no eligible domain.
+    pub domain: Option<String>,
+}
+
+/// An eligible domain and its nodes that could take one more whole Instance (selected by the
+/// pods, labelled, neither cordoned nor tainted against them: the caller filters them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Domain {
+    pub name: String,
+    pub nodes: Vec<NodeRoom>,
+}
+
+/// A node and how many more whole Instances it can start; a domain's room is the sum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRoom {
+    pub name: String,
+    pub free: usize,
+}
+
+/// One migration to request: OME's `instance`, `from_node` and `hint_target_nodes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub instance: u32,
+    pub from_node: String,
+    pub from_domain: String,
+    pub to_domain: String,
+    /// At most [`MAX_HINT_NODES`] nodes of `to_domain` with room, roomiest first, then by name.
+    pub hint_nodes: Vec<String>,
+}
+
+/// The moves, in the order to request them (OME runs one at a time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub moves: Vec<Move>,
+}
+
+/// Why there is no plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoPlan {
+    /// The Instances per eligible domain already differ by at most `maxSkew`.
+    WithinSkew,
+    /// No eligible domain can take one more Instance.
+    NoRoom,
+    /// Moves into the domains with room cannot bring the spread within `maxSkew`.
+    Unreachable,
+}
+
+/// OME's limit on `hint_target_nodes`.
+pub const MAX_HINT_NODES: usize = 8;
+
+/// A domain while the plan is made.
+struct Working<'a> {
+    name: &'a str,
+    count: usize,
+    /// The Instances that may leave, the next one last: Ready ones after the others, then by
+    /// index, so a Ready Instance with the highest index leaves first. Arrivals never leave.
+    leaving: Vec<(&'a Instance, &'a str)>,
+    /// Remaining room per node, roomiest first, then by name.
+    nodes: Vec<(usize, &'a str)>,
+}
+
+impl Working<'_> {
+    fn room(&self) -> usize {
+        self.nodes.iter().map(|(free, _)| free).sum()
+    }
+}
+
+/// The fewest moves that bring every eligible domain (empty ones included) within `max_skew`.
+/// Greedy, one move at a time from a fullest domain to an emptiest one with room (SPEC's words);
+/// its count is the minimum, which the tests check against an exhaustive search. A source's slot
+/// is not counted as freed: the source still counts until drained, and a move into a domain that
+/// is also emptied would be wasted anyway.
+pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Result<Plan, NoPlan> {
+    let mut working: Vec<Working> = domains
+        .iter()
+        .map(|d| {
+            let mut nodes: Vec<(usize, &str)> = d
+                .nodes
+                .iter()
+                .filter(|n| n.free > 0)
+                .map(|n| (n.free, n.name.as_str()))
+                .collect();
+            nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+            Working {
+                name: &d.name,
+                count: 0,
+                leaving: Vec::new(),
+                nodes,
+            }
+        })
+        .collect();
+    // By name, so that ties between domains break the same way on every pass.
+    working.sort_by(|a, b| a.name.cmp(b.name));
+    for instance in instances {
+        let (Some(node), Some(domain)) = (&instance.node, &instance.domain) else {
+            continue; // unplaced, or outside the eligible domains: not counted, never moved
+        };
+        if let Some(w) = working.iter_mut().find(|w| w.name == domain) {
+            w.count += 1;
+            w.leaving.push((instance, node));
+        }
+    }
+    for w in &mut working {
+        w.leaving.sort_by_key(|(i, _)| (i.ready, i.index));
+    }
+    let spread = |working: &[Working]| {
+        let counts = working.iter().map(|w| w.count);
+        counts.clone().max().unwrap_or(0) - counts.min().unwrap_or(0)
+    };
+    if spread(&working) <= max_skew {
+        return Err(NoPlan::WithinSkew);
+    }
+    if working.iter().all(|w| w.room() == 0) {
+        return Err(NoPlan::NoRoom);
+    }
+    let mut moves = Vec::new();
+    while spread(&working) > max_skew {
+        // The first fullest domain with an Instance that may leave.
+        let most = working.iter().map(|w| w.count).max().unwrap_or(0);
+        let Some(from) = working.iter().position(|w| w.count == most && !w.leaving.is_empty()) else {
+            return Err(NoPlan::Unreachable);
+        };
+        // The first emptiest domain with room, and at least two fewer: a move must narrow the spread.
+        let to = (0..working.len())
+            .filter(|&i| working[i].room() > 0 && working[i].count + 2 <= most)
+            .min_by_key(|&i| working[i].count);
+        let (Some(to), Some((instance, node))) = (to, working[from].leaving.pop()) else {
+            return Err(NoPlan::Unreachable);
+        };
+        let target = &mut working[to];
+        let hint_nodes = target
+            .nodes
+            .iter()
+            .take(MAX_HINT_NODES)
+            .map(|(_, n)| (*n).to_owned())
+            .collect();
+        // The surge most surely fits on the roomiest node: it takes that slot.
+        target.nodes[0].0 -= 1;
+        target.nodes.retain(|(free, _)| *free > 0);
+        target.nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        target.count += 1;
+        let to_domain = target.name.to_owned();
+        working[from].count -= 1;
+        moves.push(Move {
+            instance: instance.index,
+            from_node: node.to_owned(),
+            from_domain: working[from].name.to_owned(),
+            to_domain,
+            hint_nodes,
+        });
+    }
+    Ok(Plan { moves })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The fewest moves, by another method: for every window [low, low + max_skew], search all
+    /// distributions of the Instances inside it and under each domain's capacity (the most
+    /// Instances it can hold), by dynamic programming over the domains; a distribution costs
+    /// its arrivals (the sum of its positive differences from `counts`).
+    fn minimum_moves(counts: &[usize], capacities: &[usize], max_skew: usize) -> Option<usize> {
+        let total: usize = counts.iter().sum();
+        let mut best: Option<usize> = None;
+        for low in 0..=total {
+            // cost[k]: the fewest arrivals that place k Instances in the domains so far.
+            let mut cost: Vec<Option<usize>> = vec![None; total + 1];
+            cost[0] = Some(0);
+            for (&count, &capacity) in counts.iter().zip(capacities) {
+                let mut next = vec![None; total + 1];
+                for (k, c) in cost.iter().enumerate() {
+                    let Some(c) = c else { continue };
+                    for f in low..=(low + max_skew).min(capacity) {
+                        if k + f > total {
+                            break;
+                        }
+                        let c = c + f.saturating_sub(count);
+                        if next[k + f].is_none_or(|n| c < n) {
+                            next[k + f] = Some(c);
+                        }
+                    }
+                }
+                cost = next;
+            }
+            if let Some(c) = cost[total] {
+                best = Some(best.map_or(c, |b: usize| b.min(c)));
+            }
+        }
+        best
+    }
+
+    fn instance(index: u32, node: &str, domain: &str) -> Instance {
+        Instance {
+            index,
+            ready: true,
+            node: Some(node.into()),
+            domain: Some(domain.into()),
+        }
+    }
+
+    fn domain(name: &str, nodes: &[(&str, usize)]) -> Domain {
+        Domain {
+            name: name.into(),
+            nodes: nodes
+                .iter()
+                .map(|(n, free)| NodeRoom {
+                    name: (*n).into(),
+                    free: *free,
+                })
+                .collect(),
+        }
+    }
+
+    /// `per_domain` Instances in each domain, numbered from 0 in order, on node `<domain>-0`.
+    fn placed(per_domain: &[(&str, usize)]) -> Vec<Instance> {
+        let mut instances = Vec::new();
+        for (d, n) in per_domain {
+            for _ in 0..*n {
+                instances.push(instance(instances.len() as u32, &format!("{d}-0"), d));
+            }
+        }
+        instances
+    }
+
+    fn summary(plan: &Plan) -> Vec<(u32, &str, &str, &str)> {
+        plan.moves
+            .iter()
+            .map(|m| {
+                (
+                    m.instance,
+                    m.from_node.as_str(),
+                    m.from_domain.as_str(),
+                    m.to_domain.as_str(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn three_in_one_zone_of_three_take_two_moves() {
+        let instances = placed(&[("a", 3)]);
+        let domains = [domain("a", &[]), domain("b", &[("b-1", 1)]), domain("c", &[("c-1", 5)])];
+        let plan = plan(&instances, &domains, 1).unwrap();
+        // 3,0,0 -> 1,1,1; the highest index leaves first; ties go to the first domain by name.
+        assert_eq!(summary(&plan), [(2, "a-0", "a", "b"), (1, "a-0", "a", "c")]);
+        assert_eq!(plan.moves[0].hint_nodes, ["b-1"]);
+        assert_eq!(plan.moves[1].hint_nodes, ["c-1"]);
+        assert_eq!(minimum_moves(&[3, 0, 0], &[3, 1, 5], 1), Some(2));
+    }
+
+    #[test]
+    fn two_in_one_zone_of_two_take_one_move() {
+        let instances = placed(&[("a", 2)]);
+        let domains = [domain("a", &[]), domain("b", &[("b-1", 2)])];
+        assert_eq!(summary(&plan(&instances, &domains, 1).unwrap()), [(1, "a-0", "a", "b")]);
+        assert_eq!(minimum_moves(&[2, 0], &[2, 2], 1), Some(1));
+    }
+
+    #[test]
+    fn within_skew_no_room_or_unreachable_give_no_plan() {
+        let domains = [domain("a", &[("a-1", 3)]), domain("b", &[("b-1", 3)])];
+        assert_eq!(
+            plan(&placed(&[("a", 2), ("b", 1)]), &domains, 1),
+            Err(NoPlan::WithinSkew)
+        );
+        assert_eq!(plan(&placed(&[("a", 3)]), &domains, 3), Err(NoPlan::WithinSkew));
+        let full = [domain("a", &[("a-1", 0)]), domain("b", &[("b-1", 0)])];
+        assert_eq!(plan(&placed(&[("a", 3)]), &full, 1), Err(NoPlan::NoRoom));
+        // c can take one but b stays empty: 5,0,0 cannot come within 1.
+        let little = [domain("a", &[]), domain("b", &[]), domain("c", &[("c-1", 9)])];
+        assert_eq!(plan(&placed(&[("a", 5)]), &little, 1), Err(NoPlan::Unreachable));
+        assert_eq!(minimum_moves(&[5, 0, 0], &[5, 0, 14], 1), None);
+        // Room only in the fullest domain.
+        let only_a = [domain("a", &[("a-1", 4)]), domain("b", &[])];
+        assert_eq!(plan(&placed(&[("a", 4)]), &only_a, 1), Err(NoPlan::Unreachable));
+    }
+
+    #[test]
+    fn unplaced_and_ineligible_instances_neither_count_nor_move() {
+        let mut instances = placed(&[("a", 3)]);
+        instances.push(Instance {
+            index: 9,
+            ready: true,
+            node: None,
+            domain: None,
+        });
+        instances.push(instance(8, "x-0", "x")); // a domain that is not eligible
+        let domains = [domain("a", &[]), domain("b", &[("b-1", 3)])];
+        // 3,0 -> 2,1: one move, of a placed Instance in a.
+        assert_eq!(summary(&plan(&instances, &domains, 1).unwrap()), [(2, "a-0", "a", "b")]);
+    }
+
+    #[test]
+    fn a_ready_instance_with_the_highest_index_leaves_first() {
+        let mut instances = placed(&[("a", 4)]);
+        instances[3].ready = false;
+        let domains = [domain("a", &[]), domain("b", &[("b-1", 3)])];
+        assert_eq!(
+            summary(&plan(&instances, &domains, 0).unwrap()),
+            [(2, "a-0", "a", "b"), (1, "a-0", "a", "b")]
+        );
+    }
+
+    #[test]
+    fn hint_nodes_are_at_most_eight_with_room_roomiest_first_and_capacity_is_used_up() {
+        let mut nodes: Vec<(String, usize)> = (0..12).map(|i| (format!("b-{i:02}"), 1)).collect();
+        nodes[5].1 = 0;
+        nodes[11].1 = 2;
+        let nodes: Vec<(&str, usize)> = nodes.iter().map(|(n, f)| (n.as_str(), *f)).collect();
+        let domains = [domain("a", &[]), domain("b", &nodes)];
+        let plan = plan(&placed(&[("a", 6)]), &domains, 0).unwrap();
+        assert_eq!(plan.moves.len(), 3);
+        assert_eq!(
+            plan.moves[0].hint_nodes,
+            ["b-11", "b-00", "b-01", "b-02", "b-03", "b-04", "b-06", "b-07"]
+        );
+        // b-11 took the first surge and has one slot left; the next takes b-00's only one.
+        assert_eq!(plan.moves[1].hint_nodes[..2], ["b-00", "b-01"]);
+        assert_eq!(plan.moves[2].hint_nodes[..2], ["b-01", "b-02"]);
+        // b-11's second slot is still free: among single slots it sorts by name, past the eighth.
+        assert_eq!(
+            plan.moves[2].hint_nodes,
+            ["b-01", "b-02", "b-03", "b-04", "b-06", "b-07", "b-08", "b-09"]
+        );
+        // Capacity: a domain with room for one takes one, then the next emptiest takes the rest.
+        let domains = [domain("a", &[]), domain("b", &[("b-1", 1)]), domain("c", &[("c-1", 3)])];
+        let plan2 = super::plan(&placed(&[("a", 6)]), &domains, 2).unwrap();
+        assert_eq!(
+            summary(&plan2),
+            [(5, "a-0", "a", "b"), (4, "a-0", "a", "c"), (3, "a-0", "a", "c")]
+        );
+    }
+
+    #[test]
+    fn minimum_moves_against_brute_force_on_small_inputs() {
+        // Every distribution of up to 6 Instances over 3 domains, checked by enumeration.
+        let mut rng = XorShift(0x5eed_0001);
+        for _ in 0..200 {
+            let counts: Vec<usize> = (0..3).map(|_| rng.below(4)).collect();
+            let capacities: Vec<usize> = counts.iter().map(|c| c + rng.below(4)).collect();
+            let skew = 1 + rng.below(2);
+            let total: usize = counts.iter().sum();
+            let mut best: Option<usize> = None;
+            for x in 0..=total {
+                for y in 0..=total - x {
+                    let f = [x, y, total - x - y];
+                    let fits = f.iter().zip(&capacities).all(|(f, c)| f <= c);
+                    if fits && f.iter().max().unwrap() - f.iter().min().unwrap() <= skew {
+                        let cost = f.iter().zip(&counts).map(|(f, c)| f.saturating_sub(*c)).sum();
+                        best = Some(best.map_or(cost, |b: usize| b.min(cost)));
+                    }
+                }
+            }
+            assert_eq!(
+                minimum_moves(&counts, &capacities, skew),
+                best,
+                "{counts:?} {capacities:?} {skew}"
+            );
+        }
+    }
+
+    /// A tiny seeded PRNG (xorshift64), so the generated clusters are the same on every run.
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// The domain that `pick` (below the weights' sum) falls in; the first when all weigh 0.
+    fn weighted(weights: &[usize], mut pick: usize) -> usize {
+        for (d, w) in weights.iter().enumerate() {
+            if pick < *w {
+                return d;
+            }
+            pick -= w;
+        }
+        0
+    }
+
+    #[test]
+    fn generated_clusters_get_the_fewest_moves_within_skew_and_capacity() {
+        let mut rng = XorShift(0x0e5e_ad11);
+        let (mut planned, mut unreachable, mut within, mut longest) = (0, 0, 0, 0);
+        for case in 0..1000 {
+            let domain_count = 2 + rng.below(5);
+            let names: Vec<String> = (0..domain_count).map(|d| format!("z{d}")).collect();
+            // Uneven: each domain draws a weight, and the Instances land by weight.
+            let weights: Vec<usize> = (0..domain_count).map(|_| rng.below(4) * rng.below(4)).collect();
+            let weight_sum: usize = weights.iter().sum::<usize>().max(1);
+            let mut instances = Vec::new();
+            for index in 0..(2 + rng.below(39)) as u32 {
+                let ready = rng.below(5) != 0;
+                let (node, domain) = match rng.below(20) {
+                    0 => (None, None),
+                    1 => (Some("elsewhere".to_owned()), None),
+                    _ => {
+                        let d = weighted(&weights, rng.below(weight_sum));
+                        (Some(format!("{}-n{}", names[d], rng.below(3))), Some(names[d].clone()))
+                    }
+                };
+                instances.push(Instance {
+                    index,
+                    ready,
+                    node,
+                    domain,
+                });
+            }
+            let domains: Vec<Domain> = names
+                .iter()
+                .map(|name| {
+                    let nodes = (0..rng.below(8))
+                        .map(|n| NodeRoom {
+                            name: format!("{name}-n{n}"),
+                            free: rng.below(6),
+                        })
+                        .collect();
+                    Domain {
+                        name: name.clone(),
+                        nodes,
+                    }
+                })
+                .collect();
+            let max_skew = 1 + rng.below(3);
+
+            let mut counts: BTreeMap<&str, usize> = names.iter().map(|n| (n.as_str(), 0)).collect();
+            for i in &instances {
+                if let Some(d) = &i.domain {
+                    *counts.get_mut(d.as_str()).unwrap() += 1;
+                }
+            }
+            let rooms: BTreeMap<&str, usize> = domains
+                .iter()
+                .map(|d| (d.name.as_str(), d.nodes.iter().map(|n| n.free).sum()))
+                .collect();
+            let count_list: Vec<usize> = counts.values().copied().collect();
+            let capacities: Vec<usize> = counts.iter().map(|(d, c)| c + rooms[d]).collect();
+            let minimum = minimum_moves(&count_list, &capacities, max_skew);
+            let result = plan(&instances, &domains, max_skew);
+            let why = format!("case {case}: {counts:?} rooms {rooms:?} maxSkew {max_skew}: {result:?}");
+
+            let Ok(plan) = result else {
+                match result {
+                    Err(NoPlan::WithinSkew) => {
+                        within += 1;
+                        assert_eq!(minimum, Some(0), "{why}");
+                    }
+                    _ => {
+                        unreachable += 1;
+                        assert_eq!(minimum, None, "{why}");
+                    }
+                }
+                continue;
+            };
+            planned += 1;
+            longest = longest.max(plan.moves.len());
+            assert_eq!(Some(plan.moves.len()), minimum, "{why}");
+            let mut after = counts.clone();
+            let mut moved = BTreeSet::new();
+            for m in &plan.moves {
+                // A fullest domain to an emptiest one with room, at the time of the move.
+                let most = *after.values().max().unwrap();
+                assert_eq!(after[m.from_domain.as_str()], most, "{why}");
+                let i = instances.iter().find(|i| i.index == m.instance).unwrap();
+                assert_eq!(i.domain.as_deref(), Some(m.from_domain.as_str()), "{why}");
+                assert_eq!(i.node.as_deref(), Some(m.from_node.as_str()), "{why}");
+                assert!(moved.insert(m.instance), "moved twice: {why}");
+                let target = domains.iter().find(|d| d.name == m.to_domain).unwrap();
+                assert!(
+                    !m.hint_nodes.is_empty() && m.hint_nodes.len() <= MAX_HINT_NODES,
+                    "{why}"
+                );
+                assert!(
+                    m.hint_nodes
+                        .iter()
+                        .all(|h| target.nodes.iter().any(|n| &n.name == h && n.free > 0)),
+                    "{why}"
+                );
+                *after.get_mut(m.from_domain.as_str()).unwrap() -= 1;
+                *after.get_mut(m.to_domain.as_str()).unwrap() += 1;
+            }
+            let arrived = |d: &str| plan.moves.iter().filter(|m| m.to_domain == d).count();
+            for (d, c) in &after {
+                assert!(arrived(d) <= rooms[d], "over capacity in {d}: {why}");
+                assert!(*c <= counts[d] + rooms[d], "{why}");
+            }
+            assert!(
+                after.values().max().unwrap() - after.values().min().unwrap() <= max_skew,
+                "{why}"
+            );
+        }
+        // The generator reaches every outcome often enough to mean something.
+        assert!(
+            planned >= 200 && unreachable >= 50 && within >= 50,
+            "{planned} {unreachable} {within}"
+        );
+    }
+}
