@@ -9,9 +9,9 @@
 
 pub mod admission;
 pub mod early;
-pub mod pod;
-pub mod raw;
-pub mod rejection;
+mod pod;
+mod raw;
+mod rejection;
 
 #[cfg(target_arch = "wasm32")]
 mod wasm;
