@@ -237,10 +237,16 @@ fn host_reason(error: &str) -> String {
     let reason = error.trim_start();
     let reason = reason.strip_prefix("Host error: ").unwrap_or(reason);
     let reason = reason.strip_prefix("Callback evaluation failure: ").unwrap_or(reason);
-    let line = reason.lines().next().unwrap_or_default().trim();
+    let line = reason
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or_default();
     // The API server's refusal, without the client's debug dump of the same Status after it.
     let line = match line.strip_prefix("ApiError: ") {
-        Some(refusal) => refusal.split(" (ErrorResponse {").next().unwrap_or(refusal),
+        Some(refusal) => [" (ErrorResponse {", " (Status {"]
+            .iter()
+            .fold(refusal, |line, dump| line.split(dump).next().unwrap_or(line)),
         None => line,
     };
     match line.char_indices().nth(MOST) {
@@ -261,14 +267,19 @@ fn replica_spec(answer: &str) -> Result<&RawValue, String> {
     match replica.kind {
         None => {}
         Some(Value::String(kind)) if kind == "InferenceReplica" => {}
-        Some(other) => return Err(format!("the host answered with kind {other}, not InferenceReplica")),
+        Some(other) => {
+            return Err(format!(
+                "the host answered with kind {}, not InferenceReplica",
+                shown(&other)
+            ));
+        }
     }
     replica.spec.ok_or_else(|| "the host's answer has no spec".to_owned())
 }
 
 /// serde reads a struct from a JSON list too; a request or a replica must be an object.
 fn is_object(json: &[u8]) -> bool {
-    json.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+    json.iter().find(|b| !raw::is_space(**b)) == Some(&b'{')
 }
 
 /// P4: the three fields of the replica's spec, which must be an object.
@@ -344,6 +355,11 @@ mod tests {
             "Cannot find ome.io/v1beta1/InferenceReplica named 'r' inside of namespace 'ns'"
         );
         assert_eq!(host_reason("forbidden"), "forbidden");
+        assert_eq!(host_reason("Host error: \n  Cannot find r\nmore"), "Cannot find r");
+        assert_eq!(
+            host_reason("ApiError: r is forbidden: Forbidden (Status { code: 403 })"),
+            "r is forbidden: Forbidden"
+        );
         let refused = r#"ApiError: r is forbidden: User "u" cannot get resource "r": Forbidden (ErrorResponse { status: "Failure", message: "r is forbidden: User \"u\" cannot get resource \"r\"", reason: "Forbidden", code: 403 })"#;
         assert_eq!(
             host_reason(&format!("{refused}\n\nCaused by:\n    r is forbidden")),

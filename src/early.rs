@@ -6,7 +6,10 @@
 //! but its values not parsed. Anything unexpected on the way goes to the full path, which checks
 //! every byte: a key read here that comes twice (a full parse keeps the last), text that does not
 //! end where the request does (a truncated request), escapes in the fields read, another order.
-//! An early answer is only ever "accepted, unchanged".
+//! An early answer is only ever "accepted, unchanged". The values skipped are not parsed: the
+//! policy-server writes the request with serde_json, so they are well formed; for text that is not
+//! (a bad token inside a skipped value, an invalid escape or UTF-8 there) this path accepts where
+//! the full path would refuse the request as malformed, and nothing of it is sent back.
 
 use ome_spread_core::labels;
 use ome_spread_core::rules::Unchanged;
@@ -16,12 +19,17 @@ use crate::raw;
 /// `Some` when the request passes unchanged by P1 or P2.
 pub fn unchanged(payload: &[u8]) -> Option<Unchanged> {
     let mut reader = Reader { bytes: payload, at: 0 };
-    let (mut verdict, mut seen_request) = (None, false);
+    let (mut verdict, mut seen_request, mut seen_settings) = (None, false, false);
     reader.fields(|reader, key| match key {
         b"request" => {
             once(&mut seen_request)?;
             verdict = request(reader)?;
             Some(())
+        }
+        // Its value is skipped, but the full path refuses it twice.
+        b"settings" => {
+            once(&mut seen_settings)?;
+            reader.skip()
         }
         _ => reader.skip(),
     })?;
@@ -123,7 +131,7 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn space(&mut self) {
-        while self.bytes.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+        while self.bytes.get(self.at).copied().is_some_and(raw::is_space) {
             self.at += 1;
         }
     }
@@ -245,6 +253,11 @@ mod tests {
         ] {
             assert_eq!(unchanged(&pod(kind, metadata)), None, "{kind} {metadata}");
         }
+        let settings_twice = br#"{"settings": {}, "settings": {}, "request": {"kind": {"group": "apps", "version": "v1", "kind": "Deployment"}, "operation": "CREATE", "object": {}}}"#;
+        assert_eq!(unchanged(settings_twice), None, "the full path refuses settings twice");
+        let form_feed =
+            b"{\"request\": {\"kind\": {\"kind\": \"Deployment\"}, \"operation\": \"CREATE\", \"object\": {}}}\x0c";
+        assert_eq!(unchanged(form_feed), None, "a form feed is no JSON whitespace");
         let twice = request(
             r#"{"kind": {"version": "v1", "kind": "Pod"}, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"}, "operation": "CREATE", "object": {}}"#,
         );

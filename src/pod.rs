@@ -258,6 +258,12 @@ impl<'a> Pod<'a> {
             .strip_prefix('{')
             .and_then(|f| f.strip_suffix('}'))
             .unwrap_or_default();
+        if inner.is_empty() {
+            return Err(Rejection::Internal {
+                pod: self.name.clone(),
+                what: "no field to add to a constraint".into(),
+            });
+        }
         let comma = if raw::is_empty_container(term) { "" } else { "," };
         Ok(Splice {
             text: self.object,

@@ -118,6 +118,12 @@ pub fn check_escapes(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// JSON's whitespace: space, tab, line feed, carriage return (not form feed, which Rust's
+/// `is_ascii_whitespace` also counts).
+pub fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
 /// Whether a JSON list or object has nothing between its brackets.
 pub fn is_empty_container(value: &str) -> bool {
     value.len() < 2 || value[1..value.len() - 1].trim().is_empty()
@@ -139,7 +145,7 @@ pub fn key_is(quoted: &str, wanted: &str) -> bool {
 }
 
 fn skip_space(bytes: &[u8], mut i: usize) -> usize {
-    while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+    while bytes.get(i).copied().is_some_and(is_space) {
         i += 1;
     }
     i
@@ -189,7 +195,7 @@ pub(crate) fn skip_value(bytes: &[u8], start: usize) -> usize {
             start
                 + rest
                     .iter()
-                    .position(|b| matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace())
+                    .position(|b| matches!(b, b',' | b'}' | b']') || is_space(*b))
                     .unwrap_or(rest.len())
         }
     }
