@@ -124,19 +124,8 @@ async fn reconcile_all(client: Client, options: Options) {
         failures: Mutex::default(),
     });
     tokio::spawn(ready_when_filled(context.clone(), health));
-    // The replicas' own watch, so that a deleted replica's metrics go with it.
     let (replicas, replica_writer) = reflector::store();
-    let metrics = context.metrics.clone();
-    let replica_changes = watcher(Api::<InferenceReplica>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(|replica: &mut InferenceReplica| replica.metadata.managed_fields = None)
-        .reflect(replica_writer)
-        .inspect_ok(move |event| {
-            if let watcher::Event::Delete(replica) = event {
-                metrics.forget(&replica.namespace().unwrap_or_default(), &replica.name_any());
-            }
-        })
-        .touched_objects();
+    let replica_changes = replica_changes(client, replica_writer, context.metrics.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     Controller::for_stream(replica_changes, replicas)
         .watches_stream(pod_changes, |pod| replica_of_pod(&pod))
@@ -205,4 +194,22 @@ async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>) {
         info!("caches filled");
         health.set_ready(true);
     }
+}
+
+/// The replicas' own watch, filling their cache; a deleted replica's metrics go with it.
+fn replica_changes(
+    client: Client,
+    writer: reflector::store::Writer<InferenceReplica>,
+    metrics: Arc<Metrics>,
+) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
+    watcher(Api::<InferenceReplica>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(|replica: &mut InferenceReplica| replica.metadata.managed_fields = None)
+        .reflect(writer)
+        .inspect_ok(move |event| {
+            if let watcher::Event::Delete(replica) = event {
+                metrics.forget(&replica.namespace().unwrap_or_default(), &replica.name_any());
+            }
+        })
+        .touched_objects()
 }
