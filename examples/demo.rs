@@ -20,22 +20,30 @@ const SCENARIOS: &[Scenario] = &[
     Scenario {
         title: "The seed's example: two single-pod Instances, Required, spread across zones",
         replica: "qwen3-0-6b-engine",
-        pods: &["qwen3-0-6b-engine-0-default-0", "qwen3-0-6b-engine-1-default-0"],
+        pods: &["requests/qwen3-0-6b-engine-0-default-0", "requests/qwen3-0-6b-engine-1-default-0"],
     },
     Scenario {
         title: "A leader and workers: Instances across zones, each Instance inside one NVLink rack",
         replica: "deepseek-v3-engine",
-        pods: &["deepseek-v3-engine-0-leader-0", "deepseek-v3-engine-0-worker-1"],
+        pods: &["requests/deepseek-v3-engine-0-leader-0", "requests/deepseek-v3-engine-0-worker-1"],
+    },
+    Scenario {
+        title: "Pods OME rendered itself: its constraint kept, and a repaired worker kept on its Instance's older rack key",
+        replica: "deepseek-v3-engine",
+        pods: &[
+            "cases/p12_completion_finds_omes_constraint_after_an_operators/request",
+            "cases/p9_ome_term_on_the_instances_older_key_is_kept/request",
+        ],
     },
     Scenario {
         title: "Preferred: the spread as a preference",
         replica: "qwen3-8b-engine",
-        pods: &["qwen3-8b-engine-0-default-0"],
+        pods: &["requests/qwen3-8b-engine-0-default-0"],
     },
     Scenario {
         title: "A pod of another workload: no host call, no change",
         replica: "",
-        pods: &["other-workload"],
+        pods: &["requests/other-workload"],
     },
 ];
 
@@ -59,7 +67,7 @@ fn main() {
                 .to_vec(),
         ];
         for pod in scenario.pods {
-            let review = fixture(&format!("requests/{pod}.json"));
+            let review = fixture(&format!("{pod}.json"));
             let response = Wasm.validate(&validation_request(&review, json!({})), &cluster);
             rows.push(pod_row(&review["request"]["object"], &response));
         }
