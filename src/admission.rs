@@ -16,7 +16,7 @@ use ome_spread_core::spread::{SpreadFields, SpreadSettings};
 
 use crate::early;
 use crate::pod::{Pod, Splice};
-use crate::raw;
+use crate::raw::{self, Checked};
 use crate::rejection::Rejection;
 
 /// What the policy reads of a ValidationRequest; everything else is skipped unparsed, and the
@@ -151,7 +151,7 @@ fn decide<'a>(
     if request.operation != "CREATE" || !kind.group.is_empty() || kind.version != "v1" || kind.kind != "Pod" {
         return Ok(Outcome::Unchanged(Unchanged::NotPodCreate));
     }
-    let pod = Pod::new(request.object.map(RawValue::get), &request.namespace)?;
+    let pod = Pod::new(request.object.map(Checked::of), &request.namespace)?;
     if !pod.is_ome_native()? {
         return Ok(Outcome::Unchanged(Unchanged::NotOmeNative));
     }
@@ -284,15 +284,15 @@ fn is_object(json: &[u8]) -> bool {
 
 /// P4: the three fields of the replica's spec, which must be an object.
 fn spec_fields(replica: &ReplicaRef, spec: &RawValue) -> Result<SpreadFields, Rejection> {
-    let spec = spec.get();
+    let spec = Checked::of(spec);
     if raw::kind(spec) != raw::Kind::Object {
-        let value = serde_json::from_str::<Value>(spec)
+        let value = serde_json::from_str::<Value>(&spec)
             .map(|v| shown(&v))
             .unwrap_or_default();
         return Err(bad_replica(replica, "spec".into(), value, "must be an object".into()));
     }
     // serde_json has checked the answer: only the three fields are parsed.
-    let value = |field: Option<&str>| field.and_then(|text| serde_json::from_str::<Value>(text).ok());
+    let value = |field: Option<Checked>| field.and_then(|text| serde_json::from_str::<Value>(&text).ok());
     let [spread, spread_key, topology_key] = raw::fields(spec, ["topologySpread", "topologySpreadKey", "topologyKey"]);
     Ok(SpreadFields {
         topology_spread: value(spread),

@@ -13,26 +13,26 @@ use ome_spread_core::replica::is_controlling_replica;
 use ome_spread_core::rules::List;
 use ome_spread_core::shown::shown;
 
-use crate::raw::{self, Kind};
+use crate::raw::{self, Checked, Kind};
 use crate::rejection::Rejection;
 
 /// The parts of a pod's text the rules read; `object` is the whole pod.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PodText<'a> {
-    pub object: &'a str,
-    pub metadata: Option<&'a str>,
-    pub spec: Option<&'a str>,
+    pub object: Checked<'a>,
+    pub metadata: Option<Checked<'a>>,
+    pub spec: Option<Checked<'a>>,
     /// The spec's lists, when it is an object.
-    pub topology_spread_constraints: Option<&'a str>,
-    pub affinity: Option<&'a str>,
+    pub topology_spread_constraints: Option<Checked<'a>>,
+    pub affinity: Option<Checked<'a>>,
 }
 
 impl<'a> PodText<'a> {
     /// Reads the parts from the pod's text alone, skipping over what lies between them.
-    pub fn read(object: &'a str) -> Self {
+    pub fn read(object: Checked<'a>) -> Self {
         let ([spec, metadata], [topology_spread_constraints, affinity]) =
             raw::fields_within(object, ["spec", "metadata"], ["topologySpreadConstraints", "affinity"]);
-        let object_spec = spec.filter(|spec| raw::kind(spec) == Kind::Object);
+        let object_spec = spec.filter(|spec| raw::kind(*spec) == Kind::Object);
         Self {
             object,
             metadata,
@@ -46,18 +46,18 @@ impl<'a> PodText<'a> {
 /// The pod's metadata fields the rules read.
 #[derive(Default)]
 struct Metadata<'a> {
-    name: Option<&'a str>,
-    generate_name: Option<&'a str>,
-    namespace: Option<&'a str>,
-    labels: Option<&'a str>,
-    owner_references: Option<&'a str>,
+    name: Option<Checked<'a>>,
+    generate_name: Option<Checked<'a>>,
+    namespace: Option<Checked<'a>>,
+    labels: Option<Checked<'a>>,
+    owner_references: Option<Checked<'a>>,
 }
 
 /// The pod's spec fields a rule may append to.
 #[derive(Default)]
 struct SpecFields<'a> {
-    topology_spread_constraints: Option<&'a str>,
-    affinity: Option<&'a str>,
+    topology_spread_constraints: Option<Checked<'a>>,
+    affinity: Option<Checked<'a>>,
 }
 
 pub struct Pod<'a> {
@@ -66,26 +66,26 @@ pub struct Pod<'a> {
     /// `<namespace>/<name>` for messages (`<generateName>*` before the API server names it).
     pub name: String,
     /// The pod's JSON text, checked by serde_json with the rest of the request.
-    object: &'a str,
+    object: Checked<'a>,
     metadata: Metadata<'a>,
-    spec: Option<&'a str>,
+    spec: Option<Checked<'a>>,
     spec_fields: SpecFields<'a>,
 }
 
 /// Where a term goes: the end of an existing list, or the place where the path first stops.
 enum Slot<'a> {
-    List(&'a str),
+    List(Checked<'a>),
     /// `container` (an object) has no `path[depth]`, or has it as `null`.
     Missing {
-        container: &'a str,
+        container: Checked<'a>,
         depth: usize,
-        null: Option<&'a str>,
+        null: Option<Checked<'a>>,
     },
 }
 
 impl<'a> Pod<'a> {
     /// Reads a pod from its JSON text, which serde_json has checked with the rest of the request.
-    pub fn new(object: Option<&'a str>, request_namespace: &str) -> Result<Self, Rejection> {
+    pub fn new(object: Option<Checked<'a>>, request_namespace: &str) -> Result<Self, Rejection> {
         match object {
             Some(object) if raw::kind(object) == Kind::Object => {
                 Self::from_parts(PodText::read(object), request_namespace)
@@ -93,7 +93,7 @@ impl<'a> Pod<'a> {
             other => Err(unnamed_bad(
                 request_namespace,
                 "object",
-                other.unwrap_or("null"),
+                other.map_or("null", Checked::as_str),
                 "must be a Pod object",
             )),
         }
@@ -129,9 +129,9 @@ impl<'a> Pod<'a> {
                     owner_references,
                 }
             }
-            Some(other) => return Err(bad("metadata", other, "must be an object")),
+            Some(other) => return Err(bad("metadata", &other, "must be an object")),
         };
-        let text_of = |field: Option<&'a str>| field.and_then(raw::text).unwrap_or_default();
+        let text_of = |field: Option<Checked<'a>>| field.and_then(raw::text).unwrap_or_default();
         let namespace = match request_namespace {
             "" => text_of(metadata.namespace).into_owned(),
             namespace => namespace.to_owned(),
@@ -151,7 +151,7 @@ impl<'a> Pod<'a> {
         };
         match pod.metadata.labels {
             Some(labels) if !matches!(raw::kind(labels), Kind::Object | Kind::Null) => {
-                Err(pod.bad("metadata.labels", labels, "must be an object"))
+                Err(pod.bad("metadata.labels", &labels, "must be an object"))
             }
             _ => Ok(pod),
         }
@@ -160,7 +160,7 @@ impl<'a> Pod<'a> {
     /// Labels' values, read in one pass; a label that is not a string is an error, not a miss.
     fn labels<const N: usize>(&self, names: [&'static str; N]) -> Result<[Option<Cow<'a, str>>; N], Rejection> {
         let mut values = std::array::from_fn(|_| None);
-        let Some(labels) = self.metadata.labels.filter(|l| raw::kind(l) == Kind::Object) else {
+        let Some(labels) = self.metadata.labels.filter(|l| raw::kind(*l) == Kind::Object) else {
             return Ok(values);
         };
         let found = raw::fields(labels, names);
@@ -170,7 +170,7 @@ impl<'a> Pod<'a> {
                 Some(raw_value) => match raw::text(raw_value) {
                     Some(text) => Some(text),
                     None if raw::kind(raw_value) == Kind::Null => None,
-                    None => return Err(self.bad_label(name, &shown_raw(raw_value), "must be a string")),
+                    None => return Err(self.bad_label(name, &shown_raw(&raw_value), "must be a string")),
                 },
             };
         }
@@ -220,7 +220,7 @@ impl<'a> Pod<'a> {
             return Ok(None);
         };
         // The usual list of objects is read without building a tree; anything else, again.
-        if let Ok(references) = serde_json::from_str::<Option<Vec<OwnerReference>>>(references) {
+        if let Ok(references) = serde_json::from_str::<Option<Vec<OwnerReference>>>(references.as_str()) {
             let replica = references.unwrap_or_default().into_iter().find(|r| r.is_replica());
             match replica.map(|r| r.name.and_then(raw::text)) {
                 None => return Ok(None),
@@ -228,7 +228,7 @@ impl<'a> Pod<'a> {
                 Some(_) => {}
             }
         }
-        let references: Value = serde_json::from_str(references).map_err(|e| malformed(self.name.clone(), e))?;
+        let references: Value = serde_json::from_str(&references).map_err(|e| malformed(self.name.clone(), e))?;
         let references = match references {
             Value::Null => return Ok(None),
             Value::Array(references) => references,
@@ -252,7 +252,11 @@ impl<'a> Pod<'a> {
 
     /// The pod's JSON text with `fields` added to the object `term` (a slice of that text, one
     /// of its [`Listed`] terms), after its last field (P12).
-    pub fn with_fields_added(&self, term: &'a str, fields: &impl serde::Serialize) -> Result<Splice<'a>, Rejection> {
+    pub fn with_fields_added(
+        &self,
+        term: Checked<'a>,
+        fields: &impl serde::Serialize,
+    ) -> Result<Splice<'a>, Rejection> {
         let fields = checked_json(fields, &self.name)?;
         let inner = fields
             .strip_prefix('{')
@@ -266,8 +270,8 @@ impl<'a> Pod<'a> {
         }
         let comma = if raw::is_empty_container(term) { "" } else { "," };
         Ok(Splice {
-            text: self.object,
-            at: raw::offset(term, self.object) + term.len() - 1,
+            text: self.object.as_str(),
+            at: raw::offset(&term, &self.object) + term.len() - 1,
             replaced: 0,
             insert: format!("{comma}{inner}"),
         })
@@ -276,18 +280,18 @@ impl<'a> Pod<'a> {
     /// The pod's JSON text with `term` appended to the list at `path`; the list and the objects
     /// above it are created where they are absent or null. Every other byte is the pod's own.
     pub fn with_appended(&self, path: &[&str], term: &impl serde::Serialize) -> Result<Splice<'a>, Rejection> {
-        let text = self.object;
+        let text = self.object.as_str();
         let term = checked_json(term, &self.name)?;
         let (at, replaced, insert) = match self.slot(path)? {
             Slot::List(list) => {
                 let comma = if raw::is_empty_container(list) { "" } else { "," };
-                (raw::offset(list, text) + list.len() - 1, 0, format!("{comma}{term}"))
+                (raw::offset(&list, text) + list.len() - 1, 0, format!("{comma}{term}"))
             }
             Slot::Missing {
                 null: Some(null),
                 depth,
                 ..
-            } => (raw::offset(null, text), null.len(), nested(&path[depth + 1..], &term)),
+            } => (raw::offset(&null, text), null.len(), nested(&path[depth + 1..], &term)),
             Slot::Missing {
                 container,
                 depth,
@@ -295,7 +299,7 @@ impl<'a> Pod<'a> {
             } => {
                 let comma = if raw::is_empty_container(container) { "" } else { "," };
                 let field = format!("{comma}\"{}\":{}", path[depth], nested(&path[depth + 1..], &term));
-                (raw::offset(container, text) + container.len() - 1, 0, field)
+                (raw::offset(&container, text) + container.len() - 1, 0, field)
             }
         };
         Ok(Splice {
@@ -312,13 +316,14 @@ impl<'a> Pod<'a> {
         let Slot::List(list) = self.slot(path)? else {
             return Ok(Vec::new());
         };
-        let terms: Vec<&'a RawValue> = serde_json::from_str(list).map_err(|e| malformed(self.name.clone(), e))?;
+        let terms: Vec<&'a RawValue> =
+            serde_json::from_str(list.as_str()).map_err(|e| malformed(self.name.clone(), e))?;
         let mut listed = Vec::with_capacity(terms.len());
         for (i, term) in terms.into_iter().enumerate() {
             let value: Value = serde_json::from_str(term.get()).map_err(|e| malformed(self.name.clone(), e))?;
             match value.get("topologyKey") {
                 Some(Value::String(_)) => listed.push(Listed {
-                    text: term.get(),
+                    text: Checked::of(term),
                     value,
                 }),
                 other => {
@@ -355,15 +360,15 @@ impl<'a> Pod<'a> {
                 Kind::Object if !last => container = value,
                 _ => {
                     let why = if last { "must be a list" } else { "must be an object" };
-                    return Err(self.bad(&path[..=depth].join("."), value, why));
+                    return Err(self.bad(&path[..=depth].join("."), &value, why));
                 }
             }
         }
-        Err(self.bad("(no field)", self.object, "a rule named no list to append to"))
+        Err(self.bad("(no field)", &self.object, "a rule named no list to append to"))
     }
 
     /// The field `step` at `depth` of a path: `spec` and its two lists were found with the pod.
-    fn child(&self, container: &'a str, depth: usize, step: &str) -> Option<&'a str> {
+    fn child(&self, container: Checked<'a>, depth: usize, step: &str) -> Option<Checked<'a>> {
         match (depth, step) {
             (0, "spec") => self.spec,
             (1, "topologySpreadConstraints") => self.spec_fields.topology_spread_constraints,
@@ -424,7 +429,7 @@ impl<'a> Pod<'a> {
 /// `topologyKey` is a string.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Listed<'a> {
-    pub text: &'a str,
+    pub text: Checked<'a>,
     pub value: Value,
 }
 
@@ -487,10 +492,10 @@ fn shown_raw(value: &str) -> String {
 /// text. Only an object is one: anything else fails, and the caller reads the list as a tree.
 #[derive(Default)]
 struct OwnerReference<'a> {
-    api_version: Option<&'a str>,
-    kind: Option<&'a str>,
-    name: Option<&'a str>,
-    controller: Option<&'a str>,
+    api_version: Option<Checked<'a>>,
+    kind: Option<Checked<'a>>,
+    name: Option<Checked<'a>>,
+    controller: Option<Checked<'a>>,
 }
 
 impl OwnerReference<'_> {
@@ -499,7 +504,7 @@ impl OwnerReference<'_> {
         is_controlling_replica(
             api_version.as_deref().unwrap_or_default(),
             kind.as_deref().unwrap_or_default(),
-            self.controller == Some("true"),
+            self.controller.map(Checked::as_str) == Some("true"),
         )
     }
 }
@@ -516,7 +521,7 @@ impl<'de> serde::Deserialize<'de> for OwnerReference<'de> {
                 let mut reference = OwnerReference::default();
                 // A key with escapes fails (it cannot be borrowed): the list is read as a tree.
                 while let Some(key) = map.next_key::<&'de str>()? {
-                    let value = Some(map.next_value::<&'de serde_json::value::RawValue>()?.get());
+                    let value = Some(Checked::of(map.next_value::<&'de RawValue>()?));
                     match key {
                         "apiVersion" => reference.api_version = value,
                         "kind" => reference.kind = value,
@@ -557,7 +562,8 @@ mod tests {
 
     fn owner(references: &str) -> Result<Option<String>, String> {
         let text = format!(r#"{{"metadata": {{"name": "p", "ownerReferences": {references}}}, "spec": {{}}}}"#);
-        let pod = Pod::new(Some(&text), "ns").map_err(|e| e.to_string())?;
+        let object = serde_json::from_str::<&RawValue>(&text).map_err(|e| e.to_string())?;
+        let pod = Pod::new(Some(Checked::of(object)), "ns").map_err(|e| e.to_string())?;
         pod.controller_replica().map_err(|e| e.to_string())
     }
 

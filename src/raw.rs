@@ -5,6 +5,31 @@
 
 use std::borrow::Cow;
 
+use serde_json::value::RawValue;
+
+/// JSON text that serde_json has checked: one whole value. Only checked text, and the values
+/// found inside it, are `Checked`, so the walks below, which trust their input, never get other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checked<'a>(&'a str);
+
+impl<'a> Checked<'a> {
+    pub fn of(value: &'a RawValue) -> Self {
+        Self(value.get())
+    }
+
+    pub fn as_str(self) -> &'a str {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Checked<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
 /// What a JSON value is, from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -14,7 +39,7 @@ pub enum Kind {
     Other,
 }
 
-pub fn kind(value: &str) -> Kind {
+pub fn kind(value: Checked) -> Kind {
     match value.as_bytes().first() {
         Some(b'{') => Kind::Object,
         Some(b'[') => Kind::List,
@@ -24,7 +49,8 @@ pub fn kind(value: &str) -> Kind {
 }
 
 /// A JSON string's text, borrowed when it holds no escapes; None when the value is no string.
-pub fn text(value: &str) -> Option<Cow<'_, str>> {
+pub fn text(value: Checked<'_>) -> Option<Cow<'_, str>> {
+    let value = value.as_str();
     match value.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
         Some(inner) if !inner.contains('\\') => Some(Cow::Borrowed(inner)),
         Some(_) => serde_json::from_str::<String>(value).ok().map(Cow::Owned),
@@ -33,24 +59,26 @@ pub fn text(value: &str) -> Option<Cow<'_, str>> {
 }
 
 /// The values of an object's fields `keys` (the last of a repeated key, as a full parse keeps),
-/// as slices of `object`. `object` must be a valid JSON object: the text of a value that
-/// serde_json has checked.
-pub fn fields<'a, const N: usize>(object: &'a str, keys: [&str; N]) -> [Option<&'a str>; N] {
+/// as slices of `object`, a JSON object.
+pub fn fields<'a, const N: usize>(object: Checked<'a>, keys: [&str; N]) -> [Option<Checked<'a>>; N] {
     let mut found = [None; N];
-    walk(object, 0, &keys, &mut found, None);
-    found
+    walk(object.0, 0, &keys, &mut found, None);
+    found.map(|value| value.map(Checked))
 }
 
 /// As [`fields`], and also the fields `inner_keys` of the object under `keys[0]`, found in the
 /// same pass that skips over it: a large value is read once.
 pub fn fields_within<'a, const N: usize, const M: usize>(
-    object: &'a str,
+    object: Checked<'a>,
     keys: [&str; N],
     inner_keys: [&str; M],
-) -> ([Option<&'a str>; N], [Option<&'a str>; M]) {
+) -> ([Option<Checked<'a>>; N], [Option<Checked<'a>>; M]) {
     let (mut found, mut inner) = ([None; N], [None; M]);
-    walk(object, 0, &keys, &mut found, Some((&inner_keys, &mut inner)));
-    (found, inner)
+    walk(object.0, 0, &keys, &mut found, Some((&inner_keys, &mut inner)));
+    (
+        found.map(|value| value.map(Checked)),
+        inner.map(|value| value.map(Checked)),
+    )
 }
 
 /// Walks the object at `text[start..]`, storing the values of `keys` in `found`, and walking into
@@ -125,7 +153,7 @@ pub fn is_space(byte: u8) -> bool {
 }
 
 /// Whether a JSON list or object has nothing between its brackets.
-pub fn is_empty_container(value: &str) -> bool {
+pub fn is_empty_container(value: Checked) -> bool {
     value.len() < 2 || value[1..value.len() - 1].trim().is_empty()
 }
 
@@ -138,7 +166,7 @@ pub fn offset(inner: &str, outer: &str) -> usize {
 pub fn key_is(quoted: &str, wanted: &str) -> bool {
     let inner = &quoted[1..quoted.len() - 1];
     if inner.contains('\\') {
-        text(quoted).is_some_and(|key| key == wanted)
+        text(Checked(quoted)).is_some_and(|key| key == wanted)
     } else {
         inner == wanted
     }
@@ -205,22 +233,31 @@ pub(crate) fn skip_value(bytes: &[u8], start: usize) -> usize {
 mod tests {
     use super::*;
 
+    fn checked(text: &str) -> Checked<'_> {
+        Checked::of(serde_json::from_str::<&RawValue>(text).expect("JSON"))
+    }
+
+    fn found<const N: usize>(values: [Option<Checked<'_>>; N]) -> [Option<&str>; N] {
+        values.map(|value| value.map(Checked::as_str))
+    }
+
     #[test]
     fn fields_finds_the_last_of_a_key_and_skips_the_rest() {
-        let object = r#"{ "a" : {"deep": [1, {"x": "}\"]"}]}, "b": "one", "b\u0020": -2.5e3, "b": "two", "n": null }"#;
-        assert_eq!(fields(object, ["b"]), [Some(r#""two""#)]);
-        assert_eq!(fields(object, ["b "]), [Some("-2.5e3")]);
-        assert_eq!(fields(object, ["c", "n"]), [None, Some("null")]);
-        assert_eq!(fields(object, ["a"]), [Some(r#"{"deep": [1, {"x": "}\"]"}]}"#)]);
-        assert_eq!(fields("{}", ["a"]), [None]);
-        assert_eq!(fields("{ \n}", ["a"]), [None]);
+        let object =
+            checked(r#"{ "a" : {"deep": [1, {"x": "}\"]"}]}, "b": "one", "b\u0020": -2.5e3, "b": "two", "n": null }"#);
+        assert_eq!(found(fields(object, ["b"])), [Some(r#""two""#)]);
+        assert_eq!(found(fields(object, ["b "])), [Some("-2.5e3")]);
+        assert_eq!(found(fields(object, ["c", "n"])), [None, Some("null")]);
+        assert_eq!(found(fields(object, ["a"])), [Some(r#"{"deep": [1, {"x": "}\"]"}]}"#)]);
+        assert_eq!(found(fields(checked("{}"), ["a"])), [None]);
+        assert_eq!(found(fields(checked("{ \n}"), ["a"])), [None]);
         let (outer, inner) = fields_within(
-            r#"{"spec": {"x": [1], "y": {}}, "z": 1, "spec": {"x": 2}}"#,
+            checked(r#"{"spec": {"x": [1], "y": {}}, "z": 1, "spec": {"x": 2}}"#),
             ["spec", "z"],
             ["x", "y"],
         );
-        assert_eq!(outer, [Some(r#"{"x": 2}"#), Some("1")]);
-        assert_eq!(inner, [Some("2"), None]);
+        assert_eq!(found(outer), [Some(r#"{"x": 2}"#), Some("1")]);
+        assert_eq!(found(inner), [Some("2"), None]);
     }
 
     #[test]
@@ -242,25 +279,25 @@ mod tests {
 
     #[test]
     fn text_borrows_plain_strings_and_decodes_escaped_ones() {
-        assert_eq!(text(r#""leader""#), Some(Cow::Borrowed("leader")));
-        assert_eq!(text(r#""a\"b""#), Some(Cow::Owned::<str>("a\"b".into())));
-        assert_eq!(text("1"), None);
+        assert_eq!(text(checked(r#""leader""#)), Some(Cow::Borrowed("leader")));
+        assert_eq!(text(checked(r#""a\"b""#)), Some(Cow::Owned::<str>("a\"b".into())));
+        assert_eq!(text(checked("1")), None);
     }
 
     #[test]
     fn kinds_and_emptiness() {
-        assert_eq!(kind("{}"), Kind::Object);
-        assert_eq!(kind("[ ]"), Kind::List);
-        assert_eq!(kind("null"), Kind::Null);
-        assert_eq!(kind("\"x\""), Kind::Other);
-        assert!(is_empty_container("[ \n ]"));
-        assert!(!is_empty_container("[0]"));
+        assert_eq!(kind(checked("{}")), Kind::Object);
+        assert_eq!(kind(checked("[ ]")), Kind::List);
+        assert_eq!(kind(checked("null")), Kind::Null);
+        assert_eq!(kind(checked("\"x\"")), Kind::Other);
+        assert!(is_empty_container(checked("[ \n ]")));
+        assert!(!is_empty_container(checked("[0]")));
     }
 
     #[test]
     fn offset_is_measured_in_the_outer_text() {
-        let outer = r#"{"spec": {"a": 1}}"#;
+        let outer = checked(r#"{"spec": {"a": 1}}"#);
         let [spec] = fields(outer, ["spec"]);
-        assert_eq!(spec.map(|spec| offset(spec, outer)), Some(9));
+        assert_eq!(spec.map(|spec| offset(&spec, &outer)), Some(9));
     }
 }
