@@ -20,12 +20,18 @@ const SCENARIOS: &[Scenario] = &[
     Scenario {
         title: "The seed's example: two single-pod Instances, Required, spread across zones",
         replica: "qwen3-0-6b-engine",
-        pods: &["requests/qwen3-0-6b-engine-0-default-0", "requests/qwen3-0-6b-engine-1-default-0"],
+        pods: &[
+            "requests/qwen3-0-6b-engine-0-default-0",
+            "requests/qwen3-0-6b-engine-1-default-0",
+        ],
     },
     Scenario {
         title: "A leader and workers: Instances across zones, each Instance inside one NVLink rack",
         replica: "deepseek-v3-engine",
-        pods: &["requests/deepseek-v3-engine-0-leader-0", "requests/deepseek-v3-engine-0-worker-1"],
+        pods: &[
+            "requests/deepseek-v3-engine-0-leader-0",
+            "requests/deepseek-v3-engine-0-worker-1",
+        ],
     },
     Scenario {
         title: "Pods OME rendered itself: its constraint kept, and a repaired worker kept on its Instance's older rack key",
