@@ -83,38 +83,7 @@ impl Working<'_> {
 /// is not counted as freed: the source still counts until drained, and a move into a domain that
 /// is also emptied would be wasted anyway.
 pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Result<Plan, NoPlan> {
-    let mut working: Vec<Working> = domains
-        .iter()
-        .map(|d| {
-            let mut nodes: Vec<(usize, &str)> = d
-                .nodes
-                .iter()
-                .filter(|n| n.free > 0)
-                .map(|n| (n.free, n.name.as_str()))
-                .collect();
-            nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-            Working {
-                name: &d.name,
-                count: 0,
-                leaving: Vec::new(),
-                nodes,
-            }
-        })
-        .collect();
-    // By name, so that ties between domains break the same way on every pass.
-    working.sort_by(|a, b| a.name.cmp(b.name));
-    for instance in instances {
-        let (Some(node), Some(domain)) = (&instance.node, &instance.domain) else {
-            continue; // unplaced, or outside the eligible domains: not counted, never moved
-        };
-        if let Some(w) = working.iter_mut().find(|w| w.name == domain) {
-            w.count += 1;
-            w.leaving.push((instance, node));
-        }
-    }
-    for w in &mut working {
-        w.leaving.sort_by_key(|(i, _)| (i.ready, i.index));
-    }
+    let mut working = working_domains(instances, domains);
     let spread = |working: &[Working]| {
         let counts = working.iter().map(|w| w.count);
         counts.clone().max().unwrap_or(0) - counts.min().unwrap_or(0)
@@ -149,7 +118,7 @@ pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Resu
         // The surge most surely fits on the roomiest node: it takes that slot.
         target.nodes[0].0 -= 1;
         target.nodes.retain(|(free, _)| *free > 0);
-        target.nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        target.nodes.sort_by(roomiest_first);
         target.count += 1;
         let to_domain = target.name.to_owned();
         working[from].count -= 1;
@@ -162,6 +131,47 @@ pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Resu
         });
     }
     Ok(Plan { moves })
+}
+
+/// The eligible domains, by name (so that ties break the same way on every pass), each with its
+/// placed Instances (the last to leave first) and its nodes with room (the roomiest first).
+fn working_domains<'a>(instances: &'a [Instance], domains: &'a [Domain]) -> Vec<Working<'a>> {
+    let mut working: Vec<Working> = domains
+        .iter()
+        .map(|d| {
+            let mut nodes: Vec<(usize, &str)> = d
+                .nodes
+                .iter()
+                .filter(|n| n.free > 0)
+                .map(|n| (n.free, n.name.as_str()))
+                .collect();
+            nodes.sort_by(roomiest_first);
+            Working {
+                name: &d.name,
+                count: 0,
+                leaving: Vec::new(),
+                nodes,
+            }
+        })
+        .collect();
+    working.sort_by(|a, b| a.name.cmp(b.name));
+    for instance in instances {
+        let (Some(node), Some(domain)) = (&instance.node, &instance.domain) else {
+            continue; // unplaced, or outside the eligible domains: not counted, never moved
+        };
+        if let Some(w) = working.iter_mut().find(|w| w.name == domain) {
+            w.count += 1;
+            w.leaving.push((instance, node));
+        }
+    }
+    for w in &mut working {
+        w.leaving.sort_by_key(|(i, _)| (i.ready, i.index));
+    }
+    working
+}
+
+fn roomiest_first(a: &(usize, &str), b: &(usize, &str)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then(a.1.cmp(b.1))
 }
 
 #[cfg(test)]
