@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use ome_spread_core::replica::ReplicaRef;
 use ome_spread_core::rules::{self, Decision, Unchanged};
 use ome_spread_core::settings::{OnMissingReplica, Settings};
-use ome_spread_core::shown::shown;
+use ome_spread_core::shown::{cut, shown};
 use ome_spread_core::spread::{SpreadFields, SpreadSettings};
 
 use crate::early;
@@ -213,12 +213,8 @@ fn replica_settings(
     let answer = answer
         .map_err(|e| host_reason(&e))
         .and_then(|answer| String::from_utf8(answer).map_err(|e| format!("the host's answer is not JSON: {e}")));
-    let fields = match answer.as_deref().map_err(String::clone).and_then(replica_spec) {
-        Ok(spec) => Ok(spec_fields(replica, spec)?),
-        Err(reason) => Err(reason),
-    };
-    match fields {
-        Ok(fields) => SpreadSettings::from_fields(fields)
+    match answer.as_deref().map_err(String::clone).and_then(replica_spec) {
+        Ok(spec) => SpreadSettings::from_fields(spec_fields(replica, spec)?)
             .map(Ok)
             .map_err(|b| bad_replica(replica, format!("spec.{}", b.field), b.value, b.why)),
         Err(reason) => Ok(Err(Rejection::ReplicaUnreadable {
@@ -233,7 +229,6 @@ fn replica_settings(
 /// the prefixes the waPC guest and the policy runtime add, and without what follows the first line
 /// (the runtime appends a stack backtrace where `RUST_BACKTRACE` is set).
 fn host_reason(error: &str) -> String {
-    const MOST: usize = 300;
     let reason = error.trim_start();
     let reason = reason.strip_prefix("Host error: ").unwrap_or(reason);
     let reason = reason.strip_prefix("Callback evaluation failure: ").unwrap_or(reason);
@@ -249,10 +244,7 @@ fn host_reason(error: &str) -> String {
             .fold(refusal, |line, dump| line.split(dump).next().unwrap_or(line)),
         None => line,
     };
-    match line.char_indices().nth(MOST) {
-        Some((cut, _)) => format!("{}...", &line[..cut]),
-        None => line.to_owned(),
-    }
+    cut(line, 300)
 }
 
 /// The host's answer, checked to be an InferenceReplica, and its spec.

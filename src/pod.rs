@@ -234,10 +234,10 @@ impl<'a> Pod<'a> {
             Value::Array(references) => references,
             other => return Err(self.bad_value("metadata.ownerReferences", &other, "must be a list")),
         };
-        let text = |r: &Value, field: &str| r.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
         let is_replica = |r: &&Value| {
+            let text = |field: &str| r.get(field).and_then(Value::as_str).unwrap_or_default();
             let controller = r.get("controller") == Some(&Value::Bool(true));
-            is_controlling_replica(&text(r, "apiVersion"), &text(r, "kind"), controller)
+            is_controlling_replica(text("apiVersion"), text("kind"), controller)
         };
         match references.iter().find(is_replica).map(|r| r.get("name")) {
             None => Ok(None),
@@ -268,46 +268,46 @@ impl<'a> Pod<'a> {
                 what: "no field to add to a constraint".into(),
             });
         }
-        let comma = if raw::is_empty_container(term) { "" } else { "," };
-        Ok(Splice {
-            text: self.object.as_str(),
-            at: raw::offset(&term, &self.object) + term.len() - 1,
-            replaced: 0,
-            insert: format!("{comma}{inner}"),
-        })
+        Ok(self.last_member(term, inner))
     }
 
     /// The pod's JSON text with `term` appended to the list at `path`; the list and the objects
     /// above it are created where they are absent or null. Every other byte is the pod's own.
     pub fn with_appended(&self, path: &[&str], term: &impl serde::Serialize) -> Result<Splice<'a>, Rejection> {
-        let text = self.object.as_str();
         let term = checked_json(term, &self.name)?;
-        let (at, replaced, insert) = match self.slot(path)? {
-            Slot::List(list) => {
-                let comma = if raw::is_empty_container(list) { "" } else { "," };
-                (raw::offset(&list, text) + list.len() - 1, 0, format!("{comma}{term}"))
-            }
+        Ok(match self.slot(path)? {
+            Slot::List(list) => self.last_member(list, &term),
             Slot::Missing {
                 null: Some(null),
                 depth,
                 ..
-            } => (raw::offset(&null, text), null.len(), nested(&path[depth + 1..], &term)),
+            } => Splice {
+                text: self.object.as_str(),
+                at: raw::offset(&null, &self.object),
+                replaced: null.len(),
+                insert: nested(&path[depth + 1..], &term),
+            },
             Slot::Missing {
                 container,
                 depth,
                 null: None,
             } => {
-                let comma = if raw::is_empty_container(container) { "" } else { "," };
-                let field = format!("{comma}\"{}\":{}", path[depth], nested(&path[depth + 1..], &term));
-                (raw::offset(&container, text) + container.len() - 1, 0, field)
+                let field = format!("\"{}\":{}", path[depth], nested(&path[depth + 1..], &term));
+                self.last_member(container, &field)
             }
-        };
-        Ok(Splice {
-            text,
-            at,
-            replaced,
-            insert,
         })
+    }
+
+    /// The pod's text with `member` (an element, or `"key":value`) added after the last member
+    /// of `container`, a list or object of the pod.
+    fn last_member(&self, container: Checked<'a>, member: &str) -> Splice<'a> {
+        let comma = if raw::is_empty_container(container) { "" } else { "," };
+        Splice {
+            text: self.object.as_str(),
+            at: raw::offset(&container, &self.object) + container.len() - 1,
+            replaced: 0,
+            insert: format!("{comma}{member}"),
+        }
     }
 
     /// The terms of `list`, each with its text; every term must name its topologyKey.

@@ -4,11 +4,14 @@ use serde_json::Value;
 
 /// A JSON value as a message shows it: strings quoted, anything long cut short.
 pub fn shown(value: &Value) -> String {
-    const MOST: usize = 80;
-    let text = value.to_string();
-    match text.char_indices().nth(MOST) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
+    cut(&value.to_string(), 80)
+}
+
+/// `text` as a message shows it: its first `most` characters, then `...` if there were more.
+pub fn cut(text: &str, most: usize) -> String {
+    match text.char_indices().nth(most) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
     }
 }
 
