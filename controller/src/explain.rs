@@ -13,6 +13,7 @@ use ome_spread_core::labels;
 use ome_spread_core::nodes::{Node, Nodes, Selection};
 use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
 use ome_spread_core::settings::Settings;
+use ome_spread_core::spread::Spread;
 use serde_json::Value;
 
 use crate::objects::Objects;
@@ -162,19 +163,18 @@ pub fn run(
 
 fn write_component(text: &mut String, replica: &Value, pods: &[Value], nodes: &Nodes, report: &Report) {
     // An empty key is unset, as OME reads it (SPEC P4).
-    let field = |name: &str| {
-        let value = replica["spec"][name].as_str().filter(|value| !value.is_empty());
-        value.unwrap_or("<none>").to_owned()
-    };
+    // The replica's fields as the core read them: an empty key is unset (SPEC P4).
+    let projected = &report.projected;
+    let shown = |key: &Option<String>| key.as_deref().unwrap_or("<none>").to_owned();
     table(
         text,
         vec![
             row(["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"]),
             vec![
                 replica["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
-                field("topologySpread"),
-                field("topologySpreadKey"),
-                field("topologyKey"),
+                projected.spread.map_or("<none>", Spread::as_str).to_owned(),
+                shown(&projected.spread_key),
+                shown(&projected.topology_key),
             ],
         ],
     );

@@ -186,6 +186,7 @@ mod tests {
             reason,
             message: String::new(),
             action: "",
+            projected: SpreadSettings::default(),
             in_effect: SpreadSettings::default(),
             instances_per_domain: per_domain.iter().map(|(d, n)| ((*d).to_owned(), *n)).collect(),
             skew,

@@ -83,6 +83,8 @@ pub struct Report {
     pub message: String,
     /// What to do about it.
     pub action: &'static str,
+    /// The replica's three fields, as OME reads them (an empty key is unset).
+    pub projected: SpreadSettings,
     pub in_effect: SpreadSettings,
     /// Placed Instances (leaders or only pods) per eligible domain, empty domains included.
     pub instances_per_domain: BTreeMap<String, usize>,
@@ -137,6 +139,7 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
         reason: Reason::Satisfied,
         message: String::new(),
         action: "",
+        projected: projected.clone(),
         in_effect: in_effect.clone(),
         instances_per_domain: BTreeMap::new(),
         skew: 0,
