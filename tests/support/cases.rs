@@ -181,7 +181,7 @@ pub fn all() -> Vec<Case> {
             ..case("p3_forbidden_read_is_rejected_with_the_host_reason", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"inferencereplicas\" in API group \"ome.io\" in the namespace \"spread-demo\": Forbidden")) },
         Case { cluster: Cluster::default(), settings: json!({"onMissingReplica": "Accept"}),
             ..case("p3_missing_replica_with_on_missing_replica_accept_is_accepted_with_a_warning", review(QWEN_0), QWEN, AcceptedWithWarning("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'Some(\"spread-demo\")'; admitted without spread (onMissingReplica: Accept)")) },
-        Case { cluster: Cluster::default().undecodable("spread-demo", "qwen3-0-6b-engine", "<html>502</html>"),
+        Case { cluster: Cluster::default().undecodable("<html>502</html>"),
             ..case("p3_host_answer_that_is_not_json_is_rejected", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Error deserializing response: expected value at line 1 column 1")) },
         Case { cluster: Cluster::default().with_raw_answer("spread-demo", "qwen3-0-6b-engine", br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "qwen3-0-6b-engine", "namespace": "spread-demo"}, "data": {}}"#),
             ..case("p3_host_answer_of_another_kind_is_rejected", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: the host answered with kind \"ConfigMap\", not InferenceReplica")) },

@@ -81,11 +81,9 @@ impl Cluster {
         self
     }
 
-    /// The named replica answered with a body the runtime cannot decode: its host call fails.
-    pub fn undecodable(mut self, namespace: &str, name: &str, body: &str) -> Self {
+    /// Every read answered with `body`, which the runtime cannot decode: its host call fails.
+    pub fn undecodable(mut self, body: &str) -> Self {
         let error = serde_json::from_str::<Value>(body).expect_err("a body that is not JSON");
-        self.replicas
-            .insert((namespace.into(), name.into()), body.as_bytes().to_vec());
         self.failure = Some(format!("Error deserializing response: {error}"));
         self
     }
