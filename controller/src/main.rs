@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use ome_spread_controller::controller::{self, Options};
-use ome_spread_controller::objects::Objects;
+use ome_spread_controller::objects;
+use ome_spread_core::explain::Objects;
 use ome_spread_controller::{explain, resources, serve};
 use tracing::{error, info};
 
@@ -86,7 +87,7 @@ fn main() -> ExitCode {
                 let (objects, namespace, source) = match &from {
                     Some(path) => {
                         let namespace = namespace.unwrap_or_else(|| "default".into());
-                        (Objects::load(path)?, namespace, path.display().to_string())
+                        (objects::load(path)?, namespace, path.display().to_string())
                     }
                     None => {
                         let (objects, namespace) = runtime()?.block_on(fetch(&service, namespace))?;

@@ -8,13 +8,15 @@
 //! - [`spread`]: the three spread fields and the settings in effect (M1); [`settings`]: the
 //!   policy's settings;
 //! - [`rules`]: P5 to P12, what a pod gets; [`diagnosis`] and [`nodes`]: whether the spread
-//!   holds, and why not; [`rebalance`]: the fewest Instance moves that fix a skew; [`columns`]: the
+//!   holds, and why not; [`explain`]: what `explain` and the playground show of a service;
+//!   [`rebalance`]: the fewest Instance moves that fix a skew; [`columns`]: the
 //!   seed's tables.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod columns;
 pub mod diagnosis;
+pub mod explain;
 pub mod instance;
 pub mod labels;
 pub mod nodes;

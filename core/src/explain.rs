@@ -1,0 +1,228 @@
+//! What `ome-spread explain` and the playground show of an InferenceService: for each component,
+//! the seed's Step 2 tables, then the diagnosis' reason, why, and what to do. From saved objects
+//! (`kubectl get -o yaml`, Lists included) or a live cluster's, the same way.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use crate::columns;
+use crate::diagnosis::{self, DiagnosisError, Report};
+use crate::instance::COMPONENTS;
+use crate::labels;
+use crate::nodes::{Node, Nodes, Selection};
+use crate::replica::{ReplicaRef, RuntimeRef};
+use crate::settings::Settings;
+use crate::spread::Spread;
+
+/// Kubernetes objects, with every List's items taken out of it.
+pub struct Objects(Vec<Value>);
+
+impl Objects {
+    pub fn new(documents: Vec<Value>) -> Self {
+        let mut objects = Vec::with_capacity(documents.len());
+        for document in documents {
+            match document["items"].as_array() {
+                Some(items) if document["kind"].as_str().is_some_and(|k| k.ends_with("List")) => {
+                    objects.extend(items.iter().cloned())
+                }
+                _ => objects.push(document),
+            }
+        }
+        Self(objects)
+    }
+
+    /// The objects of `kind`, in `namespace` (None: cluster-scoped, or any).
+    pub fn of_kind<'a, 'b>(&'a self, kind: &'b str, namespace: Option<&'b str>) -> impl Iterator<Item = &'a Value> {
+        self.0
+            .iter()
+            .filter(move |o| o["kind"] == kind && namespace.is_none_or(|ns| namespace_of(o) == ns))
+    }
+
+    pub fn named(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<&Value> {
+        self.of_kind(kind, namespace).find(|o| o["metadata"]["name"] == name)
+    }
+}
+
+fn namespace_of(object: &Value) -> &str {
+    object["metadata"]["namespace"].as_str().unwrap_or("default")
+}
+
+/// Why nothing can be explained.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExplainError {
+    #[error("no InferenceService {namespace}/{service} in {origin}")]
+    NoService {
+        namespace: String,
+        service: String,
+        /// Where the objects came from.
+        origin: String,
+    },
+    #[error("InferenceService {namespace}/{service} does not run on OMENative: nothing spreads its Instances")]
+    NotOmeNative { namespace: String, service: String },
+    #[error("InferenceService {namespace}/{service} has no InferenceReplica{for_component}: the component doesn't run on OMENative")]
+    NoReplica {
+        namespace: String,
+        service: String,
+        /// ` for its engine` when one component was asked for, else empty.
+        for_component: String,
+    },
+    #[error(transparent)]
+    Diagnosis(#[from] DiagnosisError),
+}
+
+/// One component explained: the seed's Step 2 tables (header row first) and the diagnosis.
+pub struct Explained<'a> {
+    pub component: &'static str,
+    pub replica: &'a Value,
+    pub pods: Vec<&'a Value>,
+    pub tables: Vec<Vec<Vec<String>>>,
+    pub report: Report,
+}
+
+/// The components of `service` (or only `only`) that have an InferenceReplica, explained.
+/// `source` names where the objects came from, for messages.
+pub fn explain<'a>(
+    service: &str,
+    namespace: &str,
+    only: Option<&str>,
+    objects: &'a Objects,
+    source: &str,
+    settings: &Settings,
+) -> Result<Vec<Explained<'a>>, ExplainError> {
+    let isvc = objects
+        .named("InferenceService", Some(namespace), service)
+        .ok_or_else(|| ExplainError::NoService {
+            namespace: namespace.into(),
+            service: service.into(),
+            origin: source.into(),
+        })?;
+    if isvc["spec"]["deploymentMode"] != "OMENative" {
+        return Err(ExplainError::NotOmeNative {
+            namespace: namespace.into(),
+            service: service.into(),
+        });
+    }
+    let runtime = RuntimeRef::of(
+        isvc["spec"]["runtime"]["kind"].as_str(),
+        isvc["spec"]["runtime"]["name"].as_str(),
+    )
+    .and_then(|runtime| match runtime {
+        RuntimeRef::Namespaced(name) => objects.named(runtime.kind(), Some(namespace), name),
+        RuntimeRef::Cluster(name) => objects.named(runtime.kind(), None, name),
+    });
+    let nodes = Nodes::new(objects.of_kind("Node", None).map(Node::from_json).collect());
+    let mut explained = Vec::new();
+    for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {
+        let name = ReplicaRef::for_component(namespace, service, component).name;
+        let Some(replica) = objects.named("InferenceReplica", Some(namespace), &name) else {
+            continue;
+        };
+        let pods: Vec<&Value> = objects
+            .of_kind("Pod", Some(namespace))
+            .filter(|p| {
+                let labels = &p["metadata"]["labels"];
+                labels[labels::INFERENCE_SERVICE] == service && labels[labels::COMPONENT] == component
+            })
+            .collect();
+        let owned: Vec<Value> = pods.iter().map(|p| (*p).clone()).collect();
+        let report = diagnosis::diagnose(
+            &diagnosis::Component {
+                service: isvc,
+                runtime,
+                replica,
+                pods: &owned,
+                nodes: &nodes,
+            },
+            settings,
+        )?;
+        let tables = tables(replica, &pods, &nodes, &report);
+        explained.push(Explained {
+            component,
+            replica,
+            pods,
+            tables,
+            report,
+        });
+    }
+    if explained.is_empty() {
+        return Err(ExplainError::NoReplica {
+            namespace: namespace.into(),
+            service: service.into(),
+            for_component: only.map(|c| format!(" for its {c}")).unwrap_or_default(),
+        });
+    }
+    Ok(explained)
+}
+
+/// The text `explain` prints: each component's tables, then its reason, why and what to do.
+pub fn text(explained: &[Explained]) -> String {
+    let mut text = String::new();
+    for (i, component) in explained.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        for table in &component.tables {
+            text.push_str(&columns::table(table));
+            text.push('\n');
+        }
+        let report = &component.report;
+        let status = if report.reason.holds() { "True" } else { "False" };
+        let _ = writeln!(text, "Spread: {status} ({})", report.reason.as_str());
+        let _ = writeln!(text, "Why: {}.", report.message);
+        let _ = writeln!(text, "What to do: {}", report.action);
+    }
+    text
+}
+
+/// The seed's Step 2 views: the replica's fields, the pods' terms, and the nodes the pods run on
+/// or select with their domain (when a domain key is in effect and any node is).
+fn tables(replica: &Value, pods: &[&Value], nodes: &Nodes, report: &Report) -> Vec<Vec<Vec<String>>> {
+    // The replica's fields as the core read them: an empty key is unset (SPEC P4).
+    let projected = &report.projected;
+    let shown = |key: &Option<String>| key.as_deref().unwrap_or("<none>").to_owned();
+    let mut tables = vec![vec![
+        row(["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"]),
+        vec![
+            replica["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            projected.spread.map_or("<none>", Spread::as_str).to_owned(),
+            shown(&projected.spread_key),
+            shown(&projected.topology_key),
+        ],
+    ]];
+    let mut rows = vec![row(["NAME", "SPREAD-KEY", "WHEN", "NODE"])];
+    for pod in pods {
+        let constraints = pod["spec"]["topologySpreadConstraints"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let joined = |field: &str| columns::joined(constraints, |c| c[field].as_str().unwrap_or_default().to_owned());
+        rows.push(vec![
+            pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            joined("topologyKey"),
+            joined("whenUnsatisfiable"),
+            pod["spec"]["nodeName"].as_str().unwrap_or("<none>").to_owned(),
+        ]);
+    }
+    tables.push(rows);
+    if let Some(key) = report.in_effect.domain_key() {
+        let selections: Vec<Selection> = pods.iter().map(|p| Selection::of_pod(p)).collect();
+        let used: Vec<&str> = pods.iter().filter_map(|p| p["spec"]["nodeName"].as_str()).collect();
+        let header = key.rsplit('/').next().unwrap_or(key).to_uppercase();
+        let mut rows = vec![vec!["NAME".to_owned(), header]];
+        for node in nodes.iter() {
+            if used.contains(&node.name.as_str()) || selections.iter().any(|s| s.selects(node)) {
+                let domain = node.labels.get(key).cloned().unwrap_or_else(|| "<none>".into());
+                rows.push(vec![node.name.clone(), domain]);
+            }
+        }
+        if rows.len() > 1 {
+            tables.push(rows);
+        }
+    }
+    tables
+}
+
+fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
+    cells.map(String::from).to_vec()
+}
