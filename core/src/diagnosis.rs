@@ -134,7 +134,7 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
             value: shown(&spec["component"]),
         })?;
     let projected = fields(spec, || format!("InferenceReplica {replica} spec"))?;
-    let in_effect = settings_in_effect(component, kind)?;
+    let in_effect = settings_in_effect(component.service, component.runtime, kind)?;
     let mut report = Report {
         reason: Reason::Satisfied,
         message: String::new(),
@@ -178,12 +178,11 @@ fn fields(fields: &Value, object: impl Fn() -> String) -> Result<SpreadSettings,
     })
 }
 
-/// M1: the InferenceService's values over its runtime's, field by field.
-fn settings_in_effect(component: &Component, kind: &str) -> Result<SpreadSettings, DiagnosisError> {
-    let from_service = fields(&component.service["spec"][kind], || {
-        format!("InferenceService spec.{kind}")
-    })?;
-    let from_runtime = match component.runtime {
+/// M1: the settings in effect for the `kind` component: the InferenceService's values over its
+/// runtime's, field by field.
+pub fn settings_in_effect(service: &Value, runtime: Option<&Value>, kind: &str) -> Result<SpreadSettings, DiagnosisError> {
+    let from_service = fields(&service["spec"][kind], || format!("InferenceService spec.{kind}"))?;
+    let from_runtime = match runtime {
         Some(runtime) => fields(&runtime["spec"][format!("{kind}Config")], || {
             format!("runtime spec.{kind}Config")
         })?,
