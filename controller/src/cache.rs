@@ -15,6 +15,7 @@ use kube::{Resource, ResourceExt};
 use ome_spread_core::labels;
 use ome_spread_core::nodes::{Node, Nodes, Taint};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 /// What the diagnosis reads of a cache (the nodes indexed, the pods grouped by component), built
 /// from it only after it changed: a burst of reconciles (every replica, after a node change)
@@ -68,11 +69,21 @@ pub fn nodes(nodes: &[Arc<KubeNode>]) -> Nodes {
     Nodes::new(nodes.iter().map(|n| node(n)).collect())
 }
 
-/// Pods by (namespace, InferenceService, component), from their OME labels.
-pub type PodsByComponent = HashMap<(String, String, String), Vec<Arc<Pod>>>;
-pub type PodSnapshot = Snapshot<Pod, PodsByComponent>;
+/// Pods by (namespace, InferenceService, component), from their OME labels, as the diagnosis
+/// takes them (JSON values): converted once per change of the pods, not once per reconcile.
+pub type PodsByComponent = HashMap<(String, String, String), Vec<Value>>;
+pub type PodSnapshot = Snapshot<Pod, Result<PodsByComponent, PodJsonError>>;
 
-pub fn pods_by_component(pods: &[Arc<Pod>]) -> PodsByComponent {
+/// A cached pod that cannot be written as JSON: cannot happen for a pod the API server sent, and
+/// is said, naming the pod, if it does.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("pod {pod} cannot be read as JSON: {message}")]
+pub struct PodJsonError {
+    pub pod: String,
+    pub message: String,
+}
+
+pub fn pods_by_component(pods: &[Arc<Pod>]) -> Result<PodsByComponent, PodJsonError> {
     let mut grouped = PodsByComponent::new();
     for pod in pods {
         let labels = pod.labels();
@@ -81,13 +92,17 @@ pub fn pods_by_component(pods: &[Arc<Pod>]) -> PodsByComponent {
             labels.get(labels::INFERENCE_SERVICE),
             labels.get(labels::COMPONENT),
         ) {
+            let value = serde_json::to_value(&**pod).map_err(|e| PodJsonError {
+                pod: format!("{namespace}/{}", pod.name_any()),
+                message: e.to_string(),
+            })?;
             grouped
                 .entry((namespace, service.clone(), component.clone()))
                 .or_default()
-                .push(pod.clone());
+                .push(value);
         }
     }
-    grouped
+    Ok(grouped)
 }
 
 /// What the diagnosis needs of a Kubernetes node.
@@ -177,5 +192,47 @@ mod tests {
         let second = snapshot.current();
         assert_eq!(second.len(), 2);
         assert!(Arc::ptr_eq(&second, &snapshot.current()));
+    }
+
+    #[test]
+    fn pods_are_grouped_by_component_as_the_json_the_diagnosis_reads() {
+        let pod = |name: &str, labels: serde_json::Value| -> Arc<Pod> {
+            Arc::new(
+                serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns", "labels": labels},
+                    "spec": {"containers": [], "nodeName": "n1"}}))
+                .expect("a pod"),
+            )
+        };
+        let engine = json!({"ome.io/inferenceservice": "m", "component": "engine"});
+        let grouped = pods_by_component(&[
+            pod("m-engine-0-default-0", engine.clone()),
+            pod(
+                "m-decoder-0-default-0",
+                json!({"ome.io/inferenceservice": "m", "component": "decoder"}),
+            ),
+            pod("m-engine-1-default-0", engine),
+            pod("unlabelled", json!({})),
+        ])
+        .expect("pods as JSON");
+        let names = |component: &str| -> Vec<(String, String)> {
+            grouped[&("ns".to_owned(), "m".to_owned(), component.to_owned())]
+                .iter()
+                .map(|p| {
+                    (
+                        p["metadata"]["name"].as_str().unwrap().to_owned(),
+                        p["spec"]["nodeName"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            names("engine"),
+            [
+                ("m-engine-0-default-0".to_owned(), "n1".to_owned()),
+                ("m-engine-1-default-0".to_owned(), "n1".to_owned())
+            ]
+        );
+        assert_eq!(names("decoder").len(), 1);
+        assert_eq!(grouped.len(), 2, "the unlabelled pod belongs to no component");
     }
 }

@@ -18,7 +18,7 @@ use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use crate::cache::{NodeSnapshot, PodSnapshot};
+use crate::cache::{NodeSnapshot, PodJsonError, PodSnapshot};
 use crate::metrics::Metrics;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
@@ -42,6 +42,8 @@ pub enum Error {
     /// An object the caches hold that cannot be read as JSON: cannot happen, and is said if it does.
     #[error("an object of the cache cannot be read as JSON: {0}")]
     Json(serde_json::Error),
+    #[error(transparent)]
+    PodJson(PodJsonError),
     #[error("a cache stopped before it was filled")]
     CacheGone,
 }
@@ -53,7 +55,7 @@ impl Error {
             Self::Api(kube::Error::Api(status)) => format!("api_{}", status.code),
             Self::Api(_) => "api".into(),
             Self::Timeout(_) => "timeout".into(),
-            Self::BadObject(_) | Self::Json(_) => "bad_object".into(),
+            Self::BadObject(_) | Self::Json(_) | Self::PodJson(_) => "bad_object".into(),
             Self::CacheGone => "cache".into(),
         }
     }
@@ -156,18 +158,9 @@ fn report(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Report>, E
         None => None,
     };
     let key = (namespace.clone(), parent, replica.spec.component.clone());
-    let pods = ctx
-        .pods
-        .current()
-        .get(&key)
-        .map(|pods| {
-            pods.iter()
-                .map(|pod| serde_json::to_value(&**pod))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .transpose()
-        .map_err(Error::Json)?
-        .unwrap_or_default();
+    let snapshot = ctx.pods.current();
+    let by_component = snapshot.as_ref().as_ref().map_err(|e| Error::PodJson(e.clone()))?;
+    let pods = by_component.get(&key).map_or(&[][..], Vec::as_slice);
     let nodes = ctx.nodes.current();
     let service_value = serde_json::to_value(&*service).map_err(Error::Json)?;
     let replica_value = serde_json::to_value(replica).map_err(Error::Json)?;
@@ -176,7 +169,7 @@ fn report(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Report>, E
             service: &service_value,
             runtime: runtime.as_ref(),
             replica: &replica_value,
-            pods: &pods,
+            pods,
             nodes: &nodes,
         },
         &ctx.settings,
