@@ -13,5 +13,5 @@ mod pod;
 mod raw;
 mod rejection;
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", target_os = "wasi"))]
 mod wasm;

@@ -42,9 +42,19 @@ impl Objects {
     pub fn named(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<&Value> {
         self.of_kind(kind, namespace).find(|o| o["metadata"]["name"] == name)
     }
+
+    /// The ServingRuntime or ClusterServingRuntime that `service` names, if it is among them.
+    pub fn runtime_of(&self, service: &Value) -> Option<&Value> {
+        let runtime = &service["spec"]["runtime"];
+        RuntimeRef::of(runtime["kind"].as_str(), runtime["name"].as_str()).and_then(|runtime| match runtime {
+            RuntimeRef::Namespaced(name) => self.named(runtime.kind(), Some(namespace_of(service)), name),
+            RuntimeRef::Cluster(name) => self.named(runtime.kind(), None, name),
+        })
+    }
 }
 
-fn namespace_of(object: &Value) -> &str {
+/// An object's namespace, `default` when its metadata names none (as kubectl reads a file).
+pub fn namespace_of(object: &Value) -> &str {
     object["metadata"]["namespace"].as_str().unwrap_or("default")
 }
 
@@ -103,14 +113,7 @@ pub fn explain<'a>(
             service: service.into(),
         });
     }
-    let runtime = RuntimeRef::of(
-        isvc["spec"]["runtime"]["kind"].as_str(),
-        isvc["spec"]["runtime"]["name"].as_str(),
-    )
-    .and_then(|runtime| match runtime {
-        RuntimeRef::Namespaced(name) => objects.named(runtime.kind(), Some(namespace), name),
-        RuntimeRef::Cluster(name) => objects.named(runtime.kind(), None, name),
-    });
+    let runtime = objects.runtime_of(isvc);
     let nodes = Nodes::new(objects.of_kind("Node", None).map(Node::from_json).collect());
     let mut explained = Vec::new();
     for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {

@@ -1,0 +1,111 @@
+//! The diagnosis of each InferenceService pasted, as `ome-spread explain` prints it, and the
+//! picture of its spread: one column per eligible domain, one box per Instance.
+
+use std::collections::BTreeMap;
+
+use ome_spread_core::explain::{Explained, Objects, explain, namespace_of, text};
+use ome_spread_core::labels;
+use ome_spread_core::nodes::{Node, Nodes};
+use ome_spread_core::settings::Settings;
+use serde_json::{Value, json};
+
+use crate::input;
+
+pub fn diagnose(objects: &str, settings: &str) -> Value {
+    answer(objects, settings).unwrap_or_else(|error| json!({ "error": error }))
+}
+
+fn answer(objects: &str, settings: &str) -> Result<Value, String> {
+    let (_, settings) = input::settings(settings)?;
+    let objects = Objects::new(input::documents(objects, "objects")?);
+    let nodes = Nodes::new(objects.of_kind("Node", None).map(Node::from_json).collect());
+    let services: Vec<Value> = objects
+        .of_kind("InferenceService", None)
+        .map(|service| {
+            let name = service["metadata"]["name"].as_str().unwrap_or_default();
+            let namespace = namespace_of(service);
+            match explain(name, namespace, None, &objects, "the objects", &settings) {
+                Ok(explained) => json!({
+                    "name": name,
+                    "namespace": namespace,
+                    "components": explained.iter().map(|e| component(e, &nodes, &settings)).collect::<Vec<_>>(),
+                }),
+                Err(error) => json!({ "name": name, "namespace": namespace, "error": error.to_string() }),
+            }
+        })
+        .collect();
+    if services.is_empty() {
+        return Err("objects: no InferenceService among them: paste the InferenceService with its runtime, \
+                    InferenceReplicas, pods and nodes"
+            .into());
+    }
+    Ok(json!({ "services": services }))
+}
+
+fn component(explained: &Explained, nodes: &Nodes, settings: &Settings) -> Value {
+    let report = &explained.report;
+    json!({
+        "component": explained.component,
+        "replica": explained.replica["metadata"]["name"],
+        "tables": explained.tables,
+        "text": text(std::slice::from_ref(explained)),
+        "reason": report.reason.as_str(),
+        "status": if report.reason.holds() { "True" } else { "False" },
+        "why": report.message,
+        "action": report.action,
+        "key": report.in_effect.domain_key(),
+        "skew": report.skew,
+        "maxSkew": settings.max_skew,
+        "domains": picture(explained, nodes),
+    })
+}
+
+/// The eligible domains in order, each with the Instances whose leader (or only pod) runs there;
+/// the Instances placed nowhere eligible (or not yet) under `null`. An Instance's pods are listed
+/// leader first, each with its node (`null` while Pending).
+fn picture(explained: &Explained, nodes: &Nodes) -> Vec<Value> {
+    let key = explained.report.in_effect.domain_key();
+    let mut instances: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
+    for pod in &explained.pods {
+        let index = pod["metadata"]["labels"][labels::INSTANCE_INDEX]
+            .as_str()
+            .and_then(|i| i.parse().ok())
+            .unwrap_or(u64::MAX);
+        instances.entry(index).or_default().push(pod);
+    }
+    let mut domains: BTreeMap<Option<&str>, Vec<Value>> = explained
+        .report
+        .instances_per_domain
+        .keys()
+        .map(|d| (Some(d.as_str()), Vec::new()))
+        .collect();
+    for (index, mut pods) in instances {
+        pods.sort_by_key(|p| p["metadata"]["labels"][labels::RUNNER] == "worker");
+        let domain = key.and_then(|key| {
+            let node = pods.first()?["spec"]["nodeName"].as_str()?;
+            let domain = nodes.get(node)?.labels.get(key)?;
+            domains.contains_key(&Some(domain.as_str())).then_some(domain.as_str())
+        });
+        let pods: Vec<Value> = pods
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p["metadata"]["name"],
+                    "runner": p["metadata"]["labels"][labels::RUNNER],
+                    "node": p["spec"]["nodeName"],
+                })
+            })
+            .collect();
+        let index = (index != u64::MAX).then_some(index);
+        domains.entry(domain).or_default().push(json!({ "index": index, "pods": pods }));
+    }
+    let placed_nowhere = domains.remove(&None);
+    let mut columns: Vec<Value> = domains
+        .into_iter()
+        .map(|(domain, instances)| json!({ "domain": domain, "instances": instances }))
+        .collect();
+    if let Some(instances) = placed_nowhere {
+        columns.push(json!({ "domain": null, "instances": instances }));
+    }
+    columns
+}

@@ -1,0 +1,73 @@
+//! The page's menu: the seed's scenarios for the policy (the replicas and pods `make demo` runs)
+//! and for the diagnosis (the objects `explain`'s tests read, one per reason), as they are
+//! saved in the repository.
+
+use serde_json::{Value, json};
+
+macro_rules! saved {
+    ($path:literal) => {
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../", $path))
+    };
+}
+
+/// (title, replica JSON, Pod CREATE request JSON)
+const ADMIT: [(&str, &str, &str); 4] = [
+    (
+        "The seed's example: Instance 0 of two, Required across zones",
+        saved!("tests/data/replicas/qwen3-0-6b-engine.json"),
+        saved!("tests/data/requests/qwen3-0-6b-engine-0-default-0.json"),
+    ),
+    (
+        "A leader of a multi-node Instance",
+        saved!("tests/data/replicas/deepseek-v3-engine.json"),
+        saved!("tests/data/requests/deepseek-v3-engine-0-leader-0.json"),
+    ),
+    (
+        "A worker: kept inside its leader's NVLink rack",
+        saved!("tests/data/replicas/deepseek-v3-engine.json"),
+        saved!("tests/data/requests/deepseek-v3-engine-0-worker-1.json"),
+    ),
+    (
+        "Preferred: the spread as a preference",
+        saved!("tests/data/replicas/qwen3-8b-engine.json"),
+        saved!("tests/data/requests/qwen3-8b-engine-0-default-0.json"),
+    ),
+];
+
+/// (title, objects as `kubectl get -o yaml` saves them)
+const DIAGNOSE: [(&str, &str); 12] = [
+    ("The seed's example", saved!("controller/tests/data/seed.yaml")),
+    ("Satisfied", saved!("controller/tests/data/reasons/Satisfied.yaml")),
+    ("SettingsNotProjected", saved!("controller/tests/data/reasons/SettingsNotProjected.yaml")),
+    ("NotRequested", saved!("controller/tests/data/reasons/NotRequested.yaml")),
+    ("NoKey", saved!("controller/tests/data/reasons/NoKey.yaml")),
+    (
+        "PreferredUnderOMEScheduler",
+        saved!("controller/tests/data/reasons/PreferredUnderOMEScheduler.yaml"),
+    ),
+    ("PodsPredateChange", saved!("controller/tests/data/reasons/PodsPredateChange.yaml")),
+    ("ConflictingConstraint", saved!("controller/tests/data/reasons/ConflictingConstraint.yaml")),
+    ("MissingLabel", saved!("controller/tests/data/reasons/MissingLabel.yaml")),
+    ("DomainsFull", saved!("controller/tests/data/reasons/DomainsFull.yaml")),
+    ("SingleDomain", saved!("controller/tests/data/reasons/SingleDomain.yaml")),
+    ("Skewed", saved!("controller/tests/data/reasons/Skewed.yaml")),
+];
+
+pub fn scenarios() -> Value {
+    let yaml = |json: &str, pointer: &str| -> String {
+        let value: Value = serde_json::from_str(json).unwrap_or_default();
+        let value = value.pointer(pointer).unwrap_or(&Value::Null);
+        serde_saphyr::to_string(value).unwrap_or_default()
+    };
+    let admit: Vec<Value> = ADMIT
+        .iter()
+        .map(|(title, replica, request)| {
+            json!({ "title": title, "objects": yaml(replica, ""), "pod": yaml(request, "/request/object") })
+        })
+        .collect();
+    let diagnose: Vec<Value> = DIAGNOSE
+        .iter()
+        .map(|(title, objects)| json!({ "title": title, "objects": objects }))
+        .collect();
+    json!({ "admit": admit, "diagnose": diagnose })
+}

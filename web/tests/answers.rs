@@ -1,0 +1,126 @@
+//! The playground against what the policy and `explain` are tested to answer: every rule case of
+//! the policy (tests/data/cases, whose expected responses are written by hand from SPEC section 3)
+//! and every reason of `explain` (controller/tests/data/reasons, whose expected text is written
+//! by hand from SPEC section 4), pasted as a user would paste them.
+
+use std::path::{Path, PathBuf};
+
+use ome_spread_web::{admit, diagnose};
+use serde_json::{Value, json};
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// What the playground is given for a case: the replica the host answered with (as JSON text, as
+/// `kubectl get -o json` prints it), or nothing when the host found none; None when the case's
+/// host answer cannot be pasted (an error other than not found, an answer that is no replica).
+fn pasted_objects(case: &Path) -> Option<String> {
+    let session: Vec<Value> = serde_saphyr::from_str(&read(&case.join("session.yml"))).expect("session.yml");
+    let Some(exchange) = session.first() else {
+        return Some(String::new());
+    };
+    let response = &exchange["response"];
+    match response["type"].as_str() {
+        Some("Success") => {
+            let mut replica: Value = serde_json::from_str(response["payload"].as_str()?).ok()?;
+            if replica["metadata"].is_null() {
+                // A replica pasted has the name and namespace the host was asked for.
+                let asked = exchange["request"].as_str()?;
+                let field = |f: &str| asked.lines().find_map(|l| l.strip_prefix(f)).map(str::to_owned);
+                replica["metadata"] = json!({"name": field("name: ")?, "namespace": field("namespace: ")?});
+            }
+            (replica["kind"] == "InferenceReplica").then(|| replica.to_string())
+        }
+        _ => response["message"]
+            .as_str()
+            .filter(|m| m.starts_with("Cannot find"))
+            .map(|_| String::new()),
+    }
+}
+
+#[test]
+fn every_rule_case_gets_the_policys_answer() {
+    let cases = repository().join("tests/data/cases");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&cases)
+        .expect("cases")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    names.sort();
+    let mut skipped = Vec::new();
+    let mut compared = 0;
+    for case in names {
+        let name = case.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let request = json(&case.join("request.json"));
+        let expected = json(&case.join("response.json"));
+        let request = &request["request"];
+        let objects = pasted_objects(&case);
+        let (true, Some(objects)) = (
+            request["operation"] == "CREATE" && request["kind"]["kind"] == "Pod" && request["object"].is_object(),
+            objects,
+        ) else {
+            skipped.push(name);
+            continue;
+        };
+        let pod = serde_saphyr::to_string(&request["object"]).expect("the pod as YAML");
+        let answer = admit(&objects, &pod, &read(&case.join("settings.json")));
+        compared += 1;
+        if let Some(message) = answer["error"].as_str() {
+            // The policy-server refuses bad settings before any request; the playground says so.
+            let refused = expected["message"].as_str().and_then(|m| m.strip_prefix("invalid policy settings: "));
+            assert_eq!(Some(message), refused.map(|m| format!("settings: {m}")).as_deref(), "{name}");
+            continue;
+        }
+        assert_eq!(answer["accepted"], expected["accepted"], "{name}");
+        assert_eq!(answer["message"], expected["message"], "{name}");
+        assert_eq!(answer["warnings"], *expected.get("warnings").unwrap_or(&json!([])), "{name}");
+        let pod = expected.get("mutated_object").unwrap_or(&request["object"]);
+        assert_eq!(answer["pod"], *pod, "{name}");
+        assert_eq!(answer["mutated"], expected.get("mutated_object").is_some(), "{name}");
+    }
+    // What a browser cannot paste: requests that are not a Pod CREATE, and host answers that are
+    // neither a replica nor "not found".
+    assert_eq!(
+        skipped,
+        [
+            "bad_request_with_a_null_object_is_rejected",
+            "p1_create_of_a_deployment_is_accepted_unchanged",
+            "p1_update_of_an_ome_pod_is_accepted_unchanged",
+            "p3_forbidden_read_is_rejected_with_the_host_reason",
+            "p3_host_answer_of_another_kind_is_rejected",
+            "p3_host_answer_that_is_not_json_is_rejected",
+        ]
+    );
+    assert_eq!(compared, 66);
+}
+
+#[test]
+fn every_reason_is_explained_as_explain_prints_it() {
+    let reasons = repository().join("controller/tests/data/reasons");
+    for reason in [
+        "SettingsNotProjected",
+        "NotRequested",
+        "NoKey",
+        "PreferredUnderOMEScheduler",
+        "PodsPredateChange",
+        "ConflictingConstraint",
+        "MissingLabel",
+        "DomainsFull",
+        "SingleDomain",
+        "Skewed",
+        "Satisfied",
+    ] {
+        let answer = diagnose(&read(&reasons.join(format!("{reason}.yaml"))), "");
+        let component = &answer["services"][0]["components"][0];
+        assert_eq!(component["reason"], reason, "{answer}");
+        assert_eq!(component["text"], read(&reasons.join(format!("{reason}.txt"))), "{reason}");
+    }
+}
