@@ -132,6 +132,12 @@ mod tests {
             "labels": {"ome.io/inferenceservice": "m", "component": "engine"}}}))
         .expect("a pod");
         assert_eq!(replica_of_pod(&labelled), Some(ObjectRef::new("m-engine").within("ns")));
+        // P3: an owner of another API group or version is not the replica; the labels name it.
+        let foreign: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns",
+            "labels": {"ome.io/inferenceservice": "m", "component": "engine"},
+            "ownerReferences": [{"apiVersion": "ome.io/v1alpha1", "kind": "InferenceReplica", "name": "m-decoder", "uid": "2", "controller": true}]}}))
+        .expect("a pod");
+        assert_eq!(replica_of_pod(&foreign), Some(ObjectRef::new("m-engine").within("ns")));
         let neither: Pod =
             serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}})).expect("a pod");
         assert_eq!(replica_of_pod(&neither), None);

@@ -69,17 +69,20 @@ fn set_spread(objects: &mut [Value], spread: Value, when: &str) {
 
 struct Case {
     reason: Reason,
+    /// What turns the seed into this reason's case.
+    change: fn(&mut Vec<Value>),
     objects: Vec<Value>,
     per_domain: &'static [(&'static str, usize)],
     skew: usize,
 }
 
 fn cases() -> Vec<Case> {
-    let case = |reason, change: &dyn Fn(&mut Vec<Value>), per_domain, skew| {
+    let case = |reason, change: fn(&mut Vec<Value>), per_domain, skew| {
         let mut objects = seed();
         change(&mut objects);
         Case {
             reason,
+            change,
             objects,
             per_domain,
             skew,
@@ -89,7 +92,7 @@ fn cases() -> Vec<Case> {
     vec![
         case(
             Reason::SettingsNotProjected,
-            &|o| {
+            |o| {
                 find(o, "InferenceService", "qwen3-0-6b")["spec"]["engine"]["topologySpreadKey"] = json!("rack");
             },
             &[],
@@ -97,7 +100,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             Reason::NotRequested,
-            &|o| {
+            |o| {
                 for (kind, name, fields) in [
                     ("InferenceService", "qwen3-0-6b", "engine"),
                     ("InferenceReplica", "qwen3-0-6b-engine", ""),
@@ -116,7 +119,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             Reason::NoKey,
-            &|o| {
+            |o| {
                 find(o, "InferenceService", "qwen3-0-6b")["spec"]["engine"]
                     .as_object_mut()
                     .expect("engine")
@@ -131,7 +134,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             Reason::PreferredUnderOmeScheduler,
-            &|o| {
+            |o| {
                 set_spread(o, json!("Preferred"), "ScheduleAnyway");
                 find(o, "Pod", POD_0)["spec"]["schedulerName"] = json!("ome-scheduler");
             },
@@ -140,7 +143,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             Reason::PodsPredateChange,
-            &|o| {
+            |o| {
                 find(o, "Pod", POD_0)["spec"]
                     .as_object_mut()
                     .expect("spec")
@@ -151,7 +154,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             Reason::ConflictingConstraint,
-            &|o| {
+            |o| {
                 find(o, "Pod", POD_1)["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": ZONE,
                 "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "qwen"}}}]);
             },
@@ -160,7 +163,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             Reason::MissingLabel,
-            &|o| {
+            |o| {
                 o.push(node(
                     "gpu-node-3",
                     json!({"models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}),
@@ -171,13 +174,13 @@ fn cases() -> Vec<Case> {
         ),
         case(
             Reason::DomainsFull,
-            &|o| third_instance(o, None, "DoNotSchedule"),
+            |o| third_instance(o, None, "DoNotSchedule"),
             &[],
             0,
         ),
         case(
             Reason::SingleDomain,
-            &|o| {
+            |o| {
                 find(o, "Node", "gpu-node-2")["metadata"]["labels"][ZONE] = json!("zone-a");
             },
             &[("zone-a", 2)],
@@ -185,7 +188,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             Reason::Skewed,
-            &|o| {
+            |o| {
                 set_spread(o, json!("Preferred"), "ScheduleAnyway");
                 o.push(node(
                     "gpu-node-3",
@@ -197,7 +200,7 @@ fn cases() -> Vec<Case> {
             &[("zone-a", 3), ("zone-b", 0)],
             3,
         ),
-        case(Reason::Satisfied, &|_| {}, both, 0),
+        case(Reason::Satisfied, |_| {}, both, 0),
     ]
 }
 
@@ -260,6 +263,27 @@ fn every_reason_is_reported_and_explained() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// SPEC section 4: the first reason from the top that applies. Each case's change together with
+/// the next one's gives the upper reason (MissingLabel over a pod Pending on the spread, ...).
+#[test]
+fn of_two_reasons_that_apply_the_upper_one_is_reported() {
+    let cases = cases();
+    for pair in cases.windows(2) {
+        let mut objects = seed();
+        (pair[0].change)(&mut objects);
+        (pair[1].change)(&mut objects);
+        let report = report_of(&objects, &Settings::default());
+        assert_eq!(
+            report.reason,
+            pair[0].reason,
+            "{} with {}: {}",
+            pair[0].reason.as_str(),
+            pair[1].reason.as_str(),
+            report.message
+        );
+    }
 }
 
 #[test]
