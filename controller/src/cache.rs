@@ -14,6 +14,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use ome_spread_core::labels;
 use ome_spread_core::nodes::{Node, Nodes, Taint};
+use ome_spread_core::room::Resources;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -126,6 +127,12 @@ pub fn node(node: &KubeNode) -> Node {
         node.labels().clone(),
         taints,
         spec.and_then(|s| s.unschedulable) == Some(true),
+        Resources::parsed(
+            node.status
+                .iter()
+                .flat_map(|s| s.allocatable.iter().flatten())
+                .map(|(name, q)| (name.as_str(), q.0.as_str())),
+        ),
     )
 }
 
@@ -167,7 +174,8 @@ mod tests {
         let snapshot = NodeSnapshot::new(store, version.clone(), nodes);
         writer.apply_watcher_event(&watcher::Event::Apply(kube_node(
             json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"unschedulable": true,
-                "taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]}}),
+                "taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]},
+                "status": {"allocatable": {"nvidia.com/gpu": "8", "pods": "110"}}}),
         )));
         let first = snapshot.current();
         assert_eq!(
@@ -180,7 +188,8 @@ mod tests {
                     value: "yes".into(),
                     effect: "NoSchedule".into()
                 }],
-                true
+                true,
+                Resources::parsed([("nvidia.com/gpu", "8"), ("pods", "110")])
             ))
         );
         writer.apply_watcher_event(&watcher::Event::Apply(kube_node(json!({"metadata": {"name": "n2"}}))));

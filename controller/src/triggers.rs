@@ -16,8 +16,9 @@ use ome_spread_core::replica::{ReplicaRef, RuntimeRef, is_controlling_replica};
 
 use crate::resources::{InferenceReplica, InferenceService};
 
-/// Which node events change what the diagnosis reads: labels, taints or cordon changed, a node
-/// deleted, or a relist done (which may drop nodes). A heartbeat or an image pulled does not.
+/// Which node events change what the diagnosis reads: labels, taints, cordon or allocatable
+/// changed, a node deleted, or a relist done (which may drop nodes). A heartbeat or an image
+/// pulled does not.
 #[derive(Default)]
 pub struct NodeChanges {
     seen: HashMap<String, u64>,
@@ -61,6 +62,10 @@ fn node_fingerprint(node: &KubeNode) -> u64 {
     spec.and_then(|s| s.unschedulable).hash(&mut hasher);
     for taint in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
         (&taint.key, &taint.value, &taint.effect).hash(&mut hasher);
+    }
+    // The room a rebalance plan counts on.
+    for (name, quantity) in node.status.iter().flat_map(|s| s.allocatable.iter().flatten()) {
+        (name, &quantity.0).hash(&mut hasher);
     }
     hasher.finish()
 }
@@ -202,7 +207,9 @@ mod tests {
         tainted["spec"]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
         let mut cordoned = base.clone();
         cordoned["spec"]["unschedulable"] = json!(true);
-        for changed in [relabelled, tainted, cordoned, base.clone()] {
+        let mut resized = base.clone();
+        resized["status"] = json!({"allocatable": {"nvidia.com/gpu": "4"}});
+        for changed in [relabelled, tainted, cordoned, resized, base.clone()] {
             assert!(changes.changed(&event(&changed)), "{changed}");
         }
         assert!(changes.changed(&watcher::Event::Delete(kube_node(base.clone()))));

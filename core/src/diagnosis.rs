@@ -2,13 +2,13 @@
 //! computed from the InferenceService, its runtime, the InferenceReplica, its pods and the nodes
 //! (SPEC section 4). The first reason from the top that applies is the one reported.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::instance::{InstanceLabels, Runner};
 use crate::labels;
-use crate::nodes::{Nodes, Selection};
+use crate::nodes::{Node, Nodes, Selection};
 use crate::rules::{completion, spread_constraint};
 use crate::settings::Settings;
 use crate::shown::shown;
@@ -180,7 +180,11 @@ fn fields(fields: &Value, object: impl Fn() -> String) -> Result<SpreadSettings,
 
 /// M1: the settings in effect for the `kind` component: the InferenceService's values over its
 /// runtime's, field by field.
-pub fn settings_in_effect(service: &Value, runtime: Option<&Value>, kind: &str) -> Result<SpreadSettings, DiagnosisError> {
+pub fn settings_in_effect(
+    service: &Value,
+    runtime: Option<&Value>,
+    kind: &str,
+) -> Result<SpreadSettings, DiagnosisError> {
     let from_service = fields(&service["spec"][kind], || format!("InferenceService spec.{kind}"))?;
     let from_runtime = match runtime {
         Some(runtime) => fields(&runtime["spec"][format!("{kind}Config")], || {
@@ -192,7 +196,7 @@ pub fn settings_in_effect(service: &Value, runtime: Option<&Value>, kind: &str) 
 }
 
 /// The component's leaders and only pods: the pods the spread counts.
-fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Value> {
+pub(crate) fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Value> {
     let service = service_name(component);
     component
         .pods
@@ -325,21 +329,7 @@ fn placement(
     settings: &Settings,
     report: &mut Report,
 ) -> Finding {
-    // The anchors of one component share a template: match each distinct selection once.
-    let mut selections: Vec<Selection> = Vec::new();
-    for selection in anchors.iter().map(|pod| Selection::of_pod(pod)) {
-        if !selections.contains(&selection) {
-            selections.push(selection);
-        }
-    }
-    let honor_taints = anchors.iter().any(|pod| {
-        let constraints = pod["spec"]["topologySpreadConstraints"].as_array();
-        constraints.is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
-        })
-    });
-    let selected = component.nodes.selected(&selections, honor_taints);
+    let selected = eligible_nodes(component.nodes, anchors, key);
     let unlabelled: Vec<&str> = selected
         .iter()
         .filter(|n| !n.labels.contains_key(key))
@@ -366,25 +356,60 @@ fn placement(
             "Free room in one of them, or run fewer Instances.",
         );
     }
-    let domains: BTreeSet<&str> = selected
-        .iter()
-        .filter_map(|n| n.labels.get(key).map(String::as_str))
-        .collect();
-    report.instances_per_domain = domains.iter().map(|d| ((*d).to_owned(), 0)).collect();
-    for pod in anchors {
-        let node = pod["spec"]["nodeName"]
-            .as_str()
-            .and_then(|name| component.nodes.get(name));
-        if let Some(count) = node
-            .and_then(|n| n.labels.get(key))
-            .and_then(|d| report.instances_per_domain.get_mut(d))
-        {
-            *count += 1;
-        }
-    }
+    report.instances_per_domain = instances_per_domain(component.nodes, anchors, key, &selected);
     let counts = report.instances_per_domain.values();
     report.skew = counts.clone().max().unwrap_or(&0) - counts.min().unwrap_or(&0);
     where_instances_run(report, anchors.len(), key, settings)
+}
+
+/// The anchors' node selections: those of one component share a template, so each distinct
+/// one is kept once.
+fn selections(anchors: &[&Value]) -> Vec<Selection> {
+    let mut selections: Vec<Selection> = Vec::new();
+    for selection in anchors.iter().map(|pod| Selection::of_pod(pod)) {
+        if !selections.contains(&selection) {
+            selections.push(selection);
+        }
+    }
+    selections
+}
+
+/// The nodes whose domains count, by Kubernetes' rules: those the anchors select, and under
+/// their constraint's `nodeTaintsPolicy: Honor` only those they tolerate.
+pub(crate) fn eligible_nodes<'a>(nodes: &'a Nodes, anchors: &[&Value], key: &str) -> Vec<&'a Node> {
+    let honor_taints = anchors.iter().any(|pod| {
+        let constraints = pod["spec"]["topologySpreadConstraints"].as_array();
+        constraints.is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
+        })
+    });
+    nodes.selected(&selections(anchors), honor_taints)
+}
+
+/// Placed Instances (their anchors' nodes) per eligible domain, empty domains included.
+pub(crate) fn instances_per_domain(
+    nodes: &Nodes,
+    anchors: &[&Value],
+    key: &str,
+    eligible: &[&Node],
+) -> BTreeMap<String, usize> {
+    let mut per_domain: BTreeMap<String, usize> = eligible
+        .iter()
+        .filter_map(|n| Some((n.labels.get(key)?.clone(), 0)))
+        .collect();
+    for pod in anchors {
+        if let Some(count) = domain_of(nodes, pod, key).and_then(|d| per_domain.get_mut(d)) {
+            *count += 1;
+        }
+    }
+    per_domain
+}
+
+/// The domain of the node a pod runs on, if it runs on a known node with the key's label.
+pub(crate) fn domain_of<'a>(nodes: &'a Nodes, pod: &Value, key: &str) -> Option<&'a String> {
+    let node = pod["spec"]["nodeName"].as_str().and_then(|name| nodes.get(name))?;
+    node.labels.get(key)
 }
 
 /// SingleDomain, Skewed or Satisfied, from the Instances counted per eligible domain.

@@ -9,7 +9,7 @@
 //!   policy's settings;
 //! - [`rules`]: P5 to P12, what a pod gets; [`diagnosis`] and [`nodes`]: whether the spread
 //!   holds, and why not; [`explain`]: what `explain` and the playground show of a service;
-//!   [`rebalance`]: the fewest Instance moves that fix a skew; [`columns`]: the
+//!   [`rebalance`]: the fewest Instance moves that fix a skew, into the [`room`] nodes have; [`columns`]: the
 //!   seed's tables.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -22,6 +22,7 @@ pub mod labels;
 pub mod nodes;
 pub mod rebalance;
 pub mod replica;
+pub mod room;
 pub mod rules;
 pub mod settings;
 pub mod shown;

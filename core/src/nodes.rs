@@ -6,12 +6,16 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-/// What the diagnosis needs of a node.
+use crate::room::Resources;
+
+/// What the diagnosis and the rebalance plan need of a node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
+    /// `status.allocatable`: what the node can give its pods in all.
+    pub allocatable: Resources,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -55,7 +59,13 @@ fn text(value: &Value) -> String {
 impl Node {
     /// A cordoned (`unschedulable`) node counts as tainted `node.kubernetes.io/unschedulable:NoSchedule`,
     /// as the scheduler's own filter treats it.
-    pub fn new(name: String, labels: BTreeMap<String, String>, mut taints: Vec<Taint>, unschedulable: bool) -> Self {
+    pub fn new(
+        name: String,
+        labels: BTreeMap<String, String>,
+        mut taints: Vec<Taint>,
+        unschedulable: bool,
+        allocatable: Resources,
+    ) -> Self {
         if unschedulable {
             taints.push(Taint {
                 key: "node.kubernetes.io/unschedulable".into(),
@@ -63,7 +73,12 @@ impl Node {
                 effect: "NoSchedule".into(),
             });
         }
-        Self { name, labels, taints }
+        Self {
+            name,
+            labels,
+            taints,
+            allocatable,
+        }
     }
 
     pub fn from_json(node: &Value) -> Self {
@@ -85,6 +100,7 @@ impl Node {
             strings(&node["metadata"]["labels"]),
             taints,
             node["spec"]["unschedulable"] == true,
+            Resources::from_quantities(&node["status"]["allocatable"]),
         )
     }
 }

@@ -1,7 +1,17 @@
 //! Rebalance (SPEC section 4, issue 11): the fewest Instance moves that bring every eligible
 //! domain within `maxSkew`, each from a fullest domain to an emptiest one with room, with up to
-//! 8 hint nodes there. Pure planning: the caller reads the Instances and the nodes, and decides
-//! whether the reason and the mode allow a move at all.
+//! 8 hint nodes there. [`recommend`] reads them from a diagnosed component (which reasons a move
+//! fixes, the Instances, the room of [`crate::room`]); [`plan`] is the planning itself.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::diagnosis::{Component, Reason, Report, anchors, domain_of, eligible_nodes};
+use crate::labels;
+use crate::nodes::{Node, Selection};
+use crate::room::{Requested, Resources};
+use crate::settings::Settings;
 
 /// One Instance of a component, as its anchor pod (leader or only pod) places it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,18 +57,162 @@ pub struct Plan {
 }
 
 /// Why there is no plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoPlan {
-    /// The Instances per eligible domain already differ by at most `maxSkew`.
+    #[error("the Instances per eligible domain already differ by at most maxSkew")]
     WithinSkew,
-    /// No eligible domain can take one more Instance.
+    #[error("no eligible domain has room for one more Instance")]
     NoRoom,
-    /// Moves into the domains with room cannot bring the spread within `maxSkew`.
+    #[error("moves into the domains with room cannot bring the Instances within maxSkew")]
     Unreachable,
+    /// The reason is one a move cannot fix (the settings, the keys, the labels, the nodes).
+    #[error("a migration cannot fix {}", .0.as_str())]
+    NotAMove(Reason),
+    #[error("the {component}'s migrationPolicy.mode is Never: OME fails every migration request")]
+    MigrationNever { component: String },
+    #[error("pod {pod} has {} {value}: not an Instance index", labels::INSTANCE_INDEX)]
+    BadIndex { pod: String, value: String },
 }
 
 /// OME's limit on `hint_target_nodes`.
 pub const MAX_HINT_NODES: usize = 8;
+
+impl Move {
+    /// The `kubectl ome` command that requests this move (OME's CLI takes the hints comma-separated).
+    pub fn command(&self, service: &str, component: &str, namespace: &str) -> String {
+        format!(
+            "kubectl ome migration start {service} --component {component} --instance {} --from-node {} --hint-node {} -n {namespace}",
+            self.instance,
+            self.from_node,
+            self.hint_nodes.join(",")
+        )
+    }
+}
+
+/// The plan for a diagnosed component, from its Instances per eligible domain and the room of
+/// their nodes. Only a skew can be fixed by moves: Skewed, and PodsPredateChange when the
+/// placement itself is skewed (migrated pods get the constraint too). DomainsFull waits for
+/// room, which a move does not make. `requested`: the requests of the pods bound to each node.
+pub fn recommend(
+    component: &Component,
+    report: &Report,
+    requested: &Requested,
+    settings: &Settings,
+) -> Result<Plan, NoPlan> {
+    match report.reason {
+        Reason::Skewed | Reason::PodsPredateChange => {}
+        Reason::NotRequested | Reason::Satisfied => return Err(NoPlan::WithinSkew),
+        other => return Err(NoPlan::NotAMove(other)),
+    }
+    // Both are there for those two reasons: the diagnosis read them.
+    let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
+    let Some(key) = report.in_effect.domain_key() else {
+        return Err(NoPlan::NotAMove(Reason::NoKey));
+    };
+    if migration_policy(component, kind) == Some("Never") {
+        return Err(NoPlan::MigrationNever {
+            component: kind.to_owned(),
+        });
+    }
+    let anchors = anchors(component, kind);
+    let eligible = eligible_nodes(component.nodes, &anchors, key);
+    let instances = anchors
+        .iter()
+        .map(|pod| instance(component, pod, key))
+        .collect::<Result<Vec<_>, _>>()?;
+    let domains = domains_with_room(component, &anchors, key, &eligible, requested);
+    plan(&instances, &domains, usize::try_from(settings.max_skew).unwrap_or(1))
+}
+
+/// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
+fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Option<&'a str> {
+    let mode = |config: &'a Value| config["lifecycle"]["migrationPolicy"]["mode"].as_str();
+    mode(&component.service["spec"][kind]).or_else(|| {
+        component
+            .runtime
+            .and_then(|r| mode(&r["spec"][format!("{kind}Config")]))
+    })
+}
+
+fn instance(component: &Component, pod: &Value, key: &str) -> Result<Instance, NoPlan> {
+    let index = &pod["metadata"]["labels"][labels::INSTANCE_INDEX];
+    let bad = || NoPlan::BadIndex {
+        pod: pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+        value: crate::shown::shown(index),
+    };
+    let ready = pod["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+    Ok(Instance {
+        index: index.as_str().and_then(|i| i.parse().ok()).ok_or_else(bad)?,
+        ready,
+        node: pod["spec"]["nodeName"].as_str().map(str::to_owned),
+        domain: domain_of(component.nodes, pod, key).cloned(),
+    })
+}
+
+/// Each eligible domain with its nodes that can start the Instance's pods: labelled, and
+/// accepting them (the scheduler always honours taints and cordons, whatever the constraint
+/// counts). A domain takes as many whole Instances as its free pod slots hold Instances' pods.
+fn domains_with_room(
+    component: &Component,
+    anchors: &[&Value],
+    key: &str,
+    eligible: &[&Node],
+    requested: &Requested,
+) -> Vec<Domain> {
+    let Some(anchor) = anchors.first() else {
+        return Vec::new();
+    };
+    let (pod, selection) = (Resources::of_pod(anchor), Selection::of_pod(anchor));
+    let none = Resources::default();
+    let mut rooms: BTreeMap<&str, Vec<NodeRoom>> = BTreeMap::new();
+    for node in eligible {
+        let Some(domain) = node.labels.get(key) else { continue };
+        let nodes = rooms.entry(domain).or_default();
+        if selection.tolerates(node) {
+            nodes.push(NodeRoom {
+                name: node.name.clone(),
+                free: node.allocatable.slots(requested.get(&node.name).unwrap_or(&none), &pod),
+            });
+        }
+    }
+    let size = pods_per_instance(component, anchor);
+    rooms
+        .into_iter()
+        .map(|(name, nodes)| Domain {
+            name: name.to_owned(),
+            nodes: whole_instances(nodes, size),
+        })
+        .collect()
+}
+
+/// The pods of the anchor's Instance (a leader and its workers), at least the anchor.
+fn pods_per_instance(component: &Component, anchor: &Value) -> usize {
+    let mine = &anchor["metadata"]["labels"];
+    let same = |pod: &&Value| {
+        let labels = &pod["metadata"]["labels"];
+        [labels::INFERENCE_SERVICE, labels::COMPONENT, labels::INSTANCE_INDEX]
+            .iter()
+            .all(|l| labels[l] == mine[l])
+    };
+    component.pods.iter().filter(same).count().max(1)
+}
+
+/// Node slots counted in whole Instances of `size` pods: the domain takes `slots / size`, shared
+/// out to its roomiest nodes first, so that the planner's room is the domain's.
+fn whole_instances(mut nodes: Vec<NodeRoom>, size: usize) -> Vec<NodeRoom> {
+    if size <= 1 {
+        return nodes;
+    }
+    nodes.sort_by(|a, b| b.free.cmp(&a.free).then(a.name.cmp(&b.name)));
+    let mut left = nodes.iter().map(|n| n.free).sum::<usize>() / size;
+    for node in &mut nodes {
+        node.free = node.free.min(left);
+        left -= node.free;
+    }
+    nodes
+}
 
 /// A domain while the plan is made.
 struct Working<'a> {
@@ -525,6 +679,267 @@ mod tests {
         assert!(
             planned >= 200 && unreachable >= 50 && within >= 50,
             "{planned} {unreachable} {within}"
+        );
+    }
+}
+
+/// The plan read from diagnosed objects: hand-written clusters, expected moves and commands.
+#[cfg(test)]
+mod recommend_tests {
+    use super::*;
+    use crate::diagnosis::diagnose;
+    use crate::nodes::Nodes;
+    use crate::room::requested;
+    use serde_json::json;
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    fn node(name: &str, zone: &str, gpus: &str, spec: Value) -> Value {
+        json!({"metadata": {"name": name, "labels": {ZONE: zone, "gpu": "true"}}, "spec": spec,
+            "status": {"allocatable": {"nvidia.com/gpu": gpus, "cpu": "32", "memory": "256Gi", "pods": "110"}}})
+    }
+
+    /// An engine pod of Instance `index` on `node`, with OME's constraint in effect (Required).
+    fn pod(index: u32, runner: &str, node: &str, ready: bool) -> Value {
+        json!({"metadata": {"name": format!("qwen3-0-6b-engine-{index}-{runner}-0"), "namespace": "spread-demo",
+            "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": "qwen3-0-6b", "component": "engine",
+                "ome.io/runner": runner, "ome.io/instance-index": index.to_string()}},
+            "spec": {"nodeName": node, "nodeSelector": {"gpu": "true"},
+                "containers": [{"name": "engine", "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi"}}}],
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": runner}}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    struct Cluster {
+        service: Value,
+        replica: Value,
+        pods: Vec<Value>,
+        nodes: Nodes,
+        /// Pods of other workloads, holding room on their nodes.
+        others: Vec<Value>,
+    }
+
+    impl Cluster {
+        fn new(pods: Vec<Value>, nodes: &[Value]) -> Self {
+            let fields = json!({"topologySpread": "Required", "topologySpreadKey": ZONE});
+            let mut replica = json!({"metadata": {"name": "qwen3-0-6b-engine", "namespace": "spread-demo"},
+                "spec": {"component": "engine", "parentRef": {"name": "qwen3-0-6b"}}});
+            replica["spec"]
+                .as_object_mut()
+                .unwrap()
+                .extend(fields.as_object().unwrap().clone());
+            Self {
+                service: json!({"metadata": {"name": "qwen3-0-6b", "namespace": "spread-demo"},
+                    "spec": {"deploymentMode": "OMENative", "engine": fields}}),
+                replica,
+                pods,
+                nodes: Nodes::from_json(nodes),
+                others: Vec::new(),
+            }
+        }
+
+        fn recommend(&self) -> (Reason, Result<Plan, NoPlan>) {
+            let component = Component {
+                service: &self.service,
+                runtime: None,
+                replica: &self.replica,
+                pods: &self.pods,
+                nodes: &self.nodes,
+            };
+            let settings = Settings::default();
+            let report = diagnose(&component, &settings).expect("a report");
+            let requested = requested(self.pods.iter().chain(&self.others));
+            (report.reason, recommend(&component, &report, &requested, &settings))
+        }
+    }
+
+    fn commands(plan: &Plan) -> Vec<String> {
+        plan.moves
+            .iter()
+            .map(|m| m.command("qwen3-0-6b", "engine", "spread-demo"))
+            .collect()
+    }
+
+    /// Three Instances in zone-a; zone-b has one free GPU on a schedulable node (its other node is
+    /// cordoned); zone-c has one GPU left beside another workload's pod, and a node tainted
+    /// against the pods. 3,0,0 becomes 1,1,1 in two moves, a Ready Instance with the highest
+    /// index first (Instance 2 is not Ready), each hinting only the nodes that can take it.
+    #[test]
+    fn a_skew_is_planned_into_the_nodes_with_room_and_each_move_has_its_command() {
+        let taint = json!({"taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]});
+        let mut cluster = Cluster::new(
+            vec![
+                pod(0, "default", "gpu-a1", true),
+                pod(1, "default", "gpu-a2", true),
+                pod(2, "default", "gpu-a1", false),
+            ],
+            &[
+                node("gpu-a1", "zone-a", "2", json!({})),
+                node("gpu-a2", "zone-a", "1", json!({})),
+                node("gpu-b1", "zone-b", "1", json!({})),
+                node("gpu-b2", "zone-b", "4", json!({"unschedulable": true})),
+                node("gpu-c1", "zone-c", "2", json!({})),
+                node("gpu-c2", "zone-c", "8", taint),
+            ],
+        );
+        cluster.others.push(json!({"spec": {"nodeName": "gpu-c1",
+            "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
+        let (reason, plan) = cluster.recommend();
+        assert_eq!(reason, Reason::Skewed);
+        let plan = plan.expect("a plan");
+        assert_eq!(
+            commands(&plan),
+            [
+                "kubectl ome migration start qwen3-0-6b --component engine --instance 1 --from-node gpu-a2 --hint-node gpu-b1 -n spread-demo",
+                "kubectl ome migration start qwen3-0-6b --component engine --instance 0 --from-node gpu-a1 --hint-node gpu-c1 -n spread-demo",
+            ]
+        );
+        assert_eq!(
+            (plan.moves[0].from_domain.as_str(), plan.moves[0].to_domain.as_str()),
+            ("zone-a", "zone-b")
+        );
+
+        // The other workload takes zone-c's last GPU: zone-b alone cannot bring 3,0,0 within 1.
+        cluster.others.push(cluster.others[0].clone());
+        assert_eq!(cluster.recommend().1, Err(NoPlan::Unreachable));
+        // No node reports what it can give (saved objects without status): no room is known.
+        let bare: Vec<Value> = cluster
+            .nodes
+            .iter()
+            .map(|n| json!({"metadata": {"name": n.name, "labels": n.labels}}))
+            .collect();
+        cluster.nodes = Nodes::from_json(&bare);
+        assert_eq!(cluster.recommend(), (Reason::Skewed, Err(NoPlan::NoRoom)));
+    }
+
+    /// PodsPredateChange: moved only when the placement itself is skewed.
+    #[test]
+    fn pods_that_predate_the_change_move_only_when_the_placement_is_skewed() {
+        let nodes = [
+            node("gpu-a1", "zone-a", "4", json!({})),
+            node("gpu-b1", "zone-b", "4", json!({})),
+        ];
+        let mut old = pod(1, "default", "gpu-b1", true);
+        old["spec"].as_object_mut().unwrap().remove("topologySpreadConstraints");
+        let spread = Cluster::new(vec![pod(0, "default", "gpu-a1", true), old.clone()], &nodes);
+        assert_eq!(spread.recommend(), (Reason::PodsPredateChange, Err(NoPlan::WithinSkew)));
+        old["spec"]["nodeName"] = json!("gpu-a1");
+        let skewed = Cluster::new(vec![pod(0, "default", "gpu-a1", true), old], &nodes);
+        let (reason, plan) = skewed.recommend();
+        assert_eq!(reason, Reason::PodsPredateChange);
+        assert_eq!(
+            commands(&plan.expect("a plan")),
+            [
+                "kubectl ome migration start qwen3-0-6b --component engine --instance 1 --from-node gpu-a1 --hint-node gpu-b1 -n spread-demo"
+            ]
+        );
+    }
+
+    #[test]
+    fn reasons_a_move_cannot_fix_never_policy_and_bad_indexes_give_no_plan() {
+        let nodes = [
+            node("gpu-a1", "zone-a", "4", json!({})),
+            node("gpu-b1", "zone-b", "4", json!({})),
+        ];
+        let skewed = || {
+            Cluster::new(
+                vec![pod(0, "default", "gpu-a1", true), pod(1, "default", "gpu-a1", true)],
+                &nodes,
+            )
+        };
+        // A node the pods select without the key's label: MissingLabel, which no move fixes.
+        let mut unlabelled = nodes.to_vec();
+        unlabelled.push(json!({"metadata": {"name": "gpu-x", "labels": {"gpu": "true"}}}));
+        let missing = Cluster::new(skewed().pods, &unlabelled);
+        assert_eq!(
+            missing.recommend(),
+            (Reason::MissingLabel, Err(NoPlan::NotAMove(Reason::MissingLabel)))
+        );
+        assert_eq!(
+            NoPlan::NotAMove(Reason::MissingLabel).to_string(),
+            "a migration cannot fix MissingLabel"
+        );
+        // Only zone-a selected: SingleDomain.
+        let single = Cluster::new(skewed().pods, &nodes[..1]);
+        assert_eq!(
+            single.recommend(),
+            (Reason::SingleDomain, Err(NoPlan::NotAMove(Reason::SingleDomain)))
+        );
+        // migrationPolicy Never, on the InferenceService: OME would fail the request.
+        let mut never = skewed();
+        never.service["spec"]["engine"]["lifecycle"] = json!({"migrationPolicy": {"mode": "Never"}});
+        let (reason, plan) = never.recommend();
+        assert_eq!(reason, Reason::Skewed);
+        let no = plan.expect_err("no plan under Never");
+        assert_eq!(
+            no.to_string(),
+            "the engine's migrationPolicy.mode is Never: OME fails every migration request"
+        );
+        // A malformed index on an anchor: named, with the pod and the value.
+        let mut bad = skewed();
+        bad.pods[1]["metadata"]["labels"]["ome.io/instance-index"] = json!("one");
+        assert_eq!(
+            bad.recommend().1.expect_err("no plan").to_string(),
+            r#"pod qwen3-0-6b-engine-1-default-0 has ome.io/instance-index "one": not an Instance index"#
+        );
+        // The skewed cluster itself: one move.
+        assert_eq!(skewed().recommend().1.map(|p| p.moves.len()), Ok(1));
+    }
+
+    /// A leader and a worker per Instance: a domain takes as many whole Instances as its free pod
+    /// slots hold pairs of pods.
+    #[test]
+    fn a_multi_pod_instance_needs_room_for_all_its_pods() {
+        let pods = vec![
+            pod(0, "leader", "gpu-a1", true),
+            pod(0, "worker", "gpu-a1", true),
+            pod(1, "leader", "gpu-a2", true),
+            pod(1, "worker", "gpu-a2", true),
+        ];
+        let with_b = |gpus: &str| {
+            Cluster::new(
+                pods.clone(),
+                &[
+                    node("gpu-a1", "zone-a", "2", json!({})),
+                    node("gpu-a2", "zone-a", "2", json!({})),
+                    node("gpu-b1", "zone-b", gpus, json!({})),
+                ],
+            )
+        };
+        // One GPU in zone-b: half an Instance.
+        assert_eq!(with_b("1").recommend(), (Reason::Skewed, Err(NoPlan::NoRoom)));
+        let (_, plan) = with_b("2").recommend();
+        assert_eq!(
+            commands(&plan.expect("a plan")),
+            [
+                "kubectl ome migration start qwen3-0-6b --component engine --instance 1 --from-node gpu-a2 --hint-node gpu-b1 -n spread-demo"
+            ]
+        );
+        assert_eq!(
+            whole_instances(
+                vec![
+                    NodeRoom {
+                        name: "x".into(),
+                        free: 3
+                    },
+                    NodeRoom {
+                        name: "y".into(),
+                        free: 4
+                    }
+                ],
+                3
+            ),
+            [
+                NodeRoom {
+                    name: "y".into(),
+                    free: 2
+                },
+                NodeRoom {
+                    name: "x".into(),
+                    free: 0
+                }
+            ]
         );
     }
 }

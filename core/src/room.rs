@@ -1,0 +1,178 @@
+//! Room for one more Instance (issue 11): a surge migration starts the replacement before it
+//! drains the source, so a target domain needs room for one more whole Instance. The model is
+//! the scheduler's own resource fit, kept plain: a node can start as many more of the Instance's
+//! pods as its `status.allocatable` minus the requests of the pods bound to it allows, in every
+//! resource the pod requests (each pod also takes one of the node's `pods`). A node that reports
+//! no allocatable (saved objects without status) has no known room.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+/// Amounts per resource name, in thousandths (so that `500m` CPU and `30Gi` are both whole).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resources(BTreeMap<String, u128>);
+
+/// The requests of the pods bound to each node, by node name.
+pub type Requested = HashMap<String, Resources>;
+
+const PODS: &str = "pods";
+
+impl Resources {
+    /// Kubernetes quantities by resource name; an unreadable one is left out.
+    pub fn parsed<'a>(quantities: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let amounts = quantities.into_iter();
+        Self(
+            amounts
+                .filter_map(|(name, q)| Some((name.to_owned(), quantity(q)?)))
+                .collect(),
+        )
+    }
+
+    /// A JSON map of quantities (`allocatable`, `requests`).
+    pub fn from_quantities(quantities: &Value) -> Self {
+        let amounts = quantities.as_object().into_iter().flatten();
+        Self::parsed(amounts.filter_map(|(name, q)| Some((name.as_str(), q.as_str()?))))
+    }
+
+    /// What one pod requests: its containers' requests summed, and one of the node's pods.
+    pub fn of_pod(pod: &Value) -> Self {
+        let mut requests = Self::default();
+        for container in pod["spec"]["containers"].as_array().into_iter().flatten() {
+            requests.add(&Self::from_quantities(&container["resources"]["requests"]));
+        }
+        requests.add(&Self([(PODS.to_owned(), 1000)].into()));
+        requests
+    }
+
+    pub fn add(&mut self, other: &Resources) {
+        for (name, amount) in &other.0 {
+            *self.0.entry(name.clone()).or_default() += amount;
+        }
+    }
+
+    /// How many more pods that each request `pod` fit in `self` (allocatable) beside `used`.
+    pub fn slots(&self, used: &Resources, pod: &Resources) -> usize {
+        if self.0.is_empty() {
+            return 0;
+        }
+        pod.0
+            .iter()
+            .filter(|(_, amount)| **amount > 0)
+            .map(|(name, amount)| {
+                let free = self.0.get(name).copied().unwrap_or(0);
+                let free = free.saturating_sub(used.0.get(name).copied().unwrap_or(0));
+                usize::try_from(free / amount).unwrap_or(usize::MAX)
+            })
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+/// The requests per node of the pods that hold room there: bound, and not finished.
+pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Value>) -> Requested {
+    let mut requested = Requested::new();
+    for pod in pods {
+        let finished = matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+        if let (Some(node), false) = (pod["spec"]["nodeName"].as_str(), finished) {
+            requested
+                .entry(node.to_owned())
+                .or_default()
+                .add(&Resources::of_pod(pod));
+        }
+    }
+    requested
+}
+
+/// A Kubernetes quantity in thousandths: `8`, `500m`, `30Gi`, `1.5G`, `2e3`. None if unreadable.
+pub fn quantity(text: &str) -> Option<u128> {
+    const SUFFIXES: [(&str, f64); 14] = [
+        ("Ki", 1024.0),
+        ("Mi", 1048576.0),
+        ("Gi", 1073741824.0),
+        ("Ti", 1099511627776.0),
+        ("Pi", 1125899906842624.0),
+        ("Ei", 1152921504606846976.0),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+        ("", 1.0),
+    ];
+    let (number, multiplier) = SUFFIXES
+        .iter()
+        .find_map(|(suffix, multiplier)| Some((text.strip_suffix(suffix)?, multiplier)))?;
+    let value: f64 = number.parse().ok()?;
+    // Quantities are never negative; a float is exact enough for room counted in whole pods.
+    (value.is_finite() && value >= 0.0).then(|| (value * multiplier * 1000.0).round() as u128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn quantities_in_thousandths() {
+        let cases = [
+            ("8", Some(8_000)),
+            ("500m", Some(500)),
+            ("10", Some(10_000)),
+            ("30Gi", Some(30 * 1024 * 1024 * 1024 * 1000)),
+            ("1.5k", Some(1_500_000)),
+            ("2e3", Some(2_000_000)),
+            ("1Mi", Some(1_048_576_000)),
+            ("-1", None),
+            ("ten", None),
+            ("5Xi", None),
+            ("2E", Some(2_000_000_000_000_000_000_000)),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(quantity(text), expected, "{text}");
+        }
+    }
+
+    /// The seed's node: room for one engine pod (1 GPU, 10 CPUs, 30 GiB).
+    fn seed_pod() -> Value {
+        json!({"spec": {"nodeName": "gpu-node-1", "containers": [
+            {"resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi"}}}]}})
+    }
+
+    #[test]
+    fn slots_are_the_fewest_pods_any_requested_resource_allows() {
+        let node =
+            Resources::from_quantities(&json!({"nvidia.com/gpu": "2", "cpu": "32", "memory": "64Gi", "pods": "110"}));
+        let pod = Resources::of_pod(&seed_pod());
+        // GPUs allow 2, CPUs 3, memory 2: two.
+        assert_eq!(node.slots(&Resources::default(), &pod), 2);
+        let used = &requested([&seed_pod()])["gpu-node-1"];
+        assert_eq!(node.slots(used, &pod), 1);
+        let mut both = used.clone();
+        both.add(used);
+        assert_eq!(node.slots(&both, &pod), 0);
+        // A resource the node does not have: no room; no allocatable known: no room.
+        let cpu_only = Resources::from_quantities(&json!({"cpu": "32", "memory": "64Gi", "pods": "110"}));
+        assert_eq!(cpu_only.slots(&Resources::default(), &pod), 0);
+        assert_eq!(Resources::default().slots(&Resources::default(), &pod), 0);
+        // A pod that requests nothing counts against the node's pods only.
+        let bare = Resources::of_pod(&json!({"spec": {}}));
+        let few_pods = Resources::from_quantities(&json!({"pods": "3"}));
+        assert_eq!(few_pods.slots(&Resources::default(), &bare), 3);
+    }
+
+    #[test]
+    fn finished_and_unbound_pods_hold_no_room() {
+        let mut done = seed_pod();
+        done["status"] = json!({"phase": "Succeeded"});
+        let pending = json!({"spec": {"containers": []}});
+        let requested = requested([&seed_pod(), &done, &pending]);
+        assert_eq!(requested.len(), 1);
+        assert_eq!(
+            requested["gpu-node-1"],
+            Resources::from_quantities(&json!({"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi", "pods": "1"}))
+        );
+    }
+}
