@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: wasm-target test e2e-tests e2e-server demo bench fuzz fmt lint clean
+.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench fuzz fmt lint clean
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -63,8 +63,41 @@ artifacthub-pkg.yml: metadata.yml
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
-test: wasm-target
+# The playground (web/): the core and the policy for wasm32-unknown-unknown, through wasm-bindgen,
+# with the page, in WEB_DIR. wasm-bindgen-cli must be the version of the wasm-bindgen crate in
+# Cargo.lock (the generated glue and the module must agree), so it is checked and installed.
+WEB_TARGET := wasm32-unknown-unknown
+WEB_DIR := target/web
+WEB_WASM := target/$(WEB_TARGET)/web/ome_spread_web.wasm
+WASM_BINDGEN_VERSION := $(shell awk '$$0 == "name = \"wasm-bindgen\"" { getline; gsub(/[^0-9.]/, ""); print }' Cargo.lock)
+PORT ?= 8000
+
+web-tools:
+	@rustup target list --installed | grep -qx $(WEB_TARGET) || rustup target add $(WEB_TARGET)
+	@if [ "$$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $(WASM_BINDGEN_VERSION)" ]; then \
+		echo "installing wasm-bindgen-cli $(WASM_BINDGEN_VERSION), the version of the wasm-bindgen crate in Cargo.lock"; \
+		$(CARGO) install --locked wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) || { \
+			echo "wasm-bindgen-cli's own Cargo.lock names a crate this registry lacks: installing it without --locked"; \
+			$(CARGO) install wasm-bindgen-cli --version =$(WASM_BINDGEN_VERSION); }; \
+	fi
+
+web: web-tools
+	$(CARGO) build --profile web --lib --target $(WEB_TARGET) --package ome-spread-web
+	wasm-bindgen --target web --no-typescript --out-dir $(WEB_DIR) $(WEB_WASM)
+	@if command -v wasm-opt >/dev/null; then wasm-opt -Oz -o $(WEB_DIR)/ome_spread_web_bg.wasm $(WEB_DIR)/ome_spread_web_bg.wasm; fi
+	cp web/index.html web/app.js web/style.css $(WEB_DIR)/
+	@echo "$(WEB_DIR): the page, and ome_spread_web_bg.wasm of $$(wc -c < $(WEB_DIR)/ome_spread_web_bg.wasm) bytes"
+
+playground: web
+	@echo "The playground: http://127.0.0.1:$(PORT)/ (Ctrl-C stops it)"
+	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory $(WEB_DIR)
+
+# Everything: the workspace's tests (the page in headless Chromium among them, on the built
+# playground), then the playground's tests again compiled to wasm, in Node.
+test: wasm-target web
 	$(CARGO) test --workspace
+	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+		$(CARGO) test --package ome-spread-web --target $(WEB_TARGET) --test answers
 
 # Every case of the rule table under the real `kwctl run`. Without kwctl, bats and jq a user's
 # machine skips, saying what to install; CI=true makes that a failure.

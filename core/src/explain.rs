@@ -70,7 +70,9 @@ pub enum ExplainError {
     },
     #[error("InferenceService {namespace}/{service} does not run on OMENative: nothing spreads its Instances")]
     NotOmeNative { namespace: String, service: String },
-    #[error("InferenceService {namespace}/{service} has no InferenceReplica{for_component}: the component doesn't run on OMENative")]
+    #[error(
+        "InferenceService {namespace}/{service} has no InferenceReplica{for_component}: the component doesn't run on OMENative"
+    )]
     NoReplica {
         namespace: String,
         service: String,

@@ -35,9 +35,11 @@ fn answer(objects: &str, settings: &str) -> Result<Value, String> {
         })
         .collect();
     if services.is_empty() {
-        return Err("objects: no InferenceService among them: paste the InferenceService with its runtime, \
+        return Err(
+            "objects: no InferenceService among them: paste the InferenceService with its runtime, \
                     InferenceReplicas, pods and nodes"
-            .into());
+                .into(),
+        );
     }
     Ok(json!({ "services": services }))
 }
@@ -97,7 +99,10 @@ fn picture(explained: &Explained, nodes: &Nodes) -> Vec<Value> {
             })
             .collect();
         let index = (index != u64::MAX).then_some(index);
-        domains.entry(domain).or_default().push(json!({ "index": index, "pods": pods }));
+        domains
+            .entry(domain)
+            .or_default()
+            .push(json!({ "index": index, "pods": pods }));
     }
     let placed_nowhere = domains.remove(&None);
     let mut columns: Vec<Value> = domains

@@ -34,40 +34,66 @@ const ADMIT: [(&str, &str, &str); 4] = [
     ),
 ];
 
-/// (title, objects as `kubectl get -o yaml` saves them)
+/// (title, objects as `kubectl get -o yaml` saves them); the first is the seed's example
 const DIAGNOSE: [(&str, &str); 12] = [
     ("The seed's example", saved!("controller/tests/data/seed.yaml")),
     ("Satisfied", saved!("controller/tests/data/reasons/Satisfied.yaml")),
-    ("SettingsNotProjected", saved!("controller/tests/data/reasons/SettingsNotProjected.yaml")),
-    ("NotRequested", saved!("controller/tests/data/reasons/NotRequested.yaml")),
+    (
+        "SettingsNotProjected",
+        saved!("controller/tests/data/reasons/SettingsNotProjected.yaml"),
+    ),
+    (
+        "NotRequested",
+        saved!("controller/tests/data/reasons/NotRequested.yaml"),
+    ),
     ("NoKey", saved!("controller/tests/data/reasons/NoKey.yaml")),
     (
         "PreferredUnderOMEScheduler",
         saved!("controller/tests/data/reasons/PreferredUnderOMEScheduler.yaml"),
     ),
-    ("PodsPredateChange", saved!("controller/tests/data/reasons/PodsPredateChange.yaml")),
-    ("ConflictingConstraint", saved!("controller/tests/data/reasons/ConflictingConstraint.yaml")),
-    ("MissingLabel", saved!("controller/tests/data/reasons/MissingLabel.yaml")),
+    (
+        "PodsPredateChange",
+        saved!("controller/tests/data/reasons/PodsPredateChange.yaml"),
+    ),
+    (
+        "ConflictingConstraint",
+        saved!("controller/tests/data/reasons/ConflictingConstraint.yaml"),
+    ),
+    (
+        "MissingLabel",
+        saved!("controller/tests/data/reasons/MissingLabel.yaml"),
+    ),
     ("DomainsFull", saved!("controller/tests/data/reasons/DomainsFull.yaml")),
-    ("SingleDomain", saved!("controller/tests/data/reasons/SingleDomain.yaml")),
+    (
+        "SingleDomain",
+        saved!("controller/tests/data/reasons/SingleDomain.yaml"),
+    ),
     ("Skewed", saved!("controller/tests/data/reasons/Skewed.yaml")),
 ];
 
+/// The menu, in order: the seed's example (a pod, and the namespace after both Instances ran),
+/// then the other pods, then one namespace per reason. Each scenario fills the panes it has.
 pub fn scenarios() -> Value {
     let yaml = |json: &str, pointer: &str| -> String {
         let value: Value = serde_json::from_str(json).unwrap_or_default();
         let value = value.pointer(pointer).unwrap_or(&Value::Null);
         serde_saphyr::to_string(value).unwrap_or_default()
     };
-    let admit: Vec<Value> = ADMIT
-        .iter()
-        .map(|(title, replica, request)| {
-            json!({ "title": title, "objects": yaml(replica, ""), "pod": yaml(request, "/request/object") })
-        })
-        .collect();
-    let diagnose: Vec<Value> = DIAGNOSE
-        .iter()
-        .map(|(title, objects)| json!({ "title": title, "objects": objects }))
-        .collect();
-    json!({ "admit": admit, "diagnose": diagnose })
+    let admit = |(_, replica, request): &(&str, &str, &str)| json!({ "objects": yaml(replica, ""), "pod": yaml(request, "/request/object"), "settings": "" });
+    let diagnose = |objects: &str| json!({ "objects": objects, "settings": "" });
+    let mut menu = vec![json!({
+        "title": ADMIT[0].0,
+        "group": "The seed",
+        "admit": admit(&ADMIT[0]),
+        "diagnose": diagnose(DIAGNOSE[0].1),
+    })];
+    menu.extend(
+        ADMIT[1..]
+            .iter()
+            .map(|scenario| json!({ "title": scenario.0, "group": "A pod at CREATE", "admit": admit(scenario) })),
+    );
+    menu.extend(DIAGNOSE[1..].iter().map(|(title, objects)| {
+        json!({ "title": title, "group": "A reason of the diagnosis", "diagnose": diagnose(objects) })
+    }));
+    Value::Array(menu)
 }

@@ -1,19 +1,63 @@
 //! The playground against what the policy and `explain` are tested to answer: every rule case of
 //! the policy (tests/data/cases, whose expected responses are written by hand from SPEC section 3)
 //! and every reason of `explain` (controller/tests/data/reasons, whose expected text is written
-//! by hand from SPEC section 4), pasted as a user would paste them.
+//! by hand from SPEC section 4), pasted as a user would paste them. Natively, and compiled to
+//! wasm32-unknown-unknown in Node (`make test` runs both), through the functions the page calls.
 
 use std::path::{Path, PathBuf};
 
-use ome_spread_web::{admit, diagnose};
 use serde_json::{Value, json};
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+fn admit(objects: &str, pod: &str, settings: &str) -> Value {
+    serde_json::from_str(&ome_spread_web::admit_json(objects, pod, settings)).expect("admit's JSON")
+}
+
+fn diagnose(objects: &str, settings: &str) -> Value {
+    serde_json::from_str(&ome_spread_web::diagnose_json(objects, settings)).expect("diagnose's JSON")
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn entries(path: &Path) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    entries.map(|e| e.expect("entry").path()).collect()
+}
+
+/// In Node, the files through its `fs` module.
+#[cfg(target_arch = "wasm32")]
+mod node {
+    use wasm_bindgen::prelude::wasm_bindgen;
+
+    #[wasm_bindgen(module = "fs")]
+    extern "C" {
+        #[wasm_bindgen(js_name = readFileSync)]
+        pub fn read_file_sync(path: &str, encoding: &str) -> String;
+        #[wasm_bindgen(js_name = readdirSync)]
+        pub fn readdir_sync(path: &str) -> Vec<String>;
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn read(path: &Path) -> String {
+    node::read_file_sync(&path.to_string_lossy(), "utf8")
+}
+
+#[cfg(target_arch = "wasm32")]
+fn entries(path: &Path) -> Vec<PathBuf> {
+    node::readdir_sync(&path.to_string_lossy())
+        .into_iter()
+        .map(|name| path.join(name))
+        .collect()
 }
 
 fn json(path: &Path) -> Value {
@@ -50,10 +94,7 @@ fn pasted_objects(case: &Path) -> Option<String> {
 #[test]
 fn every_rule_case_gets_the_policys_answer() {
     let cases = repository().join("tests/data/cases");
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&cases)
-        .expect("cases")
-        .map(|e| e.expect("entry").path())
-        .collect();
+    let mut names = entries(&cases);
     names.sort();
     let mut skipped = Vec::new();
     let mut compared = 0;
@@ -75,13 +116,23 @@ fn every_rule_case_gets_the_policys_answer() {
         compared += 1;
         if let Some(message) = answer["error"].as_str() {
             // The policy-server refuses bad settings before any request; the playground says so.
-            let refused = expected["message"].as_str().and_then(|m| m.strip_prefix("invalid policy settings: "));
-            assert_eq!(Some(message), refused.map(|m| format!("settings: {m}")).as_deref(), "{name}");
+            let refused = expected["message"]
+                .as_str()
+                .and_then(|m| m.strip_prefix("invalid policy settings: "));
+            assert_eq!(
+                Some(message),
+                refused.map(|m| format!("settings: {m}")).as_deref(),
+                "{name}"
+            );
             continue;
         }
         assert_eq!(answer["accepted"], expected["accepted"], "{name}");
         assert_eq!(answer["message"], expected["message"], "{name}");
-        assert_eq!(answer["warnings"], *expected.get("warnings").unwrap_or(&json!([])), "{name}");
+        assert_eq!(
+            answer["warnings"],
+            *expected.get("warnings").unwrap_or(&json!([])),
+            "{name}"
+        );
         let pod = expected.get("mutated_object").unwrap_or(&request["object"]);
         assert_eq!(answer["pod"], *pod, "{name}");
         assert_eq!(answer["mutated"], expected.get("mutated_object").is_some(), "{name}");
@@ -121,6 +172,10 @@ fn every_reason_is_explained_as_explain_prints_it() {
         let answer = diagnose(&read(&reasons.join(format!("{reason}.yaml"))), "");
         let component = &answer["services"][0]["components"][0];
         assert_eq!(component["reason"], reason, "{answer}");
-        assert_eq!(component["text"], read(&reasons.join(format!("{reason}.txt"))), "{reason}");
+        assert_eq!(
+            component["text"],
+            read(&reasons.join(format!("{reason}.txt"))),
+            "{reason}"
+        );
     }
 }

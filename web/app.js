@@ -1,0 +1,146 @@
+// The page: it reads the boxes, calls the Rust (admit, diagnose, scenarios) and draws what comes
+// back. No rule is decided here.
+import init, { admit, diagnose, scenarios } from "./ome_spread_web.js";
+
+const $ = (id) => document.getElementById(id);
+const element = (tag, attributes = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  node.append(...children);
+  return node;
+};
+
+function showError(id, message) {
+  $(id).hidden = !message;
+  $(id).textContent = message || "";
+}
+
+function runAdmission() {
+  const objects = $("admit-objects").value, pod = $("admit-pod").value;
+  $("admit-result").hidden = true;
+  if (!pod.trim()) return showError("admit-error", "");
+  const answer = JSON.parse(admit(objects, pod, $("settings").value));
+  showError("admit-error", answer.error);
+  if (answer.error) return;
+  $("verdict").className = "verdict " + (answer.accepted ? "accepted" : "rejected");
+  $("verdict").textContent = answer.accepted
+    ? answer.mutated ? "Accepted, with the terms below added or completed" : "Accepted unchanged"
+    : "Rejected: " + answer.message;
+  $("warnings").replaceChildren(...answer.warnings.map((w) => element("li", {}, "Warning: " + w)));
+  $("pod").replaceChildren(
+    ...answer.lines.map((line) => element("span", { class: line.added ? "line added" : "line" }, line.text + "\n")),
+  );
+  $("patch").textContent = JSON.stringify(answer.patch, null, 2);
+  $("admit-result").hidden = false;
+}
+
+function runDiagnosis() {
+  const objects = $("diagnose-objects").value;
+  $("diagnose-result").replaceChildren();
+  if (!objects.trim()) return showError("diagnose-error", "");
+  const answer = JSON.parse(diagnose(objects, $("settings").value));
+  showError("diagnose-error", answer.error);
+  if (answer.error) return;
+  for (const service of answer.services) {
+    const title = element("h3", {}, `InferenceService ${service.namespace}/${service.name}`);
+    if (service.error) {
+      $("diagnose-result").append(title, element("div", { class: "error", role: "alert" }, service.error));
+      continue;
+    }
+    $("diagnose-result").append(title, ...service.components.map(component));
+  }
+}
+
+function component(c) {
+  const holds = c.status === "True";
+  return element(
+    "article",
+    { class: "component", "data-component": c.component },
+    element("h4", {}, `${c.component} (${c.replica})`),
+    element("p", { class: "reason " + (holds ? "holds" : "fails") },
+      "Spread: " + c.status + " ", element("strong", { class: "reason-name" }, c.reason)),
+    element("p", {}, "Why: " + c.why + "."),
+    element("p", {}, "What to do: " + c.action),
+    picture(c),
+    element("details", {}, element("summary", {}, "As ome-spread explain prints it"), element("pre", {}, c.text)),
+  );
+}
+
+// One column per eligible domain, one box per Instance (its leader on top of its workers).
+function picture(c) {
+  const figure = element("figure", { class: "picture" });
+  if (!c.key) {
+    figure.append(element("figcaption", {}, "No spread key in effect: no domains to draw."));
+    return figure;
+  }
+  const columns = element("div", { class: "domains" });
+  for (const d of c.domains) {
+    const column = element("div", { class: "domain", "data-domain": d.domain ?? "" },
+      element("h5", {}, d.domain === null ? "not in an eligible domain" : `${d.domain} (${d.instances.length})`));
+    for (const instance of d.instances) {
+      const box = element("div", { class: "instance" },
+        element("div", { class: "instance-title" }, instance.index === null ? "no Instance index" : `Instance ${instance.index}`));
+      for (const pod of instance.pods) {
+        const pending = pod.node === null;
+        box.append(element("div", { class: "pod " + pod.runner + (pending ? " pending" : ""), title: pod.name },
+          `${pod.runner} · ${pending ? "Pending" : pod.node}`));
+      }
+      column.append(box);
+    }
+    columns.append(column);
+  }
+  const key = c.key.split("/").pop();
+  figure.append(columns, element("figcaption", {},
+    `Instances per ${key}: skew ${c.skew}, maxSkew ${c.maxSkew}`));
+  return figure;
+}
+
+function run() {
+  runAdmission();
+  runDiagnosis();
+}
+
+function loadMenu(menu) {
+  const groups = new Map();
+  menu.forEach((scenario, i) => {
+    if (!groups.has(scenario.group)) {
+      groups.set(scenario.group, element("optgroup", { label: scenario.group }));
+      $("scenario").append(groups.get(scenario.group));
+    }
+    groups.get(scenario.group).append(element("option", { value: String(i) }, scenario.title));
+  });
+  $("scenario").addEventListener("change", () => {
+    const scenario = menu[Number($("scenario").value)];
+    if (!scenario) return;
+    $("admit-objects").value = scenario.admit?.objects ?? "";
+    $("admit-pod").value = scenario.admit?.pod ?? "";
+    $("diagnose-objects").value = scenario.diagnose?.objects ?? "";
+    $("settings").value = scenario.admit?.settings ?? scenario.diagnose?.settings ?? "";
+    run();
+  });
+}
+
+// A file dropped on a box replaces its text.
+function acceptDrops(box) {
+  box.addEventListener("dragover", (event) => event.preventDefault());
+  box.addEventListener("drop", async (event) => {
+    event.preventDefault();
+    const file = event.dataTransfer.files[0];
+    if (file) {
+      box.value = await file.text();
+      run();
+    }
+  });
+}
+
+let pending;
+await init();
+loadMenu(JSON.parse(scenarios()));
+for (const box of document.querySelectorAll("textarea")) {
+  acceptDrops(box);
+  box.addEventListener("input", () => {
+    clearTimeout(pending);
+    pending = setTimeout(run, 250);
+  });
+}
+document.body.dataset.ready = "true";
