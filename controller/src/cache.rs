@@ -14,7 +14,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use ome_spread_core::labels;
 use ome_spread_core::nodes::{Node, Nodes, Taint};
-use ome_spread_core::room::Resources;
+use ome_spread_core::room::{self, Requested, Resources};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -70,9 +70,16 @@ pub fn nodes(nodes: &[Arc<KubeNode>]) -> Nodes {
     Nodes::new(nodes.iter().map(|n| node(n)).collect())
 }
 
-/// Pods by (namespace, InferenceService, component), from their OME labels, as the diagnosis
-/// takes them (JSON values): converted once per change of the pods, not once per reconcile.
-pub type PodsByComponent = HashMap<(String, String, String), Vec<Value>>;
+/// The pods as the core takes them (JSON values), converted once per change of the pods, not
+/// once per reconcile: by (namespace, InferenceService, component), from their OME labels, and
+/// what they request of each node (the room a rebalance plan counts on).
+#[derive(Debug, Default)]
+pub struct PodsByComponent {
+    pub components: HashMap<(String, String, String), Vec<Value>>,
+    /// Of the pods the controller watches: OMENative pods only.
+    pub requested: Requested,
+}
+
 pub type PodSnapshot = Snapshot<Pod, Result<PodsByComponent, PodJsonError>>;
 
 /// A cached pod that cannot be written as JSON: cannot happen for a pod the API server sent, and
@@ -85,7 +92,7 @@ pub struct PodJsonError {
 }
 
 pub fn pods_by_component(pods: &[Arc<Pod>]) -> Result<PodsByComponent, PodJsonError> {
-    let mut grouped = PodsByComponent::new();
+    let mut grouped = PodsByComponent::default();
     for pod in pods {
         let labels = pod.labels();
         if let (Some(namespace), Some(service), Some(component)) = (
@@ -98,11 +105,13 @@ pub fn pods_by_component(pods: &[Arc<Pod>]) -> Result<PodsByComponent, PodJsonEr
                 message: e.to_string(),
             })?;
             grouped
+                .components
                 .entry((namespace, service.clone(), component.clone()))
                 .or_default()
                 .push(value);
         }
     }
+    grouped.requested = room::requested(grouped.components.values().flatten());
     Ok(grouped)
 }
 
@@ -224,7 +233,7 @@ mod tests {
         ])
         .expect("pods as JSON");
         let names = |component: &str| -> Vec<(String, String)> {
-            grouped[&("ns".to_owned(), "m".to_owned(), component.to_owned())]
+            grouped.components[&("ns".to_owned(), "m".to_owned(), component.to_owned())]
                 .iter()
                 .map(|p| {
                     (
@@ -242,6 +251,12 @@ mod tests {
             ]
         );
         assert_eq!(names("decoder").len(), 1);
-        assert_eq!(grouped.len(), 2, "the unlabelled pod belongs to no component");
+        assert_eq!(
+            grouped.components.len(),
+            2,
+            "the unlabelled pod belongs to no component"
+        );
+        // Three labelled pods on n1, each taking one of its pods; the unlabelled one is not read.
+        assert_eq!(grouped.requested["n1"], Resources::parsed([("pods", "3")]));
     }
 }

@@ -20,6 +20,7 @@ use tracing::{error, info, warn};
 
 use crate::cache::{NodeSnapshot, PodSnapshot, cached, nodes, pods_by_component};
 use crate::metrics::Metrics;
+use crate::rebalance::Mode;
 use crate::reconcile::{Context, error_policy, reconcile};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::serve::Health;
@@ -31,6 +32,7 @@ pub struct Options {
     pub identity: String,
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
+    pub rebalance: Mode,
 }
 
 /// Runs the controller while this process holds the Lease; returns when asked to stop, or fails
@@ -122,6 +124,8 @@ async fn reconcile_all(client: Client, options: Options) {
         settings: options.settings,
         metrics: options.metrics,
         failures: Mutex::default(),
+        rebalance: options.rebalance,
+        announced: Mutex::default(),
     });
     tokio::spawn(ready_when_filled(context.clone(), health));
     let (replicas, replica_writer) = reflector::store();

@@ -7,6 +7,7 @@ pub mod controller;
 pub mod explain;
 pub mod metrics;
 pub mod objects;
+pub mod rebalance;
 pub mod reconcile;
 pub mod resources;
 pub mod serve;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use ome_spread_controller::controller::{self, Options};
+use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::objects;
 use ome_spread_controller::{explain, resources, serve};
 use ome_spread_core::explain::Objects;
@@ -66,6 +67,11 @@ enum Command {
         /// Log one JSON object per line.
         #[arg(long)]
         log_json: bool,
+        /// What to do about a skew a migration can fix: nothing, recommend the moves (an Event and
+        /// a metric), or request them (not yet supported). An InferenceService's
+        /// `spread.ome.io/rebalance` annotation can only lower it.
+        #[arg(long, value_enum, default_value = "recommend", env = "OME_SPREAD_REBALANCE")]
+        rebalance: Mode,
     },
     /// Print the subsets of OME's CRDs that ome-spread reads
     /// (deploy/without-ome/ome-crd-subsets.yaml), for trying the controller on a cluster WITHOUT
@@ -113,9 +119,11 @@ fn main() -> ExitCode {
             lease_namespace,
             identity,
             log_json,
+            rebalance,
         } => {
             logs(log_json);
             let run = explain::read_settings(settings.as_deref()).and_then(|settings| {
+                let rebalance = rebalance.supported().map_err(|e| e.to_string())?;
                 runtime()?.block_on(serve_and_lead(
                     controller::Options {
                         settings,
@@ -123,6 +131,7 @@ fn main() -> ExitCode {
                         identity,
                         health: Arc::default(),
                         metrics: Arc::default(),
+                        rebalance,
                     },
                     listen,
                 ))

@@ -43,6 +43,7 @@ pub struct Metrics {
     instances: Family<DomainLabels, Gauge>,
     skew: Family<ReplicaLabels, Gauge>,
     reason: Family<ReasonLabels, Gauge>,
+    rebalance_moves: Family<ReplicaLabels, Gauge>,
     reconciles: Counter,
     errors: Family<ErrorLabels, Counter>,
     duration: Histogram,
@@ -56,6 +57,7 @@ impl Default for Metrics {
         let instances = Family::default();
         let skew = Family::default();
         let reason = Family::default();
+        let rebalance_moves = Family::default();
         let reconciles = Counter::default();
         let errors = Family::default();
         let duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
@@ -74,6 +76,11 @@ impl Default for Metrics {
             "The replica's current Spread reason (1); other reasons have no series",
             reason.clone(),
         );
+        registry.register(
+            "rebalance_moves",
+            "Instance migrations the rebalance plan still needs (0: none can help); no series when rebalance is off",
+            rebalance_moves.clone(),
+        );
         registry.register("reconciles", "Reconciles run", reconciles.clone());
         registry.register(
             "reconcile_errors",
@@ -90,6 +97,7 @@ impl Default for Metrics {
             instances,
             skew,
             reason,
+            rebalance_moves,
             reconciles,
             errors,
             duration,
@@ -132,12 +140,30 @@ impl Metrics {
         }
     }
 
-    /// Removes a replica's series: it is gone, or no longer on OMENative.
-    pub fn forget(&self, namespace: &str, replica: &str) {
-        self.forget_labels(&ReplicaLabels {
+    /// Shows the moves a replica's plan still needs; None (rebalance off) removes the series.
+    pub fn rebalance_moves(&self, namespace: &str, replica: &str, moves: Option<usize>) {
+        let labels = ReplicaLabels {
             namespace: namespace.into(),
             replica: replica.into(),
-        });
+        };
+        match moves {
+            Some(moves) => {
+                self.rebalance_moves.get_or_create(&labels).set(moves as i64);
+            }
+            None => {
+                self.rebalance_moves.remove(&labels);
+            }
+        }
+    }
+
+    /// Removes a replica's series: it is gone, or no longer on OMENative.
+    pub fn forget(&self, namespace: &str, replica: &str) {
+        let labels = ReplicaLabels {
+            namespace: namespace.into(),
+            replica: replica.into(),
+        };
+        self.forget_labels(&labels);
+        self.rebalance_moves.remove(&labels);
     }
 
     fn forget_labels(&self, labels: &ReplicaLabels) {
@@ -248,8 +274,18 @@ mod tests {
             [r#"ome_spread_reason{namespace="ns",replica="m-engine",reason="NoKey"} 1"#],
             "no skew without domains"
         );
+        metrics.rebalance_moves("ns", "m-engine", Some(2));
+        assert!(
+            metrics
+                .encode()
+                .contains("ome_spread_rebalance_moves{namespace=\"ns\",replica=\"m-engine\"} 2\n")
+        );
         metrics.forget("ns", "m-engine");
         assert_eq!(series(&metrics), Vec::<String>::new());
+        assert!(
+            !metrics.encode().contains("ome_spread_rebalance_moves{"),
+            "forgotten with the replica"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use ome_spread_core::diagnosis::{Component, DiagnosisError, Report, diagnose};
+use ome_spread_core::rebalance::{NoPlan, Plan, recommend};
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
@@ -20,6 +21,7 @@ use tracing::{info, warn};
 
 use crate::cache::{NodeSnapshot, PodJsonError, PodSnapshot};
 use crate::metrics::Metrics;
+use crate::rebalance::{self, Mode};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 /// The field manager of the `Spread` condition.
@@ -74,6 +76,10 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Failures in a row per replica, for the retry's backoff.
     pub failures: Mutex<HashMap<ObjectRef<InferenceReplica>, u32>>,
+    /// The controller's rebalance mode (`--rebalance`).
+    pub rebalance: Mode,
+    /// The rebalance Event last published per replica, so that a resync does not repeat it.
+    pub announced: Mutex<HashMap<ObjectRef<InferenceReplica>, String>>,
 }
 
 impl Context {
@@ -126,19 +132,27 @@ pub fn retry_after(failures: u32) -> Duration {
 async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<Action, Error> {
     ctx.synced().await?;
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
-    let Some(report) = report(replica, ctx)? else {
+    let Some(Diagnosed { service, report, plan }) = diagnosed(replica, ctx)? else {
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
         ctx.metrics.forget(&namespace, &name);
         return Ok(Action::await_change());
     };
     ctx.metrics.show(&namespace, &name, &report);
     record(replica, &report, ctx).await?;
+    rebalance::recommend(replica, &service, &plan, ctx).await?;
     Ok(Action::requeue(RESYNC))
+}
+
+/// A replica's diagnosis, and the rebalance plan from it.
+struct Diagnosed {
+    service: Arc<InferenceService>,
+    report: Report,
+    plan: Result<Plan, NoPlan>,
 }
 
 /// The diagnosis of a replica of an OMENative InferenceService, from the caches; None for any
 /// other replica.
-fn report(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Report>, Error> {
+fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnosed>, Error> {
     let namespace = replica.namespace().unwrap_or_default();
     // A replica without a parent (OME's standalone form) has no InferenceService to diagnose.
     let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.clone());
@@ -160,22 +174,20 @@ fn report(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Report>, E
     let key = (namespace.clone(), parent, replica.spec.component.clone());
     let snapshot = ctx.pods.current();
     let by_component = snapshot.as_ref().as_ref().map_err(|e| Error::PodJson(e.clone()))?;
-    let pods = by_component.get(&key).map_or(&[][..], Vec::as_slice);
+    let pods = by_component.components.get(&key).map_or(&[][..], Vec::as_slice);
     let nodes = ctx.nodes.current();
     let service_value = serde_json::to_value(&*service).map_err(Error::Json)?;
     let replica_value = serde_json::to_value(replica).map_err(Error::Json)?;
-    diagnose(
-        &Component {
-            service: &service_value,
-            runtime: runtime.as_ref(),
-            replica: &replica_value,
-            pods,
-            nodes: &nodes,
-        },
-        &ctx.settings,
-    )
-    .map(Some)
-    .map_err(Error::BadObject)
+    let component = Component {
+        service: &service_value,
+        runtime: runtime.as_ref(),
+        replica: &replica_value,
+        pods,
+        nodes: &nodes,
+    };
+    let report = diagnose(&component, &ctx.settings)?;
+    let plan = recommend(&component, &report, &by_component.requested, &ctx.settings);
+    Ok(Some(Diagnosed { service, report, plan }))
 }
 
 /// The Event when the reason changes, then the condition when it changes.
@@ -227,7 +239,10 @@ fn to_value<K: serde::Serialize>(object: Option<Arc<K>>) -> Result<Option<Value>
         .map_err(Error::Json)
 }
 
-async fn within_timeout<T>(what: &'static str, call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, Error> {
+pub(crate) async fn within_timeout<T>(
+    what: &'static str,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, Error> {
     tokio::time::timeout(API_TIMEOUT, call)
         .await
         .map_err(|_| Error::Timeout(what))?

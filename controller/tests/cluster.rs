@@ -21,6 +21,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use ome_spread_controller::controller::{self, Options};
+use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::resources::{ClusterServingRuntime, InferenceReplica, InferenceService};
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
@@ -140,6 +141,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
             identity: "e2e".into(),
             health: Arc::default(),
             metrics: Arc::default(),
+            rebalance: Mode::Recommend,
         },
     ));
 

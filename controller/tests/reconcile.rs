@@ -18,6 +18,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 use ome_spread_controller::cache::{NodeSnapshot, PodSnapshot, nodes, pods_by_component};
 use ome_spread_controller::metrics::Metrics;
+use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::reconcile::{Context, Error, error_policy, reconcile, retry_after};
 use ome_spread_controller::resources::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
@@ -91,7 +92,9 @@ struct Harness {
     _writers: Writers,
 }
 
-fn harness(objects: &[Value]) -> Harness {
+/// The caches filled with `objects`; rebalance in `rebalance` mode (off for the condition's own
+/// scenarios, so that a plan's Event does not interleave with theirs).
+fn harness(objects: &[Value], rebalance: Mode) -> Harness {
     let (service, server) = mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let (services, w1) = cache(of_kind::<InferenceService>(objects, "InferenceService"));
@@ -116,6 +119,8 @@ fn harness(objects: &[Value]) -> Harness {
         settings: Settings::default(),
         metrics: Arc::new(Metrics::default()),
         failures: Mutex::default(),
+        rebalance,
+        announced: Mutex::default(),
     };
     let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
     replica.metadata.generation = Some(3);
@@ -185,7 +190,7 @@ async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_om
             replica,
             mut server,
             _writers,
-        } = harness(&fixture(reason));
+        } = harness(&fixture(reason), Mode::Off);
         let name = reason.as_str();
         let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx.clone()));
 
@@ -242,7 +247,7 @@ async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_om
 async fn no_write_when_the_condition_is_already_there() {
     let Harness {
         ctx, replica, server, ..
-    } = harness(&fixture(Reason::Satisfied));
+    } = harness(&fixture(Reason::Satisfied), Mode::Off);
     let message = expected_message(Reason::Satisfied);
     let replica = with_condition(
         replica,
@@ -263,7 +268,7 @@ async fn a_new_message_under_the_same_reason_is_applied_without_an_event() {
         replica,
         mut server,
         ..
-    } = harness(&fixture(Reason::Skewed));
+    } = harness(&fixture(Reason::Skewed), Mode::Off);
     let replica = with_condition(
         replica,
         condition("False", "Skewed", "an older count", "2026-11-01T10:00:00Z"),
@@ -289,7 +294,7 @@ async fn a_reason_change_records_a_warning_and_moves_the_transition_time() {
         replica,
         mut server,
         ..
-    } = harness(&fixture(Reason::Skewed));
+    } = harness(&fixture(Reason::Skewed), Mode::Off);
     let replica = with_condition(
         replica,
         condition(
@@ -327,7 +332,7 @@ async fn api_errors_are_retried_with_backoff_and_the_condition_is_not_lost() {
         replica,
         mut server,
         ..
-    } = harness(&fixture(Reason::Skewed));
+    } = harness(&fixture(Reason::Skewed), Mode::Off);
     let message = expected_message(Reason::Skewed);
     // The Event went out before; only the condition is missing.
     let replica = Arc::new(with_condition(
@@ -396,7 +401,7 @@ async fn a_failed_event_fails_the_reconcile_before_the_condition_is_written() {
         replica,
         mut server,
         ..
-    } = harness(&fixture(Reason::Satisfied));
+    } = harness(&fixture(Reason::Satisfied), Mode::Off);
     let reconciling = tokio::spawn(reconcile(Arc::new(replica), ctx));
     let (method, _, _, respond) = next(&mut server).await;
     assert_eq!(method, "POST");
@@ -415,12 +420,12 @@ async fn replicas_off_omenative_are_left_alone() {
             object["spec"]["deploymentMode"] = json!("RawDeployment");
         }
     }
-    let Harness { ctx, replica, .. } = harness(&objects);
+    let Harness { ctx, replica, .. } = harness(&objects, Mode::Off);
     let action = reconcile(Arc::new(replica), ctx.clone()).await.expect("reconciled");
     assert_eq!(action, Action::await_change());
 
     objects.retain(|o| o["kind"] != "InferenceService");
-    let Harness { ctx, replica, .. } = harness(&objects);
+    let Harness { ctx, replica, .. } = harness(&objects, Mode::Off);
     let action = reconcile(Arc::new(replica), ctx).await.expect("reconciled");
     assert_eq!(action, Action::await_change());
 
@@ -430,7 +435,7 @@ async fn replicas_off_omenative_are_left_alone() {
             object["spec"].as_object_mut().expect("a spec").remove("parentRef");
         }
     }
-    let Harness { ctx, replica, .. } = harness(&objects);
+    let Harness { ctx, replica, .. } = harness(&objects, Mode::Off);
     assert!(replica.spec.parent_ref.is_none());
     let action = reconcile(Arc::new(replica), ctx).await.expect("reconciled");
     assert_eq!(action, Action::await_change());
@@ -445,7 +450,7 @@ async fn a_bad_spread_value_is_named() {
             object["spec"]["topologySpread"] = json!("Sometimes");
         }
     }
-    let Harness { ctx, replica, .. } = harness(&objects);
+    let Harness { ctx, replica, .. } = harness(&objects, Mode::Off);
     let error = reconcile(Arc::new(replica), ctx).await.expect_err("a bad value");
     assert!(matches!(error, Error::BadObject(_)));
     assert!(
@@ -455,4 +460,118 @@ async fn a_bad_spread_value_is_named() {
         "{error}"
     );
     assert!(error.to_string().contains("Sometimes"), "{error}");
+}
+
+/// The Skewed fixture's plan (zone-a: 3, zone-b: 0, gpu-node-2 free): one move, the Instance
+/// with the highest index first (none is Ready), hinted to zone-b's node with room.
+const FIRST_MOVE: &str = "Move Instance 2 from gpu-node-1 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-2 -n spread-demo";
+const MOVES_SERIES: &str = "ome_spread_rebalance_moves{namespace=\"spread-demo\",replica=\"qwen3-0-6b-engine\"}";
+
+/// Rebalance `recommend` (SPEC section 4): the plan's first move, with its exact command, as an
+/// Event RebalanceRecommended on the InferenceReplica, and the moves still needed as a metric;
+/// a resync with nothing changed records no second Event.
+#[tokio::test(start_paused = true)]
+async fn recommend_records_the_first_move_once_and_the_moves_still_needed() {
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        ..
+    } = harness(&fixture(Reason::Skewed), Mode::Recommend);
+    let message = expected_message(Reason::Skewed);
+    // The condition is already there: the only request is the recommendation.
+    let replica = Arc::new(with_condition(
+        replica,
+        condition("False", "Skewed", &message, "2026-11-01T10:00:00Z"),
+    ));
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (method, uri, event, respond) = next(&mut server).await;
+    assert_eq!((method.as_str(), uri.as_str()), ("POST", &*format!("{EVENTS_PATH}?")));
+    assert_eq!(
+        (&event["type"], &event["reason"], &event["note"], &event["action"]),
+        (
+            &json!("Normal"),
+            &json!("RebalanceRecommended"),
+            &json!(FIRST_MOVE),
+            &json!("Rebalance")
+        )
+    );
+    assert_eq!(
+        event["regarding"],
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "qwen3-0-6b-engine", "namespace": "spread-demo"})
+    );
+    answer(respond, StatusCode::CREATED, &event);
+    reconciling.await.expect("no panic").expect("reconciled");
+    assert!(
+        ctx.metrics.encode().contains(&format!("{MOVES_SERIES} 1\n")),
+        "{}",
+        ctx.metrics.encode()
+    );
+
+    // The resync: the same recommendation, no request (one would go unanswered and time out).
+    reconcile(replica, ctx.clone())
+        .await
+        .expect("reconciled without a request");
+    drop(server);
+}
+
+/// The InferenceService's `spread.ome.io/rebalance` can only lower the mode: `off` shows no
+/// plan (no Event, no series); an unknown value gets one Warning Event on the InferenceService
+/// naming it, and counts as off.
+#[tokio::test(start_paused = true)]
+async fn the_service_annotation_lowers_the_mode_and_an_unknown_value_is_named() {
+    let annotated = |value: &str| {
+        let mut objects = fixture(Reason::Skewed);
+        for object in &mut objects {
+            if object["kind"] == "InferenceService" {
+                object["metadata"]["annotations"] = json!({"spread.ome.io/rebalance": value});
+            }
+        }
+        objects
+    };
+    let skewed = condition(
+        "False",
+        "Skewed",
+        &expected_message(Reason::Skewed),
+        "2026-11-01T10:00:00Z",
+    );
+
+    let Harness {
+        ctx, replica, server, ..
+    } = harness(&annotated("off"), Mode::Recommend);
+    let replica = Arc::new(with_condition(replica, skewed.clone()));
+    reconcile(replica, ctx.clone())
+        .await
+        .expect("reconciled without a request");
+    assert!(!ctx.metrics.encode().contains(MOVES_SERIES), "{}", ctx.metrics.encode());
+    drop(server);
+
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        ..
+    } = harness(&annotated("sometimes"), Mode::Recommend);
+    let replica = Arc::new(with_condition(replica, skewed));
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (method, _, event, respond) = next(&mut server).await;
+    assert_eq!(method, "POST");
+    assert_eq!(
+        (&event["type"], &event["reason"], &event["note"]),
+        (
+            &json!("Warning"),
+            &json!("RebalanceModeUnknown"),
+            &json!(
+                r#"InferenceService spread-demo/qwen3-0-6b has spread.ome.io/rebalance: "sometimes", not off, recommend or migrate: rebalance is off for it"#
+            )
+        )
+    );
+    assert_eq!(
+        (&event["regarding"]["kind"], &event["regarding"]["name"]),
+        (&json!("InferenceService"), &json!("qwen3-0-6b"))
+    );
+    answer(respond, StatusCode::CREATED, &event);
+    reconciling.await.expect("no panic").expect("reconciled");
+    assert!(!ctx.metrics.encode().contains(MOVES_SERIES));
+    reconcile(replica, ctx).await.expect("named once, not on every resync");
 }

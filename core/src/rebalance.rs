@@ -78,6 +78,18 @@ pub enum NoPlan {
 pub const MAX_HINT_NODES: usize = 8;
 
 impl Move {
+    /// The move in words, then its command: as `explain` lists it and the Event says it.
+    pub fn describe(&self, service: &str, component: &str, namespace: &str) -> String {
+        format!(
+            "Move Instance {} from {} ({}) to {}: {}",
+            self.instance,
+            self.from_node,
+            self.from_domain,
+            self.to_domain,
+            self.command(service, component, namespace)
+        )
+    }
+
     /// The `kubectl ome` command that requests this move (OME's CLI takes the hints comma-separated).
     pub fn command(&self, service: &str, component: &str, namespace: &str) -> String {
         format!(

@@ -1,0 +1,167 @@
+//! Rebalance in the controller (SPEC section 4, issue 11): the mode in effect for an
+//! InferenceService and, from `recommend` up, the plan's first move as an Event and the moves
+//! still needed as a metric. `migrate` (writing OME's migration request) is not built yet: the
+//! controller refuses to start with it rather than pretend.
+
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use ome_spread_core::rebalance::{NoPlan, Plan};
+
+use crate::reconcile::{Context, Error, within_timeout};
+use crate::resources::{InferenceReplica, InferenceService};
+
+/// An InferenceService's own mode, which can only lower the controller's.
+pub const ANNOTATION: &str = "spread.ome.io/rebalance";
+
+/// Ordered: a lower mode does less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Mode {
+    Off,
+    Recommend,
+    Migrate,
+}
+
+/// `--rebalance migrate` before the migrations are built.
+#[derive(Debug, thiserror::Error)]
+#[error("--rebalance migrate is not yet supported: use off or recommend")]
+pub struct MigrateNotSupported;
+
+impl Mode {
+    /// The controller's mode, as far as it is built.
+    pub fn supported(self) -> Result<Self, MigrateNotSupported> {
+        match self {
+            Self::Migrate => Err(MigrateNotSupported),
+            mode => Ok(mode),
+        }
+    }
+
+    /// The mode for `service`: its annotation's, if lower. An unknown value is returned as Err.
+    pub fn for_service(self, service: &InferenceService) -> Result<Self, String> {
+        match service.annotations().get(ANNOTATION) {
+            None => Ok(self),
+            Some(value) => <Self as clap::ValueEnum>::from_str(value, false)
+                .map(|own| own.min(self))
+                .map_err(|_| value.clone()),
+        }
+    }
+}
+
+/// What the rebalance says of a replica once: the Event, on which object.
+struct Announcement {
+    type_: EventType,
+    reason: &'static str,
+    note: String,
+    on_service: bool,
+}
+
+/// Shows the plan as far as the mode allows: the moves still needed as a metric, and the first
+/// move as an Event `RebalanceRecommended` when the recommendation changes (not on every
+/// resync). An unknown mode annotation gets a Warning Event naming it, and counts as off.
+pub async fn recommend(
+    replica: &InferenceReplica,
+    service: &InferenceService,
+    plan: &Result<Plan, NoPlan>,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
+    let mode = ctx.rebalance.for_service(service);
+    let moves = match (&mode, plan) {
+        (Ok(Mode::Off) | Err(_), _) => None,
+        (Ok(_), plan) => Some(plan.as_ref().map_or(0, |p| p.moves.len())),
+    };
+    ctx.metrics.rebalance_moves(&namespace, &name, moves);
+    let announcement = match (mode, plan) {
+        (Err(value), _) => Some(Announcement {
+            type_: EventType::Warning,
+            reason: "RebalanceModeUnknown",
+            note: format!(
+                "InferenceService {namespace}/{} has {ANNOTATION}: {value:?}, not off, recommend or migrate: rebalance is off for it",
+                service.name_any()
+            ),
+            on_service: true,
+        }),
+        (Ok(Mode::Off), _) | (_, Err(_)) => None,
+        (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
+            type_: EventType::Normal,
+            reason: "RebalanceRecommended",
+            note: first.describe(&service.name_any(), &replica.spec.component, &namespace),
+            on_service: false,
+        }),
+    };
+    announce(replica, service, announcement, ctx).await
+}
+
+/// Publishes an announcement unless it is the one last published for the replica.
+async fn announce(
+    replica: &InferenceReplica,
+    service: &InferenceService,
+    announcement: Option<Announcement>,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let key = ObjectRef::from_obj(replica);
+    let last = ctx.announced.lock().ok().and_then(|a| a.get(&key).cloned());
+    let Some(announcement) = announcement else {
+        if let Ok(mut announced) = ctx.announced.lock() {
+            announced.remove(&key);
+        }
+        return Ok(());
+    };
+    if last.as_ref() == Some(&announcement.note) {
+        return Ok(());
+    }
+    let event = Event {
+        type_: announcement.type_,
+        reason: announcement.reason.into(),
+        note: Some(announcement.note.clone()),
+        action: "Rebalance".into(),
+        secondary: None,
+    };
+    let reference = if announcement.on_service {
+        service.object_ref(&())
+    } else {
+        replica.object_ref(&())
+    };
+    within_timeout("the rebalance Event", ctx.recorder.publish(&event, &reference)).await?;
+    if let Ok(mut announced) = ctx.announced.lock() {
+        announced.insert(key, announcement.note);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn service(annotation: Option<&str>) -> InferenceService {
+        let mut value = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "m", "namespace": "ns"}, "spec": {}});
+        if let Some(mode) = annotation {
+            value["metadata"]["annotations"] = json!({ANNOTATION: mode});
+        }
+        serde_json::from_value(value).expect("a service")
+    }
+
+    #[test]
+    fn the_annotation_can_only_lower_the_controllers_mode() {
+        let cases = [
+            (Mode::Recommend, None, Ok(Mode::Recommend)),
+            (Mode::Recommend, Some("off"), Ok(Mode::Off)),
+            (Mode::Recommend, Some("migrate"), Ok(Mode::Recommend)),
+            (Mode::Off, Some("recommend"), Ok(Mode::Off)),
+            (Mode::Migrate, Some("recommend"), Ok(Mode::Recommend)),
+            (Mode::Recommend, Some("Off"), Err("Off".to_owned())),
+            (Mode::Recommend, Some(""), Err(String::new())),
+        ];
+        for (controller, annotation, expected) in cases {
+            assert_eq!(
+                controller.for_service(&service(annotation)),
+                expected,
+                "{controller:?} {annotation:?}"
+            );
+        }
+        assert_eq!(Mode::Recommend.supported().ok(), Some(Mode::Recommend));
+        assert!(Mode::Migrate.supported().is_err());
+    }
+}
