@@ -133,12 +133,14 @@ demo: wasm-target
 	$(CARGO) run --quiet --example demo
 
 # Criterion: the policy against the floor, with the ratio table printed at the end, then the
-# controller's diagnosis pass over 1,000 replicas, then both in the real policy-server under an
+# controller's diagnosis pass over 1,000 replicas, then the playground's diagnosis of the same
+# cluster natively and in headless Chromium, then both in the real policy-server under an
 # open-loop load (LOAD_SECONDS at LOAD_RATE per second, then STEP_SECONDS per step of the search
 # for the highest rate with p99 under 10 ms; see BENCHMARKS.md).
-bench: wasm-target
+bench: wasm-target web
 	$(CARGO) bench --bench policy
 	$(CARGO) bench -p ome-spread-core --bench diagnosis
+	$(CARGO) test --release -p ome-spread-web --test browser -- --ignored --nocapture
 	@if ! $(KUBEWARDEN_TOOLS); then \
 		echo "policy-server load benchmark not run: it $(NO_KUBEWARDEN)"; [ "$$CI" != true ]; \
 	else \

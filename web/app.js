@@ -32,6 +32,9 @@ function runAdmission() {
   );
   $("patch").textContent = JSON.stringify(answer.patch, null, 2);
   $("admit-result").hidden = false;
+  // The first line the policy added, in view inside the pod's box.
+  const added = $("pod").querySelector(".added");
+  $("pod").scrollTop = added ? added.offsetTop - $("pod").offsetTop - 48 : 0;
 }
 
 function runDiagnosis() {

@@ -15,8 +15,11 @@ use crate::replica::{ReplicaRef, RuntimeRef};
 use crate::settings::Settings;
 use crate::spread::Spread;
 
-/// Kubernetes objects, with every List's items taken out of it.
-pub struct Objects(Vec<Value>);
+/// Kubernetes objects, with every List's items taken out of it, and their nodes read once.
+pub struct Objects {
+    objects: Vec<Value>,
+    nodes: Nodes,
+}
 
 impl Objects {
     pub fn new(documents: Vec<Value>) -> Self {
@@ -29,12 +32,23 @@ impl Objects {
                 _ => objects.push(document),
             }
         }
-        Self(objects)
+        let nodes = Nodes::new(
+            objects
+                .iter()
+                .filter(|o| o["kind"] == "Node")
+                .map(Node::from_json)
+                .collect(),
+        );
+        Self { objects, nodes }
+    }
+
+    pub fn nodes(&self) -> &Nodes {
+        &self.nodes
     }
 
     /// The objects of `kind`, in `namespace` (None: cluster-scoped, or any).
     pub fn of_kind<'a, 'b>(&'a self, kind: &'b str, namespace: Option<&'b str>) -> impl Iterator<Item = &'a Value> {
-        self.0
+        self.objects
             .iter()
             .filter(move |o| o["kind"] == kind && namespace.is_none_or(|ns| namespace_of(o) == ns))
     }
@@ -116,7 +130,7 @@ pub fn explain<'a>(
         });
     }
     let runtime = objects.runtime_of(isvc);
-    let nodes = Nodes::new(objects.of_kind("Node", None).map(Node::from_json).collect());
+    let nodes = objects.nodes();
     let mut explained = Vec::new();
     for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {
         let name = ReplicaRef::for_component(namespace, service, component).name;
@@ -137,11 +151,11 @@ pub fn explain<'a>(
                 runtime,
                 replica,
                 pods: &owned,
-                nodes: &nodes,
+                nodes,
             },
             settings,
         )?;
-        let tables = tables(replica, &pods, &nodes, &report);
+        let tables = tables(replica, &pods, nodes, &report);
         explained.push(Explained {
             component,
             replica,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use ome_spread_core::explain::{Explained, Objects, explain, namespace_of, text};
 use ome_spread_core::labels;
-use ome_spread_core::nodes::{Node, Nodes};
+use ome_spread_core::nodes::Nodes;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
@@ -18,7 +18,7 @@ pub fn diagnose(objects: &str, settings: &str) -> Value {
 fn answer(objects: &str, settings: &str) -> Result<Value, String> {
     let (_, settings) = input::settings(settings)?;
     let objects = Objects::new(input::documents(objects, "objects")?);
-    let nodes = Nodes::new(objects.of_kind("Node", None).map(Node::from_json).collect());
+    let nodes = objects.nodes();
     let services: Vec<Value> = objects
         .of_kind("InferenceService", None)
         .map(|service| {
@@ -28,7 +28,7 @@ fn answer(objects: &str, settings: &str) -> Result<Value, String> {
                 Ok(explained) => json!({
                     "name": name,
                     "namespace": namespace,
-                    "components": explained.iter().map(|e| component(e, &nodes, &settings)).collect::<Vec<_>>(),
+                    "components": explained.iter().map(|e| component(e, nodes, &settings)).collect::<Vec<_>>(),
                 }),
                 Err(error) => json!({ "name": name, "namespace": namespace, "error": error.to_string() }),
             }

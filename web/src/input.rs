@@ -4,9 +4,20 @@
 use ome_spread_core::settings::Settings;
 use serde_json::{Map, Value};
 
-/// The documents of `text` (`---` between them; empty ones dropped).
+/// The documents of `text` (`---` between them; empty ones dropped). The reader's budget is
+/// raised for a large cluster's objects (10,000 pods are some 3 million YAML nodes); its caps on
+/// aliases, which guard against a small text that expands without end, stay as they are.
 pub fn documents(text: &str, what: &str) -> Result<Vec<Value>, String> {
-    let documents: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| format!("{what}: {e}"))?;
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_documents: 100_000,
+            max_nodes: 50_000_000,
+            max_events: 100_000_000,
+            max_total_scalar_bytes: 1 << 30,
+        },
+    };
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| format!("{what}: {e}"))?;
     Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
 }
 

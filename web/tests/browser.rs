@@ -8,11 +8,14 @@
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
-use serde_json::json;
+use serde_json::{Value, json};
+
+#[path = "../../core/benches/support/cluster.rs"]
+mod cluster;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -86,8 +89,15 @@ async fn screenshot(client: &Client, name: &str) {
     std::fs::write(folder.join(name), png).expect("the screenshot written");
 }
 
-#[tokio::test]
-async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
+/// The page open in headless Chromium, with the server and chromedriver it needs; None, after
+/// saying why, where they cannot run (never under CI=true).
+struct Browser {
+    client: Client,
+    _server: Running,
+    _chromedriver: Running,
+}
+
+async fn open_page() -> Option<Browser> {
     let site = repository().join("target/web");
     if let Some(missing) = missing(&site) {
         assert_ne!(
@@ -96,10 +106,10 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
             "CI must run the browser test; missing: {missing}"
         );
         eprintln!("the browser test is skipped: it needs {missing}");
-        return;
+        return None;
     }
     let (page, driver) = (free_port(), free_port());
-    let _server = start(
+    let server = start(
         "python3",
         &[
             "-m",
@@ -111,7 +121,7 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
             &site.to_string_lossy(),
         ],
     );
-    let _chromedriver = start(CHROMEDRIVER, &[&format!("--port={driver}")]);
+    let chromedriver = start(CHROMEDRIVER, &[&format!("--port={driver}")]);
     listening(page).await;
     listening(driver).await;
     // A new empty profile each run, as a fresh machine has.
@@ -140,7 +150,19 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
         .for_element(Locator::Css("body[data-ready='true']"))
         .await
         .expect("the page's module loaded");
+    Some(Browser {
+        client,
+        _server: server,
+        _chromedriver: chromedriver,
+    })
+}
 
+#[tokio::test]
+async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
+    let Some(browser) = open_page().await else {
+        return;
+    };
+    let client = browser.client.clone();
     // The seed's example: its first pod gets the zone constraint, and its two Instances run in
     // zone-a and zone-b, one each: Satisfied.
     let menu = client.find(Locator::Css("#scenario")).await.expect("the menu");
@@ -194,4 +216,74 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
     assert!(texts(&client, ".reason-name").await.is_empty());
     screenshot(&client, "broken-yaml.png").await;
     client.close().await.expect("the session closed");
+}
+
+/// `make bench`: the benchmarks' large cluster (1,000 InferenceServices and replicas, 10,000
+/// pods, 5,000 nodes) pasted as one text, diagnosed by the playground natively and in headless
+/// Chromium, one run each on the same machine. Built with `--release` natively; the page's
+/// module is `make web`'s (the `web` profile: optimised for size).
+#[tokio::test]
+#[ignore = "a benchmark: make bench runs it"]
+async fn diagnosis_of_the_large_cluster_natively_and_in_chromium() {
+    let cluster = cluster::cluster();
+    let objects = [&cluster.services, &cluster.replicas, &cluster.pods, &cluster.nodes];
+    // As `kubectl get -o yaml` prints several objects: a List of each kind.
+    let text: Vec<String> = objects
+        .iter()
+        .map(|items| json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+        .collect();
+    let text = text.join("\n---\n");
+    let Some(browser) = open_page().await else {
+        return;
+    };
+    std::fs::write(repository().join("target/web/bench-cluster.yaml"), &text).expect("the cluster written");
+    let started = Instant::now();
+    let answer: Value = serde_json::from_str(&ome_spread_web::diagnose_json(&text, "")).expect("JSON");
+    let native = started.elapsed();
+    let satisfied = |answer: &Value| {
+        answer["services"].as_array().map(|services| {
+            services
+                .iter()
+                .filter(|s| s["components"][0]["reason"] == "Satisfied")
+                .count()
+        })
+    };
+    assert_eq!(
+        satisfied(&answer),
+        Some(cluster::REPLICAS),
+        "{:.300}",
+        answer.to_string()
+    );
+    let timeouts = fantoccini::wd::TimeoutConfiguration::new(Some(Duration::from_secs(600)), None, None);
+    browser
+        .client
+        .update_timeouts(timeouts)
+        .await
+        .expect("a script timeout");
+    let measured = browser
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             (async () => {
+               const playground = await import('./ome_spread_web.js');
+               await playground.default();
+               const text = await (await fetch('bench-cluster.yaml')).text();
+               const started = performance.now();
+               const answer = playground.diagnose(text, '');
+               const ms = performance.now() - started;
+               done({ ms, answer: JSON.parse(answer) });
+             })();",
+            vec![],
+        )
+        .await
+        .expect("the diagnosis in Chromium");
+    assert_eq!(satisfied(&measured["answer"]), Some(cluster::REPLICAS));
+    let browser_ms = measured["ms"].as_f64().expect("ms");
+    let native_ms = native.as_secs_f64() * 1000.0;
+    println!(
+        "playground diagnose, {} MB of objects: native {native_ms:.0} ms, Chromium {browser_ms:.0} ms ({:.2}x native)",
+        text.len() / 1_000_000,
+        browser_ms / native_ms
+    );
+    browser.client.clone().close().await.expect("the session closed");
 }
