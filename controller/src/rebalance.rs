@@ -3,6 +3,7 @@
 //! still needed as a metric. `migrate` (writing OME's migration request) is not built yet: the
 //! controller refuses to start with it rather than pretend.
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -47,12 +48,12 @@ impl Mode {
     }
 }
 
-/// What the rebalance says of a replica once: the Event, on which object.
+/// What the rebalance says of a replica once: the Event, and the object it is about.
 struct Announcement {
     type_: EventType,
     reason: &'static str,
     note: String,
-    on_service: bool,
+    regarding: ObjectReference,
 }
 
 /// Shows the plan as far as the mode allows: the moves still needed as a metric, and the first
@@ -79,26 +80,21 @@ pub async fn recommend(
                 "InferenceService {namespace}/{} has {ANNOTATION}: {value:?}, not off, recommend or migrate: rebalance is off for it",
                 service.name_any()
             ),
-            on_service: true,
+            regarding: service.object_ref(&()),
         }),
         (Ok(Mode::Off), _) | (_, Err(_)) => None,
         (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
             type_: EventType::Normal,
             reason: "RebalanceRecommended",
             note: first.describe(&service.name_any(), &replica.spec.component, &namespace),
-            on_service: false,
+            regarding: replica.object_ref(&()),
         }),
     };
-    announce(replica, service, announcement, ctx).await
+    announce(replica, announcement, ctx).await
 }
 
 /// Publishes an announcement unless it is the one last published for the replica.
-async fn announce(
-    replica: &InferenceReplica,
-    service: &InferenceService,
-    announcement: Option<Announcement>,
-    ctx: &Context,
-) -> Result<(), Error> {
+async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
     let last = ctx.announced.lock().ok().and_then(|a| a.get(&key).cloned());
     let Some(announcement) = announcement else {
@@ -117,12 +113,11 @@ async fn announce(
         action: "Rebalance".into(),
         secondary: None,
     };
-    let reference = if announcement.on_service {
-        service.object_ref(&())
-    } else {
-        replica.object_ref(&())
-    };
-    within_timeout("the rebalance Event", ctx.recorder.publish(&event, &reference)).await?;
+    within_timeout(
+        "the rebalance Event",
+        ctx.recorder.publish(&event, &announcement.regarding),
+    )
+    .await?;
     if let Ok(mut announced) = ctx.announced.lock() {
         announced.insert(key, announcement.note);
     }

@@ -135,6 +135,9 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     let Some(Diagnosed { service, report, plan }) = diagnosed(replica, ctx)? else {
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
         ctx.metrics.forget(&namespace, &name);
+        if let Ok(mut announced) = ctx.announced.lock() {
+            announced.remove(&ObjectRef::from_obj(replica));
+        }
         return Ok(Action::await_change());
     };
     ctx.metrics.show(&namespace, &name, &report);
