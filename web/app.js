@@ -61,7 +61,7 @@ function component(c) {
     { class: "component", "data-component": c.component },
     element("h4", {}, `${c.component} (${c.replica})`),
     element("p", { class: "reason " + (holds ? "holds" : "fails") },
-      "Spread: " + c.status + " ", element("strong", { class: "reason-name" }, c.reason)),
+      `Spread: ${c.status} (`, element("strong", { class: "reason-name" }, c.reason), ")"),
     element("p", {}, "Why: " + c.why + "."),
     element("p", {}, "What to do: " + c.action),
     picture(c),

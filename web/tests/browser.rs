@@ -197,6 +197,11 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
         ]
     );
     screenshot(&client, "seed.png").await;
+    client
+        .execute("document.getElementById('diagnosis').scrollIntoView()", vec![])
+        .await
+        .expect("scrolled to the diagnosis");
+    screenshot(&client, "seed-diagnosis.png").await;
 
     // A broken YAML pasted: one clear message, the rest of the page as it was.
     let objects = client
