@@ -534,3 +534,59 @@ fn p4_empty_keys_are_unset_in_the_settings_in_effect() {
     );
     assert_eq!(output.status.code(), Some(1));
 }
+
+/// What `explain` prints for saved objects, and whether the spread holds.
+fn explained(objects: Vec<Value>) -> String {
+    let objects = ome_spread_core::explain::Objects::new(objects);
+    let (text, _) = ome_spread_controller::explain::run(
+        "qwen3-0-6b",
+        "spread-demo",
+        None,
+        &objects,
+        "saved objects",
+        &Settings::default(),
+    )
+    .expect("explained");
+    text
+}
+
+const SKEWED_ACTION: &str =
+    "What to do: Request an Instance migration to move an Instance out of the fullest domain.\n";
+
+/// Rebalance (SPEC section 4): under "What to do", every move of the plan with its `kubectl ome`
+/// command, in the order to request them; or why a skew has no plan.
+#[test]
+fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
+    let skewed = cases().remove(9);
+    assert_eq!(skewed.reason, Reason::Skewed);
+    // A fourth Instance in zone-a, and zone-c's gpu-node-4 with room for one: 4,0,0 takes two moves.
+    let mut four = skewed.objects.clone();
+    let mut pod_3 = find(&mut four, "Pod", "qwen3-0-6b-engine-2-default-0").clone();
+    pod_3["metadata"]["name"] = json!("qwen3-0-6b-engine-3-default-0");
+    pod_3["metadata"]["labels"]["ome.io/instance-index"] = json!("3");
+    pod_3["spec"]["nodeName"] = json!("gpu-node-3");
+    four.push(pod_3);
+    let mut zone_c = node(
+        "gpu-node-4",
+        json!({ZONE: "zone-c", "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}),
+    );
+    zone_c["status"] = json!({"allocatable": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi", "pods": "110"}});
+    four.push(zone_c);
+    let text = explained(four);
+    let expected = [
+        SKEWED_ACTION,
+        "  1. Move Instance 3 from gpu-node-3 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 3 --from-node gpu-node-3 --hint-node gpu-node-2 -n spread-demo\n",
+        "  2. Move Instance 2 from gpu-node-1 (zone-a) to zone-c: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-4 -n spread-demo\n",
+    ]
+    .concat();
+    assert!(text.ends_with(&expected), "{text}");
+
+    // Another workload's pod takes zone-b's only GPU: no domain can take one more Instance.
+    let mut full = skewed.objects;
+    full.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch-0", "namespace": "batch"},
+        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "job", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
+    let text = explained(full);
+    let expected =
+        format!("{SKEWED_ACTION}  No migration to request: no eligible domain has room for one more Instance.\n");
+    assert!(text.ends_with(&expected), "{text}");
+}

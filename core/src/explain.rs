@@ -11,7 +11,9 @@ use crate::diagnosis::{self, DiagnosisError, Report};
 use crate::instance::COMPONENTS;
 use crate::labels;
 use crate::nodes::{Node, Nodes, Selection};
+use crate::rebalance::{self, NoPlan, Plan};
 use crate::replica::{ReplicaRef, RuntimeRef};
+use crate::room;
 use crate::settings::Settings;
 use crate::spread::Spread;
 
@@ -97,20 +99,24 @@ pub enum ExplainError {
     Diagnosis(#[from] DiagnosisError),
 }
 
-/// One component explained: the seed's Step 2 tables (header row first) and the diagnosis.
+/// One component explained: the seed's Step 2 tables (header row first), the diagnosis, and
+/// the rebalance plan (SPEC section 4).
 pub struct Explained<'a> {
+    pub service: &'a str,
+    pub namespace: &'a str,
     pub component: &'static str,
     pub replica: &'a Value,
     pub pods: Vec<&'a Value>,
     pub tables: Vec<Vec<Vec<String>>>,
     pub report: Report,
+    pub plan: Result<Plan, NoPlan>,
 }
 
 /// The components of `service` (or only `only`) that have an InferenceReplica, explained.
 /// `source` names where the objects came from, for messages.
 pub fn explain<'a>(
-    service: &str,
-    namespace: &str,
+    service: &'a str,
+    namespace: &'a str,
     only: Option<&str>,
     objects: &'a Objects,
     source: &str,
@@ -131,6 +137,8 @@ pub fn explain<'a>(
     }
     let runtime = objects.runtime_of(isvc);
     let nodes = objects.nodes();
+    // The room a plan counts on is taken by every pod bound to a node, of any workload.
+    let requested = room::requested(objects.of_kind("Pod", None));
     let mut explained = Vec::new();
     for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {
         let name = ReplicaRef::for_component(namespace, service, component).name;
@@ -145,23 +153,25 @@ pub fn explain<'a>(
             })
             .collect();
         let owned: Vec<Value> = pods.iter().map(|p| (*p).clone()).collect();
-        let report = diagnosis::diagnose(
-            &diagnosis::Component {
-                service: isvc,
-                runtime,
-                replica,
-                pods: &owned,
-                nodes,
-            },
-            settings,
-        )?;
+        let diagnosed = diagnosis::Component {
+            service: isvc,
+            runtime,
+            replica,
+            pods: &owned,
+            nodes,
+        };
+        let report = diagnosis::diagnose(&diagnosed, settings)?;
+        let plan = rebalance::recommend(&diagnosed, &report, &requested, settings);
         let tables = tables(replica, &pods, nodes, &report);
         explained.push(Explained {
+            service,
+            namespace,
             component,
             replica,
             pods,
             tables,
             report,
+            plan,
         });
     }
     if explained.is_empty() {
@@ -190,8 +200,26 @@ pub fn text(explained: &[Explained]) -> String {
         let _ = writeln!(text, "Spread: {status} ({})", report.reason.as_str());
         let _ = writeln!(text, "Why: {}.", report.message);
         let _ = writeln!(text, "What to do: {}", report.action);
+        write_plan(&mut text, component);
     }
     text
+}
+
+/// The whole plan under "What to do", a move a line with its command; or why a skew has none.
+/// Nothing when there is no skew to fix, or the reason's own action is what to do.
+fn write_plan(text: &mut String, explained: &Explained) {
+    match &explained.plan {
+        Ok(plan) => {
+            for (step, m) in plan.moves.iter().enumerate() {
+                let described = m.describe(explained.service, explained.component, explained.namespace);
+                let _ = writeln!(text, "  {}. {described}", step + 1);
+            }
+        }
+        Err(NoPlan::WithinSkew | NoPlan::NotAMove(_)) => {}
+        Err(no_plan) => {
+            let _ = writeln!(text, "  No migration to request: {no_plan}.");
+        }
+    }
 }
 
 /// The seed's Step 2 views: the replica's fields, the pods' terms, and the nodes the pods run on
