@@ -185,10 +185,19 @@ pub fn settings_in_effect(
     runtime: Option<&Value>,
     kind: &str,
 ) -> Result<SpreadSettings, DiagnosisError> {
-    let from_service = fields(&service["spec"][kind], || format!("InferenceService spec.{kind}"))?;
+    // The object named as kubectl names it: kind, namespace/name (a cluster runtime has no namespace).
+    let named = |object: &Value| {
+        let metadata = &object["metadata"];
+        let name = metadata["name"].as_str().unwrap_or_default();
+        match metadata["namespace"].as_str() {
+            Some(namespace) => format!("{} {namespace}/{name}", object["kind"].as_str().unwrap_or_default()),
+            None => format!("{} {name}", object["kind"].as_str().unwrap_or_default()),
+        }
+    };
+    let from_service = fields(&service["spec"][kind], || format!("{} spec.{kind}", named(service)))?;
     let from_runtime = match runtime {
         Some(runtime) => fields(&runtime["spec"][format!("{kind}Config")], || {
-            format!("runtime spec.{kind}Config")
+            format!("{} spec.{kind}Config", named(runtime))
         })?,
         None => SpreadSettings::default(),
     };

@@ -18,6 +18,9 @@ pub fn admit(objects: &str, pod: &str, settings: &str) -> Value {
 fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
     let (settings, _) = input::settings(settings)?;
     let pod = input::object(pod, "pod")?;
+    if pod["kind"] != "Pod" {
+        return Err(format!("pod: kind is {}: the policy sees Pods only; paste a Pod", pod["kind"]));
+    }
     let objects = Objects::new(input::documents(objects, "objects")?);
     let replicas = replicas(&objects)?;
     // A pod without a namespace (generateName) is created in the namespace of its objects.

@@ -179,3 +179,48 @@ fn every_reason_is_explained_as_explain_prints_it() {
         );
     }
 }
+
+#[test]
+fn every_scenario_of_the_menu_is_answered() {
+    let menu: Value = serde_json::from_str(&ome_spread_web::scenarios_json()).expect("the menu's JSON");
+    let menu = menu.as_array().expect("a list");
+    // The seed's example, 3 more pods, 11 reasons.
+    assert_eq!(menu.len(), 15);
+    let mut reasons = Vec::new();
+    for scenario in menu {
+        if let Some(inputs) = scenario.get("admit") {
+            let answer = admit(
+                &inputs["objects"].as_str().expect("objects"),
+                &inputs["pod"].as_str().expect("pod"),
+                "",
+            );
+            // Every pod of the menu is an OMENative pod the policy gives a term (P5, P8).
+            assert_eq!(
+                (&answer["accepted"], &answer["mutated"]),
+                (&json!(true), &json!(true)),
+                "{scenario}: {answer}"
+            );
+        }
+        if let Some(inputs) = scenario.get("diagnose") {
+            let answer = diagnose(&inputs["objects"].as_str().expect("objects"), "");
+            reasons.push(answer["services"][0]["components"][0]["reason"].clone());
+        }
+    }
+    assert_eq!(
+        reasons,
+        [
+            "Satisfied",
+            "Satisfied",
+            "SettingsNotProjected",
+            "NotRequested",
+            "NoKey",
+            "PreferredUnderOMEScheduler",
+            "PodsPredateChange",
+            "ConflictingConstraint",
+            "MissingLabel",
+            "DomainsFull",
+            "SingleDomain",
+            "Skewed",
+        ]
+    );
+}
