@@ -190,8 +190,8 @@ fn every_scenario_of_the_menu_is_answered() {
     for scenario in menu {
         if let Some(inputs) = scenario.get("admit") {
             let answer = admit(
-                &inputs["objects"].as_str().expect("objects"),
-                &inputs["pod"].as_str().expect("pod"),
+                inputs["objects"].as_str().expect("objects"),
+                inputs["pod"].as_str().expect("pod"),
                 "",
             );
             // Every pod of the menu is an OMENative pod the policy gives a term (P5, P8).
@@ -202,7 +202,7 @@ fn every_scenario_of_the_menu_is_answered() {
             );
         }
         if let Some(inputs) = scenario.get("diagnose") {
-            let answer = diagnose(&inputs["objects"].as_str().expect("objects"), "");
+            let answer = diagnose(inputs["objects"].as_str().expect("objects"), "");
             reasons.push(answer["services"][0]["components"][0]["reason"].clone());
         }
     }
