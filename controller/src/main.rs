@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use ome_spread_controller::controller::{self, Options};
-use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::objects;
+use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::{explain, resources, serve};
 use ome_spread_core::explain::Objects;
 use tracing::{error, info};
