@@ -349,7 +349,7 @@ mod tests {
     /// distributions of the Instances inside it and under each domain's capacity (the most
     /// Instances it can hold), by dynamic programming over the domains; a distribution costs
     /// its arrivals (the sum of its positive differences from `counts`).
-    fn minimum_moves(counts: &[usize], capacities: &[usize], max_skew: usize) -> Option<usize> {
+    pub(super) fn minimum_moves(counts: &[usize], capacities: &[usize], max_skew: usize) -> Option<usize> {
         let total: usize = counts.iter().sum();
         let mut best: Option<usize> = None;
         for low in 0..=total {
@@ -550,7 +550,7 @@ mod tests {
     }
 
     /// A tiny seeded PRNG (xorshift64), so the generated clusters are the same on every run.
-    struct XorShift(u64);
+    pub(super) struct XorShift(pub(super) u64);
 
     impl XorShift {
         fn next(&mut self) -> u64 {
@@ -560,7 +560,7 @@ mod tests {
             self.0
         }
 
-        fn below(&mut self, n: usize) -> usize {
+        pub(super) fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
     }
@@ -703,6 +703,7 @@ mod recommend_tests {
     use crate::nodes::Nodes;
     use crate::room::requested;
     use serde_json::json;
+    use std::collections::BTreeSet;
 
     const ZONE: &str = "topology.kubernetes.io/zone";
 
@@ -953,5 +954,128 @@ mod recommend_tests {
                 }
             ]
         );
+    }
+
+    /// Generated clusters (2-4 zones of 1-3 nodes, 0-3 free GPUs each, some cordoned, tainted
+    /// or without status; 2-8 Instances and other workloads' pods anywhere): the plan read from
+    /// the objects has exactly the fewest moves, computed apart from the room model (free GPUs
+    /// counted by hand on the nodes that accept the pods) and from the planner; its moves leave
+    /// the Instances' nodes for hint nodes of another domain that can take them, and end within
+    /// maxSkew.
+    #[test]
+    fn plans_read_from_generated_clusters_are_minimal_and_land_on_nodes_with_room() {
+        let mut rng = super::tests::XorShift(0x0e5_c0de);
+        let (mut planned, mut without) = (0, 0);
+        for _ in 0..500 {
+            let zones = 2 + rng.below(3);
+            let mut nodes = Vec::new();
+            // Per node: its zone, and whether it can take a pod, and its GPUs.
+            let mut layout: Vec<(usize, bool, usize)> = Vec::new();
+            for zone in 0..zones {
+                for n in 0..1 + rng.below(3) {
+                    let (gpus, trait_) = (rng.below(4), rng.below(8));
+                    let spec = match trait_ {
+                        0 => json!({"unschedulable": true}),
+                        1 => json!({"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}),
+                        _ => json!({}),
+                    };
+                    let mut node = node(
+                        &format!("z{zone}-n{n}"),
+                        &format!("zone-{zone}"),
+                        &gpus.to_string(),
+                        spec,
+                    );
+                    if trait_ == 2 {
+                        node.as_object_mut().unwrap().remove("status");
+                    }
+                    layout.push((zone, trait_ > 2, gpus));
+                    nodes.push(node);
+                }
+            }
+            let mut used = vec![0usize; nodes.len()];
+            let mut counts = vec![0usize; zones];
+            let mut pods = Vec::new();
+            for index in 0..2 + rng.below(7) {
+                let at = rng.below(nodes.len());
+                used[at] += 1;
+                counts[layout[at].0] += 1;
+                pods.push(pod(
+                    index as u32,
+                    "default",
+                    nodes[at]["metadata"]["name"].as_str().unwrap(),
+                    rng.below(2) == 0,
+                ));
+            }
+            let mut cluster = Cluster::new(pods, &nodes);
+            for _ in 0..rng.below(3) {
+                let at = rng.below(nodes.len());
+                used[at] += 1;
+                cluster
+                    .others
+                    .push(json!({"spec": {"nodeName": nodes[at]["metadata"]["name"],
+                    "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
+            }
+            let mut room = vec![0usize; zones];
+            for (at, (zone, accepts, gpus)) in layout.iter().enumerate() {
+                if *accepts {
+                    room[*zone] += gpus.saturating_sub(used[at]);
+                }
+            }
+            let capacities: Vec<usize> = counts.iter().zip(&room).map(|(c, r)| c + r).collect();
+            let skewed = counts.iter().max().unwrap() - counts.iter().min().unwrap() > 1;
+            let (reason, plan) = cluster.recommend();
+            assert_eq!(
+                reason,
+                if skewed { Reason::Skewed } else { Reason::Satisfied },
+                "{counts:?}"
+            );
+            let expected = match super::tests::minimum_moves(&counts, &capacities, 1) {
+                _ if !skewed => Err(NoPlan::WithinSkew),
+                _ if room.iter().all(|r| *r == 0) => Err(NoPlan::NoRoom),
+                None => Err(NoPlan::Unreachable),
+                Some(moves) => Ok(moves),
+            };
+            let plan = match (plan, expected) {
+                (Ok(plan), Ok(moves)) => {
+                    assert_eq!(plan.moves.len(), moves, "{counts:?} {room:?}");
+                    plan
+                }
+                (got, expected) => {
+                    assert_eq!(got.map(|p| p.moves.len()), expected, "{counts:?} {room:?}");
+                    without += 1;
+                    continue;
+                }
+            };
+            planned += 1;
+            let zone_of = |node: &str| layout[nodes.iter().position(|n| n["metadata"]["name"] == node).unwrap()];
+            let mut after = counts.clone();
+            let mut moved = BTreeSet::new();
+            for m in &plan.moves {
+                let pod = &cluster.pods[m.instance as usize];
+                assert_eq!(
+                    pod["spec"]["nodeName"],
+                    m.from_node.as_str(),
+                    "from the Instance's node"
+                );
+                assert!(moved.insert(m.instance), "an Instance moves once");
+                assert!((1..=MAX_HINT_NODES).contains(&m.hint_nodes.len()));
+                for hint in &m.hint_nodes {
+                    let (zone, accepts, gpus) = zone_of(hint);
+                    let at = nodes
+                        .iter()
+                        .position(|n| n["metadata"]["name"] == hint.as_str())
+                        .unwrap();
+                    assert_eq!(format!("zone-{zone}"), m.to_domain);
+                    assert!(accepts && gpus > used[at], "{hint} can take the surge");
+                }
+                after[zone_of(&m.from_node).0] -= 1;
+                after[m.to_domain["zone-".len()..].parse::<usize>().unwrap()] += 1;
+            }
+            assert!(
+                after.iter().max().unwrap() - after.iter().min().unwrap() <= 1,
+                "{after:?}"
+            );
+        }
+        assert!(planned >= 100 && without >= 100, "{planned} {without}");
     }
 }
