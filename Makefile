@@ -71,6 +71,9 @@ WEB_DIR := target/web
 WEB_WASM := target/$(WEB_TARGET)/web/ome_spread_web.wasm
 WASM_BINDGEN_VERSION := $(shell awk '$$0 == "name = \"wasm-bindgen\"" { getline; gsub(/[^0-9.]/, ""); print }' Cargo.lock)
 PORT ?= 8000
+# Older wasm-opt (Debian 12's is 108) breaks the table of JavaScript values wasm-bindgen sets up:
+# the page then fails to load ("WebAssembly.Table.set(): Argument 1 is invalid").
+WASM_OPT_SINCE := 117
 
 web-tools:
 	@rustup target list --installed | grep -qx $(WEB_TARGET) || rustup target add $(WEB_TARGET)
@@ -84,7 +87,9 @@ web-tools:
 web: web-tools
 	$(CARGO) build --profile web --lib --target $(WEB_TARGET) --package ome-spread-web
 	wasm-bindgen --target web --no-typescript --out-dir $(WEB_DIR) $(WEB_WASM)
-	@if command -v wasm-opt >/dev/null; then wasm-opt -Oz -o $(WEB_DIR)/ome_spread_web_bg.wasm $(WEB_DIR)/ome_spread_web_bg.wasm; fi
+	@if [ "$$(wasm-opt --version 2>/dev/null | awk '{ print $$3 }')" -ge $(WASM_OPT_SINCE) ] 2>/dev/null; then \
+		wasm-opt -Oz -o $(WEB_DIR)/ome_spread_web_bg.wasm $(WEB_DIR)/ome_spread_web_bg.wasm; \
+	else echo "wasm-opt $(WASM_OPT_SINCE) or later not found: the module is left as wasm-bindgen wrote it"; fi
 	cp web/index.html web/app.js web/style.css $(WEB_DIR)/
 	@echo "$(WEB_DIR): the page, and ome_spread_web_bg.wasm of $$(wc -c < $(WEB_DIR)/ome_spread_web_bg.wasm) bytes"
 

@@ -64,12 +64,24 @@ function component(c) {
       `Spread: ${c.status} (`, element("strong", { class: "reason-name" }, c.reason), ")"),
     element("p", {}, "Why: " + c.why + "."),
     element("p", {}, "What to do: " + c.action),
+    plan(c),
     picture(c),
     element("details", {}, element("summary", {}, "As ome-spread explain prints it"), element("pre", {}, c.text)),
   );
 }
 
-// One column per eligible domain, one box per Instance (its leader on top of its workers).
+// The rebalance plan: each move with the command that requests it, or why a skew has none.
+function plan(c) {
+  if (c.moves.length) {
+    return element("ol", { class: "moves" }, ...c.moves.map((m) => element("li", {},
+      `Move Instance ${m.instance} from ${m.fromNode} (${m.fromDomain}) to ${m.toDomain}: `,
+      element("code", {}, m.command))));
+  }
+  return c.noMove && c.reason === "Skewed" ? element("p", {}, `No migration to request: ${c.noMove}.`) : "";
+}
+
+// One column per eligible domain, one box per Instance (its leader on top of its workers), and
+// the plan's moves as arrows from an Instance to where it would go.
 function picture(c) {
   const figure = element("figure", { class: "picture" });
   if (!c.key) {
@@ -81,7 +93,7 @@ function picture(c) {
     const column = element("div", { class: "domain", "data-domain": d.domain ?? "" },
       element("h5", {}, d.domain === null ? "not in an eligible domain" : `${d.domain} (${d.instances.length})`));
     for (const instance of d.instances) {
-      const box = element("div", { class: "instance" },
+      const box = element("div", { class: "instance", "data-instance": String(instance.index) },
         element("div", { class: "instance-title" }, instance.index === null ? "no Instance index" : `Instance ${instance.index}`));
       for (const pod of instance.pods) {
         const pending = pod.node === null;
@@ -90,12 +102,45 @@ function picture(c) {
       }
       column.append(box);
     }
+    c.moves.forEach((m, step) => {
+      if (m.toDomain === d.domain) {
+        column.append(element("div", { class: "instance planned", "data-move": String(step) },
+          `Instance ${m.instance}, after move ${step + 1}`));
+      }
+    });
     columns.append(column);
   }
+  if (c.moves.length) requestAnimationFrame(() => arrows(columns, c.moves));
   const key = c.key.split("/").pop();
   figure.append(columns, element("figcaption", {},
     `Instances per ${key}: skew ${c.skew}, maxSkew ${c.maxSkew}`));
   return figure;
+}
+
+// An arrow per move, drawn once the columns are laid out: from the Instance's box to its
+// planned place.
+function arrows(columns, moves) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "arrows");
+  svg.setAttribute("width", columns.scrollWidth);
+  svg.setAttribute("height", columns.scrollHeight);
+  svg.innerHTML = '<defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" ' +
+    'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z"/></marker></defs>';
+  const origin = columns.getBoundingClientRect();
+  moves.forEach((m, step) => {
+    const from = columns.querySelector(`.instance[data-instance="${m.instance}"]`);
+    const to = columns.querySelector(`.planned[data-move="${step}"]`);
+    if (!from || !to) return;
+    const [a, b] = [from.getBoundingClientRect(), to.getBoundingClientRect()];
+    const rightward = b.left > a.left;
+    const x1 = (rightward ? a.right : a.left) - origin.left, y1 = a.top + a.height / 2 - origin.top;
+    const x2 = (rightward ? b.left : b.right) - origin.left, y2 = b.top + b.height / 2 - origin.top;
+    const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+    path.setAttribute("d", `M ${x1} ${y1} C ${(x1 + x2) / 2} ${y1}, ${(x1 + x2) / 2} ${y2}, ${x2} ${y2}`);
+    path.setAttribute("marker-end", "url(#head)");
+    svg.append(path);
+  });
+  columns.append(svg);
 }
 
 function run() {
@@ -137,7 +182,13 @@ function acceptDrops(box) {
 }
 
 let pending;
-await init();
+try {
+  await init();
+} catch (error) {
+  document.querySelector("main").replaceChildren(element("div", { class: "error", role: "alert" },
+    `The playground's module did not load: ${error}. Serve target/web as make web built it, .wasm as application/wasm.`));
+  throw error;
+}
 loadMenu(JSON.parse(scenarios()));
 for (const box of document.querySelectorAll("textarea")) {
   acceptDrops(box);

@@ -19,7 +19,10 @@ fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
     let (settings, _) = input::settings(settings)?;
     let pod = input::object(pod, "pod")?;
     if pod["kind"] != "Pod" {
-        return Err(format!("pod: kind is {}: the policy sees Pods only; paste a Pod", pod["kind"]));
+        return Err(format!(
+            "pod: kind is {}: the policy sees Pods only; paste a Pod",
+            pod["kind"]
+        ));
     }
     let objects = Objects::new(input::documents(objects, "objects")?);
     let replicas = replicas(&objects)?;

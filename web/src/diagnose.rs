@@ -59,6 +59,8 @@ fn component(explained: &Explained, nodes: &Nodes, settings: &Settings) -> Value
         "skew": report.skew,
         "maxSkew": settings.max_skew,
         "domains": picture(explained, nodes),
+        "moves": moves(explained),
+        "noMove": explained.plan.as_ref().err().map(ToString::to_string),
     })
 }
 
@@ -113,4 +115,24 @@ fn picture(explained: &Explained, nodes: &Nodes) -> Vec<Value> {
         columns.push(json!({ "domain": null, "instances": instances }));
     }
     columns
+}
+
+/// The rebalance plan's moves, in order, each with the command that requests it.
+fn moves(explained: &Explained) -> Vec<Value> {
+    let Ok(plan) = &explained.plan else {
+        return Vec::new();
+    };
+    plan.moves
+        .iter()
+        .map(|m| {
+            json!({
+                "instance": m.instance,
+                "fromNode": m.from_node,
+                "fromDomain": m.from_domain,
+                "toDomain": m.to_domain,
+                "hintNodes": m.hint_nodes,
+                "command": m.command(explained.service, explained.component, explained.namespace),
+            })
+        })
+        .collect()
 }

@@ -203,6 +203,29 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
         .expect("scrolled to the diagnosis");
     screenshot(&client, "seed-diagnosis.png").await;
 
+    // Skewed: three Instances in zone-a, none in zone-b; the plan moves one, drawn as an arrow.
+    let menu = client.find(Locator::Css("#scenario")).await.expect("the menu");
+    menu.select_by_value("14").await.expect("Skewed picked");
+    assert_eq!(texts(&client, ".reason-name").await, ["Skewed"]);
+    assert_eq!(texts(&client, ".domain h5").await, ["zone-a (3)", "zone-b (0)"]);
+    assert_eq!(
+        texts(&client, ".domain[data-domain='zone-b'] .planned").await,
+        ["Instance 2, after move 1"]
+    );
+    assert_eq!(
+        texts(&client, ".moves li").await,
+        [
+            "Move Instance 2 from gpu-node-1 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-2 -n spread-demo"
+        ]
+    );
+    let arrows = client.find_all(Locator::Css(".arrows > path")).await.expect("arrows");
+    assert_eq!(arrows.len(), 1);
+    client
+        .execute("document.getElementById('diagnosis').scrollIntoView()", vec![])
+        .await
+        .expect("scrolled to the diagnosis");
+    screenshot(&client, "skewed.png").await;
+
     // A broken YAML pasted: one clear message, the rest of the page as it was.
     let objects = client
         .find(Locator::Css("#diagnose-objects"))
