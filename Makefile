@@ -145,6 +145,7 @@ demo: wasm-target
 bench: wasm-target web
 	$(CARGO) bench --bench policy
 	$(CARGO) bench -p ome-spread-core --bench diagnosis
+	$(CARGO) bench -p ome-spread-core --bench rebalance
 	$(CARGO) test --release -p ome-spread-web --test browser -- --ignored --nocapture
 	@if ! $(KUBEWARDEN_TOOLS); then \
 		echo "policy-server load benchmark not run: it $(NO_KUBEWARDEN)"; [ "$$CI" != true ]; \
