@@ -46,10 +46,16 @@ fn pass(cluster: &Cluster, settings: &Settings, plan: bool) -> (BTreeMap<Reason,
     let nodes = Nodes::from_json(&cluster.nodes);
     let mut pods_of: HashMap<&str, Vec<Value>> = HashMap::new();
     for pod in &cluster.pods {
-        let service = pod["metadata"]["labels"]["ome.io/inferenceservice"].as_str().unwrap_or_default();
+        let service = pod["metadata"]["labels"]["ome.io/inferenceservice"]
+            .as_str()
+            .unwrap_or_default();
         pods_of.entry(service).or_default().push(pod.clone());
     }
-    let requested = if plan { requested(&cluster.pods) } else { Default::default() };
+    let requested = if plan {
+        requested(&cluster.pods)
+    } else {
+        Default::default()
+    };
     let (mut reasons, mut moves) = (BTreeMap::new(), 0);
     for (service, replica) in cluster.services.iter().zip(&cluster.replicas) {
         let name = service["metadata"]["name"].as_str().unwrap_or_default();
