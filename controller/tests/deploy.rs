@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use ome_spread_controller::rebalance::Mode;
 use serde_json::{Value, json};
 
 fn deploy(file: &str) -> PathBuf {
@@ -150,6 +151,20 @@ fn the_deployment_runs_the_controller_with_its_probes_metrics_and_identity() {
     assert_eq!(pod["serviceAccountName"], "ome-spread-controller");
     let container = &pod["containers"][0];
     assert_eq!(container["args"][0], "controller");
+    // The shipped rebalance mode is one this controller runs with (migrate would stop it).
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mode = args
+        .windows(2)
+        .find(|w| w[0] == "--rebalance")
+        .map(|w| w[1])
+        .expect("--rebalance");
+    let mode = <Mode as clap::ValueEnum>::from_str(mode, false).expect("a mode");
+    assert_eq!(mode.supported().ok(), Some(Mode::Recommend));
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     let env: Vec<(&str, &str)> = container["env"]
