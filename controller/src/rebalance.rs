@@ -58,7 +58,8 @@ struct Announcement {
 
 /// Shows the plan as far as the mode allows: the moves still needed as a metric, and the first
 /// move as an Event `RebalanceRecommended` when the recommendation changes (not on every
-/// resync). An unknown mode annotation gets a Warning Event naming it, and counts as off.
+/// resync). An unknown mode annotation gets a Warning Event naming it, and counts as off; a pod
+/// whose Instance index is not a number, a Warning Event naming the pod and the value.
 pub async fn recommend(
     replica: &InferenceReplica,
     service: &InferenceService,
@@ -82,7 +83,15 @@ pub async fn recommend(
             ),
             regarding: service.object_ref(&()),
         }),
-        (Ok(Mode::Off), _) | (_, Err(_)) => None,
+        (Ok(Mode::Off), _) => None,
+        // A pod OME would not have labelled so: named, as the diagnosis names a bad field.
+        (_, Err(bad @ NoPlan::BadIndex { .. })) => Some(Announcement {
+            type_: EventType::Warning,
+            reason: "RebalanceBadInput",
+            note: bad.to_string(),
+            regarding: replica.object_ref(&()),
+        }),
+        (_, Err(_)) => None,
         (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
             type_: EventType::Normal,
             reason: "RebalanceRecommended",

@@ -575,3 +575,48 @@ async fn the_service_annotation_lowers_the_mode_and_an_unknown_value_is_named() 
     assert!(!ctx.metrics.encode().contains(MOVES_SERIES));
     reconcile(replica, ctx).await.expect("named once, not on every resync");
 }
+
+/// A leader whose Instance index is not a number: no plan, and one Warning Event naming the pod
+/// and the value (the diagnosis itself does not read the index).
+#[tokio::test(start_paused = true)]
+async fn an_instance_index_that_is_not_a_number_is_named() {
+    let mut objects = fixture(Reason::Skewed);
+    for object in &mut objects {
+        if object["metadata"]["name"] == "qwen3-0-6b-engine-2-default-0" {
+            object["metadata"]["labels"]["ome.io/instance-index"] = json!("two");
+        }
+    }
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        ..
+    } = harness(&objects, Mode::Recommend);
+    let skewed = condition(
+        "False",
+        "Skewed",
+        &expected_message(Reason::Skewed),
+        "2026-11-01T10:00:00Z",
+    );
+    let replica = Arc::new(with_condition(replica, skewed));
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (_, _, event, respond) = next(&mut server).await;
+    assert_eq!(
+        (
+            &event["type"],
+            &event["reason"],
+            &event["note"],
+            &event["regarding"]["kind"]
+        ),
+        (
+            &json!("Warning"),
+            &json!("RebalanceBadInput"),
+            &json!(r#"pod qwen3-0-6b-engine-2-default-0 has ome.io/instance-index "two": not an Instance index"#),
+            &json!("InferenceReplica")
+        )
+    );
+    answer(respond, StatusCode::CREATED, &event);
+    reconciling.await.expect("no panic").expect("reconciled");
+    assert!(ctx.metrics.encode().contains(&format!("{MOVES_SERIES} 0\n")));
+    reconcile(replica, ctx).await.expect("named once, not on every resync");
+}
