@@ -2,6 +2,7 @@
 //! the seed's Step 2 tables, then the diagnosis' reason, why, and what to do. From saved objects
 //! (`kubectl get -o yaml`, Lists included) or a live cluster's, the same way.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use serde_json::Value;
@@ -13,35 +14,72 @@ use crate::labels;
 use crate::nodes::{Node, Nodes, Selection};
 use crate::rebalance::{self, NoPlan, Plan};
 use crate::replica::{ReplicaRef, RuntimeRef};
-use crate::room;
+use crate::room::{self, Requested};
 use crate::settings::Settings;
 use crate::spread::Spread;
 
-/// Kubernetes objects, with every List's items taken out of it, and their nodes read once.
+/// Kubernetes objects, with every List's items taken out of it; read once: the nodes, the
+/// requests per node, and an index by kind and by component, so that explaining every
+/// InferenceService of a large cluster never scans every object for each.
 pub struct Objects {
     objects: Vec<Value>,
     nodes: Nodes,
+    requested: Requested,
+    /// kind -> the objects of that kind, in order.
+    by_kind: HashMap<String, Vec<usize>>,
+    /// (namespace, InferenceService, component) -> its pods, in order, from OME's labels.
+    by_component: HashMap<(String, String, String), Vec<usize>>,
 }
 
 impl Objects {
     pub fn new(documents: Vec<Value>) -> Self {
         let mut objects = Vec::with_capacity(documents.len());
         for document in documents {
-            match document["items"].as_array() {
-                Some(items) if document["kind"].as_str().is_some_and(|k| k.ends_with("List")) => {
-                    objects.extend(items.iter().cloned())
+            match document {
+                Value::Object(mut list)
+                    if list
+                        .get("kind")
+                        .and_then(Value::as_str)
+                        .is_some_and(|k| k.ends_with("List"))
+                        && list.get("items").is_some_and(Value::is_array) =>
+                {
+                    if let Some(Value::Array(items)) = list.remove("items") {
+                        objects.extend(items);
+                    }
                 }
-                _ => objects.push(document),
+                document => objects.push(document),
             }
         }
-        let nodes = Nodes::new(
-            objects
-                .iter()
-                .filter(|o| o["kind"] == "Node")
-                .map(Node::from_json)
-                .collect(),
-        );
-        Self { objects, nodes }
+        let mut by_kind: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_component: HashMap<(String, String, String), Vec<usize>> = HashMap::new();
+        for (i, object) in objects.iter().enumerate() {
+            let kind = object["kind"].as_str().unwrap_or_default();
+            by_kind.entry(kind.to_owned()).or_default().push(i);
+            let labels = &object["metadata"]["labels"];
+            if let ("Pod", Some(service), Some(component)) = (
+                kind,
+                labels[labels::INFERENCE_SERVICE].as_str(),
+                labels[labels::COMPONENT].as_str(),
+            ) {
+                let key = (
+                    namespace_of(object).to_owned(),
+                    service.to_owned(),
+                    component.to_owned(),
+                );
+                by_component.entry(key).or_default().push(i);
+            }
+        }
+        let of = |kind: &str| by_kind.get(kind).into_iter().flatten().map(|&i| &objects[i]);
+        let nodes = Nodes::new(of("Node").map(Node::from_json).collect());
+        // The room a plan counts on is taken by every pod bound to a node, of any workload.
+        let requested = room::requested(of("Pod"));
+        Self {
+            objects,
+            nodes,
+            requested,
+            by_kind,
+            by_component,
+        }
     }
 
     pub fn nodes(&self) -> &Nodes {
@@ -50,13 +88,23 @@ impl Objects {
 
     /// The objects of `kind`, in `namespace` (None: cluster-scoped, or any).
     pub fn of_kind<'a, 'b>(&'a self, kind: &'b str, namespace: Option<&'b str>) -> impl Iterator<Item = &'a Value> {
-        self.objects
-            .iter()
-            .filter(move |o| o["kind"] == kind && namespace.is_none_or(|ns| namespace_of(o) == ns))
+        self.by_kind
+            .get(kind)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.objects[i])
+            .filter(move |o| namespace.is_none_or(|ns| namespace_of(o) == ns))
     }
 
     pub fn named(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<&Value> {
         self.of_kind(kind, namespace).find(|o| o["metadata"]["name"] == name)
+    }
+
+    /// The pods of an InferenceService's component, by OME's labels.
+    pub fn pods_of(&self, namespace: &str, service: &str, component: &str) -> Vec<&Value> {
+        let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
+        let pods = self.by_component.get(&key).map(Vec::as_slice).unwrap_or_default();
+        pods.iter().map(|&i| &self.objects[i]).collect()
     }
 
     /// The ServingRuntime or ClusterServingRuntime that `service` names, if it is among them.
@@ -137,21 +185,13 @@ pub fn explain<'a>(
     }
     let runtime = objects.runtime_of(isvc);
     let nodes = objects.nodes();
-    // The room a plan counts on is taken by every pod bound to a node, of any workload.
-    let requested = room::requested(objects.of_kind("Pod", None));
     let mut explained = Vec::new();
     for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {
         let name = ReplicaRef::for_component(namespace, service, component).name;
         let Some(replica) = objects.named("InferenceReplica", Some(namespace), &name) else {
             continue;
         };
-        let pods: Vec<&Value> = objects
-            .of_kind("Pod", Some(namespace))
-            .filter(|p| {
-                let labels = &p["metadata"]["labels"];
-                labels[labels::INFERENCE_SERVICE] == service && labels[labels::COMPONENT] == component
-            })
-            .collect();
+        let pods = objects.pods_of(namespace, service, component);
         let owned: Vec<Value> = pods.iter().map(|p| (*p).clone()).collect();
         let diagnosed = diagnosis::Component {
             service: isvc,
@@ -161,7 +201,7 @@ pub fn explain<'a>(
             nodes,
         };
         let report = diagnosis::diagnose(&diagnosed, settings)?;
-        let plan = rebalance::recommend(&diagnosed, &report, &requested, settings);
+        let plan = rebalance::recommend(&diagnosed, &report, &objects.requested, settings);
         let tables = tables(replica, &pods, nodes, &report);
         explained.push(Explained {
             service,
@@ -257,11 +297,9 @@ fn tables(replica: &Value, pods: &[&Value], nodes: &Nodes, report: &Report) -> V
         let used: Vec<&str> = pods.iter().filter_map(|p| p["spec"]["nodeName"].as_str()).collect();
         let header = key.rsplit('/').next().unwrap_or(key).to_uppercase();
         let mut rows = vec![vec!["NAME".to_owned(), header]];
-        for node in nodes.iter() {
-            if used.contains(&node.name.as_str()) || selections.iter().any(|s| s.selects(node)) {
-                let domain = node.labels.get(key).cloned().unwrap_or_else(|| "<none>".into());
-                rows.push(vec![node.name.clone(), domain]);
-            }
+        for node in nodes.selected_or_used(&selections, &used) {
+            let domain = node.labels.get(key).cloned().unwrap_or_else(|| "<none>".into());
+            rows.push(vec![node.name.clone(), domain]);
         }
         if rows.len() > 1 {
             tables.push(rows);

@@ -159,6 +159,18 @@ impl Nodes {
     /// The nodes that any of the selections selects (and, under `honor_taints`, tolerates), in
     /// the nodes' order. A selection with a nodeSelector reads only the nodes of its rarest label.
     pub fn selected(&self, selections: &[Selection], honor_taints: bool) -> Vec<&Node> {
+        self.in_order(self.chosen(selections, honor_taints))
+    }
+
+    /// The nodes that any of the selections selects, and the nodes named in `used`, in the
+    /// nodes' order: the nodes a component's pods run on or select.
+    pub fn selected_or_used(&self, selections: &[Selection], used: &[&str]) -> Vec<&Node> {
+        let mut chosen = self.chosen(selections, false);
+        chosen.extend(used.iter().filter_map(|name| self.by_name.get(*name)));
+        self.in_order(chosen)
+    }
+
+    fn chosen(&self, selections: &[Selection], honor_taints: bool) -> Vec<usize> {
         let mut chosen: Vec<usize> = Vec::new();
         for selection in selections {
             let rarest = selection.node_selector.iter().map(|(key, value)| {
@@ -176,6 +188,10 @@ impl Nodes {
                 selection.selects(node) && (!honor_taints || selection.tolerates(node))
             }));
         }
+        chosen
+    }
+
+    fn in_order(&self, mut chosen: Vec<usize>) -> Vec<&Node> {
         chosen.sort_unstable();
         chosen.dedup();
         chosen.into_iter().map(|i| &self.nodes[i]).collect()
@@ -352,6 +368,17 @@ mod tests {
         assert_eq!(
             names(nodes.selected(&[Selection::default()], false)),
             ["a", "b", "c", "d"]
+        );
+        // explain's nodes table: the selected ones and those the pods run on, in order, once each;
+        // a name that is no node is left out.
+        let (absent, model_too) = (
+            Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Gone"}}})),
+            Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready"}}})),
+        );
+        assert_eq!(names(nodes.selected_or_used(&[absent], &["d", "b", "e"])), ["b", "d"]);
+        assert_eq!(
+            names(nodes.selected_or_used(&[model_too], &["c", "b"])),
+            ["a", "b", "c"]
         );
         assert_eq!(nodes.get("d").map(|n| n.labels["model"].as_str()), Some("Loading"));
         assert_eq!((nodes.get("e"), nodes.len()), (None, 4));
