@@ -12,7 +12,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use ome_spread_core::labels;
+use ome_spread_core::instance::component_of;
 use ome_spread_core::nodes::{Node, Nodes, Taint};
 use ome_spread_core::room::{self, Requested, Resources};
 use serde::de::DeserializeOwned;
@@ -94,21 +94,13 @@ pub struct PodJsonError {
 pub fn pods_by_component(pods: &[Arc<Pod>]) -> Result<PodsByComponent, PodJsonError> {
     let mut grouped = PodsByComponent::default();
     for pod in pods {
-        let labels = pod.labels();
-        if let (Some(namespace), Some(service), Some(component)) = (
-            pod.namespace(),
-            labels.get(labels::INFERENCE_SERVICE),
-            labels.get(labels::COMPONENT),
-        ) {
-            let value = serde_json::to_value(&**pod).map_err(|e| PodJsonError {
-                pod: format!("{namespace}/{}", pod.name_any()),
-                message: e.to_string(),
-            })?;
-            grouped
-                .components
-                .entry((namespace, service.clone(), component.clone()))
-                .or_default()
-                .push(value);
+        let value = serde_json::to_value(&**pod).map_err(|e| PodJsonError {
+            pod: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
+            message: e.to_string(),
+        })?;
+        if let Some((namespace, service, component)) = component_of(&value) {
+            let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
+            grouped.components.entry(key).or_default().push(value);
         }
     }
     grouped.requested = room::requested(grouped.components.values().flatten());

@@ -9,8 +9,7 @@ use serde_json::Value;
 
 use crate::columns;
 use crate::diagnosis::{self, DiagnosisError, Report};
-use crate::instance::COMPONENTS;
-use crate::labels;
+use crate::instance::{COMPONENTS, component_of};
 use crate::nodes::{Node, Nodes, Selection};
 use crate::rebalance::{self, NoPlan, Plan};
 use crate::replica::{ReplicaRef, RuntimeRef};
@@ -55,17 +54,8 @@ impl Objects {
         for (i, object) in objects.iter().enumerate() {
             let kind = object["kind"].as_str().unwrap_or_default();
             by_kind.entry(kind.to_owned()).or_default().push(i);
-            let labels = &object["metadata"]["labels"];
-            if let ("Pod", Some(service), Some(component)) = (
-                kind,
-                labels[labels::INFERENCE_SERVICE].as_str(),
-                labels[labels::COMPONENT].as_str(),
-            ) {
-                let key = (
-                    namespace_of(object).to_owned(),
-                    service.to_owned(),
-                    component.to_owned(),
-                );
+            if let ("Pod", Some((namespace, service, component))) = (kind, component_of(object)) {
+                let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
                 by_component.entry(key).or_default().push(i);
             }
         }

@@ -3,6 +3,10 @@
 
 use std::borrow::Cow;
 
+use serde_json::Value;
+
+use crate::labels;
+
 /// The components that get an InferenceReplica and may spread; the router has no spread fields.
 pub const COMPONENTS: [&str; 2] = ["engine", "decoder"];
 
@@ -38,4 +42,37 @@ pub struct InstanceLabels<'a> {
     pub service: Cow<'a, str>,
     pub component: Cow<'a, str>,
     pub runner: Runner,
+}
+
+/// The component a pod belongs to, by OME's labels: (namespace, InferenceService, component);
+/// None for a pod without them. A pod saved without a namespace is in `default`, as kubectl
+/// reads it.
+pub fn component_of(pod: &Value) -> Option<(&str, &str, &str)> {
+    let labels = &pod["metadata"]["labels"];
+    Some((
+        pod["metadata"]["namespace"].as_str().unwrap_or("default"),
+        labels[labels::INFERENCE_SERVICE].as_str()?,
+        labels[labels::COMPONENT].as_str()?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_pod_belongs_to_the_component_its_labels_name() {
+        let pod = |labels| json!({"metadata": {"namespace": "spread-demo", "labels": labels}});
+        let labelled = pod(json!({"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine"}));
+        assert_eq!(component_of(&labelled), Some(("spread-demo", "qwen3-0-6b", "engine")));
+        assert_eq!(component_of(&pod(json!({"component": "engine"}))), None);
+        assert_eq!(
+            component_of(&pod(json!({"ome.io/inferenceservice": "qwen3-0-6b"}))),
+            None
+        );
+        let saved = json!({"metadata": {"labels": {"ome.io/inferenceservice": "a", "component": "decoder"}}});
+        assert_eq!(component_of(&saved), Some(("default", "a", "decoder")));
+    }
 }
