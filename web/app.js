@@ -190,6 +190,9 @@ try {
   throw error;
 }
 loadMenu(JSON.parse(scenarios()));
+// A first visit shows the seed's example rather than empty boxes.
+$("scenario").value = "0";
+$("scenario").dispatchEvent(new Event("change"));
 for (const box of document.querySelectorAll("textarea")) {
   acceptDrops(box);
   box.addEventListener("input", () => {
