@@ -56,6 +56,13 @@ pub fn component_of(pod: &Value) -> Option<(&str, &str, &str)> {
     ))
 }
 
+/// Whether a pod's `Ready` condition is `True`.
+pub fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -9,7 +9,8 @@
 //!   policy's settings;
 //! - [`rules`]: P5 to P12, what a pod gets; [`diagnosis`] and [`nodes`]: whether the spread
 //!   holds, and why not; [`explain`]: what `explain` and the playground show of a service;
-//!   [`rebalance`]: the fewest Instance moves that fix a skew, into the [`room`] nodes have; [`columns`]: the
+//!   [`rebalance`]: the fewest Instance moves that fix a skew, into the [`room`] nodes have;
+//!   [`migration`]: OME's migration request, its records, and the guardrails before one; [`columns`]: the
 //!   seed's tables.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -19,6 +20,7 @@ pub mod diagnosis;
 pub mod explain;
 pub mod instance;
 pub mod labels;
+pub mod migration;
 pub mod nodes;
 pub mod rebalance;
 pub mod replica;

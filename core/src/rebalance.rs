@@ -137,7 +137,7 @@ pub fn recommend(
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
-fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Option<&'a str> {
+pub(crate) fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Option<&'a str> {
     let mode = |config: &'a Value| config["lifecycle"]["migrationPolicy"]["mode"].as_str();
     mode(&component.service["spec"][kind]).or_else(|| {
         component
@@ -152,12 +152,9 @@ fn instance(component: &Component, pod: &Value, key: &str) -> Result<Instance, N
         pod: pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
         value: crate::shown::shown(index),
     };
-    let ready = pod["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
     Ok(Instance {
         index: index.as_str().and_then(|i| i.parse().ok()).ok_or_else(bad)?,
-        ready,
+        ready: crate::instance::is_ready(pod),
         node: pod["spec"]["nodeName"].as_str().map(str::to_owned),
         domain: domain_of(component.nodes, pod, key).cloned(),
     })

@@ -1,0 +1,490 @@
+//! Migration requests (SPEC section 4, issue 11): OME's request annotation on the
+//! InferenceService, the records OME keeps of it in the InferenceReplica's `status.migrations`,
+//! ome-spread's own ledger of the requests it wrote, and [`hold`]: the first guardrail that holds
+//! the next request back.
+//!
+//! The ledger (`spread.ome.io/rebalance-requests`, a JSON list on the InferenceService) is written
+//! in the same merge patch as OME's request, so a request and its count land together or not at
+//! all. The hourly limit, the tries of a move and the backoff are counted from it and from OME's
+//! records, never from memory: a restart or a new leader counts the same. (OME's records alone
+//! cannot say which requests were ome-spread's, and it prunes them after its rate window; Events
+//! expire and would need one more read permission.)
+
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::diagnosis::Component;
+use crate::instance::is_ready;
+use crate::rebalance::{Move, migration_policy};
+use crate::shown::shown;
+
+/// OME's request annotation: this prefix, then the request's UUID.
+pub const REQUEST_PREFIX: &str = "ome.io/migration-request-v1-";
+/// ome-spread's ledger of the requests it wrote, on the InferenceService.
+pub const LEDGER: &str = "spread.ome.io/rebalance-requests";
+pub const REQUESTED_BY: &str = "ome-spread";
+/// The same move is requested at most this many times (while the ledger keeps it).
+pub const MAX_TRIES: usize = 3;
+/// How long a request of ours may go unseen in OME's records (and the caches catch up) before
+/// it no longer holds the next one back.
+pub const ACKNOWLEDGE_WITHIN: SignedDuration = SignedDuration::from_mins(10);
+/// The ledger keeps a day of requests: the hourly count, the tries and the backoff fit in it.
+pub const LEDGER_KEEPS: SignedDuration = SignedDuration::from_hours(24);
+/// After a request fails, the component waits this long, doubled per failure in the ledger.
+pub const BACKOFF: SignedDuration = SignedDuration::from_mins(5);
+pub const MAX_BACKOFF: SignedDuration = SignedDuration::from_hours(1);
+const HOUR: SignedDuration = SignedDuration::from_hours(1);
+
+/// OME's request, field for field as its `kubectl ome migration start` and Alfred write it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    #[serde(rename = "schemaVersion")]
+    pub schema_version: String,
+    pub component: String,
+    pub instance: u32,
+    pub from_node: String,
+    pub hint_target_nodes: Vec<String>,
+    pub reason: String,
+    pub requested_at: String,
+    pub requested_by: String,
+}
+
+impl Request {
+    /// The request for a planned move of a component, made at `now`.
+    pub fn new(component: &str, next: &Move, now: Timestamp) -> Self {
+        Self {
+            schema_version: "v1".into(),
+            component: component.into(),
+            instance: next.instance,
+            from_node: next.from_node.clone(),
+            hint_target_nodes: next.hint_nodes.clone(),
+            reason: format!(
+                "Skewed: the {component}'s Instances per domain differ by more than maxSkew; ome-spread moves Instance {} from {} to {}",
+                next.instance, next.from_domain, next.to_domain
+            ),
+            requested_at: now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            requested_by: REQUESTED_BY.into(),
+        }
+    }
+
+    /// The annotation's value.
+    pub fn value(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// One request of ours, as the ledger keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub uuid: String,
+    pub component: String,
+    pub instance: u32,
+    pub from_node: String,
+    pub at: Timestamp,
+    /// OME's webhook refused it (its message): it never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
+}
+
+impl Entry {
+    pub fn new(uuid: &str, request: &Request, at: Timestamp) -> Self {
+        Self {
+            uuid: uuid.into(),
+            component: request.component.clone(),
+            instance: request.instance,
+            from_node: request.from_node.clone(),
+            at,
+            rejected: None,
+        }
+    }
+
+    fn same_move(&self, component: &str, next: &Move) -> bool {
+        (self.component.as_str(), self.instance, self.from_node.as_str()) == (component, next.instance, &next.from_node)
+    }
+}
+
+/// The annotation key of a request.
+pub fn request_key(uuid: &str) -> String {
+    format!("{REQUEST_PREFIX}{uuid}")
+}
+
+/// The ledger's value after `entry`: the service's entries of the last [`LEDGER_KEEPS`], then it.
+pub fn ledger_with(entries: &[Entry], entry: Entry, now: Timestamp) -> String {
+    let kept = entries.iter().filter(|e| now.duration_since(e.at) < LEDGER_KEEPS);
+    let all: Vec<&Entry> = kept.chain(std::iter::once(&entry)).collect();
+    serde_json::to_string(&all).unwrap_or_default()
+}
+
+/// A ledger that is not ome-spread's JSON: nothing can be counted, so nothing is requested.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("InferenceService {service} has {LEDGER} {value}: {error}")]
+pub struct BadLedger {
+    pub service: String,
+    pub value: String,
+    pub error: String,
+}
+
+/// An InferenceService's ledger; none when it has no annotation.
+pub fn ledger(service: &str, annotations: &BTreeMap<String, String>) -> Result<Vec<Entry>, BadLedger> {
+    let Some(value) = annotations.get(LEDGER) else {
+        return Ok(Vec::new());
+    };
+    serde_json::from_str(value).map_err(|e| BadLedger {
+        service: service.into(),
+        value: shown(&Value::String(value.clone())),
+        error: e.to_string(),
+    })
+}
+
+/// A migration's phase (OME v1.3's `MigrationPhase`). Pending and InProgress are OME's legacy
+/// values: read, and active.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Phase {
+    Accepted,
+    SurgePending,
+    SurgeReady,
+    Draining,
+    Completed,
+    Failed,
+    Relocated,
+    Pending,
+    InProgress,
+}
+
+impl Phase {
+    /// Waiting or running: not Completed, Failed or Relocated.
+    pub fn active(self) -> bool {
+        !matches!(self, Self::Completed | Self::Failed | Self::Relocated)
+    }
+}
+
+/// One record of `status.migrations`, the fields ome-spread reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub uuid: String,
+    pub phase: Phase,
+    pub message: String,
+    /// When it reached a terminal phase (`completedAt`).
+    pub completed_at: Option<Timestamp>,
+}
+
+/// A record OME would not have written: named by replica, place, field and value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("InferenceReplica {replica} has status.migrations{at} {value}: {expected}")]
+pub struct BadRecord {
+    pub replica: String,
+    /// `[i].field`, or empty for the list itself.
+    pub at: String,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+/// A replica's `status.migrations` (absent: none).
+pub fn records(replica: &str, migrations: Option<&Value>) -> Result<Vec<Record>, BadRecord> {
+    let bad = |at: String, value: &Value, expected| BadRecord {
+        replica: replica.into(),
+        at,
+        value: shown(value),
+        expected,
+    };
+    let list = match migrations {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(list)) => list,
+        Some(other) => return Err(bad(String::new(), other, "not a list")),
+    };
+    let record = |(i, record): (usize, &Value)| {
+        let uuid = &record["requestUUID"];
+        let phase = &record["phase"];
+        Ok(Record {
+            uuid: uuid
+                .as_str()
+                .filter(|u| !u.is_empty())
+                .ok_or_else(|| bad(format!("[{i}].requestUUID"), uuid, "not a request UUID"))?
+                .to_owned(),
+            phase: Phase::deserialize(phase).map_err(|_| {
+                bad(
+                    format!("[{i}].phase"),
+                    phase,
+                    "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated",
+                )
+            })?,
+            message: record["message"].as_str().unwrap_or_default().to_owned(),
+            completed_at: match &record["completedAt"] {
+                Value::Null => None,
+                time => Some(
+                    time.as_str()
+                        .and_then(|t| t.parse().ok())
+                        .ok_or_else(|| bad(format!("[{i}].completedAt"), time, "not an RFC 3339 time"))?,
+                ),
+            },
+        })
+    };
+    list.iter().enumerate().map(record).collect()
+}
+
+/// An InferenceService as the guardrails read it: `namespace/name` and its annotations.
+pub struct Annotated<'a> {
+    pub name: String,
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+/// An InferenceReplica as the guardrails read it: `namespace/name` and its `status.migrations`.
+pub struct Migrations<'a> {
+    pub name: String,
+    pub migrations: Option<&'a Value>,
+}
+
+/// What [`hold`] reads: the component and its next move, and the whole cluster's requests.
+pub struct Situation<'a> {
+    /// The component's InferenceService, as `namespace/name`.
+    pub service: &'a str,
+    pub component: &'a Component<'a>,
+    /// The mode the InferenceService's own annotation lowers `migrate` to, if it does.
+    pub lowered_to: Option<&'a str>,
+    pub next: &'a Move,
+    /// Every InferenceService and every InferenceReplica of the cluster.
+    pub services: &'a [Annotated<'a>],
+    pub replicas: &'a [Migrations<'a>],
+    /// Our requests the caches may not show yet: (InferenceService, entry).
+    pub written: &'a [(String, Entry)],
+    pub now: Timestamp,
+    pub max_per_hour: usize,
+}
+
+/// Why the next request is held back: the first guardrail that holds, naming its object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Hold {
+    #[error("InferenceService {service} lowers rebalance to {mode} (spread.ome.io/rebalance)")]
+    ModeLowered { service: String, mode: String },
+    #[error("InferenceReplica {replica} is paused (spec.paused): OME starts no migration")]
+    Paused { replica: String },
+    #[error("InferenceService {service}'s {component} migrationPolicy.mode is Never: OME fails every request")]
+    MigrationNever { service: String, component: String },
+    #[error("pod {pod} is Pending: every pod of the component must be placed first")]
+    PodPending { pod: String },
+    #[error("pod {pod} is not Ready: every Instance of the component must be Ready first")]
+    NotReady { pod: String },
+    #[error(transparent)]
+    BadRecord(#[from] BadRecord),
+    #[error(transparent)]
+    BadLedger(#[from] BadLedger),
+    #[error("migration {uuid} of InferenceReplica {replica} is {phase:?}: one migration at a time")]
+    Active {
+        replica: String,
+        uuid: String,
+        phase: Phase,
+    },
+    #[error("InferenceService {service} has {key} pending: one migration at a time")]
+    Pending { service: String, key: String },
+    #[error("request {uuid} on InferenceService {service} is not yet in OME's records: one migration at a time")]
+    Unacknowledged { service: String, uuid: String },
+    #[error("{count} requests of ome-spread started in the last hour: the limit is {limit} (--rebalance-max-per-hour)")]
+    HourlyLimit { count: usize, limit: usize },
+    #[error(
+        "Instance {instance} of InferenceService {service}'s {component} was requested off {from_node} {tries} times: at most {MAX_TRIES}"
+    )]
+    Tried {
+        service: String,
+        component: String,
+        instance: u32,
+        from_node: String,
+        tries: usize,
+    },
+    #[error(
+        "request {uuid} on InferenceService {service} {outcome}: the {component}'s next request waits until {until}"
+    )]
+    Backoff {
+        service: String,
+        component: String,
+        uuid: String,
+        outcome: String,
+        until: Timestamp,
+    },
+}
+
+impl Hold {
+    /// Whether it says something went wrong (a Warning), rather than that it waits (Normal).
+    pub fn is_warning(&self) -> bool {
+        matches!(
+            self,
+            Self::BadRecord(_) | Self::BadLedger(_) | Self::Backoff { .. } | Self::Tried { .. }
+        )
+    }
+}
+
+/// The first guardrail that holds the next request back, in this order: the component's own
+/// (mode, pause, migrationPolicy, its pods), then one migration at a time cluster-wide (records
+/// active, requests pending, ours not yet recorded), then the pace (the hourly limit, the tries
+/// of the move, the backoff after a failure). None: the request may be written.
+pub fn hold(situation: &Situation) -> Result<(), Hold> {
+    component_holds(situation)?;
+    let records = all_records(situation.replicas)?;
+    let ours = our_requests(situation)?;
+    one_at_a_time(situation, &records, &ours)?;
+    pace(situation, &records, &ours)
+}
+
+fn component_holds(s: &Situation) -> Result<(), Hold> {
+    let service = s.service.to_owned();
+    if let Some(mode) = s.lowered_to {
+        return Err(Hold::ModeLowered {
+            service,
+            mode: mode.into(),
+        });
+    }
+    let replica = s.component.replica;
+    if replica["spec"]["paused"] == true {
+        let name = replica["metadata"]["name"].as_str().unwrap_or_default();
+        return Err(Hold::Paused {
+            replica: format!("{}/{name}", namespace_of(s.service)),
+        });
+    }
+    let kind = replica["spec"]["component"].as_str().unwrap_or_default();
+    if migration_policy(s.component, kind) == Some("Never") {
+        return Err(Hold::MigrationNever {
+            service,
+            component: kind.into(),
+        });
+    }
+    for pod in s.component.pods {
+        let name = || pod["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        if pod["status"]["phase"] == "Pending" || pod["spec"]["nodeName"].is_null() {
+            return Err(Hold::PodPending { pod: name() });
+        }
+        if !is_ready(pod) {
+            return Err(Hold::NotReady { pod: name() });
+        }
+    }
+    Ok(())
+}
+
+fn namespace_of(service: &str) -> &str {
+    service.split_once('/').map_or("", |(namespace, _)| namespace)
+}
+
+/// Every replica's records, with the replica's name.
+fn all_records(replicas: &[Migrations]) -> Result<Vec<(String, Record)>, BadRecord> {
+    let mut all = Vec::new();
+    for replica in replicas {
+        for record in records(&replica.name, replica.migrations)? {
+            all.push((replica.name.clone(), record));
+        }
+    }
+    Ok(all)
+}
+
+/// Our requests: every service's ledger and those just written, once per UUID.
+fn our_requests(s: &Situation) -> Result<Vec<(String, Entry)>, BadLedger> {
+    let mut ours: Vec<(String, Entry)> = Vec::new();
+    for service in s.services {
+        for entry in ledger(&service.name, service.annotations)? {
+            ours.push((service.name.clone(), entry));
+        }
+    }
+    for (service, entry) in s.written {
+        // What the caches show wins: it may say the request was rejected since.
+        if !ours.iter().any(|(_, e)| e.uuid == entry.uuid) {
+            ours.push((service.clone(), entry.clone()));
+        }
+    }
+    Ok(ours)
+}
+
+fn one_at_a_time(s: &Situation, records: &[(String, Record)], ours: &[(String, Entry)]) -> Result<(), Hold> {
+    if let Some((replica, record)) = records.iter().find(|(_, r)| r.phase.active()) {
+        return Err(Hold::Active {
+            replica: replica.clone(),
+            uuid: record.uuid.clone(),
+            phase: record.phase,
+        });
+    }
+    for service in s.services {
+        if let Some(key) = service.annotations.keys().find(|k| k.starts_with(REQUEST_PREFIX)) {
+            return Err(Hold::Pending {
+                service: service.name.clone(),
+                key: key.clone(),
+            });
+        }
+    }
+    let recorded = |uuid: &str| records.iter().any(|(_, r)| r.uuid == uuid);
+    let unacknowledged = ours
+        .iter()
+        .find(|(_, e)| e.rejected.is_none() && !recorded(&e.uuid) && s.now.duration_since(e.at) < ACKNOWLEDGE_WITHIN);
+    match unacknowledged {
+        Some((service, entry)) => Err(Hold::Unacknowledged {
+            service: service.clone(),
+            uuid: entry.uuid.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn pace(s: &Situation, records: &[(String, Record)], ours: &[(String, Entry)]) -> Result<(), Hold> {
+    let started = ours
+        .iter()
+        .filter(|(_, e)| e.rejected.is_none() && s.now.duration_since(e.at) < HOUR)
+        .count();
+    if started >= s.max_per_hour {
+        return Err(Hold::HourlyLimit {
+            count: started,
+            limit: s.max_per_hour,
+        });
+    }
+    let kind = s.component.replica["spec"]["component"].as_str().unwrap_or_default();
+    let mine: Vec<&Entry> = ours
+        .iter()
+        .filter(|(service, e)| service == s.service && e.component == kind)
+        .map(|(_, e)| e)
+        .collect();
+    let tries = mine.iter().filter(|e| e.same_move(kind, s.next)).count();
+    if tries >= MAX_TRIES {
+        return Err(Hold::Tried {
+            service: s.service.into(),
+            component: kind.into(),
+            instance: s.next.instance,
+            from_node: s.next.from_node.clone(),
+            tries,
+        });
+    }
+    backoff(s, kind, &mine, records)
+}
+
+/// After a failed or rejected request of the component: [`BACKOFF`] from the last failure (a
+/// record's `completedAt`, else the request's time), doubled per failure the ledger keeps, at
+/// most [`MAX_BACKOFF`].
+fn backoff(s: &Situation, kind: &str, mine: &[&Entry], records: &[(String, Record)]) -> Result<(), Hold> {
+    let by_uuid: HashMap<&str, &Record> = records.iter().map(|(_, r)| (r.uuid.as_str(), r)).collect();
+    let failure = |e: &Entry| match (&e.rejected, by_uuid.get(e.uuid.as_str())) {
+        (Some(message), _) => Some((e.at, format!("was rejected ({message})"))),
+        (None, Some(r)) if r.phase == Phase::Failed => {
+            Some((r.completed_at.unwrap_or(e.at), format!("failed ({})", r.message)))
+        }
+        _ => None,
+    };
+    let failures: Vec<(&Entry, Timestamp, String)> = mine
+        .iter()
+        .filter_map(|e| failure(e).map(|(when, outcome)| (*e, when, outcome)))
+        .collect();
+    let Some((last, when, outcome)) = failures.iter().max_by_key(|(_, when, _)| *when) else {
+        return Ok(());
+    };
+    let doublings = u32::try_from(failures.len() - 1).unwrap_or(u32::MAX).min(8);
+    let wait = (BACKOFF * 2i32.pow(doublings)).min(MAX_BACKOFF);
+    let until = when.checked_add(wait).unwrap_or(*when);
+    if s.now < until {
+        return Err(Hold::Backoff {
+            service: s.service.into(),
+            component: kind.into(),
+            uuid: last.uuid.clone(),
+            outcome: outcome.clone(),
+            until,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

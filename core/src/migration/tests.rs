@@ -1,0 +1,456 @@
+//! The request's exact JSON (OME's v1 contract, issue 11), the records read or named, and each
+//! guardrail of [`hold`] alone, as a table: a cluster where a request may go, and one change
+//! per row that holds it back.
+
+use serde_json::json;
+
+use super::*;
+use crate::nodes::Nodes;
+
+fn at(time: &str) -> Timestamp {
+    time.parse().expect("a time")
+}
+
+/// The Skewed fixture's first move: Instance 2 from gpu-node-1 (zone-a) to zone-b.
+fn next() -> Move {
+    Move {
+        instance: 2,
+        from_node: "gpu-node-1".into(),
+        from_domain: "zone-a".into(),
+        to_domain: "zone-b".into(),
+        hint_nodes: vec!["gpu-node-2".into()],
+    }
+}
+
+#[test]
+fn the_request_is_omes_v1_json_field_for_field() {
+    let request = Request::new("engine", &next(), at("2026-11-30T15:00:00.734Z"));
+    assert_eq!(
+        request.value(),
+        concat!(
+            r#"{"schemaVersion":"v1","component":"engine","instance":2,"from_node":"gpu-node-1","#,
+            r#""hint_target_nodes":["gpu-node-2"],"#,
+            r#""reason":"Skewed: the engine's Instances per domain differ by more than maxSkew; ome-spread moves Instance 2 from zone-a to zone-b","#,
+            r#""requested_at":"2026-11-30T15:00:00Z","requested_by":"ome-spread"}"#
+        )
+    );
+    assert_eq!(
+        request_key("0b6d3f2e-8f3a-4c55-9d0e-5a1c2b3d4e5f"),
+        "ome.io/migration-request-v1-0b6d3f2e-8f3a-4c55-9d0e-5a1c2b3d4e5f"
+    );
+}
+
+#[test]
+fn the_ledger_keeps_a_day_then_the_new_entry() {
+    let request = Request::new("engine", &next(), at("2026-11-30T15:00:00Z"));
+    let old = Entry::new("u-old", &request, at("2026-11-29T14:59:59Z"));
+    let recent = Entry::new("u-recent", &request, at("2026-11-30T14:00:00Z"));
+    let new = Entry::new("u-new", &request, at("2026-11-30T15:00:00Z"));
+    let written = ledger_with(&[old, recent], new, at("2026-11-30T15:00:00Z"));
+    assert_eq!(
+        written,
+        concat!(
+            r#"[{"uuid":"u-recent","component":"engine","instance":2,"from_node":"gpu-node-1","at":"2026-11-30T14:00:00Z"},"#,
+            r#"{"uuid":"u-new","component":"engine","instance":2,"from_node":"gpu-node-1","at":"2026-11-30T15:00:00Z"}]"#
+        )
+    );
+    let annotations = BTreeMap::from([(LEDGER.to_owned(), written)]);
+    let read = ledger("spread-demo/qwen3-0-6b", &annotations).expect("our own ledger");
+    assert_eq!(
+        read.iter().map(|e| e.uuid.as_str()).collect::<Vec<_>>(),
+        ["u-recent", "u-new"]
+    );
+
+    let bad = BTreeMap::from([(LEDGER.to_owned(), "[{\"uuid\":1}]".to_owned())]);
+    let error = ledger("spread-demo/qwen3-0-6b", &bad).expect_err("not our JSON");
+    assert!(
+        error
+            .to_string()
+            .starts_with(r#"InferenceService spread-demo/qwen3-0-6b has spread.ome.io/rebalance-requests "[{\"uuid\":1}]": invalid type"#),
+        "{error}"
+    );
+}
+
+#[test]
+fn records_are_read_and_a_malformed_one_is_named() {
+    let replica = "spread-demo/qwen3-0-6b-engine";
+    let good = json!([
+        {"requestUUID": "u1", "trigger": "Manual", "sourceInstance": 2, "phase": "SurgeReady", "startedAt": "2026-11-30T14:00:00Z"},
+        {"requestUUID": "u2", "trigger": "Auto", "sourceInstance": 0, "phase": "Relocated", "message": "node drained", "completedAt": "2026-11-30T14:10:00Z"},
+    ]);
+    let read = records(replica, Some(&good)).expect("OME's records");
+    assert_eq!(
+        read,
+        [
+            Record {
+                uuid: "u1".into(),
+                phase: Phase::SurgeReady,
+                message: String::new(),
+                completed_at: None,
+            },
+            Record {
+                uuid: "u2".into(),
+                phase: Phase::Relocated,
+                message: "node drained".into(),
+                completed_at: Some(at("2026-11-30T14:10:00Z")),
+            },
+        ]
+    );
+    assert!(read[0].phase.active() && !read[1].phase.active());
+    assert_eq!(records(replica, None), Ok(Vec::new()));
+
+    let cases = [
+        (
+            json!({"requestUUID": "u1"}),
+            r#"InferenceReplica spread-demo/qwen3-0-6b-engine has status.migrations {"requestUUID":"u1"}: not a list"#,
+        ),
+        (
+            json!([{"requestUUID": "u1", "phase": "Surging"}]),
+            r#"InferenceReplica spread-demo/qwen3-0-6b-engine has status.migrations[0].phase "Surging": not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated"#,
+        ),
+        (
+            json!([{"requestUUID": "u1", "phase": "Completed"}, {"phase": "Accepted"}]),
+            "InferenceReplica spread-demo/qwen3-0-6b-engine has status.migrations[1].requestUUID null: not a request UUID",
+        ),
+        (
+            json!([{"requestUUID": "u1", "phase": "Failed", "completedAt": "yesterday"}]),
+            r#"InferenceReplica spread-demo/qwen3-0-6b-engine has status.migrations[0].completedAt "yesterday": not an RFC 3339 time"#,
+        ),
+    ];
+    for (migrations, message) in cases {
+        let error = records(replica, Some(&migrations)).expect_err("malformed");
+        assert_eq!(error.to_string(), message);
+    }
+}
+
+/// The cluster of one row: the component's objects, and every service's annotations and
+/// replica's records.
+struct Cluster {
+    service: Value,
+    replica: Value,
+    pods: Vec<Value>,
+    annotations: Vec<(String, BTreeMap<String, String>)>,
+    migrations: Vec<(String, Value)>,
+    written: Vec<(String, Entry)>,
+    lowered_to: Option<&'static str>,
+}
+
+const NOW: &str = "2026-11-30T15:00:00Z";
+const SERVICE: &str = "spread-demo/qwen3-0-6b";
+
+fn ready_pod(index: u32, node: &str) -> Value {
+    json!({"metadata": {"name": format!("qwen3-0-6b-engine-{index}-default-0"), "namespace": "spread-demo"},
+        "spec": {"nodeName": node},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// Every Instance Ready, nothing pending or running anywhere, no request of ours yet.
+fn quiet() -> Cluster {
+    Cluster {
+        service: json!({"metadata": {"name": "qwen3-0-6b", "namespace": "spread-demo"}, "spec": {"engine": {}}}),
+        replica: json!({"metadata": {"name": "qwen3-0-6b-engine", "namespace": "spread-demo"}, "spec": {"component": "engine"}}),
+        pods: vec![
+            ready_pod(0, "gpu-node-1"),
+            ready_pod(1, "gpu-node-3"),
+            ready_pod(2, "gpu-node-1"),
+        ],
+        annotations: vec![
+            (SERVICE.into(), BTreeMap::new()),
+            ("other/llama".into(), BTreeMap::new()),
+        ],
+        migrations: vec![
+            ("spread-demo/qwen3-0-6b-engine".into(), json!([])),
+            ("other/llama-engine".into(), json!([])),
+        ],
+        written: Vec::new(),
+        lowered_to: None,
+    }
+}
+
+fn held(cluster: &Cluster) -> Result<(), Hold> {
+    let nodes = Nodes::from_json(&[]);
+    let component = Component {
+        service: &cluster.service,
+        runtime: None,
+        replica: &cluster.replica,
+        pods: &cluster.pods,
+        nodes: &nodes,
+    };
+    let services: Vec<Annotated> = cluster
+        .annotations
+        .iter()
+        .map(|(name, annotations)| Annotated {
+            name: name.clone(),
+            annotations,
+        })
+        .collect();
+    let replicas: Vec<Migrations> = cluster
+        .migrations
+        .iter()
+        .map(|(name, migrations)| Migrations {
+            name: name.clone(),
+            migrations: Some(migrations),
+        })
+        .collect();
+    let next = next();
+    hold(&Situation {
+        service: SERVICE,
+        component: &component,
+        lowered_to: cluster.lowered_to,
+        next: &next,
+        services: &services,
+        replicas: &replicas,
+        written: &cluster.written,
+        now: at(NOW),
+        max_per_hour: 10,
+    })
+}
+
+/// A ledger entry of ours for `instance` off `from_node`, `minutes` before NOW.
+fn entry(uuid: &str, instance: u32, from_node: &str, minutes: i64, rejected: Option<&str>) -> Entry {
+    Entry {
+        uuid: uuid.into(),
+        component: "engine".into(),
+        instance,
+        from_node: from_node.into(),
+        at: at(NOW) - SignedDuration::from_mins(minutes),
+        rejected: rejected.map(str::to_owned),
+    }
+}
+
+fn with_ledger(mut cluster: Cluster, service: usize, entries: &[Entry]) -> Cluster {
+    let value = serde_json::to_string(entries).expect("json");
+    cluster.annotations[service].1.insert(LEDGER.into(), value);
+    cluster
+}
+
+fn with_records(mut cluster: Cluster, replica: usize, records: Value) -> Cluster {
+    cluster.migrations[replica].1 = records;
+    cluster
+}
+
+fn record(uuid: &str, phase: &str) -> Value {
+    json!({"requestUUID": uuid, "trigger": "Manual", "sourceInstance": 2, "phase": phase})
+}
+
+/// A record that ended Failed at `completed_at`.
+fn failed(uuid: &str, completed_at: &str) -> Value {
+    json!({"requestUUID": uuid, "trigger": "Manual", "sourceInstance": 0, "phase": "Failed",
+        "message": "no node fits the surge", "completedAt": completed_at})
+}
+
+#[test]
+fn a_quiet_cluster_holds_nothing_back() {
+    assert_eq!(held(&quiet()), Ok(()));
+    // Ours, recorded and Completed, an hour and more ago: nothing holds.
+    let done = with_ledger(quiet(), 0, &[entry("u1", 1, "gpu-node-3", 90, None)]);
+    assert_eq!(held(&with_records(done, 0, json!([record("u1", "Completed")]))), Ok(()));
+}
+
+#[test]
+fn each_guardrail_holds_the_request_back_naming_its_object() {
+    let mut lowered = quiet();
+    lowered.lowered_to = Some("recommend");
+    let mut paused = quiet();
+    paused.replica["spec"]["paused"] = json!(true);
+    let mut never = quiet();
+    never.service["spec"]["engine"]["lifecycle"] = json!({"migrationPolicy": {"mode": "Never"}});
+    let mut pending_pod = quiet();
+    pending_pod.pods[1]["status"] = json!({"phase": "Pending"});
+    pending_pod.pods[1]["spec"] = json!({});
+    let mut unready = quiet();
+    unready.pods[2]["status"]["conditions"][0]["status"] = json!("False");
+    let mut elsewhere = quiet();
+    elsewhere.annotations[1]
+        .1
+        .insert("ome.io/migration-request-v1-abc".into(), "{}".into());
+    let mut just_written = quiet();
+    just_written.written = vec![(SERVICE.into(), entry("u9", 2, "gpu-node-1", 0, None))];
+    let ten_this_hour: Vec<Entry> = (0..10)
+        .map(|i| entry(&format!("u{i}"), 7, "gpu-node-9", 5 + i, None))
+        .collect();
+    let three_tries = [
+        entry("u1", 2, "gpu-node-1", 300, Some("migration request: no")),
+        entry("u2", 2, "gpu-node-1", 200, Some("migration request: no")),
+        entry("u3", 2, "gpu-node-1", 100, Some("migration request: no")),
+    ];
+    let rows: Vec<(&str, Cluster, Hold)> = vec![
+        (
+            "the service's annotation lowers the mode",
+            lowered,
+            Hold::ModeLowered {
+                service: SERVICE.into(),
+                mode: "recommend".into(),
+            },
+        ),
+        (
+            "the replica is paused",
+            paused,
+            Hold::Paused {
+                replica: "spread-demo/qwen3-0-6b-engine".into(),
+            },
+        ),
+        (
+            "migrationPolicy Never",
+            never,
+            Hold::MigrationNever {
+                service: SERVICE.into(),
+                component: "engine".into(),
+            },
+        ),
+        (
+            "a pod is Pending",
+            pending_pod,
+            Hold::PodPending {
+                pod: "qwen3-0-6b-engine-1-default-0".into(),
+            },
+        ),
+        (
+            "an Instance is not Ready",
+            unready,
+            Hold::NotReady {
+                pod: "qwen3-0-6b-engine-2-default-0".into(),
+            },
+        ),
+        (
+            "a record of the component is active",
+            with_records(quiet(), 0, json!([record("u1", "Completed"), record("u2", "Draining")])),
+            Hold::Active {
+                replica: "spread-demo/qwen3-0-6b-engine".into(),
+                uuid: "u2".into(),
+                phase: Phase::Draining,
+            },
+        ),
+        (
+            "a record of another service is active",
+            with_records(quiet(), 1, json!([record("a1", "Accepted")])),
+            Hold::Active {
+                replica: "other/llama-engine".into(),
+                uuid: "a1".into(),
+                phase: Phase::Accepted,
+            },
+        ),
+        (
+            "someone's request is pending on another service",
+            elsewhere,
+            Hold::Pending {
+                service: "other/llama".into(),
+                key: "ome.io/migration-request-v1-abc".into(),
+            },
+        ),
+        (
+            "ours was just written and is not in the caches yet",
+            just_written,
+            Hold::Unacknowledged {
+                service: SERVICE.into(),
+                uuid: "u9".into(),
+            },
+        ),
+        (
+            "ours is in the ledger, not yet recorded",
+            with_ledger(quiet(), 0, &[entry("u8", 2, "gpu-node-1", 9, None)]),
+            Hold::Unacknowledged {
+                service: SERVICE.into(),
+                uuid: "u8".into(),
+            },
+        ),
+        (
+            "ten of ours started this hour, on another service",
+            with_records(
+                with_ledger(quiet(), 1, &ten_this_hour),
+                1,
+                json!(
+                    (0..10)
+                        .map(|i| record(&format!("u{i}"), "Completed"))
+                        .collect::<Vec<_>>()
+                ),
+            ),
+            Hold::HourlyLimit { count: 10, limit: 10 },
+        ),
+        (
+            "the same move three times",
+            with_ledger(quiet(), 0, &three_tries),
+            Hold::Tried {
+                service: SERVICE.into(),
+                component: "engine".into(),
+                instance: 2,
+                from_node: "gpu-node-1".into(),
+                tries: 3,
+            },
+        ),
+        (
+            "a request of the component, made 20 minutes ago, failed 4 minutes ago",
+            with_records(
+                with_ledger(quiet(), 0, &[entry("u5", 0, "gpu-node-1", 20, None)]),
+                0,
+                json!([failed("u5", "2026-11-30T14:56:00Z")]),
+            ),
+            Hold::Backoff {
+                service: SERVICE.into(),
+                component: "engine".into(),
+                uuid: "u5".into(),
+                outcome: "failed (no node fits the surge)".into(),
+                until: at("2026-11-30T15:01:00Z"),
+            },
+        ),
+        (
+            "two rejected: 10 minutes after the last",
+            with_ledger(
+                quiet(),
+                0,
+                &[
+                    entry(
+                        "u6",
+                        0,
+                        "gpu-node-1",
+                        30,
+                        Some("migration request: instance 0 is migrating"),
+                    ),
+                    entry("u7", 1, "gpu-node-3", 8, Some("migration request: from_node mismatch")),
+                ],
+            ),
+            Hold::Backoff {
+                service: SERVICE.into(),
+                component: "engine".into(),
+                uuid: "u7".into(),
+                outcome: "was rejected (migration request: from_node mismatch)".into(),
+                until: at("2026-11-30T15:02:00Z"),
+            },
+        ),
+        (
+            "a malformed record anywhere",
+            with_records(quiet(), 1, json!([{"requestUUID": "x", "phase": "Surging"}])),
+            Hold::BadRecord(BadRecord {
+                replica: "other/llama-engine".into(),
+                at: "[0].phase".into(),
+                value: "\"Surging\"".into(),
+                expected: "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated",
+            }),
+        ),
+    ];
+    for (row, cluster, expected) in rows {
+        assert_eq!(held(&cluster), Err(expected), "{row}");
+    }
+}
+
+#[test]
+fn backoff_ends_and_an_old_failure_holds_nothing() {
+    // Failed 6 minutes ago, once: 5 minutes of backoff are over.
+    let over = with_records(
+        with_ledger(quiet(), 0, &[entry("u5", 0, "gpu-node-1", 20, None)]),
+        0,
+        json!([failed("u5", "2026-11-30T14:54:00Z")]),
+    );
+    assert_eq!(held(&over), Ok(()));
+    // Nine of ours this hour, one rejected (it never started): under the limit.
+    let mut nine: Vec<Entry> = (0..9)
+        .map(|i| entry(&format!("u{i}"), 7, "gpu-node-9", 15 + i, None))
+        .collect();
+    nine.push(entry("r", 8, "gpu-node-8", 50, Some("migration request: no")));
+    let done = json!(
+        (0..9)
+            .map(|i| record(&format!("u{i}"), "Completed"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(held(&with_records(with_ledger(quiet(), 1, &nine), 1, done)), Ok(()));
+}
