@@ -213,3 +213,54 @@ fn every_scenario_of_the_menu_is_answered() {
     assert_eq!(reasons[0], "Satisfied");
     assert_eq!(reasons[1..], REASONS);
 }
+
+/// M1 in the playground: without an InferenceReplica, the replica OME would make is projected
+/// from the InferenceService over its runtime, field by field, and the pod gets its term (P5).
+#[test]
+fn an_inference_service_over_its_runtime_gives_the_replica_ome_would_make() {
+    let objects = "apiVersion: ome.io/v1beta1
+kind: InferenceService
+metadata: {name: qwen3-0-6b, namespace: spread-demo}
+spec:
+  deploymentMode: OMENative
+  runtime: {kind: ClusterServingRuntime, name: srt-qwen3-0-6b}
+  engine: {topologySpreadKey: topology.kubernetes.io/zone}
+---
+apiVersion: ome.io/v1beta1
+kind: ClusterServingRuntime
+metadata: {name: srt-qwen3-0-6b}
+spec:
+  engineConfig: {topologySpread: Preferred, topologySpreadKey: example.com/rack}
+";
+    let pod = "apiVersion: v1
+kind: Pod
+metadata:
+  name: qwen3-0-6b-engine-0-default-0
+  namespace: spread-demo
+  labels: {ome.io/managed-by: OMENative, ome.io/inferenceservice: qwen3-0-6b, component: engine, ome.io/runner: default, ome.io/instance-index: \"0\"}
+spec:
+  containers: [{name: engine, image: sglang}]
+";
+    let answer = admit(objects, pod, "");
+    assert_eq!(answer["accepted"], true, "{answer}");
+    // topologySpread from the runtime, the key from the InferenceService.
+    assert_eq!(
+        answer["pod"]["spec"]["topologySpreadConstraints"],
+        json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default"}}}])
+    );
+    assert_eq!(
+        answer["patch"],
+        json!([{"op": "add", "path": "/spec/topologySpreadConstraints",
+            "value": answer["pod"]["spec"]["topologySpreadConstraints"]}])
+    );
+    // An InferenceService on another mode makes no replica: the host finds none (P3).
+    let answer = admit(
+        &objects.replace("OMENative", "RawDeployment"),
+        pod,
+        "onMissingReplica: Accept",
+    );
+    assert_eq!(answer["accepted"], true, "{answer}");
+    assert_eq!(answer["mutated"], false);
+    assert_eq!(answer["warnings"].as_array().map(Vec::len), Some(1));
+}
