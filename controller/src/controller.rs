@@ -33,6 +33,8 @@ pub struct Options {
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
     pub rebalance: Mode,
+    /// `--rebalance-max-per-hour`: migration requests of ours started in an hour, at most.
+    pub max_per_hour: usize,
 }
 
 /// Runs the controller while this process holds the Lease; returns when asked to stop, or fails
@@ -106,6 +108,8 @@ async fn reconcile_all(client: Client, options: Options) {
     let node_version = Arc::new(AtomicU64::new(0));
     let node_changes = node_changes(client.clone(), node_writer, node_version.clone());
 
+    let (replicas, replica_writer) = reflector::store();
+
     let health = options.health.clone();
     let context = Arc::new(Context {
         recorder: Recorder::new(
@@ -126,9 +130,11 @@ async fn reconcile_all(client: Client, options: Options) {
         failures: Mutex::default(),
         rebalance: options.rebalance,
         announced: Mutex::default(),
+        replicas: replicas.clone(),
+        max_per_hour: options.max_per_hour,
+        written: tokio::sync::Mutex::default(),
     });
     tokio::spawn(ready_when_filled(context.clone(), health));
-    let (replicas, replica_writer) = reflector::store();
     let replica_changes = replica_changes(client, replica_writer, context.metrics.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     Controller::for_stream(replica_changes, replicas)

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod controller;
 pub mod explain;
 pub mod metrics;
+mod migrate;
 pub mod objects;
 pub mod rebalance;
 pub mod reconcile;

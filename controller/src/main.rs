@@ -72,6 +72,10 @@ enum Command {
         /// `spread.ome.io/rebalance` annotation can only lower it.
         #[arg(long, value_enum, default_value = "recommend", env = "OME_SPREAD_REBALANCE")]
         rebalance: Mode,
+        /// In `migrate`: at most this many migration requests of ome-spread start in an hour,
+        /// cluster-wide (OME's Alfred keeps the same default).
+        #[arg(long, default_value_t = 10, env = "OME_SPREAD_REBALANCE_MAX_PER_HOUR")]
+        rebalance_max_per_hour: usize,
     },
     /// Print the subsets of OME's CRDs that ome-spread reads
     /// (deploy/without-ome/ome-crd-subsets.yaml), for trying the controller on a cluster WITHOUT
@@ -120,6 +124,7 @@ fn main() -> ExitCode {
             identity,
             log_json,
             rebalance,
+            rebalance_max_per_hour,
         } => {
             logs(log_json);
             let run = explain::read_settings(settings.as_deref()).and_then(|settings| {
@@ -132,6 +137,7 @@ fn main() -> ExitCode {
                         health: Arc::default(),
                         metrics: Arc::default(),
                         rebalance,
+                        max_per_hour: rebalance_max_per_hour,
                     },
                     listen,
                 ))

@@ -1,7 +1,7 @@
 //! Rebalance in the controller (SPEC section 4, issue 11): the mode in effect for an
 //! InferenceService and, from `recommend` up, the plan's first move as an Event and the moves
-//! still needed as a metric. `migrate` (writing OME's migration request) is not built yet: the
-//! controller refuses to start with it rather than pretend.
+//! still needed as a metric; in `migrate`, the move requested of OME ([`crate::migrate`]) or
+//! why it is held back.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
@@ -9,7 +9,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use ome_spread_core::rebalance::{NoPlan, Plan};
 
-use crate::reconcile::{Context, Error, within_timeout};
+use crate::migrate;
+use crate::reconcile::{Context, Error, Objects, within_timeout};
 use crate::resources::{InferenceReplica, InferenceService};
 
 /// An InferenceService's own mode, which can only lower the controller's.
@@ -37,6 +38,15 @@ impl Mode {
         }
     }
 
+    /// The name the flag and the annotation spell it with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Recommend => "recommend",
+            Self::Migrate => "migrate",
+        }
+    }
+
     /// The mode for `service`: its annotation's, if lower. An unknown value is returned as Err.
     pub fn for_service(self, service: &InferenceService) -> Result<Self, String> {
         match service.annotations().get(ANNOTATION) {
@@ -49,21 +59,23 @@ impl Mode {
 }
 
 /// What the rebalance says of a replica once: the Event, and the object it is about.
-struct Announcement {
-    type_: EventType,
-    reason: &'static str,
-    note: String,
-    regarding: ObjectReference,
+pub(crate) struct Announcement {
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub note: String,
+    pub regarding: ObjectReference,
 }
 
 /// Shows the plan as far as the mode allows: the moves still needed as a metric, and the first
 /// move as an Event `RebalanceRecommended` when the recommendation changes (not on every
-/// resync). An unknown mode annotation gets a Warning Event naming it, and counts as off; a pod
-/// whose Instance index is not a number, a Warning Event naming the pod and the value.
+/// resync); in `migrate`, the move requested or why it is held, said once per change. An
+/// unknown mode annotation gets a Warning Event naming it, and counts as off; a pod whose
+/// Instance index is not a number, a Warning Event naming the pod and the value.
 pub async fn recommend(
     replica: &InferenceReplica,
     service: &InferenceService,
     plan: &Result<Plan, NoPlan>,
+    objects: &Objects,
     ctx: &Context,
 ) -> Result<(), Error> {
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
@@ -92,6 +104,13 @@ pub async fn recommend(
             regarding: replica.object_ref(&()),
         }),
         (_, Err(_)) => None,
+        (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
+            Some(next) => {
+                let lowered_to = (mode < Mode::Migrate).then(|| mode.name());
+                Some(migrate::request(replica, service, next, objects, lowered_to, ctx).await?)
+            }
+            None => None,
+        },
         (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
             type_: EventType::Normal,
             reason: "RebalanceRecommended",

@@ -13,13 +13,15 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use ome_spread_core::diagnosis::{Component, DiagnosisError, Report, diagnose};
+use ome_spread_core::migration::Entry;
+use ome_spread_core::nodes::Nodes;
 use ome_spread_core::rebalance::{NoPlan, Plan, recommend};
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use crate::cache::{NodeSnapshot, PodJsonError, PodSnapshot};
+use crate::cache::{NodeSnapshot, PodJsonError, PodSnapshot, PodsByComponent};
 use crate::metrics::Metrics;
 use crate::rebalance::{self, Mode};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
@@ -80,6 +82,14 @@ pub struct Context {
     pub rebalance: Mode,
     /// The rebalance Event last published per replica, so that a resync does not repeat it.
     pub announced: Mutex<HashMap<ObjectRef<InferenceReplica>, String>>,
+    /// Every InferenceReplica (their migration records), for `migrate`.
+    pub replicas: Store<InferenceReplica>,
+    /// `--rebalance-max-per-hour`.
+    pub max_per_hour: usize,
+    /// The migration gate: held from the guardrails' check to the request's write, so that two
+    /// reconciles never write two requests; it keeps what this process wrote (InferenceService,
+    /// ledger entry) until the caches show it.
+    pub written: tokio::sync::Mutex<Vec<(String, Entry)>>,
 }
 
 impl Context {
@@ -132,7 +142,13 @@ pub fn retry_after(failures: u32) -> Duration {
 async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<Action, Error> {
     ctx.synced().await?;
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
-    let Some(Diagnosed { service, report, plan }) = diagnosed(replica, ctx)? else {
+    let Some(Diagnosed {
+        service,
+        report,
+        plan,
+        objects,
+    }) = diagnosed(replica, ctx)?
+    else {
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
         ctx.metrics.forget(&namespace, &name);
         if let Ok(mut announced) = ctx.announced.lock() {
@@ -142,15 +158,46 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     };
     ctx.metrics.show(&namespace, &name, &report);
     record(replica, &report, ctx).await?;
-    rebalance::recommend(replica, &service, &plan, ctx).await?;
+    rebalance::recommend(replica, &service, &plan, &objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
-/// A replica's diagnosis, and the rebalance plan from it.
+/// A replica's diagnosis, the rebalance plan from it, and the objects both read.
 struct Diagnosed {
     service: Arc<InferenceService>,
     report: Report,
     plan: Result<Plan, NoPlan>,
+    objects: Objects,
+}
+
+/// The objects of a component as the core reads them, kept so that the migration guardrails
+/// read the very objects the diagnosis and the plan read.
+pub struct Objects {
+    service: Value,
+    runtime: Option<Value>,
+    replica: Value,
+    snapshot: Arc<Result<PodsByComponent, PodJsonError>>,
+    /// (namespace, InferenceService, component): the snapshot's key of the component's pods.
+    key: (String, String, String),
+    nodes: Arc<Nodes>,
+}
+
+impl Objects {
+    pub fn component(&self) -> Component<'_> {
+        let pods = self
+            .snapshot
+            .as_ref()
+            .as_ref()
+            .ok()
+            .and_then(|p| p.components.get(&self.key));
+        Component {
+            service: &self.service,
+            runtime: self.runtime.as_ref(),
+            replica: &self.replica,
+            pods: pods.map_or(&[][..], Vec::as_slice),
+            nodes: &self.nodes,
+        }
+    }
 }
 
 /// The diagnosis of a replica of an OMENative InferenceService, from the caches; None for any
@@ -174,23 +221,25 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         Some(RuntimeRef::Cluster(runtime)) => to_value(ctx.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
         None => None,
     };
-    let key = (namespace.clone(), parent, replica.spec.component.clone());
     let snapshot = ctx.pods.current();
     let by_component = snapshot.as_ref().as_ref().map_err(|e| Error::PodJson(e.clone()))?;
-    let pods = by_component.components.get(&key).map_or(&[][..], Vec::as_slice);
-    let nodes = ctx.nodes.current();
-    let service_value = serde_json::to_value(&*service).map_err(Error::Json)?;
-    let replica_value = serde_json::to_value(replica).map_err(Error::Json)?;
-    let component = Component {
-        service: &service_value,
-        runtime: runtime.as_ref(),
-        replica: &replica_value,
-        pods,
-        nodes: &nodes,
+    let objects = Objects {
+        service: serde_json::to_value(&*service).map_err(Error::Json)?,
+        runtime,
+        replica: serde_json::to_value(replica).map_err(Error::Json)?,
+        snapshot: snapshot.clone(),
+        key: (namespace.clone(), parent, replica.spec.component.clone()),
+        nodes: ctx.nodes.current(),
     };
+    let component = objects.component();
     let report = diagnose(&component, &ctx.settings)?;
     let plan = recommend(&component, &report, &by_component.requested, &ctx.settings);
-    Ok(Some(Diagnosed { service, report, plan }))
+    Ok(Some(Diagnosed {
+        service,
+        report,
+        plan,
+        objects,
+    }))
 }
 
 /// The Event when the reason changes, then the condition when it changes.

@@ -29,6 +29,10 @@ pub struct SpreadFields {
     /// The node label that keeps a multi-node Instance's workers in their leader's domain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_key: Option<String>,
+    /// OME's lifecycle policies, kept as written: rebalance reads `migrationPolicy.mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object")]
+    pub lifecycle: Option<Value>,
 }
 
 /// An InferenceReplica: the Instances of one component of an OMENative InferenceService.
@@ -68,6 +72,9 @@ pub struct InferenceReplicaSpec {
     pub spread: SpreadFields,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runners: Vec<Runner>,
+    /// OME starts no migration of a paused replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -94,6 +101,11 @@ pub struct InferenceReplicaStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// OME's migration records, kept as written, so that a malformed one reaches the core, which
+    /// names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_list")]
+    pub migrations: Option<Value>,
 }
 
 /// OME's CRD takes only `Preferred` or `Required` as a replica's `topologySpread`. The Rust field
@@ -108,6 +120,10 @@ fn spread_enum(schema: &mut schemars::Schema) {
         spread.insert("type".into(), "string".into());
         spread.insert("enum".into(), serde_json::json!(["Preferred", "Required"]));
     }
+}
+
+fn any_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
 }
 
 fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

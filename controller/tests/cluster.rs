@@ -142,6 +142,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
             health: Arc::default(),
             metrics: Arc::default(),
             rebalance: Mode::Recommend,
+            max_per_hour: 10,
         },
     ));
 

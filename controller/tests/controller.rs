@@ -321,6 +321,7 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
             health: Arc::default(),
             metrics: metrics.clone(),
             rebalance: Mode::Recommend,
+            max_per_hour: 10,
         },
     ));
 
@@ -421,6 +422,7 @@ async fn a_replica_stands_by_while_another_holds_the_lease() {
             health: health.clone(),
             metrics: Arc::default(),
             rebalance: Mode::Recommend,
+            max_per_hour: 10,
         },
     ));
     tokio::time::sleep(Duration::from_secs(2)).await;

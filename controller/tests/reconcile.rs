@@ -2,182 +2,19 @@
 //! tested: the caches are filled from the fixtures of every reason (tests/data/reasons), and each
 //! request the reconciler makes is checked (method, path, field manager, body) and answered here.
 
-use std::path::Path;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+mod harness;
+
+use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::client::Body;
+use http::StatusCode;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, store::Writer};
-use kube::runtime::watcher;
-use kube::{Client, Resource};
-use ome_spread_controller::cache::{NodeSnapshot, PodSnapshot, nodes, pods_by_component};
-use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::rebalance::Mode;
-use ome_spread_controller::reconcile::{Context, Error, error_policy, reconcile, retry_after};
-use ome_spread_controller::resources::{
-    ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
-};
+use ome_spread_controller::reconcile::{Error, error_policy, reconcile, retry_after};
 use ome_spread_core::diagnosis::Reason;
-use ome_spread_core::settings::Settings;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-use tower_test::mock::{self, Handle};
+use serde_json::json;
 
-type ApiServer = Handle<Request<Body>, Response<Body>>;
-
-const STATUS_PATH: &str = "/apis/ome.io/v1beta1/namespaces/spread-demo/inferencereplicas/qwen3-0-6b-engine/status";
-const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/spread-demo/events";
-
-/// The objects of one reason's fixture.
-fn fixture(reason: Reason) -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/reasons/{}.yaml", reason.as_str()));
-    let list: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("yaml");
-    list["items"].as_array().expect("a List").clone()
-}
-
-/// The fixture's expected `Why:` and `What to do:` lines, as the condition's message.
-fn expected_message(reason: Reason) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/reasons/{}.txt", reason.as_str()));
-    let text = std::fs::read_to_string(path).expect("expected output");
-    let line = |prefix: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(prefix))
-            .expect(prefix)
-            .to_owned()
-    };
-    format!("{} {}", line("Why: "), line("What to do: "))
-}
-
-fn of_kind<K: DeserializeOwned>(objects: &[Value], kind: &str) -> Vec<K> {
-    objects
-        .iter()
-        .filter(|o| o["kind"] == kind)
-        .map(|o| serde_json::from_value(o.clone()).expect(kind))
-        .collect()
-}
-
-fn cache<K>(objects: Vec<K>) -> (reflector::Store<K>, Writer<K>)
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for object in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply(object));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    (store, writer)
-}
-
-/// The caches stay filled while their writers live.
-type Writers = (
-    Writer<InferenceService>,
-    Writer<ServingRuntime>,
-    Writer<ClusterServingRuntime>,
-    Writer<Pod>,
-    Writer<Node>,
-);
-
-struct Harness {
-    ctx: Arc<Context>,
-    replica: InferenceReplica,
-    server: ApiServer,
-    _writers: Writers,
-}
-
-/// The caches filled with `objects`; rebalance in `rebalance` mode (off for the condition's own
-/// scenarios, so that a plan's Event does not interleave with theirs).
-fn harness(objects: &[Value], rebalance: Mode) -> Harness {
-    let (service, server) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
-    let (services, w1) = cache(of_kind::<InferenceService>(objects, "InferenceService"));
-    let (runtimes, w2) = cache(of_kind::<ServingRuntime>(objects, "ServingRuntime"));
-    let (cluster_runtimes, w3) = cache(of_kind::<ClusterServingRuntime>(objects, "ClusterServingRuntime"));
-    let (pods, w4) = cache(of_kind::<Pod>(objects, "Pod"));
-    let (node_store, w5) = cache(of_kind::<Node>(objects, "Node"));
-    let ctx = Context {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "ome-spread".into(),
-                instance: Some("ome-spread-controller-0".into()),
-            },
-        ),
-        client,
-        services,
-        runtimes,
-        cluster_runtimes,
-        pods: PodSnapshot::new(pods, Arc::new(AtomicU64::new(0)), pods_by_component),
-        nodes: NodeSnapshot::new(node_store, Arc::new(AtomicU64::new(0)), nodes),
-        settings: Settings::default(),
-        metrics: Arc::new(Metrics::default()),
-        failures: Mutex::default(),
-        rebalance,
-        announced: Mutex::default(),
-    };
-    let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
-    replica.metadata.generation = Some(3);
-    Harness {
-        ctx: Arc::new(ctx),
-        replica,
-        server,
-        _writers: (w1, w2, w3, w4, w5),
-    }
-}
-
-fn condition(status: &str, reason: &str, message: &str, at: &str) -> Condition {
-    Condition {
-        type_: "Spread".into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: message.into(),
-        observed_generation: Some(3),
-        last_transition_time: Time(at.parse().expect("a time")),
-    }
-}
-
-fn with_condition(mut replica: InferenceReplica, condition: Condition) -> InferenceReplica {
-    replica.status = Some(InferenceReplicaStatus {
-        conditions: vec![condition],
-    });
-    replica
-}
-
-/// The next request: its method, path and query, and its JSON body.
-async fn next(server: &mut ApiServer) -> (String, String, Value, mock::SendResponse<Response<Body>>) {
-    let (request, respond) = server.next_request().await.expect("a request");
-    let method = request.method().to_string();
-    let uri = request.uri().to_string();
-    let bytes = request.into_body().collect_bytes().await.expect("a body");
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (method, uri, body, respond)
-}
-
-fn answer(respond: mock::SendResponse<Response<Body>>, status: StatusCode, body: &Value) {
-    let response = Response::builder()
-        .status(status)
-        .body(Body::from(serde_json::to_vec(body).expect("json")))
-        .expect("a response");
-    respond.send_response(response);
-}
-
-fn failure(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason, "reason": reason, "code": code})
-}
-
-/// The status patch the reconciler must send for a condition (SPEC section 4).
-fn apply_body(condition: &Value) -> Value {
-    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "status": {"conditions": [condition]}})
-}
-
-const APPLY_QUERY: &str = "?&force=true&fieldManager=ome-spread";
+use harness::*;
 
 /// Every reason: one Event (Normal when the spread holds, Warning when not) then one server-side
 /// apply of the `Spread` condition on the status subresource, with the fixture's reason and

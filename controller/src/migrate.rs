@@ -1,0 +1,202 @@
+//! Rebalance `migrate` (SPEC section 4, issue 11): the plan's first move written as OME's
+//! migration request on the InferenceService, one at a time cluster-wide, when no guardrail of
+//! the core's [`hold`] holds it back. The request and ome-spread's ledger go in one merge patch,
+//! guarded by the cached resourceVersion, so a stale cache writes nothing (409) rather than lose
+//! a ledger entry. A request OME's webhook refuses is recorded in the ledger as rejected, so its
+//! backoff and tries survive a restart too.
+
+use jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use ome_spread_core::migration::{
+    Annotated, Entry, Hold, LEDGER, Migrations, Request, Situation, hold, ledger, ledger_with, request_key,
+};
+use ome_spread_core::rebalance::Move;
+use serde_json::{Value, json};
+use tracing::info;
+
+use crate::rebalance::Announcement;
+use crate::reconcile::{Context, Error, Objects, within_timeout};
+use crate::resources::{InferenceReplica, InferenceService};
+
+/// What `migrate` does with the next move, as the Event that says it. `lowered_to`: the mode the
+/// InferenceService's annotation lowers `migrate` to, if it does.
+pub(crate) async fn request(
+    replica: &InferenceReplica,
+    service: &InferenceService,
+    next: &Move,
+    objects: &Objects,
+    lowered_to: Option<&str>,
+    ctx: &Context,
+) -> Result<Announcement, Error> {
+    let namespace = service.namespace().unwrap_or_default();
+    let service_name = named(service);
+    let described = next.describe(&service.name_any(), &replica.spec.component, &namespace);
+    // The gate: from here to the write, no other reconcile checks or writes.
+    let mut written = ctx.written.lock().await;
+    let now = Timestamp::now();
+    written.retain(|(_, e)| now.duration_since(e.at) < ome_spread_core::migration::ACKNOWLEDGE_WITHIN);
+    let held = guardrails(replica, &service_name, next, objects, lowered_to, &written, now, ctx);
+    if let Err(held) = held {
+        return Ok(say_held(replica, &held, described));
+    }
+    let request = Request::new(&replica.spec.component, next, now);
+    let uuid = uuid::Uuid::new_v4().to_string();
+    let entry = Entry::new(&uuid, &request, now);
+    // The guardrails read this ledger already: it is well-formed.
+    let entries = ledger(&service_name, service.annotations()).unwrap_or_default();
+    let key = request_key(&uuid);
+    let annotations = json!({&key: request.value(), LEDGER: ledger_with(&entries, entry.clone(), now)});
+    match write(service, annotations, ctx).await {
+        Ok(()) => {
+            info!(service = %service_name, %key, "migration requested");
+            written.push((service_name.clone(), entry));
+            Ok(Announcement {
+                type_: EventType::Normal,
+                reason: "RebalanceRequested",
+                note: format!("Requested {key} on InferenceService {service_name}: {described}"),
+                regarding: replica.object_ref(&()),
+            })
+        }
+        Err(Error::Api(kube::Error::Api(status))) if rejected(&status.message) => {
+            let refused = Entry {
+                rejected: Some(status.message.clone()),
+                ..entry
+            };
+            let annotations = json!({LEDGER: ledger_with(&entries, refused.clone(), now)});
+            write(service, annotations, ctx).await?;
+            written.push((service_name.clone(), refused));
+            Ok(Announcement {
+                type_: EventType::Warning,
+                reason: "RebalanceRejected",
+                note: format!(
+                    "OME rejected {key}: {} on InferenceService {service_name}: {}",
+                    request.value(),
+                    status.message
+                ),
+                regarding: service.object_ref(&()),
+            })
+        }
+        Err(other) => {
+            // Unless the API server refused it as stale (409), the request may have landed (a
+            // timeout, a lost answer): it holds the next one back as if it had.
+            if !matches!(&other, Error::Api(kube::Error::Api(status)) if status.code == 409) {
+                written.push((service_name, entry));
+            }
+            Err(other)
+        }
+    }
+}
+
+/// The core's guardrails over the component's objects and every cached InferenceService and
+/// InferenceReplica.
+#[allow(clippy::too_many_arguments)]
+fn guardrails(
+    replica: &InferenceReplica,
+    service: &str,
+    next: &Move,
+    objects: &Objects,
+    lowered_to: Option<&str>,
+    written: &[(String, Entry)],
+    now: Timestamp,
+    ctx: &Context,
+) -> Result<(), Hold> {
+    let services = ctx.services.state();
+    let replicas = ctx.replicas.state();
+    let annotated: Vec<Annotated> = services
+        .iter()
+        .map(|s| Annotated {
+            name: named(&**s),
+            annotations: s.annotations(),
+        })
+        .collect();
+    // The replica being reconciled is the freshest copy of itself.
+    let this = named(replica);
+    let migrations: Vec<Migrations> = std::iter::once(replica)
+        .chain(replicas.iter().map(|r| &**r).filter(|r| named(*r) != this))
+        .map(|r| Migrations {
+            name: named(r),
+            migrations: r.status.as_ref().and_then(|s| s.migrations.as_ref()),
+        })
+        .collect();
+    let component = objects.component();
+    hold(&Situation {
+        service,
+        component: &component,
+        lowered_to,
+        next,
+        services: &annotated,
+        replicas: &migrations,
+        written,
+        now,
+        max_per_hour: ctx.max_per_hour,
+    })
+}
+
+/// A held request: the recommendation when the InferenceService lowers the mode, else why it
+/// waits and the move it waits to request.
+fn say_held(replica: &InferenceReplica, held: &Hold, described: String) -> Announcement {
+    let (type_, reason, note) = match held {
+        Hold::ModeLowered { .. } => (EventType::Normal, "RebalanceRecommended", described),
+        held if held.is_warning() => (
+            EventType::Warning,
+            "RebalanceHeld",
+            format!("{held}. Next: {described}"),
+        ),
+        held => (EventType::Normal, "RebalanceHeld", format!("{held}. Next: {described}")),
+    };
+    Announcement {
+        type_,
+        reason,
+        note,
+        regarding: replica.object_ref(&()),
+    }
+}
+
+/// A merge patch of the InferenceService's annotations, only if the cache saw its latest version.
+async fn write(service: &InferenceService, annotations: Value, ctx: &Context) -> Result<(), Error> {
+    let api: Api<InferenceService> = Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    let mut patch = json!({"metadata": {"annotations": annotations}});
+    if let Some(version) = service.resource_version() {
+        patch["metadata"]["resourceVersion"] = version.into();
+    }
+    within_timeout(
+        "the migration request",
+        api.patch(&service.name_any(), &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await
+    .map(drop)
+}
+
+/// OME's webhook refuses a malformed request with a message starting `migration request`; the
+/// API server puts its own words before it.
+fn rejected(message: &str) -> bool {
+    message.starts_with("migration request") || message.contains("denied the request: migration request")
+}
+
+/// `namespace/name`, as the guardrails name objects.
+fn named<K: ResourceExt>(object: &K) -> String {
+    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn omes_refusal_is_told_from_other_errors() {
+        assert!(rejected(
+            "migration request: from_node gpu-node-9 hosts no pod of Instance 2"
+        ));
+        assert!(rejected(
+            r#"admission webhook "inferenceservice.ome.io" denied the request: migration request: instance 7 does not exist"#
+        ));
+        assert!(!rejected(
+            "the object has been modified; please apply your changes to the latest version"
+        ));
+        assert!(!rejected(
+            r#"admission webhook "x" denied the request: spec.engine is immutable"#
+        ));
+    }
+}

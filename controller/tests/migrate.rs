@@ -1,0 +1,436 @@
+//! Rebalance `migrate` against the mocked API server (issue 11): the one request the reconciler
+//! writes (OME's annotation, exactly, and the ledger, in one merge patch guarded by the
+//! resourceVersion), each guardrail that holds it back said once with no write, a restart that
+//! finds a migration under way and sends no duplicate, two reconciles at once that write one
+//! request, and a request OME's webhook refuses.
+
+mod harness;
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use jiff::{SignedDuration, Timestamp};
+use ome_spread_controller::rebalance::Mode;
+use ome_spread_controller::reconcile::reconcile;
+use ome_spread_controller::resources::InferenceReplica;
+use ome_spread_core::diagnosis::Reason;
+use serde_json::{Value, json};
+
+use harness::*;
+
+const SERVICE_PATH: &str = "/apis/ome.io/v1beta1/namespaces/spread-demo/inferenceservices/qwen3-0-6b?";
+/// The Skewed fixture's first move, as `recommend` says it (tests/reconcile.rs).
+const FIRST_MOVE: &str = "Move Instance 2 from gpu-node-1 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-2 -n spread-demo";
+const REASON: &str = "Skewed: the engine's Instances per domain differ by more than maxSkew; ome-spread moves Instance 2 from zone-a to zone-b";
+
+/// The Skewed fixture with every pod Ready and the InferenceService at resourceVersion 41:
+/// nothing holds a request back.
+fn ready_cluster() -> Vec<Value> {
+    let mut objects = fixture(Reason::Skewed);
+    for object in &mut objects {
+        match object["kind"].as_str() {
+            Some("Pod") => object["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]),
+            Some("InferenceService") => object["metadata"]["resourceVersion"] = json!("41"),
+            _ => {}
+        }
+    }
+    objects
+}
+
+/// The InferenceService as the API server answers a patch of it.
+fn patched() -> Value {
+    ready_cluster()
+        .into_iter()
+        .find(|o| o["kind"] == "InferenceService")
+        .expect("the service")
+}
+
+fn changed(mut objects: Vec<Value>, kind: &str, name: &str, change: impl Fn(&mut Value)) -> Vec<Value> {
+    let object = objects
+        .iter_mut()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .expect("the object");
+    change(object);
+    objects
+}
+
+/// The replica as reconciled: its `Spread` condition already set (so the only writes are the
+/// rebalance's), and its migration records.
+fn reconciled(replica: InferenceReplica, migrations: Option<Value>) -> Arc<InferenceReplica> {
+    let skewed = condition(
+        "False",
+        "Skewed",
+        &expected_message(Reason::Skewed),
+        "2026-11-01T10:00:00Z",
+    );
+    let mut replica = with_condition(replica, skewed);
+    if let Some(status) = replica.status.as_mut() {
+        status.migrations = migrations;
+    }
+    Arc::new(replica)
+}
+
+fn minutes_ago(minutes: i64) -> String {
+    (Timestamp::now() - SignedDuration::from_mins(minutes)).to_string()
+}
+
+/// The next request is an Event of `reason` with `note`; answered.
+async fn expect_event(server: &mut ApiServer, type_: &str, reason: &str, note: &str) -> Value {
+    let (method, uri, event, respond) = next(server).await;
+    assert_eq!((method.as_str(), uri.as_str()), ("POST", &*format!("{EVENTS_PATH}?")));
+    assert_eq!(
+        (&event["type"], &event["reason"], &event["note"]),
+        (&json!(type_), &json!(reason), &json!(note)),
+        "{event}"
+    );
+    answer(respond, StatusCode::CREATED, &event);
+    event
+}
+
+/// A request written: one merge patch of the InferenceService at resourceVersion 41 with OME's
+/// annotation, exactly, and the ledger naming it; then one Event on the replica naming it; then
+/// nothing more while OME has not recorded it (the gate), said once.
+#[tokio::test(start_paused = true)]
+async fn one_request_is_written_with_omes_exact_annotation_and_the_ledger() {
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness(&ready_cluster(), Mode::Migrate);
+    let replica = reconciled(replica, None);
+    let before = Timestamp::now();
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+
+    let (request, respond) = server.next_request().await.expect("a request");
+    assert_eq!(request.method(), "PATCH");
+    assert_eq!(request.uri().to_string(), SERVICE_PATH);
+    assert_eq!(request.headers()["content-type"], "application/merge-patch+json");
+    let body: Value =
+        serde_json::from_slice(&request.into_body().collect_bytes().await.expect("a body")).expect("json");
+    let metadata = body["metadata"].as_object().expect("metadata only");
+    assert_eq!(body.as_object().map(|b| b.len()), Some(1), "{body}");
+    assert_eq!(metadata["resourceVersion"], "41");
+    let annotations = metadata["annotations"].as_object().expect("annotations");
+    assert_eq!(annotations.len(), 2, "the request and the ledger: {body}");
+    let (key, value) = annotations
+        .iter()
+        .find(|(k, _)| k.starts_with("ome.io/migration-request-v1-"))
+        .expect("OME's request");
+    let uuid = key.trim_start_matches("ome.io/migration-request-v1-");
+    let parsed = uuid::Uuid::parse_str(uuid).expect("a UUID");
+    assert_eq!(parsed.get_version_num(), 4, "{uuid}");
+    let value = value.as_str().expect("a JSON string");
+    let requested_at = serde_json::from_str::<Value>(value).expect("JSON")["requested_at"]
+        .as_str()
+        .expect("requested_at")
+        .to_owned();
+    let at: Timestamp = requested_at.parse().expect("RFC 3339");
+    assert!(
+        before - SignedDuration::from_secs(1) <= at && at <= Timestamp::now(),
+        "{requested_at}: the time of the request"
+    );
+    assert_eq!(
+        value,
+        format!(
+            r#"{{"schemaVersion":"v1","component":"engine","instance":2,"from_node":"gpu-node-1","hint_target_nodes":["gpu-node-2"],"reason":"{REASON}","requested_at":"{requested_at}","requested_by":"ome-spread"}}"#
+        )
+    );
+    let ledger: Value = serde_json::from_str(
+        annotations["spread.ome.io/rebalance-requests"]
+            .as_str()
+            .expect("a string"),
+    )
+    .expect("the ledger's JSON");
+    assert_eq!(ledger.as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        (
+            &ledger[0]["uuid"],
+            &ledger[0]["component"],
+            &ledger[0]["instance"],
+            &ledger[0]["from_node"]
+        ),
+        (&json!(uuid), &json!("engine"), &json!(2), &json!("gpu-node-1"))
+    );
+    answer(respond, StatusCode::OK, &patched());
+
+    let requested = format!("Requested {key} on InferenceService spread-demo/qwen3-0-6b: {FIRST_MOVE}");
+    let event = expect_event(&mut server, "Normal", "RebalanceRequested", &requested).await;
+    assert_eq!(event["regarding"]["kind"], "InferenceReplica");
+    reconciling.await.expect("no panic").expect("reconciled");
+
+    // The resync, the caches not yet showing the request: held, said once, nothing written.
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let held = format!(
+        "request {uuid} on InferenceService spread-demo/qwen3-0-6b is not yet in OME's records: one migration at a time. Next: {FIRST_MOVE}"
+    );
+    expect_event(&mut server, "Normal", "RebalanceHeld", &held).await;
+    reconciling.await.expect("no panic").expect("reconciled");
+    reconcile(replica, ctx)
+        .await
+        .expect("held again, said once, no request");
+}
+
+/// A row: what it shows, the objects, the replica's records, the Event's type and note.
+type HeldCase = (&'static str, Vec<Value>, Option<Value>, &'static str, String);
+
+/// Each guardrail alone: no write, one Event saying why (a Warning for bad input), once.
+#[tokio::test(start_paused = true)]
+async fn each_guardrail_holds_the_request_and_says_so_once() {
+    let not_ready = changed(ready_cluster(), "Pod", "qwen3-0-6b-engine-1-default-0", |pod| {
+        pod["status"]["conditions"][0]["status"] = json!("False");
+    });
+    let mut other_pending = ready_cluster();
+    other_pending.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "llama", "namespace": "team-b",
+            "annotations": {"ome.io/migration-request-v1-5f0c": r#"{"schemaVersion":"v1","component":"decoder","instance":0,"from_node":"n1","requested_by":"alfred"}"#}},
+        "spec": {"deploymentMode": "OMENative"}}));
+    let ten_this_hour: Vec<Value> = (0..10)
+        .map(|i| json!({"uuid": format!("u{i}"), "component": "engine", "instance": 0, "from_node": "gpu-node-3", "at": minutes_ago(15 + i)}))
+        .collect();
+    let hourly = changed(ready_cluster(), "InferenceService", "qwen3-0-6b", |service| {
+        service["metadata"]["annotations"] =
+            json!({"spread.ome.io/rebalance-requests": Value::from(ten_this_hour.clone()).to_string()});
+    });
+    let next = format!(". Next: {FIRST_MOVE}");
+    let cases: Vec<HeldCase> = vec![
+        (
+            "an Instance not Ready",
+            not_ready,
+            None,
+            "Normal",
+            format!(
+                "pod qwen3-0-6b-engine-1-default-0 is not Ready: every Instance of the component must be Ready first{next}"
+            ),
+        ),
+        (
+            "someone's request pending on another InferenceService",
+            other_pending,
+            None,
+            "Normal",
+            format!(
+                "InferenceService team-b/llama has ome.io/migration-request-v1-5f0c pending: one migration at a time{next}"
+            ),
+        ),
+        (
+            "a migration of the component under way",
+            ready_cluster(),
+            Some(
+                json!([{"requestUUID": "r-1", "trigger": "Manual", "sourceInstance": 0, "phase": "SurgePending", "startedAt": minutes_ago(3)}]),
+            ),
+            "Normal",
+            format!(
+                "migration r-1 of InferenceReplica spread-demo/qwen3-0-6b-engine is SurgePending: one migration at a time{next}"
+            ),
+        ),
+        (
+            "ten requests of ours this hour",
+            hourly,
+            None,
+            "Normal",
+            format!(
+                "10 requests of ome-spread started in the last hour: the limit is 10 (--rebalance-max-per-hour){next}"
+            ),
+        ),
+        (
+            "a malformed status.migrations",
+            ready_cluster(),
+            Some(json!([{"requestUUID": "r-1", "phase": "Surging"}])),
+            "Warning",
+            format!(
+                r#"InferenceReplica spread-demo/qwen3-0-6b-engine has status.migrations[0].phase "Surging": not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated{next}"#
+            ),
+        ),
+    ];
+    for (case, objects, migrations, type_, note) in cases {
+        let Harness {
+            ctx,
+            replica,
+            mut server,
+            _writers,
+        } = harness(&objects, Mode::Migrate);
+        let replica = reconciled(replica, migrations);
+        let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+        let event = expect_event(&mut server, type_, "RebalanceHeld", &note).await;
+        assert_eq!(event["regarding"]["name"], "qwen3-0-6b-engine", "{case}");
+        reconciling.await.expect("no panic").expect(case);
+        // The resync: the same hold, no second Event, no write (one would go unanswered).
+        reconcile(replica, ctx).await.expect(case);
+    }
+}
+
+/// Under migrationPolicy Never there is no plan to request, and the annotation `recommend`
+/// lowers migrate to a recommendation: no write either way.
+#[tokio::test(start_paused = true)]
+async fn never_and_a_lowered_mode_write_nothing() {
+    let never = changed(ready_cluster(), "InferenceService", "qwen3-0-6b", |service| {
+        service["spec"]["engine"]["lifecycle"] = json!({"migrationPolicy": {"mode": "Never"}});
+    });
+    let Harness {
+        ctx,
+        replica,
+        server,
+        _writers,
+    } = harness(&never, Mode::Migrate);
+    reconcile(reconciled(replica, None), ctx)
+        .await
+        .expect("no plan, no request");
+    drop(server);
+
+    let lowered = changed(ready_cluster(), "InferenceService", "qwen3-0-6b", |service| {
+        service["metadata"]["annotations"] = json!({"spread.ome.io/rebalance": "recommend"});
+    });
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness(&lowered, Mode::Migrate);
+    let replica = reconciled(replica, None);
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    expect_event(&mut server, "Normal", "RebalanceRecommended", FIRST_MOVE).await;
+    reconciling.await.expect("no panic").expect("reconciled");
+}
+
+/// A new controller (a restart, or another leader) over the objects of a migration under way
+/// sends no duplicate: while OME has not taken the request (the annotation is pending), and
+/// once it has (its record is active).
+#[tokio::test(start_paused = true)]
+async fn a_restart_mid_migration_sends_no_duplicate() {
+    let ledger = json!([{"uuid": "0b6d3f2e-8f3a-4c55-9d0e-5a1c2b3d4e5f", "component": "engine", "instance": 2,
+        "from_node": "gpu-node-1", "at": minutes_ago(2)}])
+    .to_string();
+    let key = "ome.io/migration-request-v1-0b6d3f2e-8f3a-4c55-9d0e-5a1c2b3d4e5f";
+    let pending = changed(ready_cluster(), "InferenceService", "qwen3-0-6b", |service| {
+        service["metadata"]["annotations"] = json!({"spread.ome.io/rebalance-requests": ledger.clone(), key: "{}"});
+    });
+    let taken = changed(ready_cluster(), "InferenceService", "qwen3-0-6b", |service| {
+        service["metadata"]["annotations"] = json!({"spread.ome.io/rebalance-requests": ledger.clone()});
+    });
+    let record = json!([{"requestUUID": "0b6d3f2e-8f3a-4c55-9d0e-5a1c2b3d4e5f", "trigger": "Manual",
+        "sourceInstance": 2, "phase": "Draining", "startedAt": minutes_ago(2)}]);
+    let cases = [
+        (
+            pending,
+            None,
+            format!("InferenceService spread-demo/qwen3-0-6b has {key} pending: one migration at a time"),
+        ),
+        (
+            taken,
+            Some(record),
+            "migration 0b6d3f2e-8f3a-4c55-9d0e-5a1c2b3d4e5f of InferenceReplica spread-demo/qwen3-0-6b-engine is Draining: one migration at a time".to_owned(),
+        ),
+    ];
+    for (objects, migrations, why) in cases {
+        let Harness {
+            ctx,
+            replica,
+            mut server,
+            _writers,
+        } = harness(&objects, Mode::Migrate);
+        let replica = reconciled(replica, migrations);
+        let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+        expect_event(
+            &mut server,
+            "Normal",
+            "RebalanceHeld",
+            &format!("{why}. Next: {FIRST_MOVE}"),
+        )
+        .await;
+        reconciling.await.expect("no panic").expect("reconciled");
+    }
+}
+
+/// Two reconciles at once (the replica's and the InferenceService's triggers): one request.
+#[tokio::test(start_paused = true)]
+async fn two_reconciles_at_once_write_one_request() {
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness(&ready_cluster(), Mode::Migrate);
+    let replica = reconciled(replica, None);
+    let first = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let second = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (method, uri, body, respond) = next(&mut server).await;
+    assert_eq!((method.as_str(), uri.as_str()), ("PATCH", SERVICE_PATH));
+    assert!(
+        body["metadata"]["annotations"]
+            .as_object()
+            .is_some_and(|a| a.len() == 2)
+    );
+    answer(respond, StatusCode::OK, &patched());
+    let mut reasons = Vec::new();
+    for _ in 0..2 {
+        let (method, _, event, respond) = next(&mut server).await;
+        assert_eq!(method, "POST", "no second request: {event}");
+        reasons.push(event["reason"].as_str().unwrap_or_default().to_owned());
+        answer(respond, StatusCode::CREATED, &event);
+    }
+    reasons.sort();
+    assert_eq!(reasons, ["RebalanceHeld", "RebalanceRequested"]);
+    first.await.expect("no panic").expect("reconciled");
+    second.await.expect("no panic").expect("reconciled");
+}
+
+/// A request OME's webhook refuses: the refusal goes into the ledger alone, a Warning Event on
+/// the InferenceService names the request and OME's message, and the next try waits (backoff).
+#[tokio::test(start_paused = true)]
+async fn a_request_ome_rejects_is_named_kept_in_the_ledger_and_backed_off() {
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness(&ready_cluster(), Mode::Migrate);
+    let replica = reconciled(replica, None);
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (method, _, body, respond) = next(&mut server).await;
+    assert_eq!(method, "PATCH");
+    let annotations = body["metadata"]["annotations"]
+        .as_object()
+        .expect("annotations")
+        .clone();
+    let (key, value) = annotations
+        .iter()
+        .find(|(k, _)| k.starts_with("ome.io/migration-request-v1-"))
+        .expect("OME's request");
+    let uuid = key.trim_start_matches("ome.io/migration-request-v1-").to_owned();
+    let message = r#"admission webhook "inferenceservice.ome.io" denied the request: migration request: from_node gpu-node-1 hosts no pod of Instance 2"#;
+    answer(respond, StatusCode::BAD_REQUEST, &failure(400, message));
+
+    let (method, uri, ledger_only, respond) = next(&mut server).await;
+    assert_eq!((method.as_str(), uri.as_str()), ("PATCH", SERVICE_PATH));
+    let written = ledger_only["metadata"]["annotations"].as_object().expect("annotations");
+    assert_eq!(written.keys().collect::<Vec<_>>(), ["spread.ome.io/rebalance-requests"]);
+    let ledger: Value =
+        serde_json::from_str(written["spread.ome.io/rebalance-requests"].as_str().expect("")).expect("json");
+    assert_eq!(
+        (&ledger[0]["uuid"], &ledger[0]["rejected"]),
+        (&json!(uuid), &json!(message))
+    );
+    answer(respond, StatusCode::OK, &patched());
+
+    let rejected = format!(
+        "OME rejected {key}: {} on InferenceService spread-demo/qwen3-0-6b: {message}",
+        value.as_str().expect("a string")
+    );
+    let event = expect_event(&mut server, "Warning", "RebalanceRejected", &rejected).await;
+    assert_eq!(event["regarding"]["kind"], "InferenceService");
+    reconciling.await.expect("no panic").expect("reconciled");
+
+    let reconciling = tokio::spawn(reconcile(replica, ctx.clone()));
+    let (_, _, event, respond) = next(&mut server).await;
+    let note = event["note"].as_str().expect("a note");
+    assert_eq!(
+        (&event["type"], &event["reason"]),
+        (&json!("Warning"), &json!("RebalanceHeld"))
+    );
+    let backoff = format!(
+        "request {uuid} on InferenceService spread-demo/qwen3-0-6b was rejected ({message}): the engine's next request waits until "
+    );
+    assert!(note.starts_with(&backoff), "{note}");
+    answer(respond, StatusCode::CREATED, &event);
+    reconciling.await.expect("no panic").expect("reconciled");
+}
