@@ -67,7 +67,8 @@ wasm-target:
 # with the page, in WEB_DIR. wasm-bindgen-cli must be the version of the wasm-bindgen crate in
 # Cargo.lock (the generated glue and the module must agree), so it is checked and installed.
 WEB_TARGET := wasm32-unknown-unknown
-WEB_DIR := target/web
+# Not target/web: that is where cargo puts the `web` profile's own build files.
+WEB_DIR := target/playground
 WEB_WASM := target/$(WEB_TARGET)/web/ome_spread_web.wasm
 WASM_BINDGEN_VERSION := $(shell awk '$$0 == "name = \"wasm-bindgen\"" { getline; gsub(/[^0-9.]/, ""); print }' Cargo.lock)
 PORT ?= 8000
@@ -104,7 +105,7 @@ test: wasm-target web
 	$(CARGO) test --workspace
 	@if command -v node >/dev/null; then \
 		CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
-			$(CARGO) test --package ome-spread-web --target $(WEB_TARGET) --test answers; \
+			$(CARGO) test --package ome-spread-web --target $(WEB_TARGET) --test answers --test errors; \
 	else \
 		echo "the playground's tests in Node not run: they need Node.js (https://nodejs.org)"; [ "$$CI" != true ]; \
 	fi

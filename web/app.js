@@ -10,6 +10,16 @@ const element = (tag, attributes = {}, ...children) => {
   return node;
 };
 
+// The module's answer as JSON; a failure inside it (which would otherwise reach only the
+// console) becomes an answer with an error.
+function call(f, ...args) {
+  try {
+    return JSON.parse(f(...args));
+  } catch (failure) {
+    return { error: `The playground failed on this input (${failure}); please report it with the input.` };
+  }
+}
+
 function showError(id, message) {
   $(id).hidden = !message;
   $(id).textContent = message || "";
@@ -19,7 +29,7 @@ function runAdmission() {
   const objects = $("admit-objects").value, pod = $("admit-pod").value;
   $("admit-result").hidden = true;
   if (!pod.trim()) return showError("admit-error", "");
-  const answer = JSON.parse(admit(objects, pod, $("settings").value));
+  const answer = call(admit, objects, pod, $("settings").value);
   showError("admit-error", answer.error);
   if (answer.error) return;
   $("verdict").className = "verdict " + (answer.accepted ? "accepted" : "rejected");
@@ -41,7 +51,7 @@ function runDiagnosis() {
   const objects = $("diagnose-objects").value;
   $("diagnose-result").replaceChildren();
   if (!objects.trim()) return showError("diagnose-error", "");
-  const answer = JSON.parse(diagnose(objects, $("settings").value));
+  const answer = call(diagnose, objects, $("settings").value);
   showError("diagnose-error", answer.error);
   if (answer.error) return;
   for (const service of answer.services) {
@@ -66,8 +76,16 @@ function component(c) {
     element("p", {}, "What to do: " + c.action),
     plan(c),
     picture(c),
+    ...c.tables.map(table),
     element("details", {}, element("summary", {}, "As ome-spread explain prints it"), element("pre", {}, c.text)),
   );
+}
+
+// One of the seed's Step 2 tables, its first row the header.
+function table([header, ...rows]) {
+  return element("table", { class: "step2" },
+    element("thead", {}, element("tr", {}, ...header.map((cell) => element("th", { scope: "col" }, cell)))),
+    element("tbody", {}, ...rows.map((row) => element("tr", {}, ...row.map((cell) => element("td", {}, cell))))));
 }
 
 // The rebalance plan: each move with the command that requests it, or why a skew has none.
@@ -77,7 +95,7 @@ function plan(c) {
       `Move Instance ${m.instance} from ${m.fromNode} (${m.fromDomain}) to ${m.toDomain}: `,
       element("code", {}, m.command))));
   }
-  return c.noMove && c.reason === "Skewed" ? element("p", {}, `No migration to request: ${c.noMove}.`) : "";
+  return c.noMove ? element("p", {}, `No migration to request: ${c.noMove}.`) : "";
 }
 
 // One column per eligible domain, one box per Instance (its leader on top of its workers), and
@@ -119,13 +137,15 @@ function picture(c) {
 
 // An arrow per move, drawn once the columns are laid out: from the Instance's box to its
 // planned place.
+let drawings = 0;
 function arrows(columns, moves) {
+  const head = `head-${++drawings}`;
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
   svg.setAttribute("class", "arrows");
   svg.setAttribute("width", columns.scrollWidth);
   svg.setAttribute("height", columns.scrollHeight);
-  svg.innerHTML = '<defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" ' +
-    'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z"/></marker></defs>';
+  svg.innerHTML = `<defs><marker id="${head}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" ` +
+    `markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z"/></marker></defs>`;
   const origin = columns.getBoundingClientRect();
   moves.forEach((m, step) => {
     const from = columns.querySelector(`.instance[data-instance="${m.instance}"]`);
@@ -137,7 +157,7 @@ function arrows(columns, moves) {
     const x2 = (rightward ? b.left : b.right) - origin.left, y2 = b.top + b.height / 2 - origin.top;
     const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
     path.setAttribute("d", `M ${x1} ${y1} C ${(x1 + x2) / 2} ${y1}, ${(x1 + x2) / 2} ${y2}, ${x2} ${y2}`);
-    path.setAttribute("marker-end", "url(#head)");
+    path.setAttribute("marker-end", `url(#${head})`);
     svg.append(path);
   });
   columns.append(svg);
@@ -169,14 +189,14 @@ function loadMenu(menu) {
 }
 
 // A file dropped on a box replaces its text.
-function acceptDrops(box) {
+function acceptDrops(box, rerun) {
   box.addEventListener("dragover", (event) => event.preventDefault());
   box.addEventListener("drop", async (event) => {
     event.preventDefault();
     const file = event.dataTransfer.files[0];
     if (file) {
       box.value = await file.text();
-      run();
+      rerun();
     }
   });
 }
@@ -186,18 +206,22 @@ try {
   await init();
 } catch (error) {
   document.querySelector("main").replaceChildren(element("div", { class: "error", role: "alert" },
-    `The playground's module did not load: ${error}. Serve target/web as make web built it, .wasm as application/wasm.`));
+    `The playground's module did not load: ${error}. Serve target/playground as make web built it, .wasm as application/wasm.`));
   throw error;
 }
 loadMenu(JSON.parse(scenarios()));
 // A first visit shows the seed's example rather than empty boxes.
 $("scenario").value = "0";
 $("scenario").dispatchEvent(new Event("change"));
+// A box re-runs only its own pane (the settings, both): a whole cluster pasted into the diagnosis
+// takes seconds, and editing the pod should not wait for it.
+const panes = { "admit-objects": runAdmission, "admit-pod": runAdmission, "diagnose-objects": runDiagnosis };
 for (const box of document.querySelectorAll("textarea")) {
-  acceptDrops(box);
+  const rerun = panes[box.id] ?? run;
+  acceptDrops(box, rerun);
   box.addEventListener("input", () => {
     clearTimeout(pending);
-    pending = setTimeout(run, 250);
+    pending = setTimeout(rerun, 250);
   });
 }
 document.body.dataset.ready = "true";

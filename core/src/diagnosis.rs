@@ -210,13 +210,24 @@ pub(crate) fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Valu
     component
         .pods
         .iter()
-        .filter(|pod| {
-            let labels = &pod["metadata"]["labels"];
-            labels[labels::INFERENCE_SERVICE] == service
-                && labels[labels::COMPONENT] == kind
-                && matches!(labels[labels::RUNNER].as_str(), Some("default" | "leader"))
-        })
+        .filter(|pod| is_anchor(pod, service, kind))
         .collect()
+}
+
+/// Is `pod` a leader or only pod of the `kind` component of `service`?
+pub(crate) fn is_anchor(pod: &Value, service: &str, kind: &str) -> bool {
+    let labels = &pod["metadata"]["labels"];
+    labels[labels::INFERENCE_SERVICE] == service
+        && labels[labels::COMPONENT] == kind
+        && matches!(labels[labels::RUNNER].as_str(), Some("default" | "leader"))
+}
+
+/// Are both pods of the same Instance (its InferenceService, component and Instance index)?
+pub(crate) fn same_instance(pod: &Value, other: &Value) -> bool {
+    let (mine, theirs) = (&pod["metadata"]["labels"], &other["metadata"]["labels"]);
+    [labels::INFERENCE_SERVICE, labels::COMPONENT, labels::INSTANCE_INDEX]
+        .iter()
+        .all(|l| mine[l] == theirs[l])
 }
 
 fn names(pods: &[&Value]) -> String {

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use crate::columns;
-use crate::diagnosis::{self, DiagnosisError, Report};
+use crate::diagnosis::{self, DiagnosisError, Report, domain_of, is_anchor, same_instance};
 use crate::instance::{COMPONENTS, component_of};
 use crate::nodes::{Node, Nodes, Selection};
 use crate::rebalance::{self, NoPlan, Plan};
@@ -148,6 +148,33 @@ pub struct Explained<'a> {
     pub tables: Vec<Vec<Vec<String>>>,
     pub report: Report,
     pub plan: Result<Plan, NoPlan>,
+    /// The Instances as the diagnosis counts them, for the playground's picture.
+    pub instances: Vec<Drawn<'a>>,
+}
+
+/// An Instance as the playground draws it: its leader or only pod first, then its workers, and
+/// the eligible domain the diagnosis counts it in (None: counted in none, such as while its
+/// leader is Pending, or workers whose leader is not there).
+#[derive(Debug, PartialEq)]
+pub struct Drawn<'a> {
+    pub pods: Vec<&'a Value>,
+    pub domain: Option<String>,
+}
+
+impl Explained<'_> {
+    /// The `Spread` condition's status.
+    pub fn status(&self) -> &'static str {
+        if self.report.reason.holds() { "True" } else { "False" }
+    }
+
+    /// Why a skew gets no migration, when that is worth saying: not when there is no skew to fix
+    /// or the reason's own action is what to do.
+    pub fn no_move(&self) -> Option<String> {
+        match &self.plan {
+            Ok(_) | Err(NoPlan::WithinSkew | NoPlan::NotAMove(_)) => None,
+            Err(no_plan) => Some(no_plan.to_string()),
+        }
+    }
 }
 
 /// The components of `service` (or only `only`) that have an InferenceReplica, explained.
@@ -193,6 +220,7 @@ pub fn explain<'a>(
         let report = diagnosis::diagnose(&diagnosed, settings)?;
         let plan = rebalance::recommend(&diagnosed, &report, &objects.requested, settings);
         let tables = tables(replica, &pods, nodes, &report);
+        let instances = drawn(&pods, service, component, nodes, &report);
         explained.push(Explained {
             service,
             namespace,
@@ -202,6 +230,7 @@ pub fn explain<'a>(
             tables,
             report,
             plan,
+            instances,
         });
     }
     if explained.is_empty() {
@@ -226,8 +255,7 @@ pub fn text(explained: &[Explained]) -> String {
             text.push('\n');
         }
         let report = &component.report;
-        let status = if report.reason.holds() { "True" } else { "False" };
-        let _ = writeln!(text, "Spread: {status} ({})", report.reason.as_str());
+        let _ = writeln!(text, "Spread: {} ({})", component.status(), report.reason.as_str());
         let _ = writeln!(text, "Why: {}.", report.message);
         let _ = writeln!(text, "What to do: {}", report.action);
         write_plan(&mut text, component);
@@ -236,20 +264,48 @@ pub fn text(explained: &[Explained]) -> String {
 }
 
 /// The whole plan under "What to do", a move a line with its command; or why a skew has none.
-/// Nothing when there is no skew to fix, or the reason's own action is what to do.
 fn write_plan(text: &mut String, explained: &Explained) {
-    match &explained.plan {
-        Ok(plan) => {
-            for (step, m) in plan.moves.iter().enumerate() {
-                let described = m.describe(explained.service, explained.component, explained.namespace);
-                let _ = writeln!(text, "  {}. {described}", step + 1);
-            }
-        }
-        Err(NoPlan::WithinSkew | NoPlan::NotAMove(_)) => {}
-        Err(no_plan) => {
-            let _ = writeln!(text, "  No migration to request: {no_plan}.");
+    if let Ok(plan) = &explained.plan {
+        for (step, m) in plan.moves.iter().enumerate() {
+            let described = m.describe(explained.service, explained.component, explained.namespace);
+            let _ = writeln!(text, "  {}. {described}", step + 1);
         }
     }
+    if let Some(why) = explained.no_move() {
+        let _ = writeln!(text, "  No migration to request: {why}.");
+    }
+}
+
+/// Each leader or only pod with the workers of its Instance, in the pods' order, then the
+/// workers no leader here claims, one by one.
+fn drawn<'a>(pods: &[&'a Value], service: &str, kind: &str, nodes: &Nodes, report: &Report) -> Vec<Drawn<'a>> {
+    let key = report.in_effect.domain_key();
+    let mut claimed = vec![false; pods.len()];
+    let mut instances = Vec::new();
+    for (i, anchor) in pods.iter().enumerate() {
+        if !is_anchor(anchor, service, kind) {
+            continue;
+        }
+        claimed[i] = true;
+        let mut members = vec![*anchor];
+        for (j, pod) in pods.iter().enumerate() {
+            if !claimed[j] && !is_anchor(pod, service, kind) && same_instance(pod, anchor) {
+                claimed[j] = true;
+                members.push(pod);
+            }
+        }
+        let domain = key
+            .and_then(|key| domain_of(nodes, anchor, key))
+            .filter(|domain| report.instances_per_domain.contains_key(*domain))
+            .cloned();
+        instances.push(Drawn { pods: members, domain });
+    }
+    let unclaimed = pods.iter().zip(claimed).filter(|(_, claimed)| !claimed);
+    instances.extend(unclaimed.map(|(pod, _)| Drawn {
+        pods: vec![*pod],
+        domain: None,
+    }));
+    instances
 }
 
 /// The seed's Step 2 views: the replica's fields, the pods' terms, and the nodes the pods run on

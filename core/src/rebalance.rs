@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::diagnosis::{Component, Reason, Report, anchors, domain_of, eligible_nodes};
+use crate::diagnosis::{Component, Reason, Report, anchors, domain_of, eligible_nodes, same_instance};
 use crate::labels;
 use crate::nodes::{Node, Selection};
 use crate::room::{Requested, Resources};
@@ -198,14 +198,12 @@ fn domains_with_room(
 
 /// The pods of the anchor's Instance (a leader and its workers), at least the anchor.
 fn pods_per_instance(component: &Component, anchor: &Value) -> usize {
-    let mine = &anchor["metadata"]["labels"];
-    let same = |pod: &&Value| {
-        let labels = &pod["metadata"]["labels"];
-        [labels::INFERENCE_SERVICE, labels::COMPONENT, labels::INSTANCE_INDEX]
-            .iter()
-            .all(|l| labels[l] == mine[l])
-    };
-    component.pods.iter().filter(same).count().max(1)
+    component
+        .pods
+        .iter()
+        .filter(|pod| same_instance(pod, anchor))
+        .count()
+        .max(1)
 }
 
 /// Node slots counted in whole Instances of `size` pods: the domain takes `slots / size`, shared

@@ -1,11 +1,13 @@
 //! The policy's answer to one pod, as the policy-server would give it: the request is built as
 //! the API server sends a Pod CREATE, and the one host call is answered from the pasted objects.
 
+use std::cell::RefCell;
+
 use ome_spread::admission;
 use ome_spread_core::diagnosis::settings_in_effect;
 use ome_spread_core::explain::{Objects, namespace_of};
 use ome_spread_core::instance::COMPONENTS;
-use ome_spread_core::replica::ReplicaRef;
+use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
 use serde_json::{Map, Value, json};
 use similar::{ChangeTag, TextDiff};
 
@@ -25,12 +27,13 @@ fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
         ));
     }
     let objects = Objects::new(input::documents(objects, "objects")?);
-    let replicas = replicas(&objects)?;
     // A pod without a namespace (generateName) is created in the namespace of its objects.
-    let namespace = pod["metadata"]["namespace"]
-        .as_str()
-        .or_else(|| replicas.first().map(namespace_of))
-        .unwrap_or("default");
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_else(|| {
+        let owners = objects
+            .of_kind("InferenceReplica", None)
+            .chain(objects.of_kind("InferenceService", None));
+        owners.map(namespace_of).next().unwrap_or("default")
+    });
     let request = json!({
         "settings": settings,
         "request": {
@@ -42,7 +45,23 @@ fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
         },
     });
     let payload = serde_json::to_vec(&request).map_err(|e| format!("the request: {e}"))?;
-    let evaluation = admission::evaluate(&payload, |wanted| host(&replicas, wanted));
+    // What the pasted objects lack to make the pod's replica is the user's to fix, not the
+    // policy's answer: said instead of it.
+    let unusable = RefCell::new(None);
+    let evaluation = admission::evaluate(&payload, |wanted| {
+        host(&objects, wanted)
+            .inspect_err(|why| *unusable.borrow_mut() = Some(why.clone()))?
+            .map(|replica| replica.to_string().into_bytes())
+            .ok_or_else(|| {
+                format!(
+                    "Cannot find ome.io/v1beta1/InferenceReplica named '{}' inside of namespace 'Some(\"{}\")'",
+                    wanted.name, wanted.namespace
+                )
+            })
+    });
+    if let Some(why) = unusable.into_inner() {
+        return Err(why);
+    }
     let response: Value =
         serde_json::from_slice(&evaluation.response()).map_err(|e| format!("the policy's response: {e}"))?;
     let after = response.get("mutated_object").unwrap_or(&pod);
@@ -58,61 +77,69 @@ fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
     }))
 }
 
-/// The host call `get_resource` for the pod's InferenceReplica, worded as kwctl's host words
-/// its answers: the replica's JSON, or why there is none.
-fn host(replicas: &[Value], wanted: &ReplicaRef) -> Result<Vec<u8>, String> {
-    replicas
-        .iter()
-        .find(|r| r["metadata"]["name"] == wanted.name.as_str() && namespace_of(r) == wanted.namespace)
-        .map(|replica| replica.to_string().into_bytes())
-        .ok_or_else(|| {
-            format!(
-                "Cannot find ome.io/v1beta1/InferenceReplica named '{}' inside of namespace 'Some(\"{}\")'",
-                wanted.name, wanted.namespace
-            )
-        })
-}
-
-/// The InferenceReplicas pasted, and for each OMENative InferenceService's engine and decoder
-/// without one, the replica OME would make: the settings in effect projected onto its spec (M1).
-fn replicas(objects: &Objects) -> Result<Vec<Value>, String> {
-    let mut replicas: Vec<Value> = objects.of_kind("InferenceReplica", None).cloned().collect();
-    for service in objects.of_kind("InferenceService", None) {
-        if service["spec"]["deploymentMode"] != "OMENative" {
-            continue;
-        }
-        let runtime = objects.runtime_of(service);
-        let namespace = namespace_of(service);
+/// The host call `get_resource` for the pod's InferenceReplica: the one pasted, else the one OME
+/// would make for an OMENative InferenceService pasted (M1), else none (the host's not found,
+/// worded as kwctl words it, above). An error names what the pasted objects lack.
+fn host(objects: &Objects, wanted: &ReplicaRef) -> Result<Option<Value>, String> {
+    if let Some(replica) = objects.named("InferenceReplica", Some(&wanted.namespace), &wanted.name) {
+        return Ok(Some(replica.clone()));
+    }
+    for service in objects.of_kind("InferenceService", Some(&wanted.namespace)) {
         let name = service["metadata"]["name"].as_str().unwrap_or_default();
-        for component in COMPONENTS {
-            let configured = !service["spec"][component].is_null()
-                || runtime.is_some_and(|r| !r["spec"][format!("{component}Config")].is_null());
-            let replica = ReplicaRef::for_component(namespace, name, component).name;
-            if !configured || objects.named("InferenceReplica", Some(namespace), &replica).is_some() {
-                continue;
-            }
-            let in_effect = settings_in_effect(service, runtime, component).map_err(|e| e.to_string())?;
-            let mut spec = Map::new();
-            spec.insert("component".into(), component.into());
-            let fields = [
-                ("topologySpread", in_effect.spread.map(|s| s.as_str().to_owned())),
-                ("topologySpreadKey", in_effect.spread_key),
-                ("topologyKey", in_effect.topology_key),
-            ];
-            for (field, value) in fields {
-                if let Some(value) = value {
-                    spec.insert(field.into(), value.into());
-                }
-            }
-            replicas.push(json!({
-                "apiVersion": "ome.io/v1beta1",
-                "kind": "InferenceReplica",
-                "metadata": { "name": replica, "namespace": namespace },
-                "spec": spec,
-            }));
+        let component = COMPONENTS
+            .into_iter()
+            .find(|c| ReplicaRef::for_component(&wanted.namespace, name, c).name == wanted.name);
+        if let (Some(component), true) = (component, service["spec"]["deploymentMode"] == "OMENative") {
+            return projected(objects, service, component);
         }
     }
-    Ok(replicas)
+    Ok(None)
+}
+
+/// The replica OME makes for `component` of `service`: the settings in effect projected onto its
+/// spec; None when neither the service nor its runtime configures the component.
+fn projected(objects: &Objects, service: &Value, component: &str) -> Result<Option<Value>, String> {
+    let named = &service["spec"]["runtime"];
+    let runtime = match RuntimeRef::of(named["kind"].as_str(), named["name"].as_str()) {
+        None => None,
+        Some(reference) => Some(objects.runtime_of(service).ok_or_else(|| {
+            format!(
+                "objects: InferenceService {}/{} spec.runtime names {} {}, which is not among them: paste it too",
+                namespace_of(service),
+                service["metadata"]["name"].as_str().unwrap_or_default(),
+                reference.kind(),
+                reference.name()
+            )
+        })?),
+    };
+    let configured = !service["spec"][component].is_null()
+        || runtime.is_some_and(|r| !r["spec"][format!("{component}Config")].is_null());
+    if !configured {
+        return Ok(None);
+    }
+    let in_effect = settings_in_effect(service, runtime, component).map_err(|e| e.to_string())?;
+    let mut spec = Map::new();
+    spec.insert("component".into(), component.into());
+    let fields = [
+        ("topologySpread", in_effect.spread.map(|s| s.as_str().to_owned())),
+        ("topologySpreadKey", in_effect.spread_key),
+        ("topologyKey", in_effect.topology_key),
+    ];
+    for (field, value) in fields {
+        if let Some(value) = value {
+            spec.insert(field.into(), value.into());
+        }
+    }
+    let name = service["metadata"]["name"].as_str().unwrap_or_default();
+    Ok(Some(json!({
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceReplica",
+        "metadata": {
+            "name": ReplicaRef::for_component(namespace_of(service), name, component).name,
+            "namespace": namespace_of(service),
+        },
+        "spec": spec,
+    })))
 }
 
 /// The pod after the policy, as YAML lines, each marked when the policy added or changed it.

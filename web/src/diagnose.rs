@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use ome_spread_core::explain::{Explained, Objects, explain, namespace_of, text};
 use ome_spread_core::labels;
-use ome_spread_core::nodes::Nodes;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
@@ -18,17 +17,20 @@ pub fn diagnose(objects: &str, settings: &str) -> Value {
 fn answer(objects: &str, settings: &str) -> Result<Value, String> {
     let (_, settings) = input::settings(settings)?;
     let objects = Objects::new(input::documents(objects, "objects")?);
-    let nodes = objects.nodes();
     let services: Vec<Value> = objects
         .of_kind("InferenceService", None)
         .map(|service| {
             let name = service["metadata"]["name"].as_str().unwrap_or_default();
             let namespace = namespace_of(service);
+            if name.is_empty() {
+                let error = format!("an InferenceService in {namespace} has no metadata.name: give it its name");
+                return json!({ "name": name, "namespace": namespace, "error": error });
+            }
             match explain(name, namespace, None, &objects, "the objects", &settings) {
                 Ok(explained) => json!({
                     "name": name,
                     "namespace": namespace,
-                    "components": explained.iter().map(|e| component(e, nodes, &settings)).collect::<Vec<_>>(),
+                    "components": explained.iter().map(|e| component(e, &settings)).collect::<Vec<_>>(),
                 }),
                 Err(error) => json!({ "name": name, "namespace": namespace, "error": error.to_string() }),
             }
@@ -44,7 +46,7 @@ fn answer(objects: &str, settings: &str) -> Result<Value, String> {
     Ok(json!({ "services": services }))
 }
 
-fn component(explained: &Explained, nodes: &Nodes, settings: &Settings) -> Value {
+fn component(explained: &Explained, settings: &Settings) -> Value {
     let report = &explained.report;
     json!({
         "component": explained.component,
@@ -52,45 +54,32 @@ fn component(explained: &Explained, nodes: &Nodes, settings: &Settings) -> Value
         "tables": explained.tables,
         "text": text(std::slice::from_ref(explained)),
         "reason": report.reason.as_str(),
-        "status": if report.reason.holds() { "True" } else { "False" },
+        "status": explained.status(),
         "why": report.message,
         "action": report.action,
         "key": report.in_effect.domain_key(),
         "skew": report.skew,
         "maxSkew": settings.max_skew,
-        "domains": picture(explained, nodes),
+        "domains": picture(explained),
         "moves": moves(explained),
-        "noMove": explained.plan.as_ref().err().map(ToString::to_string),
+        "noMove": explained.no_move(),
     })
 }
 
-/// The eligible domains in order, each with the Instances whose leader (or only pod) runs there;
-/// the Instances placed nowhere eligible (or not yet) under `null`. An Instance's pods are listed
-/// leader first, each with its node (`null` while Pending).
-fn picture(explained: &Explained, nodes: &Nodes) -> Vec<Value> {
-    let key = explained.report.in_effect.domain_key();
-    let mut instances: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
-    for pod in &explained.pods {
-        let index = pod["metadata"]["labels"][labels::INSTANCE_INDEX]
-            .as_str()
-            .and_then(|i| i.parse().ok())
-            .unwrap_or(u64::MAX);
-        instances.entry(index).or_default().push(pod);
-    }
+/// The eligible domains in order, each with the Instances the diagnosis counts there, then
+/// (under `null`) those it counts nowhere. An Instance's pods are listed leader first, each with
+/// its node (`null` while Pending).
+fn picture(explained: &Explained) -> Vec<Value> {
     let mut domains: BTreeMap<Option<&str>, Vec<Value>> = explained
         .report
         .instances_per_domain
         .keys()
         .map(|d| (Some(d.as_str()), Vec::new()))
         .collect();
-    for (index, mut pods) in instances {
-        pods.sort_by_key(|p| p["metadata"]["labels"][labels::RUNNER] == "worker");
-        let domain = key.and_then(|key| {
-            let node = pods.first()?["spec"]["nodeName"].as_str()?;
-            let domain = nodes.get(node)?.labels.get(key)?;
-            domains.contains_key(&Some(domain.as_str())).then_some(domain.as_str())
-        });
-        let pods: Vec<Value> = pods
+    for instance in &explained.instances {
+        let anchor = instance.pods[0];
+        let pods: Vec<Value> = instance
+            .pods
             .iter()
             .map(|p| {
                 json!({
@@ -100,18 +89,16 @@ fn picture(explained: &Explained, nodes: &Nodes) -> Vec<Value> {
                 })
             })
             .collect();
-        let index = (index != u64::MAX).then_some(index);
-        domains
-            .entry(domain)
-            .or_default()
-            .push(json!({ "index": index, "pods": pods }));
+        let index = &anchor["metadata"]["labels"][labels::INSTANCE_INDEX];
+        let box_ = json!({ "index": index, "pods": pods });
+        domains.entry(instance.domain.as_deref()).or_default().push(box_);
     }
-    let placed_nowhere = domains.remove(&None);
+    let counted_nowhere = domains.remove(&None);
     let mut columns: Vec<Value> = domains
         .into_iter()
         .map(|(domain, instances)| json!({ "domain": domain, "instances": instances }))
         .collect();
-    if let Some(instances) = placed_nowhere {
+    if let Some(instances) = counted_nowhere {
         columns.push(json!({ "domain": null, "instances": instances }));
     }
     columns

@@ -16,8 +16,11 @@ pub fn documents(text: &str, what: &str) -> Result<Vec<Value>, String> {
             max_total_scalar_bytes: 1 << 30,
         },
     };
-    let documents: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| format!("{what}: {e}"))?;
+    let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
+        let message = e.to_string();
+        // The reader's own "error: " prefix, said once: the box names the error already.
+        format!("{what}: {}", message.strip_prefix("error: ").unwrap_or(&message))
+    })?;
     Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
 }
 

@@ -252,7 +252,9 @@ spec:
     assert_eq!(
         answer["patch"],
         json!([{"op": "add", "path": "/spec/topologySpreadConstraints",
-            "value": answer["pod"]["spec"]["topologySpreadConstraints"]}])
+            "value": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine",
+                    "ome.io/runner": "default"}}}]}])
     );
     // An InferenceService on another mode makes no replica: the host finds none (P3).
     let answer = admit(
@@ -263,4 +265,86 @@ spec:
     assert_eq!(answer["accepted"], true, "{answer}");
     assert_eq!(answer["mutated"], false);
     assert_eq!(answer["warnings"].as_array().map(Vec::len), Some(1));
+}
+
+/// The picture counts what the diagnosis counts: an Instance is its leader (or only pod), in the
+/// eligible domain of the leader's node; its workers are drawn under it; a Pending leader, or
+/// workers without a leader, are counted in no domain. Expected columns written by hand.
+#[test]
+fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
+    let pod = |name: &str, runner: &str, index: &str, node: Option<&str>| {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "d", "labels": {"ome.io/managed-by": "OMENative",
+                "ome.io/inferenceservice": "ds", "component": "engine", "ome.io/runner": runner,
+                "ome.io/instance-index": index}},
+            "spec": {"containers": [{"name": "engine"}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        if runner == "leader" {
+            // As the policy gives it (P5), so that the diagnosis counts the placement.
+            pod["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "ds", "component": "engine",
+                    "ome.io/runner": "leader"}}}]);
+        }
+        pod
+    };
+    let node = |name: &str, zone: &str| {
+        json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}}})
+    };
+    let spread = json!({"topologySpread": "Required", "topologySpreadKey": "topology.kubernetes.io/zone"});
+    let mut replica_spec = spread.clone();
+    replica_spec["component"] = json!("engine");
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "ds", "namespace": "d"},
+            "spec": {"deploymentMode": "OMENative", "engine": spread}},
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": {"name": "ds-engine", "namespace": "d"},
+            "spec": replica_spec},
+        node("node-a", "zone-a"), node("node-b", "zone-b"),
+        pod("ds-engine-0-leader-0", "leader", "0", Some("node-a")),
+        pod("ds-engine-0-worker-1", "worker", "0", Some("node-a")),
+        pod("ds-engine-1-leader-0", "leader", "1", None),
+        pod("ds-engine-1-worker-1", "worker", "1", Some("node-b")),
+        pod("ds-engine-2-worker-1", "worker", "2", Some("node-b")),
+    ]});
+    let answer = diagnose(&objects.to_string(), "");
+    let drawn = |pods: &[(&str, &str, Option<&str>)]| -> Value {
+        pods.iter()
+            .map(|(name, runner, node)| json!({"name": name, "runner": runner, "node": node}))
+            .collect()
+    };
+    assert_eq!(
+        answer["services"][0]["components"][0]["domains"],
+        json!([
+            {"domain": "zone-a", "instances": [{"index": "0", "pods": drawn(&[
+                ("ds-engine-0-leader-0", "leader", Some("node-a")), ("ds-engine-0-worker-1", "worker", Some("node-a"))])}]},
+            {"domain": "zone-b", "instances": []},
+            {"domain": null, "instances": [
+                {"index": "1", "pods": drawn(&[
+                    ("ds-engine-1-leader-0", "leader", None), ("ds-engine-1-worker-1", "worker", Some("node-b"))])},
+                {"index": "2", "pods": drawn(&[("ds-engine-2-worker-1", "worker", Some("node-b"))])},
+            ]},
+        ]),
+        "{answer}"
+    );
+
+    // The seed's example without Instance indexes: still one Instance per pod, one per zone.
+    let seed = read(&repository().join("controller/tests/data/seed.yaml"));
+    let unindexed: String = seed
+        .lines()
+        .filter(|l| !l.contains("ome.io/instance-index"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let answer = diagnose(&unindexed, "");
+    let component = &answer["services"][0]["components"][0];
+    let counts: Vec<(Value, usize)> = component["domains"]
+        .as_array()
+        .expect("domains")
+        .iter()
+        .map(|d| (d["domain"].clone(), d["instances"].as_array().map_or(0, Vec::len)))
+        .collect();
+    assert_eq!(counts, [(json!("zone-a"), 1), (json!("zone-b"), 1)], "{answer}");
+    assert_eq!(component["reason"], "Satisfied");
 }

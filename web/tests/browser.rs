@@ -1,7 +1,7 @@
-//! The playground in a real browser: the built page (`make web`, in target/web) served on
+//! The playground in a real browser: the built page (`make web`, in target/playground) served on
 //! loopback, driven in headless Chromium over WebDriver (Debian's chromium and chromium-driver).
 //! Skipped, saying why, on a machine without them; under CI=true (`.ci/run` installs them) a
-//! missing piece fails. Screenshots go to target/web-test.
+//! missing piece fails. Screenshots go to target/playground-test.
 
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -83,8 +83,8 @@ async fn texts(client: &Client, css: &str) -> Vec<String> {
 }
 
 async fn screenshot(client: &Client, name: &str) {
-    let folder = repository().join("target/web-test");
-    std::fs::create_dir_all(&folder).expect("target/web-test");
+    let folder = repository().join("target/playground-test");
+    std::fs::create_dir_all(&folder).expect("target/playground-test");
     let png = client.screenshot().await.expect("a screenshot");
     std::fs::write(folder.join(name), png).expect("the screenshot written");
 }
@@ -98,7 +98,7 @@ struct Browser {
 }
 
 async fn open_page() -> Option<Browser> {
-    let site = repository().join("target/web");
+    let site = repository().join("target/playground");
     if let Some(missing) = missing(&site) {
         assert_ne!(
             std::env::var("CI").as_deref(),
@@ -177,6 +177,17 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
     assert_eq!(
         texts(&client, ".domain .pod").await,
         ["default · gpu-node-1", "default · gpu-node-2"]
+    );
+    // The seed's Step 2 tables, as explain prints them.
+    assert_eq!(
+        texts(&client, "table.step2 tbody tr").await,
+        [
+            "qwen3-0-6b-engine Required topology.kubernetes.io/zone <none>",
+            "qwen3-0-6b-engine-0-default-0 topology.kubernetes.io/zone DoNotSchedule gpu-node-1",
+            "qwen3-0-6b-engine-1-default-0 topology.kubernetes.io/zone DoNotSchedule gpu-node-2",
+            "gpu-node-1 zone-a",
+            "gpu-node-2 zone-b",
+        ]
     );
     assert_eq!(
         texts(&client, "#verdict").await,
@@ -264,7 +275,7 @@ async fn diagnosis_of_the_large_cluster_natively_and_in_chromium() {
     let Some(browser) = open_page().await else {
         return;
     };
-    std::fs::write(repository().join("target/web/bench-cluster.yaml"), &text).expect("the cluster written");
+    std::fs::write(repository().join("target/playground/bench-cluster.yaml"), &text).expect("the cluster written");
     let started = Instant::now();
     let answer: Value = serde_json::from_str(&ome_spread_web::diagnose_json(&text, "")).expect("JSON");
     let native = started.elapsed();
@@ -306,7 +317,7 @@ async fn diagnosis_of_the_large_cluster_natively_and_in_chromium() {
         .await
         .expect("the diagnosis in Chromium");
     // Not left among the files a user would host.
-    std::fs::remove_file(repository().join("target/web/bench-cluster.yaml")).expect("the cluster removed");
+    std::fs::remove_file(repository().join("target/playground/bench-cluster.yaml")).expect("the cluster removed");
     assert_eq!(satisfied(&measured["answer"]), Some(cluster::REPLICAS));
     let browser_ms = measured["ms"].as_f64().expect("ms");
     let native_ms = native.as_secs_f64() * 1000.0;

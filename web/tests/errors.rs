@@ -1,8 +1,11 @@
 //! Bad input pasted into the playground: one clear message naming what was pasted, the object,
 //! the field and the value, never a blank answer or a panic. Expected messages written by hand.
+//! Natively, and compiled to wasm in Node (`make test`).
 
 use ome_spread_web::{admit, diagnose};
 use serde_json::Value;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 const REPLICA: &str = "apiVersion: ome.io/v1beta1
 kind: InferenceReplica
@@ -122,4 +125,43 @@ fn a_replica_that_is_not_there_is_answered_as_the_host_answers() {
         answer["message"],
         "cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'Some(\"spread-demo\")'"
     );
+}
+
+#[test]
+fn a_runtime_the_inference_service_names_must_be_pasted_with_it() {
+    let service = "apiVersion: ome.io/v1beta1
+kind: InferenceService
+metadata: {name: qwen3-0-6b, namespace: spread-demo}
+spec:
+  deploymentMode: OMENative
+  runtime: {name: srt-qwen3-0-6b}
+  engine: {topologySpreadKey: topology.kubernetes.io/zone}
+";
+    // A runtime without a kind is a ClusterServingRuntime, OME's default.
+    assert_eq!(
+        error(admit(service, POD, "")),
+        "objects: InferenceService spread-demo/qwen3-0-6b spec.runtime names ClusterServingRuntime srt-qwen3-0-6b, which is not among them: paste it too"
+    );
+    // Only the pod's own InferenceService matters: another one's missing runtime is not its.
+    let other = service.replace("name: qwen3-0-6b,", "name: other,");
+    let answer = admit(&format!("{REPLICA}---\n{other}"), POD, "");
+    assert_eq!(answer["accepted"], true, "{answer}");
+}
+
+#[test]
+fn an_inference_service_without_a_name_is_named_by_what_it_lacks() {
+    let answer = diagnose(
+        "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {namespace: d}\n",
+        "",
+    );
+    assert_eq!(
+        answer["services"][0]["error"],
+        "an InferenceService in d has no metadata.name: give it its name"
+    );
+}
+
+#[test]
+fn the_yaml_readers_message_is_said_once() {
+    let message = error(admit("kind: [InferenceReplica", POD, ""));
+    assert!(message.starts_with("objects: line 1 column "), "{message}");
 }
