@@ -68,7 +68,8 @@ enum Command {
         #[arg(long)]
         log_json: bool,
         /// What to do about a skew a migration can fix: nothing, recommend the moves (an Event and
-        /// a metric), or request them (not yet supported). An InferenceService's
+        /// a metric), or request them of OME one at a time (needs
+        /// deploy/controller-rbac-rebalance.yaml). An InferenceService's
         /// `spread.ome.io/rebalance` annotation can only lower it.
         #[arg(long, value_enum, default_value = "recommend", env = "OME_SPREAD_REBALANCE")]
         rebalance: Mode,
@@ -128,7 +129,6 @@ fn main() -> ExitCode {
         } => {
             logs(log_json);
             let run = explain::read_settings(settings.as_deref()).and_then(|settings| {
-                let rebalance = rebalance.supported().map_err(|e| e.to_string())?;
                 runtime()?.block_on(serve_and_lead(
                     controller::Options {
                         settings,

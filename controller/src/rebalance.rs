@@ -24,20 +24,7 @@ pub enum Mode {
     Migrate,
 }
 
-/// `--rebalance migrate` before the migrations are built.
-#[derive(Debug, thiserror::Error)]
-#[error("--rebalance migrate is not yet supported: use off or recommend")]
-pub struct MigrateNotSupported;
-
 impl Mode {
-    /// The controller's mode, as far as it is built.
-    pub fn supported(self) -> Result<Self, MigrateNotSupported> {
-        match self {
-            Self::Migrate => Err(MigrateNotSupported),
-            mode => Ok(mode),
-        }
-    }
-
     /// The name the flag and the annotation spell it with.
     pub fn name(self) -> &'static str {
         match self {
@@ -184,7 +171,12 @@ mod tests {
                 "{controller:?} {annotation:?}"
             );
         }
-        assert_eq!(Mode::Recommend.supported().ok(), Some(Mode::Recommend));
-        assert!(Mode::Migrate.supported().is_err());
+        for mode in [Mode::Off, Mode::Recommend, Mode::Migrate] {
+            assert_eq!(
+                <Mode as clap::ValueEnum>::from_str(mode.name(), false),
+                Ok(mode),
+                "the flag's spelling"
+            );
+        }
     }
 }

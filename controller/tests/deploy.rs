@@ -151,7 +151,8 @@ fn the_deployment_runs_the_controller_with_its_probes_metrics_and_identity() {
     assert_eq!(pod["serviceAccountName"], "ome-spread-controller");
     let container = &pod["containers"][0];
     assert_eq!(container["args"][0], "controller");
-    // The shipped rebalance mode is one this controller runs with (migrate would stop it).
+    // The shipped rebalance mode writes nothing to OME's objects: migrate is opted into, with
+    // its own RBAC (controller-rbac-rebalance.yaml).
     let args: Vec<&str> = container["args"]
         .as_array()
         .expect("args")
@@ -163,8 +164,7 @@ fn the_deployment_runs_the_controller_with_its_probes_metrics_and_identity() {
         .find(|w| w[0] == "--rebalance")
         .map(|w| w[1])
         .expect("--rebalance");
-    let mode = <Mode as clap::ValueEnum>::from_str(mode, false).expect("a mode");
-    assert_eq!(mode.supported().ok(), Some(Mode::Recommend));
+    assert_eq!(<Mode as clap::ValueEnum>::from_str(mode, false), Ok(Mode::Recommend));
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     let env: Vec<(&str, &str)> = container["env"]
@@ -187,4 +187,64 @@ fn the_deployment_runs_the_controller_with_its_probes_metrics_and_identity() {
     );
     assert_eq!(service["spec"]["ports"][0]["name"], "metrics");
     assert_eq!(service["spec"]["ports"][0]["targetPort"], container["ports"][0]["name"]);
+}
+
+/// The rules of the ClusterRoles in `file`, each as (apiGroup, resource, verb), and the
+/// ServiceAccounts they are bound to.
+fn rules(file: &str) -> (Vec<(String, String, String)>, Vec<Value>) {
+    let objects = documents(file);
+    let mut rules = Vec::new();
+    for role in objects.iter().filter(|o| o["kind"] == "ClusterRole") {
+        for rule in role["rules"].as_array().expect("rules") {
+            for group in rule["apiGroups"].as_array().expect("apiGroups") {
+                for resource in rule["resources"].as_array().expect("resources") {
+                    for verb in rule["verbs"].as_array().expect("verbs") {
+                        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                        rules.push((text(group), text(resource), text(verb)));
+                    }
+                }
+            }
+        }
+    }
+    let subjects = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRoleBinding")
+        .flat_map(|b| b["subjects"].as_array().cloned().unwrap_or_default())
+        .collect();
+    (rules, subjects)
+}
+
+/// SPEC section 5: `patch` on inferenceservices only in a separate manifest, so that `off` and
+/// `recommend` keep least privilege; that manifest grants it and nothing else, to the
+/// controller's own ServiceAccount.
+#[test]
+fn migrate_alone_may_patch_inferenceservices_in_its_own_manifest() {
+    let (default, default_subjects) = rules("controller-rbac.yaml");
+    let writes: Vec<&(String, String, String)> = default
+        .iter()
+        .filter(|(_, _, verb)| !["get", "list", "watch"].contains(&verb.as_str()))
+        .collect();
+    let expected_writes = [
+        ("ome.io", "inferencereplicas/status", "patch"),
+        ("events.k8s.io", "events", "create"),
+        ("events.k8s.io", "events", "patch"),
+    ];
+    assert_eq!(
+        writes
+            .iter()
+            .map(|(g, r, v)| (g.as_str(), r.as_str(), v.as_str()))
+            .collect::<Vec<_>>(),
+        expected_writes,
+        "the default RBAC writes only the condition and Events"
+    );
+    let (rebalance, rebalance_subjects) = rules("controller-rbac-rebalance.yaml");
+    assert_eq!(
+        rebalance,
+        [("ome.io".to_owned(), "inferenceservices".to_owned(), "patch".to_owned())]
+    );
+    assert_eq!(
+        rebalance_subjects,
+        [json!({"kind": "ServiceAccount", "name": "ome-spread-controller", "namespace": "ome-spread"})]
+    );
+    assert_eq!(rebalance_subjects, default_subjects, "the same controller");
 }

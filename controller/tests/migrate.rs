@@ -180,6 +180,18 @@ async fn each_guardrail_holds_the_request_and_says_so_once() {
     let not_ready = changed(ready_cluster(), "Pod", "qwen3-0-6b-engine-1-default-0", |pod| {
         pod["status"]["conditions"][0]["status"] = json!("False");
     });
+    // A fourth Instance not yet placed: it is not counted, the plan is the same.
+    let mut unplaced = ready_cluster();
+    let mut pending_pod = unplaced
+        .iter()
+        .find(|o| o["metadata"]["name"] == "qwen3-0-6b-engine-1-default-0")
+        .expect("a pod")
+        .clone();
+    pending_pod["metadata"]["name"] = json!("qwen3-0-6b-engine-3-default-0");
+    pending_pod["metadata"]["labels"]["ome.io/instance-index"] = json!("3");
+    pending_pod["spec"].as_object_mut().expect("a spec").remove("nodeName");
+    pending_pod["status"] = json!({"phase": "Pending"});
+    unplaced.push(pending_pod);
     let mut other_pending = ready_cluster();
     other_pending.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
         "metadata": {"name": "llama", "namespace": "team-b",
@@ -201,6 +213,15 @@ async fn each_guardrail_holds_the_request_and_says_so_once() {
             "Normal",
             format!(
                 "pod qwen3-0-6b-engine-1-default-0 is not Ready: every Instance of the component must be Ready first{next}"
+            ),
+        ),
+        (
+            "a pod Pending",
+            unplaced,
+            None,
+            "Normal",
+            format!(
+                "pod qwen3-0-6b-engine-3-default-0 is Pending: every pod of the component must be placed first{next}"
             ),
         ),
         (
