@@ -348,3 +348,27 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
     assert_eq!(counts, [(json!("zone-a"), 1), (json!("zone-b"), 1)], "{answer}");
     assert_eq!(component["reason"], "Satisfied");
 }
+
+/// The lines marked as the policy's: P12 completes OME's own constraint in place (two lines
+/// inside it), P6 keeps it as it is (no line marked, nothing mutated).
+#[test]
+fn the_lines_the_policy_added_or_completed_are_marked() {
+    let case = |name: &str| {
+        let case = repository().join("tests/data/cases").join(name);
+        let request: Value = serde_json::from_str(&read(&case.join("request.json"))).expect("request.json");
+        let pod = serde_saphyr::to_string(&request["request"]["object"]).expect("the pod as YAML");
+        let objects = pasted_objects(&case).expect("a replica");
+        admit(&objects, &pod, &read(&case.join("settings.json")))
+    };
+    let marked = |answer: &Value| -> Vec<String> {
+        let lines = answer["lines"].as_array().expect("lines");
+        let added = lines.iter().filter(|l| l["added"] == true);
+        added
+            .map(|l| l["text"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let completed = case("p12_settings_complete_omes_constraint_in_place");
+    assert_eq!(marked(&completed), ["    minDomains: 3", "    nodeTaintsPolicy: Honor"]);
+    let kept = case("p6_ome_constraint_on_the_spread_key_is_kept");
+    assert_eq!((marked(&kept), &kept["mutated"]), (Vec::<String>::new(), &json!(false)));
+}
