@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::{StreamExt, TryStreamExt, future};
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::{Node as KubeNode, NodeStatus, Pod};
 use kube::api::Api;
 use kube::runtime::controller::Controller;
 use kube::runtime::events::{Recorder, Reporter};
@@ -173,9 +173,13 @@ fn node_changes(
     watcher(Api::<KubeNode>::all(client), watcher::Config::default())
         .default_backoff()
         .modify(|node: &mut KubeNode| {
-            // The diagnosis reads labels and spec; a node's status (its images) is most of its size.
+            // The diagnosis reads labels and spec, the rebalance plan `status.allocatable`; the
+            // rest of a node's status (its images) is most of its size.
             node.metadata.managed_fields = None;
-            node.status = None;
+            node.status = node.status.take().map(|status| NodeStatus {
+                allocatable: status.allocatable,
+                ..NodeStatus::default()
+            });
         })
         .reflect(writer)
         .filter_map(move |event| {

@@ -259,6 +259,17 @@ impl ApiServer {
                         object["spec"][field] = value.clone();
                     }
                 }
+                if resource == "inferenceservices" {
+                    // A merge patch of annotations, refused when its resourceVersion is stale.
+                    let version = &body["metadata"]["resourceVersion"];
+                    if !version.is_null() && *version != object["metadata"]["resourceVersion"] {
+                        let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409});
+                        return respond(409, &conflict);
+                    }
+                    for (key, value) in body["metadata"]["annotations"].as_object().into_iter().flatten() {
+                        object["metadata"]["annotations"][key] = value.clone();
+                    }
+                }
                 let stored = self.put(object);
                 respond(200, &stored)
             }
@@ -462,4 +473,173 @@ fn rebalance_migrate_starts_and_connects() {
     assert_eq!(output.status.code(), Some(1), "{printed}");
     assert!(printed.contains("connecting to the cluster"), "{printed}");
     assert!(!printed.contains("not yet supported"), "{printed}");
+}
+
+/// The Skewed fixture (zone-a: 3 Instances, zone-b: 0) with every pod Ready, and gpu-node-2 room
+/// for two: while the surge runs, zone-b (1) could still take a second move (zone-a counts 3
+/// until the source drains), which only the record under way holds back.
+fn skewed_and_ready() -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reasons/Skewed.yaml");
+    let list: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("yaml");
+    let mut objects = list["items"].as_array().expect("items").clone();
+    for object in &mut objects {
+        if object["kind"] == "Pod" {
+            object["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        }
+        if object["metadata"]["name"] == "gpu-node-2" {
+            object["status"]["allocatable"] =
+                json!({"nvidia.com/gpu": "2", "cpu": "20", "memory": "60Gi", "pods": "110"});
+        }
+    }
+    objects
+}
+
+/// The migration requests written so far: (annotation key, value).
+fn requests(server: &ApiServer) -> Vec<(String, Value)> {
+    let writes = server.writes.lock().unwrap();
+    writes
+        .iter()
+        .filter(|(method, path, _)| method == "PATCH" && path.contains("/inferenceservices/"))
+        .flat_map(|(_, _, body)| body["metadata"]["annotations"].as_object().cloned().unwrap_or_default())
+        .filter(|(key, _)| key.starts_with("ome.io/migration-request-v1-"))
+        .collect()
+}
+
+/// The notes of the Events of `reason` written so far.
+fn notes(server: &ApiServer, reason: &str) -> Vec<String> {
+    let writes = server.writes.lock().unwrap();
+    writes
+        .iter()
+        .filter(|(method, path, body)| method == "POST" && path.ends_with("/events") && body["reason"] == reason)
+        .map(|(_, _, body)| body["note"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Waits up to a minute for `done`.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..600 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("not within a minute: {what}");
+}
+
+fn migrating(server: &Arc<ApiServer>) -> tokio::task::JoinHandle<Result<(), String>> {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<ResponseBody>>();
+    let answering = server.clone();
+    tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            let server = answering.clone();
+            tokio::spawn(async move { respond.send_response(server.answer(request).await) });
+        }
+    });
+    tokio::spawn(controller::run(
+        kube::Client::new(service, "default"),
+        Options {
+            settings: Settings::default(),
+            lease_namespace: "ome-spread".into(),
+            identity: "ome-spread-controller-0".into(),
+            health: Arc::default(),
+            metrics: Arc::default(),
+            rebalance: Mode::Migrate,
+            max_per_hour: 10,
+        },
+    ))
+}
+
+/// `migrate` as it runs, with a fake OME: the controller writes one request; it restarts while
+/// OME has not taken it and again while the migration runs, and writes no second one; OME takes
+/// it into `status.migrations`, surges onto gpu-node-2 (Ready before the source drains: serving
+/// Instances never drop below 3), drains Instance 2, completes; the spread then holds, and
+/// nothing more is requested.
+#[tokio::test]
+async fn migrate_requests_one_move_through_omes_surge_across_restarts() {
+    let (namespace, service) = (Some("spread-demo"), "qwen3-0-6b");
+    let server = Arc::new(ApiServer::default());
+    for object in skewed_and_ready() {
+        server.put(object);
+    }
+    let controller = migrating(&server);
+    until("a request", || !requests(&server).is_empty()).await;
+    let (key, value) = requests(&server).remove(0);
+    let request: Value = serde_json::from_str(value.as_str().expect("a string")).expect("JSON");
+    assert_eq!(
+        (
+            &request["instance"],
+            &request["from_node"],
+            &request["hint_target_nodes"]
+        ),
+        (&json!(2), &json!("gpu-node-1"), &json!(["gpu-node-2"]))
+    );
+    let uuid = key.trim_start_matches("ome.io/migration-request-v1-").to_owned();
+
+    // A restart before OME takes the request: the new controller finds it pending (and says
+    // so), and sends nothing more.
+    controller.abort();
+    let pending = format!("InferenceService spread-demo/qwen3-0-6b has {key} pending: one migration at a time");
+    let said = || {
+        notes(&server, "RebalanceHeld")
+            .iter()
+            .filter(|n| n.starts_with(&pending))
+            .count()
+    };
+    let before = said();
+    let controller = migrating(&server);
+    until("the restarted controller holds the request back", || said() > before).await;
+    assert_eq!(requests(&server).len(), 1, "no duplicate after a restart");
+
+    // OME takes it, and surges: a new Instance 3 on gpu-node-2, Ready.
+    let record = |phase: &str| json!([{"requestUUID": uuid, "trigger": "Manual", "sourceInstance": 2, "surgeInstance": 3, "phase": phase}]);
+    server.edit("InferenceService", namespace, service, |s| {
+        s["metadata"]["annotations"]
+            .as_object_mut()
+            .expect("annotations")
+            .remove(&key);
+    });
+    server.edit("InferenceReplica", namespace, "qwen3-0-6b-engine", |r| {
+        r["status"]["migrations"] = record("SurgePending")
+    });
+    let mut surge = server.get("Pod", namespace, "qwen3-0-6b-engine-2-default-0");
+    surge["metadata"]["name"] = json!("qwen3-0-6b-engine-3-default-0");
+    surge["metadata"]["labels"]["ome.io/instance-index"] = json!("3");
+    surge["spec"]["nodeName"] = json!("gpu-node-2");
+    server.put(surge);
+    server.edit("InferenceReplica", namespace, "qwen3-0-6b-engine", |r| {
+        r["status"]["migrations"] = record("SurgeReady")
+    });
+    // A restart while it runs: the record is active, nothing more is sent.
+    controller.abort();
+    let controller = migrating(&server);
+    let active = format!("migration {uuid} of InferenceReplica spread-demo/qwen3-0-6b-engine is SurgeReady");
+    until("the restarted controller waits for the record", || {
+        notes(&server, "RebalanceHeld").iter().any(|n| n.starts_with(&active))
+    })
+    .await;
+    server.edit("InferenceReplica", namespace, "qwen3-0-6b-engine", |r| {
+        r["status"]["migrations"] = record("Draining")
+    });
+    server.delete("Pod", namespace, "qwen3-0-6b-engine-2-default-0");
+    server.edit("InferenceReplica", namespace, "qwen3-0-6b-engine", |r| {
+        let mut done = record("Completed");
+        done[0]["completedAt"] = json!(jiff::Timestamp::now().to_string());
+        r["status"]["migrations"] = done;
+    });
+
+    until("the spread holds", || {
+        server
+            .spread_conditions()
+            .last()
+            .is_some_and(|(reason, _)| reason == "Satisfied")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        requests(&server).len(),
+        1,
+        "one move, one request: {:?}",
+        requests(&server)
+    );
+    controller.abort();
 }
