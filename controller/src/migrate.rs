@@ -20,16 +20,24 @@ use crate::rebalance::Announcement;
 use crate::reconcile::{Context, Error, Objects, within_timeout};
 use crate::resources::{InferenceReplica, InferenceService};
 
-/// What `migrate` does with the next move, as the Event that says it. `lowered_to`: the mode the
-/// InferenceService's annotation lowers `migrate` to, if it does.
-pub(crate) async fn request(
-    replica: &InferenceReplica,
-    service: &InferenceService,
-    next: &Move,
-    objects: &Objects,
-    lowered_to: Option<&str>,
-    ctx: &Context,
-) -> Result<Announcement, Error> {
+/// The next move of a component, and what the guardrails read of it.
+pub(crate) struct Next<'a> {
+    pub replica: &'a InferenceReplica,
+    pub service: &'a InferenceService,
+    pub step: &'a Move,
+    pub objects: &'a Objects,
+    /// The mode the InferenceService's annotation lowers `migrate` to, if it does.
+    pub lowered_to: Option<&'a str>,
+}
+
+/// What `migrate` does with the next move, as the Event that says it.
+pub(crate) async fn request(asked: &Next<'_>, ctx: &Context) -> Result<Announcement, Error> {
+    let Next {
+        replica,
+        service,
+        step: next,
+        ..
+    } = *asked;
     let namespace = service.namespace().unwrap_or_default();
     let service_name = named(service);
     let described = next.describe(&service.name_any(), &replica.spec.component, &namespace);
@@ -37,7 +45,7 @@ pub(crate) async fn request(
     let mut written = ctx.written.lock().await;
     let now = Timestamp::now();
     written.retain(|(_, e)| now.duration_since(e.at) < ome_spread_core::migration::ACKNOWLEDGE_WITHIN);
-    let held = guardrails(replica, &service_name, next, objects, lowered_to, &written, now, ctx);
+    let held = guardrails(asked, &service_name, &written, now, ctx);
     if let Err(held) = held {
         return Ok(say_held(replica, &held, described));
     }
@@ -91,17 +99,14 @@ pub(crate) async fn request(
 
 /// The core's guardrails over the component's objects and every cached InferenceService and
 /// InferenceReplica.
-#[allow(clippy::too_many_arguments)]
 fn guardrails(
-    replica: &InferenceReplica,
+    asked: &Next,
     service: &str,
-    next: &Move,
-    objects: &Objects,
-    lowered_to: Option<&str>,
     written: &[(String, Entry)],
     now: Timestamp,
     ctx: &Context,
 ) -> Result<(), Hold> {
+    let replica = asked.replica;
     let services = ctx.services.state();
     let replicas = ctx.replicas.state();
     let annotated: Vec<Annotated> = services
@@ -120,12 +125,12 @@ fn guardrails(
             migrations: r.status.as_ref().and_then(|s| s.migrations.as_ref()),
         })
         .collect();
-    let component = objects.component();
+    let component = asked.objects.component();
     hold(&Situation {
         service,
         component: &component,
-        lowered_to,
-        next,
+        lowered_to: asked.lowered_to,
+        next: asked.step,
         services: &annotated,
         replicas: &migrations,
         written,

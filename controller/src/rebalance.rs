@@ -93,8 +93,14 @@ pub async fn recommend(
         (_, Err(_)) => None,
         (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
             Some(next) => {
-                let lowered_to = (mode < Mode::Migrate).then(|| mode.name());
-                Some(migrate::request(replica, service, next, objects, lowered_to, ctx).await?)
+                let asked = migrate::Next {
+                    replica,
+                    service,
+                    step: next,
+                    objects,
+                    lowered_to: (mode < Mode::Migrate).then(|| mode.name()),
+                };
+                Some(migrate::request(&asked, ctx).await?)
             }
             None => None,
         },
