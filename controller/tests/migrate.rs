@@ -395,6 +395,77 @@ async fn two_reconciles_at_once_write_one_request() {
     second.await.expect("no panic").expect("reconciled");
 }
 
+/// A migration of ours that OME failed (no node took the surge before its deadline): held, with
+/// a Warning naming the request and OME's message, until 5 minutes after it failed; then the
+/// same move is requested again (its second try of 3).
+#[tokio::test(start_paused = true)]
+async fn a_migration_ome_failed_is_named_and_retried_after_backoff() {
+    let ome_message = "surge Instance 3 unschedulable: 0/3 nodes are available";
+    let with_failure = |failed_at: Timestamp| {
+        let entry = json!([{"uuid": "r-9", "component": "engine", "instance": 2, "from_node": "gpu-node-1",
+            "at": (failed_at - SignedDuration::from_mins(20)).to_string()}]);
+        let objects = changed(ready_cluster(), "InferenceService", "qwen3-0-6b", |service| {
+            service["metadata"]["annotations"] = json!({"spread.ome.io/rebalance-requests": entry.to_string()});
+        });
+        let record = json!([{"requestUUID": "r-9", "trigger": "Manual", "sourceInstance": 2, "phase": "Failed",
+            "message": ome_message, "completedAt": failed_at.to_string()}]);
+        (objects, record)
+    };
+
+    // Failed 2 minutes ago: held until 5 minutes after the failure.
+    let failed_at = Timestamp::now() - SignedDuration::from_mins(2);
+    let (objects, record) = with_failure(failed_at);
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness(&objects, Mode::Migrate);
+    let until = failed_at + SignedDuration::from_mins(5);
+    let note = format!(
+        "request r-9 on InferenceService spread-demo/qwen3-0-6b failed ({ome_message}): the engine's next request waits until {until}. Next: {FIRST_MOVE}"
+    );
+    let reconciling = tokio::spawn(reconcile(reconciled(replica, Some(record)), ctx));
+    expect_event(&mut server, "Warning", "RebalanceHeld", &note).await;
+    reconciling.await.expect("no panic").expect("reconciled");
+
+    // Failed 6 minutes ago: the backoff is over, and the move is requested again.
+    let (objects, record) = with_failure(Timestamp::now() - SignedDuration::from_mins(6));
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness(&objects, Mode::Migrate);
+    let reconciling = tokio::spawn(reconcile(reconciled(replica, Some(record)), ctx));
+    let (method, uri, body, respond) = next(&mut server).await;
+    assert_eq!((method.as_str(), uri.as_str()), ("PATCH", SERVICE_PATH));
+    let ledger: Value = serde_json::from_str(
+        body["metadata"]["annotations"]["spread.ome.io/rebalance-requests"]
+            .as_str()
+            .expect("the ledger"),
+    )
+    .expect("json");
+    let tries: Vec<(&Value, &Value)> = ledger
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|e| (&e["instance"], &e["from_node"]))
+        .collect();
+    assert_eq!(
+        tries,
+        [(&json!(2), &json!("gpu-node-1")), (&json!(2), &json!("gpu-node-1"))]
+    );
+    answer(respond, StatusCode::OK, &patched());
+    let (_, _, event, respond) = next(&mut server).await;
+    assert_eq!(
+        (&event["type"], &event["reason"]),
+        (&json!("Normal"), &json!("RebalanceRequested"))
+    );
+    answer(respond, StatusCode::CREATED, &event);
+    reconciling.await.expect("no panic").expect("reconciled");
+}
+
 /// A request OME's webhook refuses: the refusal goes into the ledger alone, a Warning Event on
 /// the InferenceService names the request and OME's message, and the next try waits (backoff).
 #[tokio::test(start_paused = true)]
