@@ -549,6 +549,24 @@ impl Simulated {
         crate::rebalance::plan(&instances, &domains, max_skew)
     }
 
+    /// Where the scheduler puts the surge, which the policy gave the spread constraint in effect
+    /// (DoNotSchedule, `max_skew`): a node with room whose domain, with the surge, stays within
+    /// `max_skew` of the emptiest domain (the source still counts until drained), a hint node
+    /// first (hints are soft), then any; None when nothing fits, and OME fails the migration at
+    /// its deadline.
+    fn scheduled(&self, hints: &[String], max_skew: usize) -> Option<String> {
+        let count = |domain: &str| {
+            self.instances
+                .iter()
+                .filter(|(_, n)| self.domain_of(n) == domain)
+                .count()
+        };
+        let emptiest = self.nodes.iter().map(|n| count(&n.1)).min().unwrap_or(0);
+        let fits = |node: &&(String, String, usize)| node.2 > 0 && count(&node.1) + 1 - emptiest <= max_skew;
+        let hinted = hints.iter().filter_map(|h| self.nodes.iter().find(|n| &n.0 == h));
+        hinted.chain(self.nodes.iter()).find(fits).map(|node| node.0.clone())
+    }
+
     fn hold(&mut self, next: &Move) -> Result<(), Hold> {
         let pods: Vec<Value> = self.instances.iter().map(|(i, node)| ready_pod(*i, node)).collect();
         let service = json!({"spec": {"engine": {}}});
@@ -584,9 +602,40 @@ impl Simulated {
     }
 }
 
+/// The scheduler model: DoNotSchedule against the emptiest domain, room, hints first; nothing
+/// when nothing fits (OME then fails the migration at its deadline).
+#[test]
+fn the_scheduler_model_places_the_surge_only_where_the_constraint_and_room_allow() {
+    let cluster = Simulated {
+        instances: vec![
+            (0, "z0-n0".into()),
+            (1, "z0-n0".into()),
+            (2, "z0-n0".into()),
+            (3, "z2-n0".into()),
+        ],
+        nodes: vec![
+            ("z0-n0".into(), "z0".into(), 1),
+            ("z1-n0".into(), "z1".into(), 0),
+            ("z2-n0".into(), "z2".into(), 2),
+            ("z2-n1".into(), "z2".into(), 1),
+        ],
+        annotations: BTreeMap::new(),
+        records: Vec::new(),
+        ledger: Vec::new(),
+        now: at(NOW),
+    };
+    let hints = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    // z1 is the emptiest (0) and full; z0 would be 4 and z2 2 against it.
+    assert_eq!(cluster.scheduled(&hints(&["z0-n0"]), 1), None);
+    assert_eq!(cluster.scheduled(&hints(&["z0-n0"]), 2), Some("z2-n0".into()));
+    assert_eq!(cluster.scheduled(&hints(&["z2-n1"]), 2), Some("z2-n1".into()));
+    assert_eq!(cluster.scheduled(&[], 4), Some("z0-n0".into()));
+}
+
 /// Issue 11's property, over 500 generated clusters (2-6 domains, 2-40 Instances, uneven room):
-/// migrate, run against a model of OME (it takes the request, records it, surges onto the first
-/// hint node, drains the source, completes), reaches a spread within maxSkew whenever one is
+/// migrate, run against a model of OME (it takes the request, records it, has the surge placed
+/// by a model of the scheduler under the spread constraint the policy gives it, drains the
+/// source, completes), reaches a spread within maxSkew whenever one is
 /// reachable, in exactly the fewest moves (counted apart, by search); a second request is held
 /// back at every step while one is pending or under way; serving Instances never drop below
 /// the start.
@@ -663,8 +712,16 @@ fn migrate_reaches_the_spread_in_the_fewest_moves_one_at_a_time() {
                 .records
                 .push(json!({"requestUUID": uuid, "phase": "SurgePending"}));
             assert!(matches!(cluster.hold(&next), Err(Hold::Active { .. })), "{why}");
-            let target = &next.hint_nodes[0];
-            let slot = cluster.nodes.iter_mut().find(|n| &n.0 == target).expect("a hint node");
+            // Every planned move is one the scheduler takes under the constraint the surge gets,
+            // on a hint node in the target domain.
+            let target = cluster.scheduled(&next.hint_nodes, max_skew);
+            assert_eq!(
+                target.as_ref(),
+                next.hint_nodes.first(),
+                "{why}: the surge is placed on the first hint"
+            );
+            let target = target.unwrap_or_default();
+            let slot = cluster.nodes.iter_mut().find(|n| n.0 == target).expect("a hint node");
             assert_eq!(slot.1, next.to_domain, "{why}: the hint is in the target domain");
             slot.2 -= 1;
             let surge = cluster.instances.iter().map(|(i, _)| i + 1).max().unwrap_or(0);
