@@ -1,0 +1,605 @@
+//! OME v1.3's side of a surge migration, as its InferenceReplica controller drives one (upstream
+//! `Migrate`: "Accepted -> SurgePending -> SurgeReady -> Draining -> Completed", the record in
+//! `status.migrations` as the single source of truth): it takes a request annotation off the
+//! InferenceService into a record, one migration of a component at a time; checks the source
+//! (it exists, is Ready, and is on `from_node`), else fails the record; creates the surge
+//! Instance at the lowest unused index, its pods admitted by the policy itself; has the
+//! [`scheduler`](crate::scheduler) place them, the hint nodes first, and fails the record at its
+//! deadline if they are not all placed; marks them Ready; deletes the source's pods; completes.
+//! One phase per [`Ome::step`], so that a test can look at every state in between.
+
+use jiff::{SignedDuration, Timestamp};
+use ome_spread::admission;
+use ome_spread_core::instance::is_ready;
+use ome_spread_core::migration::REQUEST_PREFIX;
+use serde_json::{Value, json};
+
+use crate::scheduler;
+
+const INSTANCE_INDEX: &str = "ome.io/instance-index";
+const RUNNER: &str = "ome.io/runner";
+
+/// OME, with the policy's settings (for the surge's pods) and the time a surge may take.
+pub struct Ome {
+    pub settings: Value,
+    pub deadline: SignedDuration,
+}
+
+/// What a step changes, each as small as OME writes it (so that a fake API server can apply
+/// it beside the controller's own writes).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A request annotation taken off an InferenceService.
+    Unannotated {
+        namespace: String,
+        service: String,
+        key: String,
+    },
+    /// An InferenceReplica's `status.migrations`, whole.
+    Records {
+        namespace: String,
+        replica: String,
+        migrations: Value,
+    },
+    /// A pod created, bound or marked Ready: the whole pod.
+    Pod(Value),
+    PodDeleted {
+        namespace: String,
+        name: String,
+    },
+}
+
+/// An Event OME records on the InferenceService.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub reason: &'static str,
+    pub service: String,
+    pub message: String,
+}
+
+impl Ome {
+    /// One step over the cluster's objects (every kind, nodes included): each pending request
+    /// OME can take is taken, each active record moves one phase.
+    pub fn step(&self, objects: &[Value], now: Timestamp) -> (Vec<Change>, Vec<Event>) {
+        let mut step = Step::default();
+        for service in objects.iter().filter(|o| o["kind"] == "InferenceService") {
+            self.take_requests(service, objects, now, &mut step);
+        }
+        for replica in objects.iter().filter(|o| o["kind"] == "InferenceReplica") {
+            self.advance(replica, objects, now, &mut step);
+        }
+        (step.changes, step.events)
+    }
+
+    fn take_requests(&self, service: &Value, objects: &[Value], now: Timestamp, step: &mut Step) {
+        let (namespace, name) = (namespace_of(service), self::name(service));
+        let annotations = service["metadata"]["annotations"].as_object().into_iter().flatten();
+        for (key, value) in annotations.filter(|(k, _)| k.starts_with(REQUEST_PREFIX)) {
+            let uuid = &key[REQUEST_PREFIX.len()..];
+            let request: Value = serde_json::from_str(value.as_str().unwrap_or_default()).unwrap_or(Value::Null);
+            let component = request["component"].as_str().unwrap_or_default();
+            let replica = objects.iter().find(|o| {
+                o["kind"] == "InferenceReplica"
+                    && namespace_of(o) == namespace
+                    && o["spec"]["parentRef"]["name"] == name
+                    && o["spec"]["component"] == component
+            });
+            let Some(replica) = replica else {
+                step.unannotate(namespace, name, key);
+                step.event(
+                    "MigrationRequestRejected",
+                    name,
+                    format!("migration request {uuid}: no {component:?} component"),
+                );
+                continue;
+            };
+            let mut records = replica["status"]["migrations"].as_array().cloned().unwrap_or_default();
+            // One migration of a component at a time: the request waits on the annotation.
+            if records.iter().any(active) {
+                continue;
+            }
+            records.push(json!({
+                "requestUUID": uuid, "trigger": "Manual",
+                "sourceInstance": request["instance"], "fromNode": request["from_node"],
+                "hintTargetNodes": request["hint_target_nodes"], "reason": request["reason"],
+                "phase": "Accepted", "attempt": 1,
+                "startedAt": now.to_string(), "deadline": (now + self.deadline).to_string(),
+            }));
+            step.unannotate(namespace, name, key);
+            step.records(replica, records);
+            step.event(
+                "MigrationRequestAccepted",
+                name,
+                format!("migration request {uuid} accepted"),
+            );
+        }
+    }
+
+    fn advance(&self, replica: &Value, objects: &[Value], now: Timestamp, step: &mut Step) {
+        let mut records = replica["status"]["migrations"].as_array().cloned().unwrap_or_default();
+        let Some(at) = records.iter().position(active) else {
+            return;
+        };
+        let record = &mut records[at];
+        let service = replica["spec"]["parentRef"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let pods = component_pods(replica, objects);
+        let instance = |index: &Value| -> Vec<&Value> {
+            let index = index.as_u64().map(|i| i.to_string());
+            pods.iter()
+                .copied()
+                .filter(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str() == index.as_deref())
+                .collect()
+        };
+        let uuid = record["requestUUID"].as_str().unwrap_or_default().to_owned();
+        let outcome = match record["phase"].as_str() {
+            Some("Accepted") => self.start_surge(
+                replica,
+                record,
+                &instance(&record["sourceInstance"]),
+                &pods,
+                objects,
+                step,
+            ),
+            Some("SurgePending") => place_surge(record, &instance(&record["surgeInstance"]), objects, now, step),
+            Some("SurgeReady") => {
+                for pod in instance(&record["sourceInstance"]) {
+                    step.changes.push(Change::PodDeleted {
+                        namespace: namespace_of(pod).into(),
+                        name: name(pod).into(),
+                    });
+                }
+                Ok("Draining")
+            }
+            _draining => {
+                step.event("MigrationCompleted", &service, format!("migration {uuid} completed"));
+                Ok("Completed")
+            }
+        };
+        match outcome {
+            Ok(phase) => record["phase"] = json!(phase),
+            Err(message) => {
+                step.event(
+                    "MigrationFailed",
+                    &service,
+                    format!("migration {uuid} failed: {message}"),
+                );
+                record["phase"] = json!("Failed");
+                record["message"] = json!(message);
+            }
+        }
+        if matches!(record["phase"].as_str(), Some("Completed" | "Failed")) {
+            record["completedAt"] = json!(now.to_string());
+        }
+        step.records(replica, records);
+    }
+
+    /// The fresh-request guards, then the surge's pods at the lowest unused index, as OME
+    /// renders them (the terms of the source dropped: the policy gives the surge its own).
+    fn start_surge(
+        &self,
+        replica: &Value,
+        record: &mut Value,
+        source: &[&Value],
+        pods: &[&Value],
+        objects: &[Value],
+        step: &mut Step,
+    ) -> Result<&'static str, String> {
+        let index = &record["sourceInstance"];
+        let lifecycle = |o: &Value| {
+            o["spec"][replica["spec"]["component"].as_str().unwrap_or_default()]["lifecycle"]["migrationPolicy"]["mode"]
+                .clone()
+        };
+        let service = objects
+            .iter()
+            .find(|o| o["kind"] == "InferenceService" && name(o) == replica["spec"]["parentRef"]["name"]);
+        if service.map(lifecycle) == Some(json!("Never")) {
+            return Err("migrationPolicy mode is Never".into());
+        }
+        let Some(leader) = source.iter().find(|p| p["metadata"]["labels"][RUNNER] != "worker") else {
+            return Err(format!("instance {index} does not exist"));
+        };
+        if leader["spec"]["nodeName"] != record["fromNode"] {
+            return Err(format!(
+                "from_node {} does not match observed source node {}",
+                record["fromNode"], leader["spec"]["nodeName"]
+            ));
+        }
+        if !source.iter().all(|p| is_ready(p)) {
+            return Err(format!("source instance {index} is not steady Ready"));
+        }
+        let used: Vec<u64> = pods
+            .iter()
+            .filter_map(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str()?.parse().ok())
+            .collect();
+        let surge = (0..).find(|i| !used.contains(i)).unwrap_or_default();
+        // The leader first: its workers' affinity names it.
+        let mut ordered = source.to_vec();
+        ordered.sort_by_key(|p| (p["metadata"]["labels"][RUNNER] == "worker", name(p).to_owned()));
+        for pod in ordered {
+            step.changes
+                .push(Change::Pod(admitted(&surge_pod(pod, surge), replica, &self.settings)?));
+        }
+        record["surgeInstance"] = json!(surge);
+        Ok("SurgePending")
+    }
+}
+
+/// The surge's unbound pods placed in turn, each beside those placed before it; Ready once all
+/// are; Failed at the deadline, its pods deleted.
+fn place_surge(
+    record: &Value,
+    surge: &[&Value],
+    objects: &[Value],
+    now: Timestamp,
+    step: &mut Step,
+) -> Result<&'static str, String> {
+    let nodes: Vec<Value> = objects.iter().filter(|o| o["kind"] == "Node").cloned().collect();
+    let mut pods: Vec<Value> = objects.iter().filter(|o| o["kind"] == "Pod").cloned().collect();
+    let hints: Vec<String> = serde_json::from_value(record["hintTargetNodes"].clone()).unwrap_or_default();
+    let (mut unplaced, mut bound, mut placed) = (None, Vec::new(), Vec::new());
+    for pod in surge {
+        let mut pod = (*pod).clone();
+        if pod["spec"]["nodeName"].is_null() {
+            match scheduler::place(&pod, &nodes, &pods, &hints) {
+                Ok(node) => {
+                    pod["spec"]["nodeName"] = json!(node);
+                    // Bound: it takes room from the next pod of the surge.
+                    pods.push(pod.clone());
+                    bound.push(pod.clone());
+                }
+                Err(why) => unplaced = unplaced.or(Some(why)),
+            }
+        }
+        placed.push(pod);
+    }
+    let deadline: Option<Timestamp> = record["deadline"].as_str().and_then(|d| d.parse().ok());
+    match unplaced {
+        Some(why) if deadline.is_some_and(|d| now >= d) => {
+            for pod in surge {
+                step.changes.push(Change::PodDeleted {
+                    namespace: namespace_of(pod).into(),
+                    name: name(pod).into(),
+                });
+            }
+            Err(format!(
+                "surge instance {} unschedulable: {why}",
+                record["surgeInstance"]
+            ))
+        }
+        Some(_) => {
+            step.changes.extend(bound.into_iter().map(Change::Pod));
+            Ok("SurgePending")
+        }
+        None => {
+            for mut pod in placed {
+                pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+                step.changes.push(Change::Pod(pod));
+            }
+            Ok("SurgeReady")
+        }
+    }
+}
+
+/// A pod of Instance `surge` from one of the source's: its index, its name, no node, no status,
+/// and none of the source's spread constraints and leader terms (OME renders the surge's own).
+fn surge_pod(source: &Value, surge: u64) -> Value {
+    let mut pod = source.clone();
+    let labels = &source["metadata"]["labels"];
+    let service = labels["ome.io/inferenceservice"].as_str().unwrap_or_default();
+    let (component, runner) = (
+        labels["component"].as_str().unwrap_or_default(),
+        labels[RUNNER].as_str().unwrap_or_default(),
+    );
+    let ordinal = name(source).rsplit('-').next().unwrap_or("0");
+    pod["metadata"] = json!({
+        "name": format!("{service}-{component}-{surge}-{runner}-{ordinal}"),
+        "namespace": source["metadata"]["namespace"],
+        "labels": labels,
+    });
+    pod["metadata"]["labels"][INSTANCE_INDEX] = json!(surge.to_string());
+    if let Some(spec) = pod["spec"].as_object_mut() {
+        spec.remove("nodeName");
+        if let Some(constraints) = spec.get_mut("topologySpreadConstraints").and_then(Value::as_array_mut) {
+            constraints.retain(|c| c["labelSelector"]["matchLabels"]["ome.io/inferenceservice"].is_null());
+        }
+        let leader_terms = spec
+            .get_mut("affinity")
+            .and_then(|a| a["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].as_array_mut());
+        if let Some(terms) = leader_terms {
+            terms.retain(|t| t["labelSelector"]["matchLabels"][INSTANCE_INDEX].is_null());
+        }
+    }
+    pod["status"] = json!({"phase": "Pending"});
+    pod
+}
+
+/// The pod as the policy admits it (its one host call answered with the replica); its
+/// rejection is the API server's refusal to create the pod.
+pub fn admitted(pod: &Value, replica: &Value, settings: &Value) -> Result<Value, String> {
+    let request = json!({"settings": settings, "request": {"uid": "surge", "operation": "CREATE",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"}, "namespace": pod["metadata"]["namespace"], "object": pod}});
+    let payload = request.to_string().into_bytes();
+    let evaluation = admission::evaluate(&payload, |_| Ok(replica.to_string().into_bytes()));
+    let response: Value = serde_json::from_slice(&evaluation.response()).map_err(|e| e.to_string())?;
+    match (&response["accepted"], response.get("mutated_object")) {
+        (Value::Bool(true), Some(mutated)) => Ok(mutated.clone()),
+        (Value::Bool(true), None) => Ok(pod.clone()),
+        _ => Err(format!("pod {} denied: {}", name(pod), response["message"])),
+    }
+}
+
+/// The pods of the replica's component, by OME's labels.
+fn component_pods<'a>(replica: &Value, objects: &'a [Value]) -> Vec<&'a Value> {
+    let service = &replica["spec"]["parentRef"]["name"];
+    objects
+        .iter()
+        .filter(|o| o["kind"] == "Pod" && namespace_of(o) == namespace_of(replica))
+        .filter(|p| p["metadata"]["labels"]["ome.io/inferenceservice"] == *service)
+        .filter(|p| p["metadata"]["labels"]["component"] == replica["spec"]["component"])
+        .collect()
+}
+
+fn active(record: &Value) -> bool {
+    matches!(
+        record["phase"].as_str(),
+        Some("Accepted" | "SurgePending" | "SurgeReady" | "Draining")
+    )
+}
+
+fn name(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn namespace_of(object: &Value) -> &str {
+    object["metadata"]["namespace"].as_str().unwrap_or_default()
+}
+
+#[derive(Default)]
+struct Step {
+    changes: Vec<Change>,
+    events: Vec<Event>,
+}
+
+impl Step {
+    fn unannotate(&mut self, namespace: &str, service: &str, key: &str) {
+        self.changes.push(Change::Unannotated {
+            namespace: namespace.into(),
+            service: service.into(),
+            key: key.into(),
+        });
+    }
+
+    fn records(&mut self, replica: &Value, records: Vec<Value>) {
+        self.changes.push(Change::Records {
+            namespace: namespace_of(replica).into(),
+            replica: name(replica).into(),
+            migrations: Value::from(records),
+        });
+    }
+
+    fn event(&mut self, reason: &'static str, service: &str, message: String) {
+        self.events.push(Event {
+            reason,
+            service: service.into(),
+            message,
+        });
+    }
+}
+
+/// The changes applied to a list of objects, as the API server would store them.
+pub fn apply(objects: &mut Vec<Value>, changes: Vec<Change>) {
+    for change in changes {
+        match change {
+            Change::Unannotated {
+                namespace,
+                service,
+                key,
+            } => {
+                let found = objects
+                    .iter_mut()
+                    .find(|o| o["kind"] == "InferenceService" && namespace_of(o) == namespace && name(o) == service);
+                if let Some(annotations) = found.and_then(|s| s["metadata"]["annotations"].as_object_mut()) {
+                    annotations.remove(&key);
+                }
+            }
+            Change::Records {
+                namespace,
+                replica,
+                migrations,
+            } => {
+                let found = objects
+                    .iter_mut()
+                    .find(|o| o["kind"] == "InferenceReplica" && namespace_of(o) == namespace && name(o) == replica);
+                if let Some(replica) = found {
+                    replica["status"]["migrations"] = migrations;
+                }
+            }
+            Change::Pod(pod) => {
+                let at = objects
+                    .iter()
+                    .position(|o| o["kind"] == "Pod" && namespace_of(o) == namespace_of(&pod) && name(o) == name(&pod));
+                match at {
+                    Some(at) => objects[at] = pod,
+                    None => objects.push(pod),
+                }
+            }
+            Change::PodDeleted { namespace, name: pod } => {
+                objects.retain(|o| !(o["kind"] == "Pod" && namespace_of(o) == namespace && name(o) == pod));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+    const KEY: &str = "ome.io/migration-request-v1-r-1";
+
+    fn at(minutes: i64) -> Timestamp {
+        "2026-11-30T12:00:00Z".parse::<Timestamp>().expect("a time") + SignedDuration::from_mins(minutes)
+    }
+
+    /// Two Instances on a1 (zone-a, 2 GPUs, both taken), b1 in zone-b with `b_gpus`; a request
+    /// to move Instance 1 to b1.
+    fn cluster(b_gpus: &str, mode: Option<&str>) -> Vec<Value> {
+        let fields = json!({"topologySpread": "Required", "topologySpreadKey": ZONE});
+        let mut engine = fields.clone();
+        if let Some(mode) = mode {
+            engine["lifecycle"] = json!({"migrationPolicy": {"mode": mode}});
+        }
+        let request = r#"{"schemaVersion":"v1","component":"engine","instance":1,"from_node":"a1","hint_target_nodes":["b1"],"reason":"skew","requested_at":"2026-11-30T12:00:00Z","requested_by":"ome-spread"}"#;
+        let mut replica = json!({"kind": "InferenceReplica", "metadata": {"name": "s-engine", "namespace": "ns"},
+            "spec": {"component": "engine", "parentRef": {"name": "s"}}});
+        replica["spec"]
+            .as_object_mut()
+            .expect("spec")
+            .extend(fields.as_object().expect("fields").clone());
+        let node = |name: &str, zone: &str, gpus: &str| {
+            json!({"kind": "Node", "metadata": {"name": name, "labels": {ZONE: zone}},
+                "status": {"allocatable": {"nvidia.com/gpu": gpus, "pods": "110"}}})
+        };
+        let pod = |index: u32| {
+            json!({"kind": "Pod", "metadata": {"name": format!("s-engine-{index}-default-0"), "namespace": "ns",
+                "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": "s", "component": "engine",
+                    "ome.io/runner": "default", "ome.io/instance-index": index.to_string()}},
+                "spec": {"nodeName": "a1", "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}],
+                    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "s", "component": "engine", "ome.io/runner": "default"}}}]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+        };
+        vec![
+            json!({"kind": "InferenceService", "metadata": {"name": "s", "namespace": "ns", "annotations": {KEY: request}},
+                "spec": {"engine": engine}}),
+            replica,
+            node("a1", "zone-a", "2"),
+            node("b1", "zone-b", b_gpus),
+            pod(0),
+            pod(1),
+        ]
+    }
+
+    fn ome() -> Ome {
+        Ome {
+            settings: json!({}),
+            deadline: SignedDuration::from_mins(10),
+        }
+    }
+
+    /// Steps at the given minutes; the record after each, and every Event.
+    fn run(objects: &mut Vec<Value>, minutes: &[i64]) -> (Vec<Value>, Vec<String>) {
+        let (mut records, mut said) = (Vec::new(), Vec::new());
+        for minute in minutes {
+            let (changes, events) = ome().step(objects, at(*minute));
+            apply(objects, changes);
+            records.push(objects[1]["status"]["migrations"][0].clone());
+            said.extend(
+                events
+                    .into_iter()
+                    .map(|e| format!("{} {}: {}", e.reason, e.service, e.message)),
+            );
+        }
+        (records, said)
+    }
+
+    fn pods(objects: &[Value]) -> Vec<(&str, &str)> {
+        let pods = objects.iter().filter(|o| o["kind"] == "Pod");
+        pods.map(|p| (name(p), p["spec"]["nodeName"].as_str().unwrap_or("-")))
+            .collect()
+    }
+
+    #[test]
+    fn a_surge_with_room_is_placed_on_the_hint_then_the_source_drains() {
+        let mut objects = cluster("1", None);
+        let (records, said) = run(&mut objects, &[0, 1, 2, 3, 4]);
+        let phases: Vec<&Value> = records.iter().map(|r| &r["phase"]).collect();
+        assert_eq!(
+            phases,
+            ["Accepted", "SurgePending", "SurgeReady", "Draining", "Completed"]
+        );
+        assert_eq!(
+            objects[0]["metadata"]["annotations"],
+            json!({}),
+            "the request is taken off"
+        );
+        assert_eq!(
+            (
+                &records[4]["surgeInstance"],
+                &records[4]["startedAt"],
+                &records[4]["completedAt"]
+            ),
+            (
+                &json!(2),
+                &json!("2026-11-30T12:00:00Z"),
+                &json!("2026-11-30T12:04:00Z")
+            )
+        );
+        assert_eq!(
+            pods(&objects),
+            [("s-engine-0-default-0", "a1"), ("s-engine-2-default-0", "b1")]
+        );
+        // The surge got its constraint from the policy, not from the source.
+        let surge = &objects[5];
+        assert_eq!(
+            surge["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchLabels"]["ome.io/runner"],
+            "default"
+        );
+        assert_eq!(
+            surge["spec"]["topologySpreadConstraints"].as_array().map(Vec::len),
+            Some(1)
+        );
+        assert_eq!(
+            said,
+            [
+                "MigrationRequestAccepted s: migration request r-1 accepted",
+                "MigrationCompleted s: migration r-1 completed"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_surge_nothing_takes_fails_at_the_deadline_and_the_source_keeps_serving() {
+        let mut objects = cluster("0", None);
+        let (records, said) = run(&mut objects, &[0, 1, 5, 11]);
+        let phases: Vec<&Value> = records.iter().map(|r| &r["phase"]).collect();
+        assert_eq!(phases, ["Accepted", "SurgePending", "SurgePending", "Failed"]);
+        let message = "surge instance 2 unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu.";
+        assert_eq!(records[3]["message"], message);
+        assert_eq!(
+            pods(&objects),
+            [("s-engine-0-default-0", "a1"), ("s-engine-1-default-0", "a1")]
+        );
+        assert_eq!(said[1], format!("MigrationFailed s: migration r-1 failed: {message}"));
+    }
+
+    #[test]
+    fn never_a_moved_source_and_a_second_request_are_what_ome_says() {
+        let mut never = cluster("1", Some("Never"));
+        let (records, _) = run(&mut never, &[0, 1]);
+        assert_eq!(
+            (&records[1]["phase"], &records[1]["message"]),
+            (&json!("Failed"), &json!("migrationPolicy mode is Never"))
+        );
+
+        let mut moved = cluster("1", None);
+        moved[5]["spec"]["nodeName"] = json!("b1");
+        let (records, _) = run(&mut moved, &[0, 1]);
+        assert_eq!(
+            records[1]["message"],
+            r#"from_node "a1" does not match observed source node "b1""#
+        );
+
+        // A second request waits on its annotation while the first is under way.
+        let mut two = cluster("1", None);
+        run(&mut two, &[0]);
+        let same = cluster("1", None)[0]["metadata"]["annotations"][KEY].clone();
+        two[0]["metadata"]["annotations"]["ome.io/migration-request-v1-r-2"] = same;
+        run(&mut two, &[1]);
+        assert_eq!(two[0]["metadata"]["annotations"].as_object().map(|a| a.len()), Some(1));
+        assert_eq!(two[1]["status"]["migrations"].as_array().map(Vec::len), Some(1));
+    }
+}

@@ -1,0 +1,419 @@
+//! kube-scheduler, as far as a surge's pods meet it: the filters (node selection, cordons and
+//! taints, resources, topology spread with `DoNotSchedule`, required pod affinity) and a plain
+//! score (preferred nodes first, then the fewest matching pods for `ScheduleAnyway`, then the
+//! name, so that every run places the same way).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// The node `pod` goes to, among `nodes`, beside the `pods` already bound (any namespace);
+/// `preferred`: nodes to take first when they fit (OME's hint nodes). Else the scheduler's
+/// reason, as its FailedScheduling Event words it: `0/3 nodes are available: 2 Insufficient
+/// nvidia.com/gpu, 1 node(s) were unschedulable.`
+pub fn place(pod: &Value, nodes: &[Value], pods: &[Value], preferred: &[String]) -> Result<String, String> {
+    let bound: Vec<&Value> = pods.iter().filter(|p| holds_room(p)).collect();
+    let mut failures: BTreeMap<String, usize> = BTreeMap::new();
+    let mut fitting = Vec::new();
+    for node in nodes {
+        match filter(pod, node, nodes, &bound) {
+            Ok(()) => fitting.push(node),
+            Err(why) => *failures.entry(why).or_default() += 1,
+        }
+    }
+    let rank = |node: &&Value| {
+        let name = name(node);
+        let hint = preferred.iter().position(|p| p == name).unwrap_or(usize::MAX);
+        (hint, spread_score(pod, node, nodes, &bound), name.to_owned())
+    };
+    match fitting.into_iter().min_by_key(rank) {
+        Some(node) => Ok(name(node).to_owned()),
+        None => {
+            let reasons: Vec<String> = failures.iter().map(|(why, n)| format!("{n} {why}")).collect();
+            Err(format!(
+                "0/{} nodes are available: {}.",
+                nodes.len(),
+                reasons.join(", ")
+            ))
+        }
+    }
+}
+
+/// The first filter that turns the node down, in the scheduler's order.
+fn filter(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> Result<(), String> {
+    if !selects(pod, node) {
+        return Err("node(s) didn't match Pod's node affinity/selector".into());
+    }
+    if let Some(taint) = untolerated(pod, node) {
+        return Err(taint);
+    }
+    if let Some(resource) = insufficient(pod, node, bound) {
+        return Err(format!("Insufficient {resource}"));
+    }
+    if !spread_allows(pod, node, nodes, bound) {
+        return Err("node(s) didn't match pod topology spread constraints".into());
+    }
+    if !affinity_allows(pod, node, nodes, bound) {
+        return Err("node(s) didn't match pod affinity rules".into());
+    }
+    Ok(())
+}
+
+fn name(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object["metadata"]["labels"][key].as_str()
+}
+
+/// Bound and not finished: the pods that take a node's room and count in spread and affinity.
+fn holds_room(pod: &Value) -> bool {
+    pod["spec"]["nodeName"].is_string() && !matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+}
+
+fn node_of<'a>(pod: &Value, nodes: &'a [Value]) -> Option<&'a Value> {
+    nodes.iter().find(|n| pod["spec"]["nodeName"] == n["metadata"]["name"])
+}
+
+/// `spec.nodeSelector` and the required node affinity (terms ORed, expressions ANDed).
+fn selects(pod: &Value, node: &Value) -> bool {
+    let selector = pod["spec"]["nodeSelector"].as_object().into_iter().flatten();
+    let labelled = selector.into_iter().all(|(k, v)| node["metadata"]["labels"][k] == *v);
+    let terms =
+        &pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    let affine = terms.as_array().is_none_or(|terms| {
+        terms.iter().any(|term| {
+            let expressions = term["matchExpressions"].as_array().into_iter().flatten();
+            expressions.into_iter().all(|e| {
+                let value = label(node, e["key"].as_str().unwrap_or_default());
+                let values = e["values"].as_array().into_iter().flatten();
+                let listed = values
+                    .into_iter()
+                    .any(|v| Some(v.as_str().unwrap_or_default()) == value);
+                match e["operator"].as_str() {
+                    Some("In") => listed,
+                    Some("NotIn") => !listed,
+                    Some("Exists") => value.is_some(),
+                    Some("DoesNotExist") => value.is_none(),
+                    _ => false,
+                }
+            })
+        })
+    });
+    labelled && affine
+}
+
+/// A cordon is the taint `node.kubernetes.io/unschedulable:NoSchedule`; the first NoSchedule or
+/// NoExecute taint no toleration of the pod matches.
+fn untolerated(pod: &Value, node: &Value) -> Option<String> {
+    let tolerations = pod["spec"]["tolerations"].as_array().cloned().unwrap_or_default();
+    let tolerated = |key: &str, value: &str, effect: &str| {
+        tolerations.iter().any(|t| {
+            let key_matches = t["key"].as_str().is_none_or(|k| k.is_empty() || k == key);
+            let value_matches = t["operator"] == "Exists" || t["value"].as_str().unwrap_or_default() == value;
+            let effect_matches = t["effect"].as_str().is_none_or(|e| e.is_empty() || e == effect);
+            key_matches && value_matches && effect_matches
+        })
+    };
+    if node["spec"]["unschedulable"] == true && !tolerated("node.kubernetes.io/unschedulable", "", "NoSchedule") {
+        return Some("node(s) were unschedulable".into());
+    }
+    let taints = node["spec"]["taints"].as_array().into_iter().flatten();
+    taints.into_iter().find_map(|taint| {
+        let (key, value) = (
+            taint["key"].as_str().unwrap_or_default(),
+            taint["value"].as_str().unwrap_or_default(),
+        );
+        let effect = taint["effect"].as_str().unwrap_or_default();
+        let blocks = matches!(effect, "NoSchedule" | "NoExecute") && !tolerated(key, value, effect);
+        blocks.then(|| format!("node(s) had untolerated taint {{{key}: {value}}}"))
+    })
+}
+
+/// The first resource the pod requests that the node's allocatable, less the requests of its
+/// pods, cannot give; `pods` counts one per pod. A node without allocatable has room for none.
+fn insufficient(pod: &Value, node: &Value, bound: &[&Value]) -> Option<String> {
+    let allocatable = &node["status"]["allocatable"];
+    let on_node = bound
+        .iter()
+        .filter(|p| p["spec"]["nodeName"] == node["metadata"]["name"]);
+    let mut used = BTreeMap::new();
+    for other in on_node {
+        for (resource, amount) in requests(other) {
+            *used.entry(resource).or_insert(0) += amount;
+        }
+    }
+    requests(pod).into_iter().find_map(|(resource, amount)| {
+        let free = allocatable[&resource].as_str().and_then(amount_of).unwrap_or(0);
+        (used.get(&resource).copied().unwrap_or(0) + amount > free).then_some(resource)
+    })
+}
+
+/// A pod's requests summed over its containers, and one `pods`, in thousandths.
+fn requests(pod: &Value) -> BTreeMap<String, u128> {
+    let mut sum = BTreeMap::from([("pods".to_owned(), 1000)]);
+    for container in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        for (resource, quantity) in container["resources"]["requests"].as_object().into_iter().flatten() {
+            let amount = quantity.as_str().and_then(amount_of).unwrap_or(0);
+            *sum.entry(resource.clone()).or_insert(0) += amount;
+        }
+    }
+    sum
+}
+
+/// The quantities these tests write (`2`, `500m`, `30Gi`, `64Mi`), in thousandths.
+fn amount_of(quantity: &str) -> Option<u128> {
+    let (number, unit) = match quantity {
+        q if q.ends_with("Gi") => (&q[..q.len() - 2], 1000 << 30),
+        q if q.ends_with("Mi") => (&q[..q.len() - 2], 1000 << 20),
+        q if q.ends_with('m') => (&q[..q.len() - 1], 1),
+        q => (q, 1000),
+    };
+    number.parse::<u128>().ok().map(|n| n * unit)
+}
+
+/// The pod's labels match `matchLabels` (the only form OME's terms use).
+fn matches(selector: &Value, pod: &Value) -> bool {
+    let wanted = selector["matchLabels"].as_object().into_iter().flatten();
+    wanted.into_iter().all(|(k, v)| pod["metadata"]["labels"][k] == *v)
+}
+
+/// One topology spread constraint as the scheduler counts it: the matching pods of the
+/// namespace per domain, over the nodes its policies let count.
+struct Spread<'a> {
+    constraint: &'a Value,
+    key: &'a str,
+    counts: BTreeMap<&'a str, usize>,
+}
+
+fn spreads<'a>(pod: &'a Value, nodes: &'a [Value], bound: &[&'a Value]) -> Vec<Spread<'a>> {
+    let constraints = pod["spec"]["topologySpreadConstraints"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    constraints
+        .map(|constraint| {
+            let key = constraint["topologyKey"].as_str().unwrap_or_default();
+            let honours_affinity = constraint["nodeAffinityPolicy"] != "Ignore";
+            let honours_taints = constraint["nodeTaintsPolicy"] == "Honor";
+            let counts_on = |node: &Value| {
+                label(node, key).is_some()
+                    && (!honours_affinity || selects(pod, node))
+                    && (!honours_taints || untolerated(pod, node).is_none())
+            };
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for node in nodes.iter().filter(|n| counts_on(n)) {
+                counts.entry(label(node, key).unwrap_or_default()).or_default();
+            }
+            let same_namespace = bound
+                .iter()
+                .filter(|p| p["metadata"]["namespace"] == pod["metadata"]["namespace"]);
+            for other in same_namespace.filter(|p| matches(&constraint["labelSelector"], p)) {
+                let node = node_of(other, nodes).filter(|n| counts_on(n));
+                if let Some(count) = node.and_then(|n| counts.get_mut(label(n, key).unwrap_or_default())) {
+                    *count += 1;
+                }
+            }
+            Spread {
+                constraint,
+                key,
+                counts,
+            }
+        })
+        .collect()
+}
+
+/// Every `DoNotSchedule` constraint: the node has the key, and the pod there leaves its domain
+/// within maxSkew of the emptiest (0 while fewer than minDomains domains count).
+fn spread_allows(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> bool {
+    spreads(pod, nodes, bound)
+        .iter()
+        .filter(|s| s.constraint["whenUnsatisfiable"] == "DoNotSchedule")
+        .all(|s| {
+            let Some(domain) = label(node, s.key) else { return false };
+            let min_domains = s.constraint["minDomains"].as_u64().unwrap_or(1) as usize;
+            let emptiest = match s.counts.len() < min_domains {
+                true => 0,
+                false => s.counts.values().copied().min().unwrap_or(0),
+            };
+            let own = usize::from(matches(&s.constraint["labelSelector"], pod));
+            let count = s.counts.get(domain).copied().unwrap_or(0);
+            count + own <= emptiest + s.constraint["maxSkew"].as_u64().unwrap_or(1) as usize
+        })
+}
+
+/// The `ScheduleAnyway` constraints' score: the matching pods already in the node's domains.
+fn spread_score(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> usize {
+    spreads(pod, nodes, bound)
+        .iter()
+        .filter(|s| s.constraint["whenUnsatisfiable"] == "ScheduleAnyway")
+        .map(|s| label(node, s.key).and_then(|d| s.counts.get(d).copied()).unwrap_or(0))
+        .sum()
+}
+
+/// Every required pod-affinity term: a matching pod of the namespace in the node's domain of
+/// the term's key; when no pod matches anywhere, a pod that matches its own term may start the
+/// group (the scheduler's rule).
+fn affinity_allows(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> bool {
+    let terms = &pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    terms.as_array().into_iter().flatten().all(|term| {
+        let key = term["topologyKey"].as_str().unwrap_or_default();
+        let Some(domain) = label(node, key) else { return false };
+        let matching: Vec<&&Value> = bound
+            .iter()
+            .filter(|p| p["metadata"]["namespace"] == pod["metadata"]["namespace"])
+            .filter(|p| matches(&term["labelSelector"], p))
+            .collect();
+        if matching.is_empty() {
+            return matches(&term["labelSelector"], pod);
+        }
+        matching
+            .iter()
+            .any(|p| node_of(p, nodes).and_then(|n| label(n, key)) == Some(domain))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    fn node(name: &str, zone: &str, gpus: &str, spec: Value) -> Value {
+        json!({"metadata": {"name": name, "labels": {ZONE: zone, "gpu": "true"}}, "spec": spec,
+            "status": {"allocatable": {"nvidia.com/gpu": gpus, "cpu": "32", "pods": "110"}}})
+    }
+
+    fn pod(name: &str, labels: Value, node: Option<&str>, extra: Value) -> Value {
+        let mut pod = json!({"metadata": {"name": name, "namespace": "ns", "labels": labels},
+            "spec": {"nodeSelector": {"gpu": "true"},
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "10"}}}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            pod["spec"][k] = v.clone();
+        }
+        pod
+    }
+
+    fn spread(when: &str) -> Value {
+        json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": {"app": "a"}}}]})
+    }
+
+    #[test]
+    fn filters_say_why_each_node_is_turned_down() {
+        let nodes = [
+            node("a1", "a", "1", json!({"unschedulable": true})),
+            node(
+                "b1",
+                "b",
+                "1",
+                json!({"taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]}),
+            ),
+            node("c1", "c", "1", json!({})),
+            node("c2", "c", "0", json!({})),
+        ];
+        let placed = [pod("x", json!({}), Some("c1"), json!({}))];
+        let new = pod("new", json!({}), None, json!({}));
+        assert_eq!(
+            place(&new, &nodes, &placed, &[]),
+            Err("0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint {dedicated: batch}, 1 node(s) were unschedulable.".into())
+        );
+        let tolerant = pod(
+            "t",
+            json!({}),
+            None,
+            json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}),
+        );
+        assert_eq!(place(&tolerant, &nodes, &placed, &[]), Ok("b1".into()));
+        let elsewhere = pod("e", json!({}), None, json!({"nodeSelector": {"gpu": "false"}}));
+        assert_eq!(
+            place(&elsewhere, &nodes[2..3], &[], &[]),
+            Err("0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.".into())
+        );
+    }
+
+    #[test]
+    fn do_not_schedule_filters_and_schedule_anyway_scores() {
+        let nodes = [
+            node("a1", "a", "4", json!({})),
+            node("b1", "b", "4", json!({})),
+            node("c1", "c", "4", json!({"unschedulable": true})),
+        ];
+        let app = json!({"app": "a"});
+        let placed = [
+            pod("p0", app.clone(), Some("a1"), json!({})),
+            pod("p1", app.clone(), Some("a1"), json!({})),
+        ];
+        // Zone c counts (nodeTaintsPolicy Ignore) and is empty: a would be 3 against 0, b 1.
+        assert_eq!(
+            place(
+                &pod("n", app.clone(), None, spread("DoNotSchedule")),
+                &nodes,
+                &placed,
+                &[]
+            ),
+            Ok("b1".into())
+        );
+        let mut honour = spread("DoNotSchedule");
+        honour["topologySpreadConstraints"][0]["nodeTaintsPolicy"] = json!("Honor");
+        let one_more = [
+            placed[0].clone(),
+            placed[1].clone(),
+            pod("p2", app.clone(), Some("b1"), json!({})),
+        ];
+        // Against c (0) neither a (2) nor b (1) takes a third with maxSkew 1; with c's cordon
+        // honoured, b (1) against b's own 1 does.
+        assert_eq!(
+            place(&pod("n", app.clone(), None, spread("DoNotSchedule")), &nodes, &one_more, &[]),
+            Err("0/3 nodes are available: 2 node(s) didn't match pod topology spread constraints, 1 node(s) were unschedulable.".into())
+        );
+        assert_eq!(
+            place(&pod("n", app.clone(), None, honour), &nodes, &one_more, &[]),
+            Ok("b1".into())
+        );
+        // ScheduleAnyway: the fewest first, a preferred node before that.
+        assert_eq!(
+            place(
+                &pod("n", app.clone(), None, spread("ScheduleAnyway")),
+                &nodes[..2],
+                &placed,
+                &[]
+            ),
+            Ok("b1".into())
+        );
+        let hint = ["a1".to_owned()];
+        assert_eq!(
+            place(
+                &pod("n", app, None, spread("ScheduleAnyway")),
+                &nodes[..2],
+                &placed,
+                &hint
+            ),
+            Ok("a1".into())
+        );
+    }
+
+    #[test]
+    fn a_worker_goes_where_its_leader_is() {
+        let nodes = [
+            node("a1", "a", "1", json!({})),
+            node("b1", "b", "1", json!({})),
+            node("b2", "b", "1", json!({})),
+        ];
+        let term = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"role": "leader", "i": "0"}}}]}}});
+        let leader = pod("l", json!({"role": "leader", "i": "0"}), Some("b1"), json!({}));
+        let worker = pod("w", json!({"role": "worker", "i": "0"}), None, term.clone());
+        assert_eq!(place(&worker, &nodes, &[leader], &["a1".into()]), Ok("b2".into()));
+        // No leader anywhere, and the worker is not one: nowhere.
+        assert_eq!(
+            place(&worker, &nodes, &[], &[]),
+            Err("0/3 nodes are available: 3 node(s) didn't match pod affinity rules.".into())
+        );
+    }
+}

@@ -1,0 +1,327 @@
+//! Issue 11's property, on objects: 500 generated clusters (2-6 zones of 1-3 nodes with 0-8 free
+//! GPUs each, some cordoned or tainted against the pods; 2-40 Instances, single-pod or a leader
+//! with 1-2 workers, admitted by the policy and placed skewed). The core decides as the
+//! controller's `migrate` does (diagnosis, plan, guardrails), and OME and the scheduler of this
+//! crate carry each request out. Whenever a spread within maxSkew is reachable it is reached, in
+//! exactly the fewest moves (counted apart, by search over Instances per zone, the room counted
+//! by hand in whole Instances on the nodes that accept the pods); no request while another is
+//! pending or under way; every migration completes (the plan only sends what the scheduler
+//! takes); serving Instances never drop below the start.
+
+use std::collections::{BTreeMap, HashSet};
+
+use jiff::{SignedDuration, Timestamp};
+use ome_spread_core::diagnosis::{Component, diagnose};
+use ome_spread_core::migration::{
+    Annotated, Entry, Hold, LEDGER, Migrations, Request, Situation, hold, ledger, ledger_with, request_key,
+};
+use ome_spread_core::nodes::Nodes;
+use ome_spread_core::rebalance::{Move, NoPlan, recommend};
+use ome_spread_core::room::requested;
+use ome_spread_core::settings::Settings;
+use ome_spread_sim::ome::{Ome, admitted, apply};
+use serde_json::{Value, json};
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+const SERVICE: &str = "qwen3";
+const NAMESPACE: &str = "spread-demo";
+
+/// A tiny seeded PRNG (xorshift64): the same clusters on every run.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// The fewest moves, by breadth-first search over the Instances per zone: a move takes one from
+/// a zone to another below its capacity; done when every zone is within `max_skew`.
+fn fewest_moves(counts: &[usize], capacities: &[usize], max_skew: usize) -> Option<usize> {
+    let within = |c: &[usize]| c.iter().max().unwrap_or(&0) - c.iter().min().unwrap_or(&0) <= max_skew;
+    let mut seen = HashSet::from([counts.to_vec()]);
+    let mut frontier = vec![counts.to_vec()];
+    for moves in 0.. {
+        if frontier.is_empty() {
+            return None;
+        }
+        if frontier.iter().any(|c| within(c)) {
+            return Some(moves);
+        }
+        let mut next = Vec::new();
+        for c in &frontier {
+            for from in 0..c.len() {
+                for to in 0..c.len() {
+                    if from != to && c[from] > 0 && c[to] < capacities[to] {
+                        let mut moved = c.clone();
+                        moved[from] -= 1;
+                        moved[to] += 1;
+                        if seen.insert(moved.clone()) {
+                            next.push(moved);
+                        }
+                    }
+                }
+            }
+        }
+        frontier = next;
+    }
+    None
+}
+
+fn spread_fields() -> Value {
+    json!({"topologySpread": "Required", "topologySpreadKey": ZONE, "topologyKey": ZONE})
+}
+
+fn service() -> Value {
+    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": SERVICE, "namespace": NAMESPACE, "annotations": {}},
+        "spec": {"deploymentMode": "OMENative", "engine": spread_fields()}})
+}
+
+fn replica() -> Value {
+    let mut spec = spread_fields();
+    spec["component"] = json!("engine");
+    spec["parentRef"] = json!({"name": SERVICE});
+    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+        "metadata": {"name": format!("{SERVICE}-engine"), "namespace": NAMESPACE}, "spec": spec})
+}
+
+/// A pod of Instance `index` as OME creates it, before the policy: one GPU.
+fn bare_pod(index: usize, runner: &str, ordinal: usize) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{SERVICE}-engine-{index}-{runner}-{ordinal}"), "namespace": NAMESPACE,
+            "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": SERVICE, "component": "engine",
+                "ome.io/runner": runner, "ome.io/instance-index": index.to_string()}},
+        "spec": {"nodeSelector": {"gpu": "true"},
+            "containers": [{"name": "engine", "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "4"}}}]}})
+}
+
+fn node(name: &str, zone: usize, gpus: usize, spec: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {ZONE: format!("zone-{zone}"), "gpu": "true"}}, "spec": spec,
+        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "pods": "110"}}})
+}
+
+fn of_kind<'a>(objects: &'a [Value], kind: &str) -> impl Iterator<Item = &'a Value> {
+    objects.iter().filter(move |o| o["kind"] == kind)
+}
+
+fn annotations(object: &Value) -> BTreeMap<String, String> {
+    serde_json::from_value(object["metadata"]["annotations"].clone()).unwrap_or_default()
+}
+
+/// What `migrate` decides on the objects, as the controller's reconcile asks the core: the plan's
+/// first move, and whether the guardrails hold it back.
+fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Move, Result<(), Hold>), NoPlan> {
+    let pods: Vec<Value> = of_kind(objects, "Pod").cloned().collect();
+    let nodes = Nodes::from_json(&of_kind(objects, "Node").cloned().collect::<Vec<_>>());
+    let (service, replica) = (
+        of_kind(objects, "InferenceService").next(),
+        of_kind(objects, "InferenceReplica").next(),
+    );
+    let (service, replica) = (service.expect("the service"), replica.expect("the replica"));
+    let component = Component {
+        service,
+        runtime: None,
+        replica,
+        pods: &pods,
+        nodes: &nodes,
+    };
+    let report = diagnose(&component, settings).expect("a report");
+    let next = recommend(&component, &report, &requested(&pods), settings)?.moves[0].clone();
+    let service_annotations = annotations(service);
+    let held = hold(&Situation {
+        service: &format!("{NAMESPACE}/{SERVICE}"),
+        component: &component,
+        lowered_to: None,
+        next: &next,
+        services: &[Annotated {
+            name: format!("{NAMESPACE}/{SERVICE}"),
+            annotations: &service_annotations,
+        }],
+        replicas: &[Migrations {
+            name: format!("{NAMESPACE}/{SERVICE}-engine"),
+            migrations: replica["status"].get("migrations"),
+        }],
+        written: &[],
+        now,
+        max_per_hour: 10,
+    });
+    Ok((next, held))
+}
+
+/// The Instances whose pods are all placed and Ready.
+fn serving(objects: &[Value], size: usize) -> usize {
+    let mut ready: BTreeMap<&str, usize> = BTreeMap::new();
+    for pod in of_kind(objects, "Pod") {
+        let placed = pod["spec"]["nodeName"].is_string();
+        let is_ready = pod["status"]["conditions"][0]["status"] == "True";
+        if placed && is_ready {
+            *ready
+                .entry(
+                    pod["metadata"]["labels"]["ome.io/instance-index"]
+                        .as_str()
+                        .unwrap_or_default(),
+                )
+                .or_default() += 1;
+        }
+    }
+    ready.values().filter(|n| **n == size).count()
+}
+
+#[test]
+fn migrate_reaches_the_spread_in_the_fewest_moves_through_ome_and_the_scheduler() {
+    let mut rng = XorShift(0x5eed_0b11);
+    let (mut moved, mut reachable, mut gangs) = (0, 0, 0);
+    for case in 0..500 {
+        let zones = 2 + rng.below(5);
+        // Per node: its zone, whether it accepts the pods, its GPUs.
+        let mut layout: Vec<(usize, bool, usize)> = Vec::new();
+        let mut objects = vec![service(), replica()];
+        for zone in 0..zones {
+            for n in 0..1 + rng.below(3) {
+                let (gpus, trait_) = (rng.below(9), rng.below(8));
+                let spec = match trait_ {
+                    0 => json!({"unschedulable": true}),
+                    1 => json!({"taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]}),
+                    _ => json!({}),
+                };
+                layout.push((zone, trait_ > 1, gpus));
+                objects.push(node(&format!("z{zone}-n{n}"), zone, gpus, spec));
+            }
+        }
+        let size = if case % 2 == 0 { 2 + rng.below(2) } else { 1 };
+        let max_skew = 1 + rng.below(2);
+        let policy_settings = json!({"maxSkew": max_skew});
+        let settings = Settings::from_json(&policy_settings).expect("settings");
+        // Instances placed skewed (zones weighted), each whole in one zone, on any node with a
+        // free GPU: pods may predate a cordon or a taint.
+        let weights: Vec<usize> = (0..zones).map(|_| rng.below(4)).collect();
+        let mut used = vec![0usize; layout.len()];
+        let mut counts = vec![0usize; zones];
+        // At most two thirds of the GPUs taken, so that many clusters have room to move into.
+        let gpus: usize = layout.iter().map(|l| l.2).sum();
+        for index in 0..(2 + rng.below(39)).min(gpus * 2 / 3 / size).max(2) {
+            let free_in = |zone: usize, used: &[usize]| {
+                let nodes = layout.iter().enumerate().filter(|(_, l)| l.0 == zone);
+                nodes.map(|(at, l)| l.2 - used[at]).sum::<usize>()
+            };
+            let zone = (0..zones)
+                .filter(|&z| free_in(z, &used) >= size)
+                .max_by_key(|&z| (weights[z] * (1 + rng.below(3)), z));
+            let Some(zone) = zone else { break };
+            for (ordinal, runner) in (0..size).map(|p| {
+                (
+                    p.saturating_sub(1),
+                    match (size, p) {
+                        (1, _) => "default",
+                        (_, 0) => "leader",
+                        _ => "worker",
+                    },
+                )
+            }) {
+                let at = (0..layout.len())
+                    .find(|&at| layout[at].0 == zone && used[at] < layout[at].2)
+                    .expect("room");
+                used[at] += 1;
+                let mut pod =
+                    admitted(&bare_pod(index, runner, ordinal), &replica(), &policy_settings).expect("admitted");
+                pod["spec"]["nodeName"] = objects[2 + at]["metadata"]["name"].clone();
+                pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+                objects.push(pod);
+            }
+            counts[zone] += 1;
+        }
+        let mut room = vec![0usize; zones];
+        for (at, (zone, accepts, gpus)) in layout.iter().enumerate() {
+            if *accepts {
+                room[*zone] += gpus - used[at];
+            }
+        }
+        let capacities: Vec<usize> = counts.iter().zip(&room).map(|(c, r)| c + r / size).collect();
+        let fewest = fewest_moves(&counts, &capacities, max_skew);
+        let start = serving(&objects, size);
+        assert_eq!(start, counts.iter().sum::<usize>());
+        let why =
+            format!("case {case}: {counts:?} capacities {capacities:?} maxSkew {max_skew}, {size} pods an Instance");
+        let ome = Ome {
+            settings: policy_settings.clone(),
+            deadline: SignedDuration::from_mins(10),
+        };
+        let mut now: Timestamp = "2026-11-30T12:00:00Z".parse().expect("a time");
+        let mut moves = 0;
+        loop {
+            let (next, held) = match decide(&objects, &settings, now) {
+                Ok(decided) => decided,
+                Err(NoPlan::WithinSkew) => break,
+                Err(no) => {
+                    assert_eq!((moves, fewest), (0, None), "{why}: {no}");
+                    break;
+                }
+            };
+            assert!(Some(moves) < fewest, "{why}: more moves than the fewest");
+            if let Err(Hold::HourlyLimit { .. }) = held {
+                now += SignedDuration::from_hours(1);
+            }
+            assert_eq!(decide(&objects, &settings, now).map(|d| d.1), Ok(Ok(())), "{why}");
+            // The request, as `migrate` writes it: OME's annotation and the ledger.
+            let uuid = format!("u{moves}");
+            let request = Request::new("engine", &next, now);
+            let service = &mut objects[0];
+            let entries = ledger(SERVICE, &annotations(service)).expect("our ledger");
+            service["metadata"]["annotations"][request_key(&uuid)] = json!(request.value());
+            service["metadata"]["annotations"][LEDGER] =
+                json!(ledger_with(&entries, Entry::new(&uuid, &request, now), now));
+            let record = |objects: &[Value]| {
+                objects[1]["status"]["migrations"]
+                    .as_array()
+                    .and_then(|r| r.last())
+                    .cloned()
+            };
+            for _ in 0..10 {
+                let decided = decide(&objects, &settings, now);
+                assert!(
+                    !matches!(decided, Ok((_, Ok(())))),
+                    "{why}: a second request while one is in flight: {decided:?}"
+                );
+                let (changes, _) = ome.step(&objects, now);
+                apply(&mut objects, changes);
+                now += SignedDuration::from_mins(1);
+                assert!(serving(&objects, size) >= start, "{why}: serving dropped");
+                if record(&objects).is_some_and(|r| r["phase"] == "Completed" || r["phase"] == "Failed") {
+                    break;
+                }
+            }
+            let done = record(&objects).expect("OME's record");
+            assert_eq!(done["phase"], "Completed", "{why}: {done}");
+            // The surge landed in the planned zone.
+            let surge = done["surgeInstance"].to_string();
+            let leader = of_kind(&objects, "Pod")
+                .find(|p| {
+                    p["metadata"]["labels"]["ome.io/instance-index"] == surge.as_str()
+                        && p["metadata"]["labels"]["ome.io/runner"] != "worker"
+                })
+                .expect("the surge's leader");
+            let landed = of_kind(&objects, "Node")
+                .find(|n| n["metadata"]["name"] == leader["spec"]["nodeName"])
+                .expect("its node");
+            assert_eq!(landed["metadata"]["labels"][ZONE], next.to_domain.as_str(), "{why}");
+            gangs += usize::from(size > 1);
+            moves += 1;
+        }
+        if fewest.is_some() {
+            reachable += 1;
+            assert_eq!(Some(moves), fewest, "{why}");
+        }
+        moved += moves;
+    }
+    // Not degenerate: hundreds of clusters can reach the spread, in hundreds of moves, many of
+    // them leaders with workers (others have no room, by design).
+    assert!(
+        reachable > 200 && moved > 300 && gangs > 100,
+        "{reachable} reachable, {moved} moves, {gangs} of gangs"
+    );
+}
