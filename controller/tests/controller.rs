@@ -21,6 +21,7 @@ use kube::client::Body;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::rebalance::Mode;
 use ome_spread_core::settings::Settings;
+use ome_spread_sim::ome::{Change, Ome};
 use serde_json::{Value, json};
 
 type Chunks = mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>;
@@ -475,22 +476,27 @@ fn rebalance_migrate_starts_and_connects() {
     assert!(!printed.contains("not yet supported"), "{printed}");
 }
 
-/// The Skewed fixture (zone-a: 3 Instances, zone-b: 0) with every pod Ready, and gpu-node-2 room
-/// for two: while the surge runs, zone-b (1) could still take a second move (zone-a counts 3
-/// until the source drains), which only the record under way holds back.
+/// The Skewed fixture (zone-a: 3 Instances, zone-b: 0) with every pod Ready, gpu-node-2 room for
+/// two, and a zone-c node with room for two: 3,0,0 takes two moves. While a surge runs, the
+/// emptiest zone could still take another move (zone-a counts its source until it drains),
+/// which only the record under way holds back.
 fn skewed_and_ready() -> Vec<Value> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reasons/Skewed.yaml");
     let list: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("yaml");
     let mut objects = list["items"].as_array().expect("items").clone();
+    let room_for_two = json!({"nvidia.com/gpu": "2", "cpu": "20", "memory": "60Gi", "pods": "110"});
     for object in &mut objects {
         if object["kind"] == "Pod" {
             object["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
         }
         if object["metadata"]["name"] == "gpu-node-2" {
-            object["status"]["allocatable"] =
-                json!({"nvidia.com/gpu": "2", "cpu": "20", "memory": "60Gi", "pods": "110"});
+            object["status"]["allocatable"] = room_for_two.clone();
         }
     }
+    objects.push(json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "gpu-node-4", "labels": {"topology.kubernetes.io/zone": "zone-c",
+            "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}},
+        "status": {"allocatable": room_for_two}}));
     objects
 }
 
@@ -549,14 +555,70 @@ fn migrating(server: &Arc<ApiServer>) -> tokio::task::JoinHandle<Result<(), Stri
     ))
 }
 
-/// `migrate` as it runs, with a fake OME: the controller writes one request; it restarts while
-/// OME has not taken it and again while the migration runs, and writes no second one; OME takes
-/// it into `status.migrations`, surges onto gpu-node-2 (Ready before the source drains: serving
-/// Instances never drop below 3), drains Instance 2, completes; the spread then holds, and
-/// nothing more is requested.
+/// What OME's side looked like at one of its steps.
+struct Seen {
+    /// Instances whose pods are all placed and Ready.
+    serving: usize,
+    /// Requests pending on the InferenceServices and migrations under way.
+    in_flight: usize,
+}
+
+/// One step of the fake OME (the `sim` crate's: OME's migration, the scheduler) over the API
+/// server's objects, its changes written as OME writes them, beside the controller's own.
+fn ome_step(server: &ApiServer) -> Seen {
+    let objects: Vec<Value> = server.objects.lock().unwrap().values().cloned().collect();
+    let ome = Ome {
+        settings: json!({}),
+        deadline: jiff::SignedDuration::from_mins(10),
+    };
+    let (changes, _) = ome.step(&objects, jiff::Timestamp::now());
+    for change in changes {
+        match change {
+            Change::Unannotated {
+                namespace,
+                service,
+                key,
+            } => server.edit("InferenceService", Some(&namespace), &service, |s| {
+                s["metadata"]["annotations"].as_object_mut().map(|a| a.remove(&key));
+            }),
+            Change::Records {
+                namespace,
+                replica,
+                migrations,
+            } => server.edit("InferenceReplica", Some(&namespace), &replica, |r| {
+                r["status"]["migrations"] = migrations
+            }),
+            Change::Pod(pod) => drop(server.put(pod)),
+            Change::PodDeleted { namespace, name } => server.delete("Pod", Some(&namespace), &name),
+        }
+    }
+    let objects: Vec<Value> = server.objects.lock().unwrap().values().cloned().collect();
+    let of_kind = |kind: &'static str| objects.iter().filter(move |o| o["kind"] == kind);
+    let pending = of_kind("InferenceService")
+        .flat_map(|s| s["metadata"]["annotations"].as_object().into_iter().flatten())
+        .filter(|(key, _)| key.starts_with("ome.io/migration-request-v1-"))
+        .count();
+    let active = of_kind("InferenceReplica")
+        .flat_map(|r| r["status"]["migrations"].as_array().into_iter().flatten())
+        .filter(|m| !matches!(m["phase"].as_str(), Some("Completed" | "Failed")))
+        .count();
+    let serving = of_kind("Pod")
+        .filter(|p| p["spec"]["nodeName"].is_string() && p["status"]["conditions"][0]["status"] == "True")
+        .count();
+    Seen {
+        serving,
+        in_flight: pending + active,
+    }
+}
+
+/// `migrate` as it runs, with the fake OME of the `sim` crate: the controller writes one request;
+/// it restarts while OME has not taken it and again while the migration runs, and writes no
+/// second one; OME takes it into `status.migrations`, creates the surge (admitted by the policy),
+/// has the scheduler place it on the hint node, Ready before the source drains; the controller
+/// then requests the second move, into zone-c; 3,0,0 ends 1,1,1 in exactly two requests, never
+/// two in flight, serving Instances never below 3; and nothing more is requested.
 #[tokio::test]
-async fn migrate_requests_one_move_through_omes_surge_across_restarts() {
-    let (namespace, service) = (Some("spread-demo"), "qwen3-0-6b");
+async fn migrate_converges_through_omes_surges_across_restarts() {
     let server = Arc::new(ApiServer::default());
     for object in skewed_and_ready() {
         server.put(object);
@@ -579,67 +641,94 @@ async fn migrate_requests_one_move_through_omes_surge_across_restarts() {
     // so), and sends nothing more.
     controller.abort();
     let pending = format!("InferenceService spread-demo/qwen3-0-6b has {key} pending: one migration at a time");
-    let said = || {
+    let said = |start: &str| {
         notes(&server, "RebalanceHeld")
             .iter()
-            .filter(|n| n.starts_with(&pending))
+            .filter(|n| n.starts_with(start))
             .count()
     };
-    let before = said();
+    let before = said(&pending);
     let controller = migrating(&server);
-    until("the restarted controller holds the request back", || said() > before).await;
+    until("the restarted controller holds the request back", || {
+        said(&pending) > before
+    })
+    .await;
     assert_eq!(requests(&server).len(), 1, "no duplicate after a restart");
 
-    // OME takes it, and surges: a new Instance 3 on gpu-node-2, Ready.
-    let record = |phase: &str| json!([{"requestUUID": uuid, "trigger": "Manual", "sourceInstance": 2, "surgeInstance": 3, "phase": phase}]);
-    server.edit("InferenceService", namespace, service, |s| {
-        s["metadata"]["annotations"]
-            .as_object_mut()
-            .expect("annotations")
-            .remove(&key);
-    });
-    server.edit("InferenceReplica", namespace, "qwen3-0-6b-engine", |r| {
-        r["status"]["migrations"] = record("SurgePending")
-    });
-    let mut surge = server.get("Pod", namespace, "qwen3-0-6b-engine-2-default-0");
-    surge["metadata"]["name"] = json!("qwen3-0-6b-engine-3-default-0");
-    surge["metadata"]["labels"]["ome.io/instance-index"] = json!("3");
-    surge["spec"]["nodeName"] = json!("gpu-node-2");
-    server.put(surge);
-    server.edit("InferenceReplica", namespace, "qwen3-0-6b-engine", |r| {
-        r["status"]["migrations"] = record("SurgeReady")
-    });
-    // A restart while it runs: the record is active, nothing more is sent.
+    // OME takes it, creates the surge and has it placed and Ready; a restart while the source
+    // still runs sends nothing more.
+    let mut seen = vec![ome_step(&server), ome_step(&server), ome_step(&server)];
     controller.abort();
-    let controller = migrating(&server);
     let active = format!("migration {uuid} of InferenceReplica spread-demo/qwen3-0-6b-engine is SurgeReady");
+    let before = said(&active);
+    let controller = migrating(&server);
     until("the restarted controller waits for the record", || {
-        notes(&server, "RebalanceHeld").iter().any(|n| n.starts_with(&active))
+        said(&active) > before
     })
     .await;
-    server.edit("InferenceReplica", namespace, "qwen3-0-6b-engine", |r| {
-        r["status"]["migrations"] = record("Draining")
-    });
-    server.delete("Pod", namespace, "qwen3-0-6b-engine-2-default-0");
-    server.edit("InferenceReplica", namespace, "qwen3-0-6b-engine", |r| {
-        let mut done = record("Completed");
-        done[0]["completedAt"] = json!(jiff::Timestamp::now().to_string());
-        r["status"]["migrations"] = done;
-    });
+    assert_eq!(requests(&server).len(), 1, "no duplicate while the migration runs");
 
-    until("the spread holds", || {
-        server
+    // OME goes on, one step every 100 ms, until the spread holds and nothing is under way.
+    let done = |server: &ApiServer| {
+        let satisfied = server
             .spread_conditions()
             .last()
-            .is_some_and(|(reason, _)| reason == "Satisfied")
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+            .is_some_and(|(reason, _)| reason == "Satisfied");
+        satisfied && requests(server).len() >= 2
+    };
+    for _ in 0..600 {
+        seen.push(ome_step(&server));
+        if done(&server) && seen.last().is_some_and(|s| s.in_flight == 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(done(&server), "{:?}", server.spread_conditions());
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         requests(&server).len(),
-        1,
-        "one move, one request: {:?}",
+        2,
+        "two moves, two requests: {:?}",
         requests(&server)
+    );
+    assert!(seen.iter().all(|s| s.in_flight <= 1), "one migration at a time");
+    assert_eq!(seen.iter().map(|s| s.serving).min(), Some(3), "serving never drops");
+    let replica = server.get("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");
+    let records: Vec<(&Value, &Value, &Value)> = replica["status"]["migrations"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .map(|r| (&r["sourceInstance"], &r["surgeInstance"], &r["phase"]))
+        .collect();
+    // Instance 2 leaves zone-a for zone-b as Instance 3 (OME's lowest unused index); then, the
+    // highest index left in zone-a, Instance 1 leaves for zone-c as Instance 2.
+    assert_eq!(
+        records,
+        [
+            (&json!(2), &json!(3), &json!("Completed")),
+            (&json!(1), &json!(2), &json!("Completed"))
+        ]
+    );
+    let placed: BTreeMap<String, String> = server
+        .objects
+        .lock()
+        .unwrap()
+        .values()
+        .filter(|o| o["kind"] == "Pod")
+        .map(|p| {
+            (
+                p["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+                p["spec"]["nodeName"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        placed,
+        BTreeMap::from([
+            ("qwen3-0-6b-engine-0-default-0".to_owned(), "gpu-node-1".to_owned()),
+            ("qwen3-0-6b-engine-2-default-0".to_owned(), "gpu-node-4".to_owned()),
+            ("qwen3-0-6b-engine-3-default-0".to_owned(), "gpu-node-2".to_owned()),
+        ])
     );
     controller.abort();
 }
