@@ -13,10 +13,13 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use ome_spread_core::instance::component_of;
+use ome_spread_core::migration::{Annotated, BadLedger, BadRecord, Migrations, Records, Requests};
 use ome_spread_core::nodes::{Node, Nodes, Taint};
 use ome_spread_core::room::{self, Requested, Resources};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+use crate::resources::{InferenceReplica, InferenceService};
 
 /// What the diagnosis reads of a cache (the nodes indexed, the pods grouped by component), built
 /// from it only after it changed: a burst of reconciles (every replica, after a node change)
@@ -135,6 +138,43 @@ pub fn node(node: &KubeNode) -> Node {
                 .map(|(name, q)| (name.as_str(), q.0.as_str())),
         ),
     )
+}
+
+/// Every InferenceService's pending migration request and our ledgers, as `migrate`'s guardrails
+/// read them: once per change of the InferenceServices, not once per reconcile (each reconcile's
+/// guardrails read the whole cluster's).
+pub type RequestSnapshot = Snapshot<InferenceService, Result<Requests, BadLedger>>;
+
+pub fn requests(services: &[Arc<InferenceService>]) -> Result<Requests, BadLedger> {
+    let annotated: Vec<Annotated> = services
+        .iter()
+        .map(|s| Annotated {
+            name: named(&**s),
+            annotations: s.annotations(),
+        })
+        .collect();
+    Requests::read(&annotated)
+}
+
+/// Every InferenceReplica's migration records, once per change of the replicas.
+pub type RecordSnapshot = Snapshot<InferenceReplica, Result<Records, BadRecord>>;
+
+pub fn records(replicas: &[Arc<InferenceReplica>]) -> Result<Records, BadRecord> {
+    let migrations: Vec<Migrations> = replicas.iter().map(|r| migrations(r)).collect();
+    Records::read(&migrations)
+}
+
+/// A replica's records as the guardrails read them.
+pub fn migrations(replica: &InferenceReplica) -> Migrations<'_> {
+    Migrations {
+        name: named(replica),
+        migrations: replica.status.as_ref().and_then(|s| s.migrations.as_ref()),
+    }
+}
+
+/// `namespace/name`, as the guardrails name objects.
+pub fn named<K: ResourceExt>(object: &K) -> String {
+    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
 /// A cache of `K`, and the stream of its changes that fills it; `version` moves with every change.

@@ -18,7 +18,9 @@ use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use tracing::{error, info, warn};
 
-use crate::cache::{NodeSnapshot, PodSnapshot, cached, nodes, pods_by_component};
+use crate::cache::{
+    NodeSnapshot, PodSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, pods_by_component, records, requests,
+};
 use crate::metrics::Metrics;
 use crate::rebalance::Mode;
 use crate::reconcile::{Context, error_policy, reconcile};
@@ -86,10 +88,11 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
 
 async fn reconcile_all(client: Client, options: Options) {
     let unversioned = Arc::<AtomicU64>::default;
+    let service_version = Arc::new(AtomicU64::new(0));
     let (services, service_changes) = cached(
         Api::<InferenceService>::all(client.clone()),
         watcher::Config::default(),
-        unversioned(),
+        service_version.clone(),
     );
     let (runtimes, runtime_changes) = cached(
         Api::<ServingRuntime>::all(client.clone()),
@@ -109,6 +112,7 @@ async fn reconcile_all(client: Client, options: Options) {
     let node_changes = node_changes(client.clone(), node_writer, node_version.clone());
 
     let (replicas, replica_writer) = reflector::store();
+    let replica_version = Arc::new(AtomicU64::new(0));
 
     let health = options.health.clone();
     let context = Arc::new(Context {
@@ -130,12 +134,13 @@ async fn reconcile_all(client: Client, options: Options) {
         failures: Mutex::default(),
         rebalance: options.rebalance,
         announced: Mutex::default(),
-        replicas: replicas.clone(),
+        requests: RequestSnapshot::new(services.clone(), service_version, requests),
+        records: RecordSnapshot::new(replicas.clone(), replica_version.clone(), records),
         max_per_hour: options.max_per_hour,
         written: tokio::sync::Mutex::default(),
     });
     tokio::spawn(ready_when_filled(context.clone(), health));
-    let replica_changes = replica_changes(client, replica_writer, context.metrics.clone());
+    let replica_changes = replica_changes(client, replica_writer, replica_version, context.metrics.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     Controller::for_stream(replica_changes, replicas)
         .watches_stream(pod_changes, |pod| replica_of_pod(&pod))
@@ -210,10 +215,12 @@ async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>) {
     }
 }
 
-/// The replicas' own watch, filling their cache; a deleted replica's metrics go with it.
+/// The replicas' own watch, filling their cache (`version` moves with every change, for the
+/// records' snapshot); a deleted replica's metrics go with it.
 fn replica_changes(
     client: Client,
     writer: reflector::store::Writer<InferenceReplica>,
+    version: Arc<AtomicU64>,
     metrics: Arc<Metrics>,
 ) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
     watcher(Api::<InferenceReplica>::all(client), watcher::Config::default())
@@ -221,6 +228,7 @@ fn replica_changes(
         .modify(|replica: &mut InferenceReplica| replica.metadata.managed_fields = None)
         .reflect(writer)
         .inspect_ok(move |event| {
+            version.fetch_add(1, Ordering::AcqRel);
             if let watcher::Event::Delete(replica) = event {
                 metrics.forget(&replica.namespace().unwrap_or_default(), &replica.name_any());
             }

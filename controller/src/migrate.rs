@@ -9,13 +9,12 @@ use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use ome_spread_core::migration::{
-    Annotated, Entry, Hold, LEDGER, Migrations, Request, Situation, hold, ledger, ledger_with, request_key,
-};
+use ome_spread_core::migration::{Entry, Hold, LEDGER, Request, Situation, hold, ledger, ledger_with, request_key};
 use ome_spread_core::rebalance::Move;
 use serde_json::{Value, json};
 use tracing::info;
 
+use crate::cache::{migrations, named};
 use crate::rebalance::Announcement;
 use crate::reconcile::{Context, Error, Objects, within_timeout};
 use crate::resources::{InferenceReplica, InferenceService};
@@ -97,8 +96,8 @@ pub(crate) async fn request(asked: &Next<'_>, ctx: &Context) -> Result<Announcem
     }
 }
 
-/// The core's guardrails over the component's objects and every cached InferenceService and
-/// InferenceReplica.
+/// The core's guardrails over the component's objects, and every InferenceService's requests
+/// and InferenceReplica's records as the snapshots last read them.
 fn guardrails(
     asked: &Next,
     service: &str,
@@ -106,33 +105,16 @@ fn guardrails(
     now: Timestamp,
     ctx: &Context,
 ) -> Result<(), Hold> {
-    let replica = asked.replica;
-    let services = ctx.services.state();
-    let replicas = ctx.replicas.state();
-    let annotated: Vec<Annotated> = services
-        .iter()
-        .map(|s| Annotated {
-            name: named(&**s),
-            annotations: s.annotations(),
-        })
-        .collect();
-    // The replica being reconciled is the freshest copy of itself.
-    let this = named(replica);
-    let migrations: Vec<Migrations> = std::iter::once(replica)
-        .chain(replicas.iter().map(|r| &**r).filter(|r| named(*r) != this))
-        .map(|r| Migrations {
-            name: named(r),
-            migrations: r.status.as_ref().and_then(|s| s.migrations.as_ref()),
-        })
-        .collect();
     let component = asked.objects.component();
     hold(&Situation {
         service,
         component: &component,
         lowered_to: asked.lowered_to,
         next: asked.step,
-        services: &annotated,
-        replicas: &migrations,
+        requests: &ctx.requests.current(),
+        records: &ctx.records.current(),
+        // The replica being reconciled is the freshest copy of itself.
+        replica: migrations(asked.replica),
         written,
         now,
         max_per_hour: ctx.max_per_hour,
@@ -178,11 +160,6 @@ async fn write(service: &InferenceService, annotations: Value, ctx: &Context) ->
 /// API server puts its own words before it.
 fn rejected(message: &str) -> bool {
     message.starts_with("migration request") || message.contains("denied the request: migration request")
-}
-
-/// `namespace/name`, as the guardrails name objects.
-fn named<K: ResourceExt>(object: &K) -> String {
-    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
 #[cfg(test)]

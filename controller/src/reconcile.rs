@@ -21,7 +21,7 @@ use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use crate::cache::{NodeSnapshot, PodJsonError, PodSnapshot, PodsByComponent};
+use crate::cache::{NodeSnapshot, PodJsonError, PodSnapshot, PodsByComponent, RecordSnapshot, RequestSnapshot};
 use crate::metrics::Metrics;
 use crate::rebalance::{self, Mode};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
@@ -82,8 +82,9 @@ pub struct Context {
     pub rebalance: Mode,
     /// The rebalance Event last published per replica, so that a resync does not repeat it.
     pub announced: Mutex<HashMap<ObjectRef<InferenceReplica>, String>>,
-    /// Every InferenceReplica (their migration records), for `migrate`.
-    pub replicas: Store<InferenceReplica>,
+    /// Every InferenceService's requests and InferenceReplica's records, for `migrate`.
+    pub requests: RequestSnapshot,
+    pub records: RecordSnapshot,
     /// `--rebalance-max-per-hour`.
     pub max_per_hour: usize,
     /// The migration gate: held from the guardrails' check to the request's write, so that two

@@ -2,14 +2,18 @@
 //! cluster (1,000 replicas, 10,000 pods, 5,000 nodes) skewed: every pod moved to a node of its
 //! model in zone-0, and every node given room, so that each replica is Skewed and planned
 //! (10,0,0 takes 6 moves, 2,0,0 one). Measures the diagnosis pass alone and with a plan per
-//! replica, so that the plan's cost shows against the pass's budget.
+//! replica, so that the plan's cost shows against the pass's budget; and with `migrate`'s
+//! guardrails after each plan, which read every InferenceService's ledger and every replica's
+//! records (three each here: a day's migrations) on each call.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::Criterion;
+use jiff::{SignedDuration, Timestamp};
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
+use ome_spread_core::migration::{Annotated, Entry, LEDGER, Migrations, Records, Request, Requests, Situation, hold};
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::rebalance::recommend;
 use ome_spread_core::room::requested;
@@ -20,7 +24,7 @@ use serde_json::{Value, json};
 mod cluster;
 use cluster::{Cluster, REPLICAS, cluster};
 
-/// The large cluster with every pod on a node of its model in zone-0, and room on every node.
+/// The large cluster with every pod Ready on a node of its model in zone-0, and room on every node.
 fn skewed() -> Cluster {
     let mut cluster = cluster();
     let nodes = cluster.nodes.len();
@@ -33,6 +37,8 @@ fn skewed() -> Cluster {
             zone_0 -= 30;
         }
         pod["spec"]["nodeName"] = json!(format!("gpu-node-{zone_0}"));
+        // Ready and Running, so that `migrate` could request a move.
+        pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
     }
     for node in &mut cluster.nodes {
         node["status"] = json!({"allocatable": {"nvidia.com/gpu": "8", "pods": "110"}});
@@ -40,9 +46,65 @@ fn skewed() -> Cluster {
     cluster
 }
 
-/// The controller's pass (as the diagnosis benchmark's), and with `plan` each replica's plan:
-/// the reasons, and the moves planned in all.
-fn pass(cluster: &Cluster, settings: &Settings, plan: bool) -> (BTreeMap<Reason, usize>, usize) {
+/// How far a pass goes for each replica.
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Stage {
+    Diagnosis,
+    Plan,
+    Guardrails,
+}
+
+/// What every InferenceService and replica carry after a day of migrations: three entries in our
+/// ledger, three Completed records.
+struct History {
+    annotations: Vec<BTreeMap<String, String>>,
+    records: Vec<Value>,
+    now: Timestamp,
+}
+
+fn history(cluster: &Cluster) -> History {
+    let now: Timestamp = "2026-11-30T12:00:00Z".parse().expect("a time");
+    let (mut annotations, mut records) = (Vec::new(), Vec::new());
+    for (i, _) in cluster.services.iter().enumerate() {
+        let entries: Vec<Entry> = (0..3)
+            .map(|k| {
+                let at = now - SignedDuration::from_hours(2 + 3 * k);
+                let step = ome_spread_core::rebalance::Move {
+                    instance: k as u32,
+                    from_node: format!("gpu-node-{i}"),
+                    from_domain: "zone-0".into(),
+                    to_domain: "zone-1".into(),
+                    hint_nodes: vec![format!("gpu-node-{}", i + 1)],
+                };
+                Entry::new(&format!("{i}-{k}"), &Request::new("engine", &step, at), at)
+            })
+            .collect();
+        let ledger = serde_json::to_string(&entries).expect("a ledger");
+        annotations.push(BTreeMap::from([(LEDGER.to_owned(), ledger)]));
+        records.push(Value::from(
+            (0..3)
+                .map(|k| {
+                    json!({"requestUUID": format!("{i}-{k}"), "trigger": "Manual", "sourceInstance": k,
+                    "phase": "Completed", "completedAt": (now - SignedDuration::from_hours(1 + 3 * k)).to_string()})
+                })
+                .collect::<Vec<_>>(),
+        ));
+    }
+    History {
+        annotations,
+        records,
+        now,
+    }
+}
+
+/// The controller's pass (as the diagnosis benchmark's), up to `stage` for each replica: the
+/// reasons, the moves planned in all, and the requests the guardrails let go.
+fn pass(
+    cluster: &Cluster,
+    history: &History,
+    settings: &Settings,
+    stage: Stage,
+) -> (BTreeMap<Reason, usize>, usize, usize) {
     let nodes = Nodes::from_json(&cluster.nodes);
     let mut pods_of: HashMap<&str, Vec<Value>> = HashMap::new();
     for pod in &cluster.pods {
@@ -51,13 +113,44 @@ fn pass(cluster: &Cluster, settings: &Settings, plan: bool) -> (BTreeMap<Reason,
             .unwrap_or_default();
         pods_of.entry(service).or_default().push(pod.clone());
     }
-    let requested = if plan {
+    let requested = if stage >= Stage::Plan {
         requested(&cluster.pods)
     } else {
         Default::default()
     };
-    let (mut reasons, mut moves) = (BTreeMap::new(), 0);
-    for (service, replica) in cluster.services.iter().zip(&cluster.replicas) {
+    let named = |object: &Value| {
+        let metadata = &object["metadata"];
+        format!(
+            "{}/{}",
+            metadata["namespace"].as_str().unwrap_or_default(),
+            metadata["name"].as_str().unwrap_or_default()
+        )
+    };
+    let (mut reasons, mut moves, mut requests) = (BTreeMap::new(), 0, 0);
+    // The cluster's requests and records, read once (the controller: once per change of them).
+    let services: Vec<Annotated> = cluster
+        .services
+        .iter()
+        .zip(&history.annotations)
+        .map(|(s, annotations)| Annotated {
+            name: named(s),
+            annotations,
+        })
+        .collect();
+    let replicas: Vec<Migrations> = cluster
+        .replicas
+        .iter()
+        .zip(&history.records)
+        .map(|(r, records)| Migrations {
+            name: named(r),
+            migrations: Some(records),
+        })
+        .collect();
+    let (requests_read, records_read) = match stage {
+        Stage::Guardrails => (Requests::read(&services), Records::read(&replicas)),
+        _ => (Ok(Requests::default()), Ok(Records::default())),
+    };
+    for (index, (service, replica)) in cluster.services.iter().zip(&cluster.replicas).enumerate() {
         let name = service["metadata"]["name"].as_str().unwrap_or_default();
         let component = Component {
             service,
@@ -67,31 +160,64 @@ fn pass(cluster: &Cluster, settings: &Settings, plan: bool) -> (BTreeMap<Reason,
             nodes: &nodes,
         };
         let report = diagnose(&component, settings).expect("a report");
-        if plan {
-            moves += recommend(&component, &report, &requested, settings).map_or(0, |p| p.moves.len());
-        }
         *reasons.entry(report.reason).or_insert(0) += 1;
+        if stage < Stage::Plan {
+            continue;
+        }
+        let Ok(plan) = recommend(&component, &report, &requested, settings) else {
+            continue;
+        };
+        moves += plan.moves.len();
+        if stage < Stage::Guardrails {
+            continue;
+        }
+        let held = hold(&Situation {
+            service: &named(service),
+            component: &component,
+            lowered_to: None,
+            next: &plan.moves[0],
+            requests: &requests_read,
+            records: &records_read,
+            // As the controller does: the component's own records read afresh.
+            replica: Migrations {
+                name: named(replica),
+                migrations: Some(&history.records[index]),
+            },
+            written: &[],
+            now: history.now,
+            max_per_hour: 10,
+        });
+        requests += usize::from(held.is_ok());
     }
-    (reasons, moves)
+    (reasons, moves, requests)
 }
 
 fn main() {
     let cluster = skewed();
     let settings = Settings::default();
-    let (reasons, moves) = pass(&cluster, &settings, true);
-    println!("rebalance over {REPLICAS} skewed replicas: reasons {reasons:?}, {moves} moves planned");
+    let history = history(&cluster);
+    let (reasons, moves, requests) = pass(&cluster, &history, &settings, Stage::Guardrails);
+    println!(
+        "rebalance over {REPLICAS} skewed replicas: reasons {reasons:?}, {moves} moves planned, {requests} let go"
+    );
     assert_eq!(reasons.get(&Reason::Skewed), Some(&REPLICAS), "every replica is Skewed");
     // Half run 10 single-pod Instances (10,0,0: 6 moves), half 2 Instances (2,0,0: 1 move).
     assert_eq!(moves, REPLICAS / 2 * 6 + REPLICAS / 2);
+    // Each alone would go: the guardrails hold none back (none pending, none under way, the
+    // ledgers' entries over an hour old), so every call reads everything.
+    assert_eq!(requests, REPLICAS);
     let mut criterion = Criterion::default()
         .sample_size(10)
         .measurement_time(Duration::from_secs(10))
         .configure_from_args();
     criterion.bench_function("rebalance/diagnosis of 1000 skewed replicas", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &settings, false)))
+        b.iter(|| black_box(pass(black_box(&cluster), &history, &settings, Stage::Diagnosis)))
     });
     criterion.bench_function("rebalance/diagnosis and a plan for each", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &settings, true)))
+        b.iter(|| black_box(pass(black_box(&cluster), &history, &settings, Stage::Plan)))
+    });
+    criterion.bench_function("rebalance/diagnosis, a plan and the guardrails for each", |b| {
+        b.iter(|| black_box(pass(black_box(&cluster), &history, &settings, Stage::Guardrails)))
     });
     criterion.final_summary();
 }

@@ -237,6 +237,55 @@ pub struct Migrations<'a> {
     pub migrations: Option<&'a Value>,
 }
 
+/// Every InferenceService's requests as the guardrails read them: built once per change of the
+/// InferenceServices (the controller's snapshot), not once per component, because each
+/// component's guardrails read the whole cluster's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requests {
+    /// The first InferenceService with a request annotation pending: (service, key).
+    pending: Option<(String, String)>,
+    /// Our ledgers' entries, with their InferenceService.
+    ours: Vec<(String, Entry)>,
+}
+
+impl Requests {
+    pub fn read(services: &[Annotated]) -> Result<Self, BadLedger> {
+        let mut requests = Self::default();
+        for service in services {
+            if requests.pending.is_none()
+                && let Some(key) = service.annotations.keys().find(|k| k.starts_with(REQUEST_PREFIX))
+            {
+                requests.pending = Some((service.name.clone(), key.clone()));
+            }
+            for entry in ledger(&service.name, service.annotations)? {
+                requests.ours.push((service.name.clone(), entry));
+            }
+        }
+        Ok(requests)
+    }
+}
+
+/// Every InferenceReplica's migration records, read once per change of the replicas, indexed by
+/// request UUID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Records {
+    all: Vec<(String, Record)>,
+    by_uuid: HashMap<String, usize>,
+}
+
+impl Records {
+    pub fn read(replicas: &[Migrations]) -> Result<Self, BadRecord> {
+        let mut all = Vec::new();
+        for replica in replicas {
+            for record in records(&replica.name, replica.migrations)? {
+                all.push((replica.name.clone(), record));
+            }
+        }
+        let by_uuid = all.iter().enumerate().map(|(i, (_, r))| (r.uuid.clone(), i)).collect();
+        Ok(Self { all, by_uuid })
+    }
+}
+
 /// What [`hold`] reads: the component and its next move, and the whole cluster's requests.
 pub struct Situation<'a> {
     /// The component's InferenceService, as `namespace/name`.
@@ -245,9 +294,11 @@ pub struct Situation<'a> {
     /// The mode the InferenceService's own annotation lowers `migrate` to, if it does.
     pub lowered_to: Option<&'a str>,
     pub next: &'a Move,
-    /// Every InferenceService and every InferenceReplica of the cluster.
-    pub services: &'a [Annotated<'a>],
-    pub replicas: &'a [Migrations<'a>],
+    /// Every InferenceService's requests and every InferenceReplica's records, as last read.
+    pub requests: &'a Result<Requests, BadLedger>,
+    pub records: &'a Result<Records, BadRecord>,
+    /// The component's own InferenceReplica, fresher than `records` may be.
+    pub replica: Migrations<'a>,
     /// Our requests the caches may not show yet: (InferenceService, entry).
     pub written: &'a [(String, Entry)],
     pub now: Timestamp,
@@ -314,6 +365,28 @@ impl Hold {
         )
     }
 }
+/// The records as [`hold`] sees them: the component's replica's own, then the others'.
+struct Recorded<'a> {
+    replica: &'a str,
+    own: Vec<Record>,
+    others: &'a Records,
+}
+
+impl Recorded<'_> {
+    fn all(&self) -> impl Iterator<Item = (&str, &Record)> {
+        let own = self.own.iter().map(|r| (self.replica, r));
+        let others = self.others.all.iter().filter(|(name, _)| name != self.replica);
+        own.chain(others.map(|(name, r)| (name.as_str(), r)))
+    }
+
+    fn get(&self, uuid: &str) -> Option<&Record> {
+        let other = || {
+            let (name, record) = &self.others.all[*self.others.by_uuid.get(uuid)?];
+            (name != self.replica).then_some(record)
+        };
+        self.own.iter().find(|r| r.uuid == uuid).or_else(other)
+    }
+}
 
 /// The first guardrail that holds the next request back, in this order: the component's own
 /// (mode, pause, migrationPolicy, its pods), then one migration at a time cluster-wide (records
@@ -321,10 +394,15 @@ impl Hold {
 /// of the move, the backoff after a failure). None: the request may be written.
 pub fn hold(situation: &Situation) -> Result<(), Hold> {
     component_holds(situation)?;
-    let records = all_records(situation.replicas)?;
-    let ours = our_requests(situation)?;
-    one_at_a_time(situation, &records, &ours)?;
-    pace(situation, &records, &ours)
+    let recorded = Recorded {
+        replica: &situation.replica.name,
+        own: records(&situation.replica.name, situation.replica.migrations)?,
+        others: situation.records.as_ref().map_err(|e| e.clone())?,
+    };
+    let requests = situation.requests.as_ref().map_err(|e| e.clone())?;
+    let ours = our_requests(situation, requests);
+    one_at_a_time(situation, &recorded, requests, &ours)?;
+    pace(situation, &recorded, &ours)
 }
 
 fn component_holds(s: &Situation) -> Result<(), Hold> {
@@ -365,64 +443,45 @@ fn namespace_of(service: &str) -> &str {
     service.split_once('/').map_or("", |(namespace, _)| namespace)
 }
 
-/// Every replica's records, with the replica's name.
-fn all_records(replicas: &[Migrations]) -> Result<Vec<(String, Record)>, BadRecord> {
-    let mut all = Vec::new();
-    for replica in replicas {
-        for record in records(&replica.name, replica.migrations)? {
-            all.push((replica.name.clone(), record));
-        }
-    }
-    Ok(all)
-}
-
-/// Our requests: every service's ledger and those just written, once per UUID.
-fn our_requests(s: &Situation) -> Result<Vec<(String, Entry)>, BadLedger> {
-    let mut ours: Vec<(String, Entry)> = Vec::new();
-    for service in s.services {
-        for entry in ledger(&service.name, service.annotations)? {
-            ours.push((service.name.clone(), entry));
-        }
-    }
+/// Our requests: every service's ledger, and those just written that it does not show yet.
+fn our_requests<'a>(s: &'a Situation, requests: &'a Requests) -> Vec<(&'a str, &'a Entry)> {
+    let mut ours: Vec<(&str, &Entry)> = requests.ours.iter().map(|(service, e)| (service.as_str(), e)).collect();
     for (service, entry) in s.written {
         // What the caches show wins: it may say the request was rejected since.
-        if !ours.iter().any(|(_, e)| e.uuid == entry.uuid) {
-            ours.push((service.clone(), entry.clone()));
+        if !requests.ours.iter().any(|(_, e)| e.uuid == entry.uuid) {
+            ours.push((service, entry));
         }
     }
-    Ok(ours)
+    ours
 }
 
-fn one_at_a_time(s: &Situation, records: &[(String, Record)], ours: &[(String, Entry)]) -> Result<(), Hold> {
-    if let Some((replica, record)) = records.iter().find(|(_, r)| r.phase.active()) {
+fn one_at_a_time(s: &Situation, records: &Recorded, requests: &Requests, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
+    if let Some((replica, record)) = records.all().find(|(_, r)| r.phase.active()) {
         return Err(Hold::Active {
-            replica: replica.clone(),
+            replica: replica.to_owned(),
             uuid: record.uuid.clone(),
             phase: record.phase,
         });
     }
-    for service in s.services {
-        if let Some(key) = service.annotations.keys().find(|k| k.starts_with(REQUEST_PREFIX)) {
-            return Err(Hold::Pending {
-                service: service.name.clone(),
-                key: key.clone(),
-            });
-        }
+    if let Some((service, key)) = &requests.pending {
+        return Err(Hold::Pending {
+            service: service.clone(),
+            key: key.clone(),
+        });
     }
-    let recorded = |uuid: &str| records.iter().any(|(_, r)| r.uuid == uuid);
-    let unacknowledged = ours
-        .iter()
-        .find(|(_, e)| e.rejected.is_none() && !recorded(&e.uuid) && s.now.duration_since(e.at) < ACKNOWLEDGE_WITHIN);
+    let unacknowledged = ours.iter().find(|(_, e)| {
+        e.rejected.is_none() && s.now.duration_since(e.at) < ACKNOWLEDGE_WITHIN && records.get(&e.uuid).is_none()
+    });
     match unacknowledged {
         Some((service, entry)) => Err(Hold::Unacknowledged {
-            service: service.clone(),
+            service: (*service).to_owned(),
             uuid: entry.uuid.clone(),
         }),
         None => Ok(()),
     }
 }
 
-fn pace(s: &Situation, records: &[(String, Record)], ours: &[(String, Entry)]) -> Result<(), Hold> {
+fn pace(s: &Situation, records: &Recorded, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
     let started = ours
         .iter()
         .filter(|(_, e)| e.rejected.is_none() && s.now.duration_since(e.at) < HOUR)
@@ -436,8 +495,8 @@ fn pace(s: &Situation, records: &[(String, Record)], ours: &[(String, Entry)]) -
     let kind = s.component.replica["spec"]["component"].as_str().unwrap_or_default();
     let mine: Vec<&Entry> = ours
         .iter()
-        .filter(|(service, e)| service == s.service && e.component == kind)
-        .map(|(_, e)| e)
+        .filter(|(service, e)| *service == s.service && e.component == kind)
+        .map(|(_, e)| *e)
         .collect();
     let tries = mine.iter().filter(|e| e.same_move(kind, s.next)).count();
     if tries >= MAX_TRIES {
@@ -455,9 +514,8 @@ fn pace(s: &Situation, records: &[(String, Record)], ours: &[(String, Entry)]) -
 /// After a failed or rejected request of the component: [`BACKOFF`] from the last failure (a
 /// record's `completedAt`, else the request's time), doubled per failure the ledger keeps, at
 /// most [`MAX_BACKOFF`].
-fn backoff(s: &Situation, kind: &str, mine: &[&Entry], records: &[(String, Record)]) -> Result<(), Hold> {
-    let by_uuid: HashMap<&str, &Record> = records.iter().map(|(_, r)| (r.uuid.as_str(), r)).collect();
-    let failure = |e: &Entry| match (&e.rejected, by_uuid.get(e.uuid.as_str())) {
+fn backoff(s: &Situation, kind: &str, mine: &[&Entry], records: &Recorded) -> Result<(), Hold> {
+    let failure = |e: &Entry| match (&e.rejected, records.get(&e.uuid)) {
         (Some(message), _) => Some((e.at, format!("was rejected ({message})"))),
         (None, Some(r)) if r.phase == Phase::Failed => {
             Some((r.completed_at.unwrap_or(e.at), format!("failed ({})", r.message)))

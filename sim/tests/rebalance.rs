@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, HashSet};
 use jiff::{SignedDuration, Timestamp};
 use ome_spread_core::diagnosis::{Component, diagnose};
 use ome_spread_core::migration::{
-    Annotated, Entry, Hold, LEDGER, Migrations, Request, Situation, hold, ledger, ledger_with, request_key,
+    Annotated, Entry, Hold, LEDGER, Migrations, Records, Request, Requests, Situation, hold, ledger, ledger_with,
+    request_key,
 };
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::rebalance::{Move, NoPlan, recommend};
@@ -138,14 +139,16 @@ fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Mov
         component: &component,
         lowered_to: None,
         next: &next,
-        services: &[Annotated {
+        requests: &Requests::read(&[Annotated {
             name: format!("{NAMESPACE}/{SERVICE}"),
             annotations: &service_annotations,
-        }],
-        replicas: &[Migrations {
+        }]),
+        // The one replica is the component's own.
+        records: &Ok(Records::default()),
+        replica: Migrations {
             name: format!("{NAMESPACE}/{SERVICE}-engine"),
             migrations: replica["status"].get("migrations"),
-        }],
+        },
         written: &[],
         now,
         max_per_hour: 10,

@@ -15,7 +15,9 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
-use ome_spread_controller::cache::{NodeSnapshot, PodSnapshot, nodes, pods_by_component};
+use ome_spread_controller::cache::{
+    NodeSnapshot, PodSnapshot, RecordSnapshot, RequestSnapshot, nodes, pods_by_component, records, requests,
+};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::reconcile::Context;
@@ -112,7 +114,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
             },
         ),
         client,
-        services,
+        services: services.clone(),
         runtimes,
         cluster_runtimes,
         pods: PodSnapshot::new(pods, Arc::new(AtomicU64::new(0)), pods_by_component),
@@ -122,7 +124,8 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         failures: Mutex::default(),
         rebalance,
         announced: Mutex::default(),
-        replicas,
+        requests: RequestSnapshot::new(services.clone(), Arc::new(AtomicU64::new(0)), requests),
+        records: RecordSnapshot::new(replicas, Arc::new(AtomicU64::new(0)), records),
         max_per_hour: 10,
         written: tokio::sync::Mutex::default(),
     };

@@ -168,6 +168,12 @@ fn quiet() -> Cluster {
 }
 
 fn held(cluster: &Cluster) -> Result<(), Hold> {
+    held_with_own(cluster, &cluster.migrations[0].1)
+}
+
+/// As [`held`], the component's own replica's records being `own` (fresher than the
+/// cluster's, which the controller reads once per change).
+fn held_with_own(cluster: &Cluster, own: &Value) -> Result<(), Hold> {
     let nodes = Nodes::from_json(&[]);
     let component = Component {
         service: &cluster.service,
@@ -198,8 +204,12 @@ fn held(cluster: &Cluster) -> Result<(), Hold> {
         component: &component,
         lowered_to: cluster.lowered_to,
         next: &next,
-        services: &services,
-        replicas: &replicas,
+        requests: &Requests::read(&services),
+        records: &Records::read(&replicas),
+        replica: Migrations {
+            name: cluster.migrations[0].0.clone(),
+            migrations: Some(own),
+        },
         written: &cluster.written,
         now: at(NOW),
         max_per_hour: 10,
@@ -245,6 +255,34 @@ fn a_quiet_cluster_holds_nothing_back() {
     // Ours, recorded and Completed, an hour and more ago: nothing holds.
     let done = with_ledger(quiet(), 0, &[entry("u1", 1, "gpu-node-3", 90, None)]);
     assert_eq!(held(&with_records(done, 0, json!([record("u1", "Completed")]))), Ok(()));
+}
+
+/// The cluster's records are read once per change of the replicas; the component's own replica,
+/// as the reconcile has it, wins over that read in both directions.
+#[test]
+fn the_components_own_records_win_over_the_clusters_read() {
+    let ledger = [entry("u1", 2, "gpu-node-1", 20, None)];
+    let stale = with_records(with_ledger(quiet(), 0, &ledger), 0, json!([record("u1", "Draining")]));
+    assert_eq!(held_with_own(&stale, &json!([record("u1", "Completed")])), Ok(()));
+    let behind = with_records(with_ledger(quiet(), 0, &ledger), 0, json!([]));
+    assert_eq!(
+        held_with_own(&behind, &json!([record("u1", "SurgePending")])),
+        Err(Hold::Active {
+            replica: "spread-demo/qwen3-0-6b-engine".into(),
+            uuid: "u1".into(),
+            phase: Phase::SurgePending
+        })
+    );
+    // Another replica's record is the cluster's read.
+    let other = with_records(quiet(), 1, json!([record("o1", "Accepted")]));
+    assert_eq!(
+        held(&other),
+        Err(Hold::Active {
+            replica: "other/llama-engine".into(),
+            uuid: "o1".into(),
+            phase: Phase::Accepted
+        })
+    );
 }
 
 #[test]
