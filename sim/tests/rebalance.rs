@@ -1,4 +1,4 @@
-//! Issue 11's property, on objects: 500 generated clusters (2-6 zones of 1-3 nodes with 0-8 free
+//! Issue 11's property, on objects: 720 generated clusters (2-6 zones of 1-3 nodes with 0-8 free
 //! GPUs each, some cordoned or tainted against the pods; 2-40 Instances, single-pod or a leader
 //! with 1-2 workers, admitted by the policy and placed skewed). The core decides as the
 //! controller's `migrate` does (diagnosis, plan, guardrails), and OME and the scheduler of this
@@ -6,7 +6,9 @@
 //! exactly the fewest moves (counted apart, by search over Instances per zone, the room counted
 //! by hand in whole Instances on the nodes that accept the pods); no request while another is
 //! pending or under way; every migration completes (the plan only sends what the scheduler
-//! takes); serving Instances never drop below the start.
+//! takes); serving Instances never drop below the start. Three clusters in ten (216) are under
+//! migrationPolicy Never, paused, or have an Instance not Ready: no request at all; the other
+//! 504 migrate.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -178,8 +180,8 @@ fn serving(objects: &[Value], size: usize) -> usize {
 #[test]
 fn migrate_reaches_the_spread_in_the_fewest_moves_through_ome_and_the_scheduler() {
     let mut rng = XorShift(0x5eed_0b11);
-    let (mut moved, mut reachable, mut gangs) = (0, 0, 0);
-    for case in 0..500 {
+    let (mut moved, mut reachable, mut gangs, mut stopped_clusters, mut would_go) = (0, 0, 0, 0, 0);
+    for case in 0..720 {
         let zones = 2 + rng.below(5);
         // Per node: its zone, whether it accepts the pods, its GPUs.
         let mut layout: Vec<(usize, bool, usize)> = Vec::new();
@@ -255,6 +257,44 @@ fn migrate_reaches_the_spread_in_the_fewest_moves_through_ome_and_the_scheduler(
             deadline: SignedDuration::from_mins(10),
         };
         let mut now: Timestamp = "2026-11-30T12:00:00Z".parse().expect("a time");
+        // One cluster in ten of each: migrationPolicy Never, the replica paused, an Instance not
+        // Ready. Whatever the skew, no request.
+        let stopped = match case % 10 {
+            7 => Some((
+                "Never",
+                &mut objects[0]["spec"]["engine"]["lifecycle"],
+                json!({"migrationPolicy": {"mode": "Never"}}),
+            )),
+            8 => Some(("paused", &mut objects[1]["spec"]["paused"], json!(true))),
+            9 => {
+                let pod = objects.iter_mut().rfind(|o| o["kind"] == "Pod").expect("a pod");
+                Some((
+                    "not Ready",
+                    &mut pod["status"]["conditions"][0]["status"],
+                    json!("False"),
+                ))
+            }
+            _ => None,
+        };
+        if let Some((what, field, value)) = stopped {
+            *field = value;
+            let mut going = objects.clone();
+            let (at, path) = match what {
+                "Never" => (0, "/spec/engine/lifecycle"),
+                "paused" => (1, "/spec/paused"),
+                _ => (going.len() - 1, "/status/conditions/0/status"),
+            };
+            *going[at].pointer_mut(path).expect("the stop") = match what {
+                "not Ready" => json!("True"),
+                _ => Value::Null,
+            };
+            // Without the stop, a request would go.
+            would_go += usize::from(matches!(decide(&going, &settings, now), Ok((_, Ok(())))));
+            let decided = decide(&objects, &settings, now);
+            assert!(!matches!(decided, Ok((_, Ok(())))), "{why}: a request while {what}");
+            stopped_clusters += 1;
+            continue;
+        }
         let mut moves = 0;
         loop {
             let (next, held) = match decide(&objects, &settings, now) {
@@ -323,8 +363,16 @@ fn migrate_reaches_the_spread_in_the_fewest_moves_through_ome_and_the_scheduler(
     }
     // Not degenerate: hundreds of clusters can reach the spread, in hundreds of moves, many of
     // them leaders with workers (others have no room, by design).
+    println!(
+        "{reachable} clusters reachable, {moved} moves ({gangs} of leaders with workers); {stopped_clusters} stopped, {would_go} of them skewed enough for a request"
+    );
+    assert_eq!(stopped_clusters, 216);
     assert!(
-        reachable > 200 && moved > 300 && gangs > 100,
+        would_go > 50,
+        "{would_go} of the stopped clusters would have had a request"
+    );
+    assert!(
+        reachable > 250 && moved > 450 && gangs > 100,
         "{reachable} reachable, {moved} moves, {gangs} of gangs"
     );
 }
