@@ -36,9 +36,18 @@ pub struct Selection {
 
 #[derive(Debug, Clone, PartialEq)]
 struct Expression {
-    key: String,
+    subject: Subject,
     operator: String,
     values: Vec<String>,
+}
+
+/// What an expression reads of a node: a label (`matchExpressions`), or a field (`matchFields`,
+/// where Kubernetes supports `metadata.name` only; any other field matches no node).
+#[derive(Debug, Clone, PartialEq)]
+enum Subject {
+    Label(String),
+    Name,
+    OtherField,
 }
 
 fn strings(value: &Value) -> BTreeMap<String, String> {
@@ -208,22 +217,19 @@ impl Selection {
                     terms
                         .iter()
                         .map(|term| {
-                            term["matchExpressions"]
-                                .as_array()
-                                .map(|expressions| {
-                                    expressions
-                                        .iter()
-                                        .map(|e| Expression {
-                                            key: text(&e["key"]),
-                                            operator: text(&e["operator"]),
-                                            values: e["values"]
-                                                .as_array()
-                                                .map(|v| v.iter().map(text).collect())
-                                                .unwrap_or_default(),
-                                        })
-                                        .collect()
-                                })
-                                .unwrap_or_default()
+                            let labels = expressions(&term["matchExpressions"]).map(|(key, e)| Expression {
+                                subject: Subject::Label(key.to_owned()),
+                                ..e
+                            });
+                            let fields = expressions(&term["matchFields"]).map(|(key, e)| Expression {
+                                subject: if key == "metadata.name" {
+                                    Subject::Name
+                                } else {
+                                    Subject::OtherField
+                                },
+                                ..e
+                            });
+                            labels.chain(fields).collect()
                         })
                         .collect()
                 });
@@ -234,13 +240,15 @@ impl Selection {
         }
     }
 
-    /// Does the pod select `node` (nodeSelector and required node affinity)?
+    /// Does the pod select `node` (nodeSelector and required node affinity; an empty term
+    /// selects no node, as in Kubernetes)?
     pub fn selects(&self, node: &Node) -> bool {
         self.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
-            && self
-                .terms
-                .as_ref()
-                .is_none_or(|terms| terms.iter().any(|term| term.iter().all(|e| e.matches(node))))
+            && self.terms.as_ref().is_none_or(|terms| {
+                terms
+                    .iter()
+                    .any(|term| !term.is_empty() && term.iter().all(|e| e.matches(node)))
+            })
     }
 
     /// Does the pod tolerate every NoSchedule and NoExecute taint of `node`?
@@ -263,9 +271,28 @@ fn tolerates(toleration: &Value, taint: &Taint) -> bool {
     (effect.is_empty() || effect == taint.effect) && key_matches && value_matches
 }
 
+/// A term's `matchExpressions` or `matchFields`: each with its key, the subject still to set.
+fn expressions(list: &Value) -> impl Iterator<Item = (&str, Expression)> {
+    list.as_array().into_iter().flatten().map(|e| {
+        let expression = Expression {
+            subject: Subject::OtherField,
+            operator: text(&e["operator"]),
+            values: e["values"]
+                .as_array()
+                .map(|v| v.iter().map(text).collect())
+                .unwrap_or_default(),
+        };
+        (e["key"].as_str().unwrap_or_default(), expression)
+    })
+}
+
 impl Expression {
     fn matches(&self, node: &Node) -> bool {
-        let label = node.labels.get(&self.key);
+        let label = match &self.subject {
+            Subject::Label(key) => node.labels.get(key),
+            Subject::Name => Some(&node.name),
+            Subject::OtherField => return false,
+        };
         let number = |s: &str| s.parse::<i64>().ok();
         match self.operator.as_str() {
             "In" => label.is_some_and(|l| self.values.contains(l)),
@@ -336,6 +363,25 @@ mod tests {
         let in_rack2 = json!({"key": "rack", "operator": "In", "values": ["r2"]});
         assert!(!pod_with_terms(json!([{"matchExpressions": [in_zone, in_rack2]}])).selects(&n));
         assert!(pod_with_terms(json!([{"matchExpressions": [in_rack2]}, {"matchExpressions": [in_zone]}])).selects(&n));
+    }
+
+    /// Kubernetes: an empty term matches no node; `matchFields` reads `metadata.name`.
+    #[test]
+    fn an_empty_term_selects_nothing_and_match_fields_read_the_name() {
+        let n = node(json!({"zone": "a"}), json!({}));
+        assert!(!pod_with_terms(json!([{}])).selects(&n));
+        assert!(!pod_with_terms(json!([{"matchExpressions": []}])).selects(&n));
+        let in_zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+        assert!(pod_with_terms(json!([{}, {"matchExpressions": [in_zone]}])).selects(&n));
+        let named = |operator: &str, name: &str| {
+            pod_with_terms(json!([{"matchFields": [{"key": "metadata.name", "operator": operator, "values": [name]}]}]))
+        };
+        assert!(named("In", "n").selects(&n));
+        assert!(!named("In", "m").selects(&n));
+        assert!(named("NotIn", "m").selects(&n));
+        let other_field =
+            json!([{"matchFields": [{"key": "spec.unschedulable", "operator": "In", "values": ["false"]}]}]);
+        assert!(!pod_with_terms(other_field).selects(&n));
     }
 
     #[test]
