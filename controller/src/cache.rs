@@ -54,8 +54,10 @@ where
     }
 
     pub fn current(&self) -> Arc<T> {
-        let version = self.version.load(Ordering::Acquire);
         let mut built = self.built.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Read under the lock, so that a slower caller never tags a newer build with an older
+        // version.
+        let version = self.version.load(Ordering::Acquire);
         match &*built {
             Some((at, snapshot)) if *at == version => snapshot.clone(),
             _ => {

@@ -159,6 +159,18 @@ impl Phase {
     pub fn active(self) -> bool {
         !matches!(self, Self::Completed | Self::Failed | Self::Relocated)
     }
+
+    /// How far along a migration is: OME only moves a record forward, so of two copies of one
+    /// record the further one is the newer.
+    fn progress(self) -> u8 {
+        match self {
+            Self::Accepted | Self::Pending => 0,
+            Self::SurgePending | Self::InProgress => 1,
+            Self::SurgeReady => 2,
+            Self::Draining => 3,
+            Self::Completed | Self::Failed | Self::Relocated => 4,
+        }
+    }
 }
 
 /// One record of `status.migrations`, the fields ome-spread reads.
@@ -266,7 +278,7 @@ impl Requests {
 }
 
 /// Every InferenceReplica's migration records, read once per change of the replicas, indexed by
-/// request UUID.
+/// request UUID (the furthest copy of each).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Records {
     all: Vec<(String, Record)>,
@@ -275,14 +287,19 @@ pub struct Records {
 
 impl Records {
     pub fn read(replicas: &[Migrations]) -> Result<Self, BadRecord> {
-        let mut all = Vec::new();
+        let mut records = Self::default();
         for replica in replicas {
-            for record in records(&replica.name, replica.migrations)? {
-                all.push((replica.name.clone(), record));
+            for record in self::records(&replica.name, replica.migrations)? {
+                records.all.push((replica.name.clone(), record));
             }
         }
-        let by_uuid = all.iter().enumerate().map(|(i, (_, r))| (r.uuid.clone(), i)).collect();
-        Ok(Self { all, by_uuid })
+        for (at, (_, record)) in records.all.iter().enumerate() {
+            let furthest = records.by_uuid.entry(record.uuid.clone()).or_insert(at);
+            if records.all[*furthest].1.phase.progress() < record.phase.progress() {
+                *furthest = at;
+            }
+        }
+        Ok(records)
     }
 }
 
@@ -297,7 +314,8 @@ pub struct Situation<'a> {
     /// Every InferenceService's requests and every InferenceReplica's records, as last read.
     pub requests: &'a Result<Requests, BadLedger>,
     pub records: &'a Result<Records, BadRecord>,
-    /// The component's own InferenceReplica, fresher than `records` may be.
+    /// The component's own InferenceReplica as the reconcile has it: its records join the
+    /// cluster's read, which may be older or newer (each migration counts at its furthest phase).
     pub replica: Migrations<'a>,
     /// Our requests the caches may not show yet: (InferenceService, entry).
     pub written: &'a [(String, Entry)],
@@ -365,26 +383,31 @@ impl Hold {
         )
     }
 }
-/// The records as [`hold`] sees them: the component's replica's own, then the others'.
+/// The records as [`hold`] sees them: the cluster's read and the component's own replica's, each
+/// migration at the furthest phase either copy shows.
 struct Recorded<'a> {
     replica: &'a str,
     own: Vec<Record>,
-    others: &'a Records,
+    cluster: &'a Records,
 }
 
 impl Recorded<'_> {
-    fn all(&self) -> impl Iterator<Item = (&str, &Record)> {
-        let own = self.own.iter().map(|r| (self.replica, r));
-        let others = self.others.all.iter().filter(|(name, _)| name != self.replica);
-        own.chain(others.map(|(name, r)| (name.as_str(), r)))
+    fn get(&self, uuid: &str) -> Option<&Record> {
+        let read = self.cluster.by_uuid.get(uuid).map(|at| &self.cluster.all[*at].1);
+        let own = self.own.iter().find(|r| r.uuid == uuid);
+        match (own, read) {
+            (Some(own), Some(read)) if read.phase.progress() > own.phase.progress() => Some(read),
+            (own, read) => own.or(read),
+        }
     }
 
-    fn get(&self, uuid: &str) -> Option<&Record> {
-        let other = || {
-            let (name, record) = &self.others.all[*self.others.by_uuid.get(uuid)?];
-            (name != self.replica).then_some(record)
-        };
-        self.own.iter().find(|r| r.uuid == uuid).or_else(other)
+    /// The first migration still active at its furthest phase, with its replica.
+    fn active(&self) -> Option<(&str, &Record)> {
+        let own = self.own.iter().map(|r| (self.replica, r));
+        let read = self.cluster.all.iter().map(|(name, r)| (name.as_str(), r));
+        own.chain(read)
+            .filter_map(|(replica, r)| Some((replica, self.get(&r.uuid)?)))
+            .find(|(_, r)| r.phase.active())
     }
 }
 
@@ -397,7 +420,7 @@ pub fn hold(situation: &Situation) -> Result<(), Hold> {
     let recorded = Recorded {
         replica: &situation.replica.name,
         own: records(&situation.replica.name, situation.replica.migrations)?,
-        others: situation.records.as_ref().map_err(|e| e.clone())?,
+        cluster: situation.records.as_ref().map_err(|e| e.clone())?,
     };
     let requests = situation.requests.as_ref().map_err(|e| e.clone())?;
     let ours = our_requests(situation, requests);
@@ -456,7 +479,7 @@ fn our_requests<'a>(s: &'a Situation, requests: &'a Requests) -> Vec<(&'a str, &
 }
 
 fn one_at_a_time(s: &Situation, records: &Recorded, requests: &Requests, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
-    if let Some((replica, record)) = records.all().find(|(_, r)| r.phase.active()) {
+    if let Some((replica, record)) = records.active() {
         return Err(Hold::Active {
             replica: replica.to_owned(),
             uuid: record.uuid.clone(),

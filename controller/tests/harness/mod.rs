@@ -124,6 +124,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         failures: Mutex::default(),
         rebalance,
         announced: Mutex::default(),
+        // The stores are filled once, here: the snapshots' versions never need to move.
         requests: RequestSnapshot::new(services.clone(), Arc::new(AtomicU64::new(0)), requests),
         records: RecordSnapshot::new(replicas, Arc::new(AtomicU64::new(0)), records),
         max_per_hour: 10,

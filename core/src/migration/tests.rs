@@ -257,32 +257,40 @@ fn a_quiet_cluster_holds_nothing_back() {
     assert_eq!(held(&with_records(done, 0, json!([record("u1", "Completed")]))), Ok(()));
 }
 
-/// The cluster's records are read once per change of the replicas; the component's own replica,
-/// as the reconcile has it, wins over that read in both directions.
+/// The cluster's records are read once per change of the replicas, the component's own replica
+/// when the reconcile started: either may be the older. Each migration counts at the furthest
+/// phase either shows (OME only moves a record forward).
 #[test]
-fn the_components_own_records_win_over_the_clusters_read() {
+fn the_components_own_records_join_the_clusters_read_at_the_furthest_phase() {
     let ledger = [entry("u1", 2, "gpu-node-1", 20, None)];
-    let stale = with_records(with_ledger(quiet(), 0, &ledger), 0, json!([record("u1", "Draining")]));
-    assert_eq!(held_with_own(&stale, &json!([record("u1", "Completed")])), Ok(()));
+    let draining = with_records(with_ledger(quiet(), 0, &ledger), 0, json!([record("u1", "Draining")]));
+    let active = |replica: &str, uuid: &str, phase| {
+        Err(Hold::Active {
+            replica: replica.into(),
+            uuid: uuid.into(),
+            phase,
+        })
+    };
+    // The read is older: its Draining is over.
+    assert_eq!(held_with_own(&draining, &json!([record("u1", "Completed")])), Ok(()));
+    // The read is newer: the reconcile's copy still shows Draining, the read Completed.
+    let completed = with_records(with_ledger(quiet(), 0, &ledger), 0, json!([record("u1", "Completed")]));
+    assert_eq!(held_with_own(&completed, &json!([record("u1", "Draining")])), Ok(()));
+    // Only the reconcile's copy has it yet.
     let behind = with_records(with_ledger(quiet(), 0, &ledger), 0, json!([]));
     assert_eq!(
         held_with_own(&behind, &json!([record("u1", "SurgePending")])),
-        Err(Hold::Active {
-            replica: "spread-demo/qwen3-0-6b-engine".into(),
-            uuid: "u1".into(),
-            phase: Phase::SurgePending
-        })
+        active("spread-demo/qwen3-0-6b-engine", "u1", Phase::SurgePending)
     );
-    // Another replica's record is the cluster's read.
-    let other = with_records(quiet(), 1, json!([record("o1", "Accepted")]));
+    // Only the read has it: someone else's request (not in our ledger), recorded since.
+    let alfred = with_records(quiet(), 0, json!([record("alfred-1", "SurgePending")]));
     assert_eq!(
-        held(&other),
-        Err(Hold::Active {
-            replica: "other/llama-engine".into(),
-            uuid: "o1".into(),
-            phase: Phase::Accepted
-        })
+        held_with_own(&alfred, &json!([])),
+        active("spread-demo/qwen3-0-6b-engine", "alfred-1", Phase::SurgePending)
     );
+    // Another replica's record.
+    let other = with_records(quiet(), 1, json!([record("o1", "Accepted")]));
+    assert_eq!(held(&other), active("other/llama-engine", "o1", Phase::Accepted));
 }
 
 #[test]
