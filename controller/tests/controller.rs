@@ -21,7 +21,7 @@ use kube::client::Body;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::rebalance::Mode;
 use ome_spread_core::settings::Settings;
-use ome_spread_sim::ome::{Change, Ome};
+use ome_spread_sim::ome::{Cluster, Ome, apply};
 use serde_json::{Value, json};
 
 type Chunks = mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>;
@@ -555,9 +555,27 @@ fn migrating(server: &Arc<ApiServer>) -> tokio::task::JoinHandle<Result<(), Stri
     ))
 }
 
+/// The fake API server as OME writes to it: each edit on the object as stored then.
+struct Served<'a>(&'a ApiServer);
+
+impl Cluster for Served<'_> {
+    fn edit(&mut self, kind: &str, namespace: &str, name: &str, edit: &mut dyn FnMut(&mut Value)) {
+        let namespace = (!namespace.is_empty()).then_some(namespace);
+        self.0.edit(kind, namespace, name, edit);
+    }
+
+    fn put_pod(&mut self, pod: Value) {
+        self.0.put(pod);
+    }
+
+    fn delete_pod(&mut self, namespace: &str, name: &str) {
+        self.0.delete("Pod", Some(namespace), name);
+    }
+}
+
 /// What OME's side looked like at one of its steps.
 struct Seen {
-    /// Instances whose pods are all placed and Ready.
+    /// Instances whose pod is placed and Ready (one pod each here).
     serving: usize,
     /// Requests pending on the InferenceServices and migrations under way.
     in_flight: usize,
@@ -572,26 +590,7 @@ fn ome_step(server: &ApiServer) -> Seen {
         deadline: jiff::SignedDuration::from_mins(10),
     };
     let (changes, _) = ome.step(&objects, jiff::Timestamp::now());
-    for change in changes {
-        match change {
-            Change::Unannotated {
-                namespace,
-                service,
-                key,
-            } => server.edit("InferenceService", Some(&namespace), &service, |s| {
-                s["metadata"]["annotations"].as_object_mut().map(|a| a.remove(&key));
-            }),
-            Change::Records {
-                namespace,
-                replica,
-                migrations,
-            } => server.edit("InferenceReplica", Some(&namespace), &replica, |r| {
-                r["status"]["migrations"] = migrations
-            }),
-            Change::Pod(pod) => drop(server.put(pod)),
-            Change::PodDeleted { namespace, name } => server.delete("Pod", Some(&namespace), &name),
-        }
-    }
+    apply(&mut Served(server), changes);
     let objects: Vec<Value> = server.objects.lock().unwrap().values().cloned().collect();
     let of_kind = |kind: &'static str| objects.iter().filter(move |o| o["kind"] == kind);
     let pending = of_kind("InferenceService")

@@ -1,12 +1,18 @@
 //! OME v1.3's side of a surge migration, as its InferenceReplica controller drives one (upstream
 //! `Migrate`: "Accepted -> SurgePending -> SurgeReady -> Draining -> Completed", the record in
-//! `status.migrations` as the single source of truth): it takes a request annotation off the
-//! InferenceService into a record, one migration of a component at a time; checks the source
-//! (it exists, is Ready, and is on `from_node`), else fails the record; creates the surge
-//! Instance at the lowest unused index, its pods admitted by the policy itself; has the
-//! [`scheduler`](crate::scheduler) place them, the hint nodes first, and fails the record at its
-//! deadline if they are not all placed; marks them Ready; deletes the source's pods; completes.
-//! One phase per [`Ome::step`], so that a test can look at every state in between.
+//! `status.migrations` as the single source of truth): it takes each request annotation off the
+//! InferenceService into a queued Accepted record, and runs a component's records oldest first,
+//! one at a time; checks the source (it exists and a pod of it is on `from_node`, else the record
+//! fails; not placed or not Ready, it waits); creates the surge Instance at the lowest unused
+//! index, its pods admitted by the policy itself; has the [`scheduler`](crate::scheduler) place
+//! them, and fails the record at its deadline if they are not all placed; marks them Ready;
+//! deletes the source's pods; completes. One phase per [`Ome::step`], so that a test can look at
+//! every state in between.
+//!
+//! Simpler than upstream, on purpose: the surge's index comes from the pods' labels (upstream:
+//! the replica's instance statuses, the same while pods and statuses agree); the surge carries no
+//! anti-affinity to `from_node` (the plan never targets the source's domain); hint nodes are tried
+//! first rather than weighted as preferred node affinity.
 
 use jiff::{SignedDuration, Timestamp};
 use ome_spread::admission;
@@ -58,73 +64,57 @@ pub struct Event {
 }
 
 impl Ome {
-    /// One step over the cluster's objects (every kind, nodes included): each pending request
-    /// OME can take is taken, each active record moves one phase.
+    /// One step over the cluster's objects (every kind, nodes included): the migration under way
+    /// of each component moves one phase, then each pending request is queued as an Accepted
+    /// record (upstream queues them all, and runs them oldest first, one at a time).
     pub fn step(&self, objects: &[Value], now: Timestamp) -> (Vec<Change>, Vec<Event>) {
         let mut step = Step::default();
-        for service in objects.iter().filter(|o| o["kind"] == "InferenceService") {
-            self.take_requests(service, objects, now, &mut step);
-        }
+        let mut taken = Vec::new();
         for replica in objects.iter().filter(|o| o["kind"] == "InferenceReplica") {
-            self.advance(replica, objects, now, &mut step);
+            let mut records = replica["status"]["migrations"].as_array().cloned().unwrap_or_default();
+            let before = records.clone();
+            if let Some(at) = records.iter().position(active) {
+                self.advance(replica, &mut records[at], objects, now, &mut step);
+            }
+            for (key, request) in requests_for(replica, objects) {
+                records.push(json!({
+                    "requestUUID": &key[REQUEST_PREFIX.len()..], "trigger": "Manual",
+                    "sourceInstance": request["instance"], "fromNode": request["from_node"],
+                    "hintTargetNodes": request["hint_target_nodes"], "reason": request["reason"],
+                    "phase": "Accepted", "attempt": 1, "startedAt": now.to_string(),
+                }));
+                let service = parent(replica);
+                let uuid = &key[REQUEST_PREFIX.len()..];
+                step.event(
+                    "MigrationRequestAccepted",
+                    service,
+                    format!("migration request {uuid} accepted"),
+                );
+                step.unannotate(namespace_of(replica), service, key);
+                taken.push(key);
+            }
+            if records != before {
+                step.records(replica, records);
+            }
+        }
+        // A request no component of its InferenceService takes: refused.
+        for service in objects.iter().filter(|o| o["kind"] == "InferenceService") {
+            for (key, _) in requests_on(service).filter(|(key, _)| !taken.contains(key)) {
+                let uuid = &key[REQUEST_PREFIX.len()..];
+                step.event(
+                    "MigrationRequestRejected",
+                    name(service),
+                    format!("migration request {uuid}: no such component"),
+                );
+                step.unannotate(namespace_of(service), name(service), key);
+            }
         }
         (step.changes, step.events)
     }
 
-    fn take_requests(&self, service: &Value, objects: &[Value], now: Timestamp, step: &mut Step) {
-        let (namespace, name) = (namespace_of(service), self::name(service));
-        let annotations = service["metadata"]["annotations"].as_object().into_iter().flatten();
-        for (key, value) in annotations.filter(|(k, _)| k.starts_with(REQUEST_PREFIX)) {
-            let uuid = &key[REQUEST_PREFIX.len()..];
-            let request: Value = serde_json::from_str(value.as_str().unwrap_or_default()).unwrap_or(Value::Null);
-            let component = request["component"].as_str().unwrap_or_default();
-            let replica = objects.iter().find(|o| {
-                o["kind"] == "InferenceReplica"
-                    && namespace_of(o) == namespace
-                    && o["spec"]["parentRef"]["name"] == name
-                    && o["spec"]["component"] == component
-            });
-            let Some(replica) = replica else {
-                step.unannotate(namespace, name, key);
-                step.event(
-                    "MigrationRequestRejected",
-                    name,
-                    format!("migration request {uuid}: no {component:?} component"),
-                );
-                continue;
-            };
-            let mut records = replica["status"]["migrations"].as_array().cloned().unwrap_or_default();
-            // One migration of a component at a time: the request waits on the annotation.
-            if records.iter().any(active) {
-                continue;
-            }
-            records.push(json!({
-                "requestUUID": uuid, "trigger": "Manual",
-                "sourceInstance": request["instance"], "fromNode": request["from_node"],
-                "hintTargetNodes": request["hint_target_nodes"], "reason": request["reason"],
-                "phase": "Accepted", "attempt": 1,
-                "startedAt": now.to_string(), "deadline": (now + self.deadline).to_string(),
-            }));
-            step.unannotate(namespace, name, key);
-            step.records(replica, records);
-            step.event(
-                "MigrationRequestAccepted",
-                name,
-                format!("migration request {uuid} accepted"),
-            );
-        }
-    }
-
-    fn advance(&self, replica: &Value, objects: &[Value], now: Timestamp, step: &mut Step) {
-        let mut records = replica["status"]["migrations"].as_array().cloned().unwrap_or_default();
-        let Some(at) = records.iter().position(active) else {
-            return;
-        };
-        let record = &mut records[at];
-        let service = replica["spec"]["parentRef"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+    /// The record one phase on, or Failed; the guards that defer leave it where it is.
+    fn advance(&self, replica: &Value, record: &mut Value, objects: &[Value], now: Timestamp, step: &mut Step) {
+        let service = parent(replica).to_owned();
         let pods = component_pods(replica, objects);
         let instance = |index: &Value| -> Vec<&Value> {
             let index = index.as_u64().map(|i| i.to_string());
@@ -141,6 +131,7 @@ impl Ome {
                 &instance(&record["sourceInstance"]),
                 &pods,
                 objects,
+                now,
                 step,
             ),
             Some("SurgePending") => place_surge(record, &instance(&record["surgeInstance"]), objects, now, step),
@@ -153,10 +144,12 @@ impl Ome {
                 }
                 Ok("Draining")
             }
-            _draining => {
+            Some("Draining") => {
                 step.event("MigrationCompleted", &service, format!("migration {uuid} completed"));
                 Ok("Completed")
             }
+            // OME's legacy phases: this model never writes them.
+            other => Err(format!("phase {other:?} is not this model's")),
         };
         match outcome {
             Ok(phase) => record["phase"] = json!(phase),
@@ -173,11 +166,13 @@ impl Ome {
         if matches!(record["phase"].as_str(), Some("Completed" | "Failed")) {
             record["completedAt"] = json!(now.to_string());
         }
-        step.records(replica, records);
     }
 
-    /// The fresh-request guards, then the surge's pods at the lowest unused index, as OME
-    /// renders them (the terms of the source dropped: the policy gives the surge its own).
+    /// The fresh-request guards (upstream's: `migrationPolicy`, the source exists, one of its
+    /// pods is on `from_node`; a source not placed or not steady Ready defers), then the surge's
+    /// pods at the lowest unused index, as OME renders them (the terms of the source dropped: the
+    /// policy gives the surge its own), and the surge's deadline.
+    #[allow(clippy::too_many_arguments)]
     fn start_surge(
         &self,
         replica: &Value,
@@ -185,30 +180,28 @@ impl Ome {
         source: &[&Value],
         pods: &[&Value],
         objects: &[Value],
+        now: Timestamp,
         step: &mut Step,
     ) -> Result<&'static str, String> {
         let index = &record["sourceInstance"];
-        let lifecycle = |o: &Value| {
-            o["spec"][replica["spec"]["component"].as_str().unwrap_or_default()]["lifecycle"]["migrationPolicy"]["mode"]
-                .clone()
-        };
-        let service = objects
-            .iter()
-            .find(|o| o["kind"] == "InferenceService" && name(o) == replica["spec"]["parentRef"]["name"]);
-        if service.map(lifecycle) == Some(json!("Never")) {
+        let component = replica["spec"]["component"].as_str().unwrap_or_default();
+        let service = objects.iter().find(|o| {
+            o["kind"] == "InferenceService" && namespace_of(o) == namespace_of(replica) && name(o) == parent(replica)
+        });
+        if service.is_some_and(|s| s["spec"][component]["lifecycle"]["migrationPolicy"]["mode"] == "Never") {
             return Err("migrationPolicy mode is Never".into());
         }
-        let Some(leader) = source.iter().find(|p| p["metadata"]["labels"][RUNNER] != "worker") else {
+        if source.is_empty() {
             return Err(format!("instance {index} does not exist"));
-        };
-        if leader["spec"]["nodeName"] != record["fromNode"] {
+        }
+        if source.iter().any(|p| p["spec"]["nodeName"].is_null() || !is_ready(p)) {
+            return Ok("Accepted");
+        }
+        if !source.iter().any(|p| p["spec"]["nodeName"] == record["fromNode"]) {
             return Err(format!(
                 "from_node {} does not match observed source node {}",
-                record["fromNode"], leader["spec"]["nodeName"]
+                record["fromNode"], source[0]["spec"]["nodeName"]
             ));
-        }
-        if !source.iter().all(|p| is_ready(p)) {
-            return Err(format!("source instance {index} is not steady Ready"));
         }
         let used: Vec<u64> = pods
             .iter()
@@ -223,8 +216,38 @@ impl Ome {
                 .push(Change::Pod(admitted(&surge_pod(pod, surge), replica, &self.settings)?));
         }
         record["surgeInstance"] = json!(surge);
+        record["allocatedAt"] = json!(now.to_string());
+        record["deadline"] = json!((now + self.deadline).to_string());
         Ok("SurgePending")
     }
+}
+
+/// The request annotations on an InferenceService: (key, the request's JSON, or null).
+fn requests_on(service: &Value) -> impl Iterator<Item = (&String, Value)> {
+    let annotations = service["metadata"]["annotations"].as_object().into_iter().flatten();
+    annotations
+        .filter(|(key, _)| key.starts_with(REQUEST_PREFIX))
+        .map(|(key, value)| {
+            (
+                key,
+                serde_json::from_str(value.as_str().unwrap_or_default()).unwrap_or(Value::Null),
+            )
+        })
+}
+
+/// The requests pending for a replica's component, on its InferenceService.
+fn requests_for<'a>(replica: &Value, objects: &'a [Value]) -> Vec<(&'a String, Value)> {
+    let service = objects.iter().find(|o| {
+        o["kind"] == "InferenceService" && namespace_of(o) == namespace_of(replica) && name(o) == parent(replica)
+    });
+    let requests = service.into_iter().flat_map(requests_on);
+    requests
+        .filter(|(_, request)| request["component"] == replica["spec"]["component"])
+        .collect()
+}
+
+fn parent(replica: &Value) -> &str {
+    replica["spec"]["parentRef"]["name"].as_str().unwrap_or_default()
 }
 
 /// The surge's unbound pods placed in turn, each beside those placed before it; Ready once all
@@ -389,47 +412,64 @@ impl Step {
     }
 }
 
-/// The changes applied to a list of objects, as the API server would store them.
-pub fn apply(objects: &mut Vec<Value>, changes: Vec<Change>) {
+/// Where OME's changes are written: the tests' list of objects, or a fake API server.
+pub trait Cluster {
+    /// Edits the object of `kind`, if it is there.
+    fn edit(&mut self, kind: &str, namespace: &str, name: &str, edit: &mut dyn FnMut(&mut Value));
+    /// Creates or replaces a pod.
+    fn put_pod(&mut self, pod: Value);
+    fn delete_pod(&mut self, namespace: &str, name: &str);
+}
+
+/// The changes written as OME writes them: the annotation and the records by editing their
+/// objects (beside whatever else wrote them), the pods whole.
+pub fn apply(cluster: &mut impl Cluster, changes: Vec<Change>) {
     for change in changes {
         match change {
             Change::Unannotated {
                 namespace,
                 service,
                 key,
-            } => {
-                let found = objects
-                    .iter_mut()
-                    .find(|o| o["kind"] == "InferenceService" && namespace_of(o) == namespace && name(o) == service);
-                if let Some(annotations) = found.and_then(|s| s["metadata"]["annotations"].as_object_mut()) {
+            } => cluster.edit("InferenceService", &namespace, &service, &mut |service| {
+                if let Some(annotations) = service["metadata"]["annotations"].as_object_mut() {
                     annotations.remove(&key);
                 }
-            }
+            }),
             Change::Records {
                 namespace,
                 replica,
                 migrations,
-            } => {
-                let found = objects
-                    .iter_mut()
-                    .find(|o| o["kind"] == "InferenceReplica" && namespace_of(o) == namespace && name(o) == replica);
-                if let Some(replica) = found {
-                    replica["status"]["migrations"] = migrations;
-                }
-            }
-            Change::Pod(pod) => {
-                let at = objects
-                    .iter()
-                    .position(|o| o["kind"] == "Pod" && namespace_of(o) == namespace_of(&pod) && name(o) == name(&pod));
-                match at {
-                    Some(at) => objects[at] = pod,
-                    None => objects.push(pod),
-                }
-            }
-            Change::PodDeleted { namespace, name: pod } => {
-                objects.retain(|o| !(o["kind"] == "Pod" && namespace_of(o) == namespace && name(o) == pod));
-            }
+            } => cluster.edit("InferenceReplica", &namespace, &replica, &mut |replica| {
+                replica["status"]["migrations"] = migrations.clone()
+            }),
+            Change::Pod(pod) => cluster.put_pod(pod),
+            Change::PodDeleted { namespace, name } => cluster.delete_pod(&namespace, &name),
         }
+    }
+}
+
+impl Cluster for Vec<Value> {
+    fn edit(&mut self, kind: &str, namespace: &str, name: &str, edit: &mut dyn FnMut(&mut Value)) {
+        let found = self
+            .iter_mut()
+            .find(|o| o["kind"] == kind && namespace_of(o) == namespace && self::name(o) == name);
+        if let Some(object) = found {
+            edit(object);
+        }
+    }
+
+    fn put_pod(&mut self, pod: Value) {
+        let at = self
+            .iter()
+            .position(|o| o["kind"] == "Pod" && namespace_of(o) == namespace_of(&pod) && name(o) == name(&pod));
+        match at {
+            Some(at) => self[at] = pod,
+            None => self.push(pod),
+        }
+    }
+
+    fn delete_pod(&mut self, namespace: &str, pod: &str) {
+        self.retain(|o| !(o["kind"] == "Pod" && namespace_of(o) == namespace && name(o) == pod));
     }
 }
 
@@ -593,13 +633,26 @@ mod tests {
             r#"from_node "a1" does not match observed source node "b1""#
         );
 
-        // A second request waits on its annotation while the first is under way.
+        // A second request is queued behind the first: taken off its annotation into an
+        // Accepted record, which waits while the first runs.
         let mut two = cluster("1", None);
         run(&mut two, &[0]);
         let same = cluster("1", None)[0]["metadata"]["annotations"][KEY].clone();
         two[0]["metadata"]["annotations"]["ome.io/migration-request-v1-r-2"] = same;
-        run(&mut two, &[1]);
-        assert_eq!(two[0]["metadata"]["annotations"].as_object().map(|a| a.len()), Some(1));
-        assert_eq!(two[1]["status"]["migrations"].as_array().map(Vec::len), Some(1));
+        run(&mut two, &[1, 2]);
+        assert_eq!(two[0]["metadata"]["annotations"], json!({}));
+        let phases: Vec<(&Value, &Value)> = two[1]["status"]["migrations"]
+            .as_array()
+            .expect("records")
+            .iter()
+            .map(|r| (&r["requestUUID"], &r["phase"]))
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                (&json!("r-1"), &json!("SurgeReady")),
+                (&json!("r-2"), &json!("Accepted"))
+            ]
+        );
     }
 }

@@ -76,7 +76,8 @@ fn node_of<'a>(pod: &Value, nodes: &'a [Value]) -> Option<&'a Value> {
     nodes.iter().find(|n| pod["spec"]["nodeName"] == n["metadata"]["name"])
 }
 
-/// `spec.nodeSelector` and the required node affinity (terms ORed, expressions ANDed).
+/// `spec.nodeSelector` and the required node affinity (terms ORed, expressions ANDed; an empty
+/// term matches no node).
 fn selects(pod: &Value, node: &Value) -> bool {
     let selector = pod["spec"]["nodeSelector"].as_object().into_iter().flatten();
     let labelled = selector.into_iter().all(|(k, v)| node["metadata"]["labels"][k] == *v);
@@ -84,24 +85,33 @@ fn selects(pod: &Value, node: &Value) -> bool {
         &pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
     let affine = terms.as_array().is_none_or(|terms| {
         terms.iter().any(|term| {
-            let expressions = term["matchExpressions"].as_array().into_iter().flatten();
-            expressions.into_iter().all(|e| {
-                let value = label(node, e["key"].as_str().unwrap_or_default());
-                let values = e["values"].as_array().into_iter().flatten();
-                let listed = values
-                    .into_iter()
-                    .any(|v| Some(v.as_str().unwrap_or_default()) == value);
-                match e["operator"].as_str() {
-                    Some("In") => listed,
-                    Some("NotIn") => !listed,
-                    Some("Exists") => value.is_some(),
-                    Some("DoesNotExist") => value.is_none(),
-                    _ => false,
-                }
-            })
+            let expressions = term["matchExpressions"].as_array().map_or(&[][..], Vec::as_slice);
+            !expressions.is_empty() && expressions.iter().all(|e| expression_matches(e, node))
         })
     });
     labelled && affine
+}
+
+fn expression_matches(expression: &Value, node: &Value) -> bool {
+    let value = label(node, expression["key"].as_str().unwrap_or_default());
+    let values: Vec<&str> = expression["values"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let listed = value.is_some_and(|v| values.contains(&v));
+    let number = |text: Option<&str>| text.and_then(|t| t.parse::<i64>().ok());
+    let compared = number(value).zip(number(values.first().copied()));
+    match expression["operator"].as_str() {
+        Some("In") => listed,
+        Some("NotIn") => !listed,
+        Some("Exists") => value.is_some(),
+        Some("DoesNotExist") => value.is_none(),
+        Some("Gt") => compared.is_some_and(|(have, bound)| have > bound),
+        Some("Lt") => compared.is_some_and(|(have, bound)| have < bound),
+        _ => false,
+    }
 }
 
 /// A cordon is the taint `node.kubernetes.io/unschedulable:NoSchedule`; the first NoSchedule or
@@ -162,7 +172,8 @@ fn requests(pod: &Value) -> BTreeMap<String, u128> {
     sum
 }
 
-/// The quantities these tests write (`2`, `500m`, `30Gi`, `64Mi`), in thousandths.
+/// The quantities these tests write (`2`, `500m`, `30Gi`, `64Mi`), in thousandths; any other
+/// is a mistake in a test, said at once rather than counted as free.
 fn amount_of(quantity: &str) -> Option<u128> {
     let (number, unit) = match quantity {
         q if q.ends_with("Gi") => (&q[..q.len() - 2], 1000 << 30),
@@ -170,7 +181,8 @@ fn amount_of(quantity: &str) -> Option<u128> {
         q if q.ends_with('m') => (&q[..q.len() - 1], 1),
         q => (q, 1000),
     };
-    number.parse::<u128>().ok().map(|n| n * unit)
+    let amount = number.parse::<u128>().map(|n| n * unit);
+    Some(amount.unwrap_or_else(|_| panic!("a quantity this model does not read: {quantity:?}")))
 }
 
 /// The pod's labels match `matchLabels` (the only form OME's terms use).
@@ -253,24 +265,28 @@ fn spread_score(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) ->
 }
 
 /// Every required pod-affinity term: a matching pod of the namespace in the node's domain of
-/// the term's key; when no pod matches anywhere, a pod that matches its own term may start the
-/// group (the scheduler's rule).
+/// the term's key. The scheduler's exception: when no pod matches any of the terms and the pod
+/// matches all of them, it may start the group anywhere the keys are.
 fn affinity_allows(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> bool {
     let terms = &pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-    terms.as_array().into_iter().flatten().all(|term| {
+    let terms = terms.as_array().map_or(&[][..], Vec::as_slice);
+    let same_namespace: Vec<&&Value> = bound
+        .iter()
+        .filter(|p| p["metadata"]["namespace"] == pod["metadata"]["namespace"])
+        .collect();
+    let first_of_its_group = terms.iter().all(|term| matches(&term["labelSelector"], pod))
+        && !terms
+            .iter()
+            .any(|term| same_namespace.iter().any(|p| matches(&term["labelSelector"], p)));
+    terms.iter().all(|term| {
         let key = term["topologyKey"].as_str().unwrap_or_default();
-        let Some(domain) = label(node, key) else { return false };
-        let matching: Vec<&&Value> = bound
-            .iter()
-            .filter(|p| p["metadata"]["namespace"] == pod["metadata"]["namespace"])
-            .filter(|p| matches(&term["labelSelector"], p))
-            .collect();
-        if matching.is_empty() {
-            return matches(&term["labelSelector"], pod);
-        }
-        matching
-            .iter()
-            .any(|p| node_of(p, nodes).and_then(|n| label(n, key)) == Some(domain))
+        let Some(domain) = label(node, key) else {
+            return false;
+        };
+        first_of_its_group
+            || same_namespace.iter().any(|p| {
+                matches(&term["labelSelector"], p) && node_of(p, nodes).and_then(|n| label(n, key)) == Some(domain)
+            })
     })
 }
 
@@ -330,6 +346,25 @@ mod tests {
             json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}),
         );
         assert_eq!(place(&tolerant, &nodes, &placed, &[]), Ok("b1".into()));
+        let numbered = |terms: Value| {
+            pod(
+                "n",
+                json!({}),
+                None,
+                json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}),
+            )
+        };
+        let mut cards = nodes[2].clone();
+        cards["metadata"]["labels"]["gpus"] = json!("8");
+        let gt = |bound: &str| json!([{"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": [bound]}]}]);
+        assert_eq!(place(&numbered(gt("4")), &[cards.clone()], &[], &[]), Ok("c1".into()));
+        let refused = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.";
+        assert_eq!(
+            place(&numbered(gt("8")), &[cards.clone()], &[], &[]),
+            Err(refused.into())
+        );
+        // An empty term matches no node.
+        assert_eq!(place(&numbered(json!([{}])), &[cards], &[], &[]), Err(refused.into()));
         let elsewhere = pod("e", json!({}), None, json!({"nodeSelector": {"gpu": "false"}}));
         assert_eq!(
             place(&elsewhere, &nodes[2..3], &[], &[]),
