@@ -160,8 +160,8 @@ impl Phase {
         !matches!(self, Self::Completed | Self::Failed | Self::Relocated)
     }
 
-    /// How far along a migration is: OME only moves a record forward, so of two copies of one
-    /// record the further one is the newer.
+    /// How far along a migration is (upstream's `migrationPhaseRank`): OME only moves a record
+    /// forward, so of two copies of one record the further one is the newer.
     fn progress(self) -> u8 {
         match self {
             Self::Accepted | Self::Pending => 0,

@@ -25,7 +25,8 @@ use crate::scheduler;
 const INSTANCE_INDEX: &str = "ome.io/instance-index";
 const RUNNER: &str = "ome.io/runner";
 
-/// OME, with the policy's settings (for the surge's pods) and the time a surge may take.
+/// OME, with the policy's settings (for the surge's pods) and the time a record may stay
+/// non-terminal (its `deadline`, from its acceptance).
 pub struct Ome {
     pub settings: Value,
     pub deadline: SignedDuration,
@@ -82,6 +83,7 @@ impl Ome {
                     "sourceInstance": request["instance"], "fromNode": request["from_node"],
                     "hintTargetNodes": request["hint_target_nodes"], "reason": request["reason"],
                     "phase": "Accepted", "attempt": 1, "startedAt": now.to_string(),
+                    "deadline": (now + self.deadline).to_string(),
                 }));
                 let service = parent(replica);
                 let uuid = &key[REQUEST_PREFIX.len()..];
@@ -171,7 +173,7 @@ impl Ome {
     /// The fresh-request guards (upstream's: `migrationPolicy`, the source exists, one of its
     /// pods is on `from_node`; a source not placed or not steady Ready defers), then the surge's
     /// pods at the lowest unused index, as OME renders them (the terms of the source dropped: the
-    /// policy gives the surge its own), and the surge's deadline.
+    /// policy gives the surge its own).
     #[allow(clippy::too_many_arguments)]
     fn start_surge(
         &self,
@@ -217,7 +219,6 @@ impl Ome {
         }
         record["surgeInstance"] = json!(surge);
         record["allocatedAt"] = json!(now.to_string());
-        record["deadline"] = json!((now + self.deadline).to_string());
         Ok("SurgePending")
     }
 }
