@@ -78,15 +78,15 @@ impl Ome {
                 self.advance(replica, &mut records[at], objects, now, &mut step);
             }
             for (key, request) in requests_for(replica, objects) {
+                let uuid = &key[REQUEST_PREFIX.len()..];
                 records.push(json!({
-                    "requestUUID": &key[REQUEST_PREFIX.len()..], "trigger": "Manual",
+                    "requestUUID": uuid, "trigger": "Manual",
                     "sourceInstance": request["instance"], "fromNode": request["from_node"],
                     "hintTargetNodes": request["hint_target_nodes"], "reason": request["reason"],
                     "phase": "Accepted", "attempt": 1, "startedAt": now.to_string(),
                     "deadline": (now + self.deadline).to_string(),
                 }));
                 let service = parent(replica);
-                let uuid = &key[REQUEST_PREFIX.len()..];
                 step.event(
                     "MigrationRequestAccepted",
                     service,
