@@ -127,28 +127,30 @@ fn pass(
         )
     };
     let (mut reasons, mut moves, mut requests) = (BTreeMap::new(), 0, 0);
-    // The cluster's requests and records, read once (the controller: once per change of them).
-    let services: Vec<Annotated> = cluster
-        .services
-        .iter()
-        .zip(&history.annotations)
-        .map(|(s, annotations)| Annotated {
-            name: named(s),
-            annotations,
-        })
-        .collect();
-    let replicas: Vec<Migrations> = cluster
-        .replicas
-        .iter()
-        .zip(&history.records)
-        .map(|(r, records)| Migrations {
-            name: named(r),
-            migrations: Some(records),
-        })
-        .collect();
-    let (requests_read, records_read) = match stage {
-        Stage::Guardrails => (Requests::read(&services), Records::read(&replicas)),
-        _ => (Ok(Requests::default()), Ok(Records::default())),
+    // The cluster's requests and records, read once (the controller: once per change of them),
+    // and only by the pass that asks the guardrails.
+    let (requests_read, records_read) = if stage == Stage::Guardrails {
+        let services: Vec<Annotated> = cluster
+            .services
+            .iter()
+            .zip(&history.annotations)
+            .map(|(s, annotations)| Annotated {
+                name: named(s),
+                annotations,
+            })
+            .collect();
+        let replicas: Vec<Migrations> = cluster
+            .replicas
+            .iter()
+            .zip(&history.records)
+            .map(|(r, records)| Migrations {
+                name: named(r),
+                migrations: Some(records),
+            })
+            .collect();
+        (Requests::read(&services), Records::read(&replicas))
+    } else {
+        (Ok(Requests::default()), Ok(Records::default()))
     };
     for (index, (service, replica)) in cluster.services.iter().zip(&cluster.replicas).enumerate() {
         let name = service["metadata"]["name"].as_str().unwrap_or_default();
