@@ -13,10 +13,12 @@ use serde_json::Value;
 /// nvidia.com/gpu, 1 node(s) were unschedulable.`
 pub fn place(pod: &Value, nodes: &[Value], pods: &[Value], preferred: &[String]) -> Result<String, String> {
     let bound: Vec<&Value> = pods.iter().filter(|p| holds_room(p)).collect();
+    // The pods each constraint counts do not depend on the node asked about: counted once.
+    let spreads = spreads(pod, nodes, &bound);
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
     let mut fitting = Vec::new();
     for node in nodes {
-        match filter(pod, node, nodes, &bound) {
+        match filter(pod, node, nodes, &bound, &spreads) {
             Ok(()) => fitting.push(node),
             Err(why) => *failures.entry(why).or_default() += 1,
         }
@@ -24,7 +26,7 @@ pub fn place(pod: &Value, nodes: &[Value], pods: &[Value], preferred: &[String])
     let rank = |node: &&Value| {
         let name = name(node);
         let hint = preferred.iter().position(|p| p == name).unwrap_or(usize::MAX);
-        (hint, spread_score(pod, node, nodes, &bound), name.to_owned())
+        (hint, spread_score(node, &spreads), name.to_owned())
     };
     match fitting.into_iter().min_by_key(rank) {
         Some(node) => Ok(name(node).to_owned()),
@@ -40,7 +42,7 @@ pub fn place(pod: &Value, nodes: &[Value], pods: &[Value], preferred: &[String])
 }
 
 /// The first filter that turns the node down, in the scheduler's order.
-fn filter(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> Result<(), String> {
+fn filter(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value], spreads: &[Spread]) -> Result<(), String> {
     if !selects(pod, node) {
         return Err("node(s) didn't match Pod's node affinity/selector".into());
     }
@@ -50,7 +52,7 @@ fn filter(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> Resul
     if let Some(resource) = insufficient(pod, node, bound) {
         return Err(format!("Insufficient {resource}"));
     }
-    if !spread_allows(pod, node, nodes, bound) {
+    if !spread_allows(pod, node, spreads) {
         return Err("node(s) didn't match pod topology spread constraints".into());
     }
     if !affinity_allows(pod, node, nodes, bound) {
@@ -238,8 +240,8 @@ fn spreads<'a>(pod: &'a Value, nodes: &'a [Value], bound: &[&'a Value]) -> Vec<S
 
 /// Every `DoNotSchedule` constraint: the node has the key, and the pod there leaves its domain
 /// within maxSkew of the emptiest (0 while fewer than minDomains domains count).
-fn spread_allows(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> bool {
-    spreads(pod, nodes, bound)
+fn spread_allows(pod: &Value, node: &Value, spreads: &[Spread]) -> bool {
+    spreads
         .iter()
         .filter(|s| s.constraint["whenUnsatisfiable"] == "DoNotSchedule")
         .all(|s| {
@@ -256,8 +258,8 @@ fn spread_allows(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -
 }
 
 /// The `ScheduleAnyway` constraints' score: the matching pods already in the node's domains.
-fn spread_score(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> usize {
-    spreads(pod, nodes, bound)
+fn spread_score(node: &Value, spreads: &[Spread]) -> usize {
+    spreads
         .iter()
         .filter(|s| s.constraint["whenUnsatisfiable"] == "ScheduleAnyway")
         .map(|s| label(node, s.key).and_then(|d| s.counts.get(d).copied()).unwrap_or(0))
