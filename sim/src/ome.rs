@@ -16,7 +16,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 use ome_spread::admission;
-use ome_spread_core::instance::is_ready;
+use ome_spread_core::instance::{component_of, is_ready};
 use ome_spread_core::migration::REQUEST_PREFIX;
 use serde_json::{Value, json};
 
@@ -187,10 +187,9 @@ impl Ome {
     ) -> Result<&'static str, String> {
         let index = &record["sourceInstance"];
         let component = replica["spec"]["component"].as_str().unwrap_or_default();
-        let service = objects.iter().find(|o| {
-            o["kind"] == "InferenceService" && namespace_of(o) == namespace_of(replica) && name(o) == parent(replica)
-        });
-        if service.is_some_and(|s| s["spec"][component]["lifecycle"]["migrationPolicy"]["mode"] == "Never") {
+        if service_of(replica, objects)
+            .is_some_and(|s| s["spec"][component]["lifecycle"]["migrationPolicy"]["mode"] == "Never")
+        {
             return Err("migrationPolicy mode is Never".into());
         }
         if source.is_empty() {
@@ -238,13 +237,17 @@ fn requests_on(service: &Value) -> impl Iterator<Item = (&String, Value)> {
 
 /// The requests pending for a replica's component, on its InferenceService.
 fn requests_for<'a>(replica: &Value, objects: &'a [Value]) -> Vec<(&'a String, Value)> {
-    let service = objects.iter().find(|o| {
-        o["kind"] == "InferenceService" && namespace_of(o) == namespace_of(replica) && name(o) == parent(replica)
-    });
-    let requests = service.into_iter().flat_map(requests_on);
+    let requests = service_of(replica, objects).into_iter().flat_map(requests_on);
     requests
         .filter(|(_, request)| request["component"] == replica["spec"]["component"])
         .collect()
+}
+
+/// The replica's InferenceService, in its namespace.
+fn service_of<'a>(replica: &Value, objects: &'a [Value]) -> Option<&'a Value> {
+    objects.iter().find(|o| {
+        o["kind"] == "InferenceService" && namespace_of(o) == namespace_of(replica) && name(o) == parent(replica)
+    })
 }
 
 fn parent(replica: &Value) -> &str {
@@ -357,13 +360,10 @@ pub fn admitted(pod: &Value, replica: &Value, settings: &Value) -> Result<Value,
 
 /// The pods of the replica's component, by OME's labels.
 fn component_pods<'a>(replica: &Value, objects: &'a [Value]) -> Vec<&'a Value> {
-    let service = &replica["spec"]["parentRef"]["name"];
-    objects
-        .iter()
-        .filter(|o| o["kind"] == "Pod" && namespace_of(o) == namespace_of(replica))
-        .filter(|p| p["metadata"]["labels"]["ome.io/inferenceservice"] == *service)
-        .filter(|p| p["metadata"]["labels"]["component"] == replica["spec"]["component"])
-        .collect()
+    let component = replica["spec"]["component"].as_str();
+    let wanted = Some((namespace_of(replica), parent(replica), component.unwrap_or_default()));
+    let pods = objects.iter().filter(|o| o["kind"] == "Pod");
+    pods.filter(|p| component_of(p) == wanted).collect()
 }
 
 fn active(record: &Value) -> bool {
