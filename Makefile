@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench fuzz fmt lint clean
+.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench fuzz fmt lint clean cluster-bin cluster-up cluster-down
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -148,6 +148,33 @@ e2e-server:
 		$(MAKE) annotated-policy.wasm && \
 		$(CARGO) test -p ome-spread-controller --test policy_server -- --ignored --nocapture; \
 	fi
+
+# The Kubernetes components of the cluster tests (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl), built from their Go modules at the versions cluster/go.mod and go.sum
+# pin. Built once: the binaries and Go's build cache stay under target/cluster.
+CLUSTER_BIN := target/cluster/bin
+K8S_VERSION = $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2 }' cluster/go.mod)
+K8S_LDFLAGS = -s -w $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(pkg).gitVersion=$(K8S_VERSION) -X $(pkg).gitMajor=1 \
+	-X $(pkg).gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) -X $(pkg).gitTreeState=clean)
+GO_BUILD = CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
+	go -C cluster build -trimpath -ldflags '$(K8S_LDFLAGS)'
+
+$(CLUSTER_BIN)/.built: cluster/go.mod cluster/go.sum
+	@start=$$(date +%s); \
+	$(GO_BUILD) -o $(CURDIR)/$(CLUSTER_BIN)/ $(foreach cmd,kube-apiserver kube-controller-manager kube-scheduler kubectl,k8s.io/kubernetes/cmd/$(cmd)) && \
+	$(GO_BUILD) -o $(CURDIR)/$(CLUSTER_BIN)/etcd go.etcd.io/etcd/server/v3 && \
+	echo "cluster-bin: built $(K8S_VERSION) and etcd in $$(( $$(date +%s) - start )) s"
+	@touch $@
+
+cluster-bin: $(CLUSTER_BIN)/.built
+
+# A control plane on 127.0.0.1 that stays up until `make cluster-down` (cluster/up.sh).
+cluster-up: cluster-bin
+	cluster/up.sh
+
+cluster-down:
+	cluster/down.sh
 
 demo: wasm-target
 	$(CARGO) run --quiet --example demo
