@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench fuzz fmt lint clean cluster-bin cluster-up cluster-down
+.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench fuzz fmt lint clean cluster-bin cluster-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -175,6 +175,14 @@ cluster-up: cluster-bin
 
 cluster-down:
 	cluster/down.sh
+
+# The seed's how-to and every cluster test against a control plane of their own (cluster/e2e.sh):
+# started, run, stopped, no process left. The stand-ins, the admission host and the controller
+# they start are built first.
+e2e-cluster: cluster-bin policy.wasm
+	$(CARGO) build --quiet -p ome-spread-controller --bin ome-spread -p ome-spread-sim --bins
+	$(CARGO) build --quiet --example admission_host
+	cluster/e2e.sh
 
 demo: wasm-target
 	$(CARGO) run --quiet --example demo

@@ -111,6 +111,9 @@ start kube-apiserver --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" --authorization-mode RBAC \
+  --requestheader-client-ca-file "$pki/ca.crt" --requestheader-allowed-names front-proxy \
+  --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+  --requestheader-extra-headers-prefix X-Remote-Extra- \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/service-account.pub" \
   --service-account-signing-key-file "$pki/service-account.key" \

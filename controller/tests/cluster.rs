@@ -1,25 +1,23 @@
-//! The controller against a real cluster, named by `OME_SPREAD_E2E_KUBECONFIG` (a kubeconfig
-//! file; kind or k3d will do, never a cluster that runs OME). Ignored unless asked for. It installs the
-//! CRD subsets (deploy/without-ome/ome-crd-subsets.yaml), works in the namespace `ome-spread-e2e`
-//! (deleted at the end, with the ClusterServingRuntime it creates), and runs the controller in
-//! this process:
+//! The controller against a live cluster, named by `OME_SPREAD_E2E_KUBECONFIG` (`make
+//! e2e-cluster` starts one: the real kube-apiserver, with OME v1.3's CRDs from
+//! cluster/ome-crds.yaml; kind or k3d will do, never a cluster that runs OME). Ignored unless asked
+//! for. It works in the namespace `ome-spread-e2e` (deleted at the end, with the
+//! ClusterServingRuntime it creates), and runs the controller in this process:
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=~/.kube/config cargo test -p ome-spread-controller --test cluster -- --ignored
 //!
 //! It checks what only a real API server can: the `Spread` condition lands by server-side apply
-//! next to a condition of another field manager (OME's) without removing it, and changes with the
-//! InferenceService, with an Event.
+//! next to a condition of another field manager (OME's) without removing it, passes the CRD's
+//! validation of a condition, and changes with the InferenceService, with an Event.
 
-use std::future::Future;
+mod live;
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use live::eventually;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::resources::{ClusterServingRuntime, InferenceReplica, InferenceService};
@@ -28,26 +26,6 @@ use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-e2e";
 const REPLICA: &str = "qwen3-0-6b-engine";
-
-async fn client() -> Client {
-    let path = std::env::var_os("OME_SPREAD_E2E_KUBECONFIG").expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
-    let kubeconfig = Kubeconfig::read_from(&path).expect("OME_SPREAD_E2E_KUBECONFIG: a kubeconfig");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("a cluster in the kubeconfig");
-    Client::try_from(config).expect("a client")
-}
-
-/// Polls `check` every second for up to a minute.
-async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
-    for _ in 0..60 {
-        if let Some(found) = check().await {
-            return found;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
 
 fn apply() -> PatchParams {
     PatchParams::apply("ome-spread-e2e").force()
@@ -60,27 +38,16 @@ async fn spread_condition(replicas: &Api<InferenceReplica>) -> Option<(String, S
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster without OME: set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
+#[ignore = "needs a cluster without OME: make e2e-cluster, or set OME_SPREAD_E2E_KUBECONFIG"]
 async fn the_controller_applies_its_condition_beside_omes_and_follows_the_inference_service() {
-    let client = client().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let yaml = ome_spread_controller::resources::crd_yaml().expect("the CRDs");
-    for crd in serde_saphyr::from_multiple::<Value>(&yaml).expect("yaml") {
-        let name = crd["metadata"]["name"].as_str().expect("a name").to_owned();
-        crds.patch(&name, &apply(), &Patch::Apply(&crd))
-            .await
-            .expect("CRD applied");
-        eventually(&format!("{name} established"), || async {
-            let crd = crds.get(&name).await.ok()?;
-            let established = crd
-                .status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            established.then_some(())
-        })
-        .await;
-    }
+    let Some(kubeconfig) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    let client = live::client_of(&kubeconfig).await;
+    let crds = std::fs::read_to_string(live::workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
+    live::apply(&kubeconfig, &crds).await;
+    live::kubectl(&kubeconfig, &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
     namespaces
@@ -106,7 +73,9 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
         "spec": {"deploymentMode": "OMENative", "runtime": {"name": "srt-e2e"}, "engine": engine}})
     };
     let replica = |spread: Value| {
-        let mut spec = json!({"parentRef": {"name": "qwen3-0-6b"}, "component": "engine", "replicas": 2});
+        // The CRD requires runners, as upstream's does.
+        let runners = json!([{"name": "default", "size": 1, "template": {"spec": {"containers": [{"name": "ome-container", "image": "sglang"}]}}}]);
+        let mut spec = json!({"parentRef": {"name": "qwen3-0-6b"}, "component": "engine", "replicas": 2, "runners": runners});
         spec.as_object_mut()
             .expect("spec")
             .extend(spread.as_object().cloned().unwrap_or_default());
@@ -147,7 +116,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
     ));
 
     let not_requested = ("True".to_owned(), "NotRequested".to_owned());
-    eventually("Spread True (NotRequested)", || async {
+    eventually("Spread True (NotRequested)", 60, || async {
         spread_condition(&replicas).await.filter(|c| *c == not_requested)
     })
     .await;
@@ -173,12 +142,12 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
         .await
         .expect("replica");
     let expected = ("False".to_owned(), "NoKey".to_owned());
-    eventually("Spread False (NoKey)", || async {
+    eventually("Spread False (NoKey)", 60, || async {
         spread_condition(&replicas).await.filter(|c| *c == expected)
     })
     .await;
     let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
-    eventually("a NoKey Event on the replica", || async {
+    eventually("a NoKey Event on the replica", 60, || async {
         let list = events.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()

@@ -1,0 +1,224 @@
+//! What the tests against a live cluster share: the cluster a kubeconfig names
+//! (`OME_SPREAD_E2E_KUBECONFIG`; `make e2e-cluster` starts one with cluster/up.sh and names it),
+//! kubectl run as a user runs it, and the processes a test starts (stand-ins, the admission host,
+//! the controller), each stopped when the test ends, pass or fail.
+#![allow(dead_code)] // each test binary uses a part
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The workspace's root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The kubeconfig of the cluster under test, or None (the test then says it is skipped).
+pub fn kubeconfig() -> Option<PathBuf> {
+    std::env::var_os("OME_SPREAD_E2E_KUBECONFIG").map(PathBuf::from)
+}
+
+/// cluster/up.sh's run directory (certificates, logs, the components' arguments), when the
+/// cluster is the one it started: faults that restart a component need it.
+pub fn run_dir() -> Option<PathBuf> {
+    std::env::var_os("OME_SPREAD_E2E_RUN").map(PathBuf::from)
+}
+
+/// A built binary of the workspace (`make e2e-cluster` builds them first).
+pub fn binary(path: &str) -> PathBuf {
+    let file = workspace().join("target/debug").join(path);
+    assert!(file.is_file(), "{} not built: make e2e-cluster builds it", file.display());
+    file
+}
+
+/// kubectl: cluster/up.sh's, else the one on PATH.
+fn kubectl_program() -> PathBuf {
+    let built = workspace().join("target/cluster/bin/kubectl");
+    if built.is_file() { built } else { PathBuf::from("kubectl") }
+}
+
+pub async fn client_of(kubeconfig: &Path) -> Client {
+    let file = Kubeconfig::read_from(kubeconfig).expect("a kubeconfig");
+    let config = Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+        .await
+        .expect("a cluster in the kubeconfig");
+    Client::try_from(config).expect("a client")
+}
+
+/// What kubectl printed, and whether it succeeded.
+#[derive(Debug)]
+pub struct Printed {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// `kubectl ARGS` as a user runs it, with `stdin` piped in, bounded to two minutes.
+pub async fn kubectl_with(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Printed {
+    let mut command = Command::new(kubectl_program());
+    command
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("kubectl runs");
+    if let Some(input) = stdin {
+        use tokio::io::AsyncWriteExt;
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(input.as_bytes()).await.expect("stdin written");
+    }
+    let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in 2 minutes"))
+        .expect("kubectl's output");
+    Printed {
+        ok: output.status.success(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// `kubectl ARGS`, which must succeed: its standard output.
+pub async fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let printed = kubectl_with(kubeconfig, args, None).await;
+    assert!(printed.ok, "kubectl {}: {}", args.join(" "), printed.stderr);
+    printed.stdout
+}
+
+/// `kubectl apply -f -` of a manifest, which must succeed.
+pub async fn apply(kubeconfig: &Path, manifest: &str) -> String {
+    let printed = kubectl_with(kubeconfig, &["apply", "--server-side", "-f", "-"], Some(manifest)).await;
+    assert!(printed.ok, "kubectl apply: {}\n{manifest}", printed.stderr);
+    printed.stdout
+}
+
+/// A kubeconfig whose user is a ServiceAccount, by a token of the TokenRequest API: what a pod
+/// of that ServiceAccount would hold.
+pub async fn service_account_kubeconfig(admin: &Path, namespace: &str, name: &str, dir: &Path) -> PathBuf {
+    let token = kubectl(admin, &["create", "token", name, "-n", namespace, "--duration", "2h"]).await;
+    let view = kubectl(
+        admin,
+        &["config", "view", "--raw", "--minify", "-o", "jsonpath={.clusters[0].cluster}"],
+    )
+    .await;
+    let cluster: serde_json::Value = serde_json::from_str(&view).expect("the cluster of the kubeconfig");
+    let config = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "cluster", "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": token.trim()}}],
+        "contexts": [{"name": name, "context": {"cluster": "cluster", "user": name, "namespace": namespace}}],
+        "current-context": name,
+    });
+    std::fs::create_dir_all(dir).expect("a directory for the kubeconfig");
+    let file = dir.join(format!("{namespace}-{name}.kubeconfig"));
+    std::fs::write(&file, config.to_string()).expect("kubeconfig written");
+    file
+}
+
+/// A process a test started: killed when dropped, so that none outlives its test.
+pub struct Process {
+    pub name: String,
+    child: Child,
+}
+
+impl Process {
+    /// Starts `program ARGS` with `env`, its output appended to `log`, and waits (at most a
+    /// minute) until a line of its output contains `ready`; returns that line too.
+    pub async fn start(
+        name: &str,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &Path)],
+        ready: &str,
+    ) -> (Process, String) {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name}: {} does not start: {e}", program.display()));
+        let (lines, mut seen) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        for stream in [
+            Box::new(stdout) as Box<dyn tokio::io::AsyncBufRead + Unpin + Send>,
+            Box::new(stderr),
+        ] {
+            let lines = lines.clone();
+            let prefix = name.to_owned();
+            tokio::spawn(async move {
+                let mut stream = stream.lines();
+                while let Ok(Some(line)) = stream.next_line().await {
+                    eprintln!("[{prefix}] {line}");
+                    let _ = lines.send(line);
+                }
+            });
+        }
+        let found = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = seen.recv().await {
+                if line.contains(ready) {
+                    return Some(line);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(line)) => (
+                Process {
+                    name: name.to_owned(),
+                    child,
+                },
+                line,
+            ),
+            Ok(None) => panic!("{name} exited before printing {ready:?}"),
+            Err(_) => panic!("{name} did not print {ready:?} within a minute"),
+        }
+    }
+
+    /// Stops it (SIGKILL: what a crash or a node loss does to a process).
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// Polls `check` every half second until it gives a value, for at most `seconds`.
+pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    seconds: u64,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {seconds} s waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The columns of a `kubectl get -o custom-columns` table, split on runs of spaces: the seed's
+/// output blocks compared cell by cell, whatever width kubectl pads them to.
+pub fn table(printed: &str) -> Vec<Vec<String>> {
+    printed
+        .lines()
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
