@@ -57,12 +57,21 @@ pub struct Module(WasmtimeEngineProviderPre);
 
 impl Module {
     fn compile(path: &Path, limits: Option<ResourceLimits>) -> Self {
-        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Self::load(path, limits).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Compiles the module at `path`, or says why not: the way in of the admission host
+    /// (`examples/admission_host.rs`), which is given a file and must not panic on a bad one.
+    pub fn load(path: &Path, limits: Option<ResourceLimits>) -> Result<Self, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut builder = WasmtimeEngineProviderBuilder::new().module_bytes(&bytes);
         if let Some(limits) = limits {
             builder = builder.enable_resource_limits(limits);
         }
-        Self(builder.build_pre().expect("compile the module"))
+        builder
+            .build_pre()
+            .map(Self)
+            .map_err(|e| format!("{}: cannot compile the module: {e}", path.display()))
     }
 
     pub fn policy() -> &'static Module {
@@ -91,14 +100,25 @@ impl Module {
         &self,
         get_resource: impl Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync + 'static,
     ) -> WapcHost {
-        let engine = self.0.rehydrate(None).expect("instantiate the module");
+        self.try_instance(get_resource).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`Module::instance`], saying why it could not instantiate rather than panicking.
+    pub fn try_instance(
+        &self,
+        get_resource: impl Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync + 'static,
+    ) -> Result<WapcHost, String> {
+        let engine = self
+            .0
+            .rehydrate(None)
+            .map_err(|e| format!("instantiate the module: {e}"))?;
         let host_call = move |_id: u64, binding: &str, namespace: &str, operation: &str, payload: &[u8]| match (
             binding, namespace, operation,
         ) {
             ("kubewarden", "kubernetes", "get_resource") => get_resource(payload).map_err(Into::into),
             other => Err(format!("unexpected host call {other:?}").into()),
         };
-        WapcHost::new(Box::new(engine), Some(Box::new(host_call))).expect("waPC host")
+        WapcHost::new(Box::new(engine), Some(Box::new(host_call))).map_err(|e| format!("waPC host: {e}"))
     }
 }
 

@@ -1,0 +1,904 @@
+//! A test-only admission host: the built `policy.wasm` behind a real API server's mutating
+//! webhook, where the Kubewarden policy-server is not installed. This is test code. The product is
+//! the policy, run by policy-server; nothing here ships.
+//!
+//! It does what policy-server (Kubewarden 1.31, the release the project's kwctl and policy-server
+//! suites pin) does for one policy:
+//! - serves `POST /validate/<policy id>` (AdmissionReview v1) over HTTPS, and `GET /readiness`;
+//! - runs the policy through waPC in wasmtime: the wasm tests' host, `tests/support/wasm.rs`;
+//! - answers the policy's `kubewarden/kubernetes/get_resource` from the API server, as the
+//!   identity of `--kubeconfig` (the policy-server ServiceAccount's token), so `policy.yaml`'s
+//!   RBAC decides what it may read;
+//! - turns the policy's mutated object into a JSONPatch with `json_patch::diff`, as
+//!   policy-evaluator's `AdmissionResponse::from_policy_validation_response` does.
+//!
+//! With `--apply-webhook` it writes, by server-side apply, the MutatingWebhookConfiguration that
+//! kubewarden-controller writes for `policy.yaml`'s ClusterAdmissionPolicy ([`webhook::render`]),
+//! pointing at itself by `url`. It prints one line on stdout once it is ready:
+//!
+//! ```text
+//! cargo run --example admission_host -- --wasm policy.wasm --cert pki/webhook.crt \
+//!   --key pki/webhook.key --listen 127.0.0.1:0 --kubeconfig policy-server.kubeconfig \
+//!   [--settings '{"onMissingReplica":"Reject"}' | --settings FILE] \
+//!   [--ca pki/ca.crt --apply-webhook --admin-kubeconfig kubeconfig]
+//! admission host: listening on https://127.0.0.1:PORT
+//! ```
+//!
+//! It stops on SIGINT or SIGTERM, and leaves the webhook configuration in place: a test of
+//! `failurePolicy` needs it there while the host is down, and the test removes it.
+
+#[path = "../tests/support/mod.rs"]
+pub(crate) mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use clap::Parser;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::{self, ServerConfig};
+
+use support::wasm::Module;
+
+#[derive(Parser)]
+#[command(about = "Test-only: the built policy.wasm behind a real API server's mutating webhook")]
+struct Args {
+    /// The built policy (`make policy.wasm`).
+    #[arg(long)]
+    wasm: PathBuf,
+    /// The policy's settings: JSON text, or a JSON or YAML file; policy.yaml's by default.
+    #[arg(long)]
+    settings: Option<String>,
+    /// The serving certificate (PEM), for 127.0.0.1.
+    #[arg(long)]
+    cert: PathBuf,
+    /// The serving certificate's key (PEM).
+    #[arg(long)]
+    key: PathBuf,
+    /// Where to listen: 127.0.0.1 only; port 0 takes a free one.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// The identity `get_resource` reads as: the policy-server ServiceAccount's token.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// The ClusterAdmissionPolicy the host serves, and the webhook is rendered from.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/policy.yaml"))]
+    policy: PathBuf,
+    /// How kubewarden-controller names the policy: `clusterwide` up to Kubewarden 1.37.1, `kw`
+    /// from 1.37.2.
+    #[arg(long, value_enum, default_value_t = webhook::Naming::Clusterwide)]
+    naming: webhook::Naming,
+    /// The CA that signed `--cert`: the webhook's caBundle.
+    #[arg(long, requires = "apply_webhook")]
+    ca: Option<PathBuf>,
+    /// Write the MutatingWebhookConfiguration, pointing at this host, before saying it is ready.
+    #[arg(long, requires_all = ["ca", "admin_kubeconfig"])]
+    apply_webhook: bool,
+    /// Who writes the webhook configuration (the policy-server's identity may not).
+    #[arg(long, requires = "apply_webhook")]
+    admin_kubeconfig: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("admission host: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), StartError> {
+    let policy = webhook::read_policy(&args.policy)?;
+    let settings = match &args.settings {
+        Some(arg) => read_settings(arg)?,
+        None => webhook::settings(&policy),
+    };
+    let policy_id = webhook::policy_id(&policy, args.naming)?;
+    let running = start(Options {
+        wasm: args.wasm,
+        settings,
+        cert: args.cert,
+        key: args.key,
+        listen: args.listen,
+        kubeconfig: args.kubeconfig,
+        policy_id,
+    })
+    .await?;
+    if let (true, Some(ca), Some(admin)) = (args.apply_webhook, &args.ca, &args.admin_kubeconfig) {
+        let ca = std::fs::read(ca).map_err(|e| StartError::Tls(format!("{}: {e}", ca.display())))?;
+        let config = webhook::render(&policy, &running.url(), &ca, args.naming)?;
+        let admin = client(admin).await?;
+        webhook::apply(&admin, &config).await.map_err(StartError::Apply)?;
+        eprintln!(
+            "admission host: applied MutatingWebhookConfiguration {}",
+            config.metadata.name.unwrap_or_default()
+        );
+    }
+    println!("admission host: listening on {}", running.url());
+    stopped().await;
+    running.stop().await;
+    Ok(())
+}
+
+/// SIGINT or SIGTERM (how a test harness stops a child).
+async fn stopped() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => drop(term.recv().await),
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// `--settings`: JSON text if it looks like an object, else a file (JSON is YAML too).
+fn read_settings(arg: &str) -> Result<Value, StartError> {
+    let settings: Value = if arg.trim_start().starts_with('{') {
+        serde_json::from_str(arg).map_err(|e| StartError::Settings(format!("--settings is not JSON: {e}")))?
+    } else {
+        let text = std::fs::read_to_string(arg).map_err(|e| StartError::Settings(format!("{arg}: {e}")))?;
+        serde_saphyr::from_str(&text).map_err(|e| StartError::Settings(format!("{arg}: {e}")))?
+    };
+    // A `settings:` key with only comments under it is null; policy-server then passes `{}`.
+    Ok(if settings.is_null() { json!({}) } else { settings })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Policy(#[from] webhook::PolicyFileError),
+    #[error("Policy settings are invalid: {0}")]
+    Settings(String),
+    #[error("{0}")]
+    Module(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("kubeconfig {path}: {reason}")]
+    Kubeconfig { path: PathBuf, reason: String },
+    #[error("--listen {0}: this host listens on 127.0.0.1 only")]
+    NotLoopback(SocketAddr),
+    #[error("listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot apply the MutatingWebhookConfiguration: {0}")]
+    Apply(kube::Error),
+}
+
+/// What the host needs to serve one policy.
+pub struct Options {
+    pub wasm: PathBuf,
+    pub settings: Value,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub listen: SocketAddr,
+    pub kubeconfig: PathBuf,
+    /// The id of `/validate/<id>`: [`webhook::policy_id`].
+    pub policy_id: String,
+}
+
+/// A host that serves until [`Running::stop`], or until it is dropped.
+pub struct Running {
+    pub addr: SocketAddr,
+    /// The AdmissionReviews that reached `/validate`, readable or not.
+    pub reviews: Arc<AtomicUsize>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Stops listening and closes every open connection: the API server's next call is refused.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Compiles the policy, checks its settings as policy-server does before it serves, and listens.
+pub async fn start(options: Options) -> Result<Running, StartError> {
+    if !options.listen.ip().is_loopback() {
+        return Err(StartError::NotLoopback(options.listen));
+    }
+    let module = Module::load(&options.wasm, None).map_err(StartError::Module)?;
+    policy::validate_settings(&module, &options.settings)?;
+    let reader = lookup::Reader::new(client(&options.kubeconfig).await?);
+    let acceptor = TlsAcceptor::from(Arc::new(tls(&options.cert, &options.key)?));
+    let listener = TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: options.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: options.listen,
+        source,
+    })?;
+    let reviews = Arc::new(AtomicUsize::new(0));
+    let host = Arc::new(Host {
+        policy_id: options.policy_id,
+        policy: policy::Policy {
+            module: Arc::new(module),
+            settings: options.settings,
+            reader: Arc::new(reader),
+        },
+        reviews: reviews.clone(),
+    });
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(serve(listener, acceptor, host, stopped));
+    Ok(Running {
+        addr,
+        reviews,
+        stop: Some(stop),
+        task,
+    })
+}
+
+pub async fn client(kubeconfig: &Path) -> Result<kube::Client, StartError> {
+    let error = |reason: String| StartError::Kubeconfig {
+        path: kubeconfig.to_owned(),
+        reason,
+    };
+    let config = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| error(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| error(e.to_string()))?;
+    kube::Client::try_from(config).map_err(|e| error(e.to_string()))
+}
+
+/// The serving certificate, with ring as the workspace's other TLS users have it.
+fn tls(cert: &Path, key: &Path) -> Result<ServerConfig, StartError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let read = |path: &Path| std::fs::read(path).map_err(|e| StartError::Tls(format!("{}: {e}", path.display())));
+    let certs = CertificateDer::pem_slice_iter(&read(cert)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| StartError::Tls(format!("{}: {e}", cert.display())))?;
+    let key_der =
+        PrivateKeyDer::from_pem_slice(&read(key)?).map_err(|e| StartError::Tls(format!("{}: {e}", key.display())))?;
+    let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StartError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .map_err(|e| StartError::Tls(e.to_string()))?;
+    // The API server's webhook client speaks HTTP/2 when offered; this host serves HTTP/1.1.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Accepts until told to stop. Dropping the connections' JoinSet aborts the open ones, so that
+/// a stopped host answers no one, not even on a kept-alive connection.
+async fn serve(listener: TcpListener, acceptor: TlsAcceptor, host: Arc<Host>, mut stopped: oneshot::Receiver<()>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stopped => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, peer)) => {
+                    let (acceptor, host) = (acceptor.clone(), host.clone());
+                    connections.spawn(async move {
+                        let tls = match acceptor.accept(tcp).await {
+                            Ok(tls) => tls,
+                            Err(e) => return eprintln!("admission host: TLS handshake with {peer}: {e}"),
+                        };
+                        let service = hyper::service::service_fn(move |request| {
+                            let host = host.clone();
+                            async move { Ok::<_, std::convert::Infallible>(host.respond(request).await) }
+                        });
+                        let io = hyper_util::rt::TokioIo::new(tls);
+                        if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
+                            eprintln!("admission host: connection from {peer}: {e}");
+                        }
+                    });
+                }
+                // Such as too many open files: the listener stays, the next accept may succeed.
+                Err(e) => eprintln!("admission host: accept: {e}"),
+            },
+        }
+    }
+}
+
+/// The biggest AdmissionReview read: well above the API server's 3 MiB request limit.
+const MAX_REVIEW_BYTES: usize = 16 << 20;
+
+struct Host {
+    policy_id: String,
+    policy: policy::Policy,
+    reviews: Arc<AtomicUsize>,
+}
+
+impl Host {
+    async fn respond(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let (parts, body) = request.into_parts();
+        let path = parts.uri.path();
+        if path == "/readiness" {
+            return match parts.method {
+                Method::GET => answer(StatusCode::OK, "text/plain", Vec::new()),
+                _ => text(StatusCode::METHOD_NOT_ALLOWED, "/readiness: GET only"),
+            };
+        }
+        let Some(id) = path.strip_prefix("/validate/") else {
+            return text(StatusCode::NOT_FOUND, &format!("{path}: not served here"));
+        };
+        if id != self.policy_id {
+            return text(
+                StatusCode::NOT_FOUND,
+                &format!("no policy {id:?}: this host serves {:?}", self.policy_id),
+            );
+        }
+        if parts.method != Method::POST {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "/validate: POST only");
+        }
+        self.reviews.fetch_add(1, Ordering::SeqCst);
+        let body = match Limited::new(body, MAX_REVIEW_BYTES).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(e) => return text(StatusCode::BAD_REQUEST, &format!("cannot read the request body: {e}")),
+        };
+        match self.policy.review(&body).await {
+            Ok(review) => answer(
+                StatusCode::OK,
+                "application/json",
+                serde_json::to_vec(&review).unwrap_or_default(),
+            ),
+            Err(e) => text(StatusCode::BAD_REQUEST, &e.to_string()),
+        }
+    }
+}
+
+fn answer(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+fn text(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    answer(status, "text/plain; charset=utf-8", format!("{message}\n").into_bytes())
+}
+
+/// One AdmissionReview through the policy, and the answer as policy-server gives it.
+pub mod policy {
+    use std::sync::Arc;
+
+    use base64::Engine as _;
+    use serde::Deserialize;
+    use serde_json::{Map, Value, json};
+
+    use super::StartError;
+    use super::lookup::Reader;
+    use super::support::wasm::Module;
+
+    pub struct Policy {
+        pub module: Arc<Module>,
+        pub settings: Value,
+        pub reader: Arc<Reader>,
+    }
+
+    /// An AdmissionReview the host cannot read: answered with a 400 and this message.
+    #[derive(Debug, thiserror::Error)]
+    pub enum BadReview {
+        #[error("cannot read the AdmissionReview: {0}")]
+        NotJson(serde_json::Error),
+        #[error("cannot read the AdmissionReview: {0}")]
+        Shape(&'static str),
+    }
+
+    /// What the policy answers `validate` (kubewarden-policy-sdk's `ValidationResponse`).
+    #[derive(Deserialize)]
+    struct ValidationResponse {
+        accepted: bool,
+        message: Option<String>,
+        code: Option<u16>,
+        mutated_object: Option<Value>,
+        audit_annotations: Option<Map<String, Value>>,
+        warnings: Option<Vec<String>>,
+    }
+
+    /// policy-server refuses to start on settings the policy's `validate_settings` refuses.
+    pub fn validate_settings(module: &Module, settings: &Value) -> Result<(), StartError> {
+        #[derive(Deserialize)]
+        struct SettingsValidation {
+            valid: bool,
+            message: Option<String>,
+        }
+        let instance = module
+            .try_instance(|_| Err("no host call while settings are validated".into()))
+            .map_err(StartError::Module)?;
+        let payload = serde_json::to_vec(settings).map_err(|e| StartError::Settings(e.to_string()))?;
+        let answer = instance
+            .call("validate_settings", &payload)
+            .map_err(|e| StartError::Module(format!("validate_settings: {e}")))?;
+        let validation: SettingsValidation = serde_json::from_slice(&answer)
+            .map_err(|e| StartError::Module(format!("validate_settings answered what is not a validation: {e}")))?;
+        match validation.valid {
+            true => Ok(()),
+            false => Err(StartError::Settings(validation.message.unwrap_or_default())),
+        }
+    }
+
+    impl Policy {
+        /// The AdmissionReview v1 answering `review`.
+        pub async fn review(&self, review: &[u8]) -> Result<Value, BadReview> {
+            let review: Value = serde_json::from_slice(review).map_err(BadReview::NotJson)?;
+            let request = review
+                .get("request")
+                .filter(|request| request.is_object())
+                .ok_or(BadReview::Shape("no `request` object"))?;
+            let uid = request
+                .get("uid")
+                .and_then(Value::as_str)
+                .ok_or(BadReview::Shape("`request.uid` is not a string"))?
+                .to_owned();
+            let object = request.get("object").filter(|object| !object.is_null()).cloned();
+            let response = match self.validate(request).await {
+                Ok(validation) => admission_response(&uid, object.as_ref(), validation),
+                // What policy-evaluator answers when an evaluation fails (a trap, a bad answer).
+                Err(reason) => reject(&uid, &format!("internal server error: {reason}"), Some(500)),
+            };
+            Ok(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
+        }
+
+        /// The policy's `validate`, on a blocking thread: its host call waits for the API server.
+        async fn validate(&self, request: &Value) -> Result<ValidationResponse, String> {
+            let payload = serde_json::to_vec(&json!({"request": request, "settings": self.settings}))
+                .map_err(|e| e.to_string())?;
+            let (module, reader) = (self.module.clone(), self.reader.clone());
+            let runtime = tokio::runtime::Handle::current();
+            // A fresh instance per request, as the wasm tests make them; a waPC host is not Send,
+            // so it is made on the thread that runs it.
+            let answer = tokio::task::spawn_blocking(move || {
+                let instance = module.try_instance(move |payload| reader.answer(&runtime, payload))?;
+                instance
+                    .call("validate", &payload)
+                    .map_err(|e| format!("the policy trapped: {e}"))
+            })
+            .await
+            .map_err(|e| format!("the evaluation did not finish: {e}"))??;
+            serde_json::from_slice(&answer).map_err(|e| format!("the policy's answer is not a ValidationResponse: {e}"))
+        }
+    }
+
+    /// From policy-evaluator's `AdmissionResponse::from_policy_validation_response`: the patch is
+    /// the JSON diff of the request's object and the policy's mutated object, base64 of its JSON;
+    /// no patch when they are equal. Unset fields are left out rather than written as null.
+    fn admission_response(uid: &str, object: Option<&Value>, validation: ValidationResponse) -> Value {
+        let Some(object) = object else {
+            return match validation.mutated_object {
+                Some(_) => reject(
+                    uid,
+                    "Incoming object is null, which happens only with DELETE operations, but the policy is attempting a mutation. This is not allowed",
+                    None,
+                ),
+                None => verdict(uid, validation, None),
+            };
+        };
+        let patch = validation.mutated_object.as_ref().and_then(|mutated| {
+            let diff = json_patch::diff(object, mutated);
+            (!diff.0.is_empty()).then(|| base64::engine::general_purpose::STANDARD.encode(json!(diff).to_string()))
+        });
+        verdict(uid, validation, patch)
+    }
+
+    fn verdict(uid: &str, validation: ValidationResponse, patch: Option<String>) -> Value {
+        let mut response = Map::new();
+        response.insert("uid".into(), json!(uid));
+        response.insert("allowed".into(), json!(validation.accepted));
+        if let Some(patch) = patch {
+            response.insert("patchType".into(), json!("JSONPatch"));
+            response.insert("patch".into(), json!(patch));
+        }
+        if validation.message.is_some() || validation.code.is_some() {
+            let mut status = Map::new();
+            if let Some(message) = validation.message {
+                status.insert("message".into(), json!(message));
+            }
+            if let Some(code) = validation.code {
+                status.insert("code".into(), json!(code));
+            }
+            response.insert("status".into(), Value::Object(status));
+        }
+        if let Some(warnings) = validation.warnings {
+            response.insert("warnings".into(), json!(warnings));
+        }
+        if let Some(annotations) = validation.audit_annotations {
+            response.insert("auditAnnotations".into(), Value::Object(annotations));
+        }
+        Value::Object(response)
+    }
+
+    fn reject(uid: &str, message: &str, code: Option<u16>) -> Value {
+        let mut status = json!({"message": message});
+        if let Some(code) = code {
+            status["code"] = json!(code);
+        }
+        json!({"uid": uid, "allowed": false, "status": status})
+    }
+}
+
+/// `kubewarden/kubernetes/get_resource`, answered from the API server as policy-evaluator's
+/// `callback_handler::kubernetes` answers it: discovery of the kind's resource (one GET of
+/// `/apis/<group>/<version>` per kind), then a GET of the object.
+pub mod lookup {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use kube::api::{Api, ApiResource, DynamicObject};
+    use serde::Deserialize;
+
+    /// policy-evaluator's `get_resource_cached`: `#[cached(time = 5, result = true)]`, so a read
+    /// that succeeded is answered from memory for 5 s, and a failed one is asked again.
+    const CACHED_FOR: Duration = Duration::from_secs(5);
+
+    /// The host call's request (kubewarden-policy-sdk's `GetResourceRequest`).
+    #[derive(Deserialize)]
+    struct GetResource {
+        api_version: String,
+        kind: String,
+        name: String,
+        namespace: Option<String>,
+        #[serde(default)]
+        disable_cache: bool,
+    }
+
+    pub struct Reader {
+        client: kube::Client,
+        kinds: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
+        cache: Mutex<HashMap<String, (Instant, Vec<u8>)>>,
+    }
+
+    impl Reader {
+        pub fn new(client: kube::Client) -> Self {
+            Self {
+                client,
+                kinds: Mutex::default(),
+                cache: Mutex::default(),
+            }
+        }
+
+        /// The host call, from the policy's blocking thread. An error reaches the policy with the
+        /// prefix policy-evaluator's waPC callback gives it.
+        pub fn answer(&self, runtime: &tokio::runtime::Handle, payload: &[u8]) -> Result<Vec<u8>, String> {
+            let failure = |reason: String| format!("Callback evaluation failure: {reason}");
+            let request: GetResource = serde_json::from_slice(payload)
+                .map_err(|e| failure(format!("cannot read the get_resource request: {e}")))?;
+            runtime.block_on(self.get(&request)).map_err(failure)
+        }
+
+        async fn get(&self, request: &GetResource) -> Result<Vec<u8>, String> {
+            let key = format!(
+                "get_resource_cached({},{}),{},{:?}",
+                request.api_version, request.kind, request.name, request.namespace
+            );
+            if !request.disable_cache
+                && let Some(object) = self.cached(&key)
+            {
+                return Ok(object);
+            }
+            let object = self.read(request).await?;
+            if !request.disable_cache {
+                self.cache
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .insert(key, (Instant::now(), object.clone()));
+            }
+            Ok(object)
+        }
+
+        fn cached(&self, key: &str) -> Option<Vec<u8>> {
+            let cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            cache
+                .get(key)
+                .filter(|(at, _)| at.elapsed() < CACHED_FOR)
+                .map(|(_, object)| object.clone())
+        }
+
+        async fn read(&self, request: &GetResource) -> Result<Vec<u8>, String> {
+            let GetResource {
+                api_version,
+                kind,
+                name,
+                namespace,
+                ..
+            } = request;
+            let (resource, namespaced) = self.resource(api_version, kind).await?;
+            let api: Api<DynamicObject> = match (namespaced, namespace) {
+                (true, Some(namespace)) => Api::namespaced_with(self.client.clone(), namespace, &resource),
+                (true, None) => {
+                    return Err(format!(
+                        "Resource {api_version}/{kind} is namespaced, but no namespace was provided"
+                    ));
+                }
+                (false, _) => Api::all_with(self.client.clone(), &resource),
+            };
+            match api.get_opt(name).await {
+                Ok(Some(object)) => serde_json::to_vec(&object).map_err(|e| e.to_string()),
+                Ok(None) => Err(format!(
+                    "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{:?}'",
+                    namespace.as_deref()
+                )),
+                Err(e) => Err(api_error(&e)),
+            }
+        }
+
+        /// The kind's resource name and scope, asked of the API server once per kind.
+        async fn resource(&self, api_version: &str, kind: &str) -> Result<(ApiResource, bool), String> {
+            let key = (api_version.to_owned(), kind.to_owned());
+            if let Some(known) = self
+                .kinds
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .get(&key)
+            {
+                return Ok(known.clone());
+            }
+            let (group, version) = match api_version.split_once('/') {
+                Some((group, version)) => (group, version),
+                None => ("", api_version),
+            };
+            let resources = match group {
+                "" => self.client.list_core_api_resources(version).await,
+                _ => self.client.list_api_group_resources(api_version).await,
+            }
+            .map_err(|e| format!("error finding resource {api_version} / {kind}: {}", api_error(&e)))?;
+            let found = resources
+                .resources
+                .iter()
+                .find(|resource| resource.kind == kind)
+                .ok_or_else(|| format!("Cannot find resource {api_version}/{kind}"))?;
+            let known = (
+                ApiResource {
+                    group: group.to_owned(),
+                    version: version.to_owned(),
+                    api_version: api_version.to_owned(),
+                    kind: kind.to_owned(),
+                    plural: found.name.clone(),
+                },
+                found.namespaced,
+            );
+            self.kinds
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .insert(key, known.clone());
+            Ok(known)
+        }
+    }
+
+    /// An API server's refusal in the words policy-server 1.31 gives it (its kube client's
+    /// `ErrorResponse`, recorded in tests/support/mod.rs's `forbidden`), whatever this kube says.
+    fn api_error(error: &kube::Error) -> String {
+        match error {
+            kube::Error::Api(status) => format!(
+                "ApiError: {message}: {reason} (ErrorResponse {{ status: {summary:?}, message: {message:?}, reason: {reason:?}, code: {code} }})",
+                message = status.message,
+                reason = status.reason,
+                code = status.code,
+                summary = if status.is_failure() { "Failure" } else { "Success" },
+            ),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The MutatingWebhookConfiguration kubewarden-controller writes for a mutating
+/// ClusterAdmissionPolicy, read from its `reconcileMutatingWebhookConfiguration` and
+/// `namespaceSelector` (kubewarden/kubewarden-controller,
+/// `internal/controller/policy_subreconciler_webhook.go`), its constants
+/// (`internal/constants/constants.go`) and the policy's `GetUniqueName`
+/// (`api/policies/v1/clusteradmissionpolicy_types.go`).
+pub mod webhook {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::admissionregistration::v1::{
+        MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, WebhookClientConfig,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
+    use kube::api::{Api, Patch, PatchParams};
+    use serde::de::DeserializeOwned;
+    use serde_json::{Value, json};
+
+    /// Where Kubewarden runs: the controller's deployments namespace, which the Helm charts make
+    /// `kubewarden` (and policy.yaml's ClusterRoleBinding names). Its pods are never sent to a
+    /// ClusterAdmissionPolicy: the controller excludes the namespace by `namespaceSelector`.
+    pub const DEPLOYMENTS_NAMESPACE: &str = "kubewarden";
+    /// The test host's field manager: it is not kubewarden-controller, and says so.
+    pub const FIELD_MANAGER: &str = "ome-spread-admission-host";
+
+    /// How kubewarden-controller names a ClusterAdmissionPolicy's webhook and admission path.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+    pub enum Naming {
+        /// `clusterwide-<name>`: up to Kubewarden 1.37.1, so the 1.31 this project pins.
+        Clusterwide,
+        /// `kw.cap.<name>`: from Kubewarden 1.37.2 (advisory GHSA-m5vp-9g65-pv6v: `-` joined
+        /// names that could collide; `.` cannot appear in a namespace).
+        Kw,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    pub enum PolicyFileError {
+        #[error("{path}: {reason}")]
+        Read { path: String, reason: String },
+        #[error("policy file: no ClusterAdmissionPolicy in it")]
+        NoPolicy,
+        #[error(
+            "ClusterAdmissionPolicy: spec.mutating is not true: kubewarden-controller would write a ValidatingWebhookConfiguration, which this host does not render"
+        )]
+        NotMutating,
+        #[error("ClusterAdmissionPolicy: {field}: {reason}")]
+        Field { field: &'static str, reason: String },
+    }
+
+    pub fn read_policy(path: &Path) -> Result<Value, PolicyFileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyFileError::Read {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        cluster_admission_policy(&text).map_err(|e| match e {
+            PolicyFileError::Read { reason, .. } => PolicyFileError::Read {
+                path: path.display().to_string(),
+                reason,
+            },
+            other => other,
+        })
+    }
+
+    /// The ClusterAdmissionPolicy among the documents of a file such as policy.yaml.
+    pub fn cluster_admission_policy(yaml: &str) -> Result<Value, PolicyFileError> {
+        let documents = serde_saphyr::from_multiple::<Value>(yaml).map_err(|e| PolicyFileError::Read {
+            path: "policy file".into(),
+            reason: e.to_string(),
+        })?;
+        documents
+            .into_iter()
+            .find(|document| {
+                document["apiVersion"] == "policies.kubewarden.io/v1" && document["kind"] == "ClusterAdmissionPolicy"
+            })
+            .ok_or(PolicyFileError::NoPolicy)
+    }
+
+    /// `spec.settings`, `{}` where unset.
+    pub fn settings(policy: &Value) -> Value {
+        match &policy["spec"]["settings"] {
+            Value::Null => json!({}),
+            settings => settings.clone(),
+        }
+    }
+
+    /// `GetUniqueName`: the webhook configuration's name, and the policy's id in the admission path.
+    pub fn policy_id(policy: &Value, naming: Naming) -> Result<String, PolicyFileError> {
+        let name = policy["metadata"]["name"]
+            .as_str()
+            .filter(|name| !name.is_empty())
+            .ok_or(PolicyFileError::Field {
+                field: "metadata.name",
+                reason: "missing".into(),
+            })?;
+        Ok(match naming {
+            Naming::Clusterwide => format!("clusterwide-{name}"),
+            Naming::Kw => format!("kw.cap.{name}"),
+        })
+    }
+
+    fn field<T: DeserializeOwned>(policy: &Value, field: &'static str) -> Result<Option<T>, PolicyFileError> {
+        match &policy["spec"][field] {
+            Value::Null => Ok(None),
+            value => serde_json::from_value(value.clone())
+                .map(Some)
+                .map_err(|e| PolicyFileError::Field {
+                    field,
+                    reason: e.to_string(),
+                }),
+        }
+    }
+
+    /// What kubewarden-controller writes for `policy`, field for field, but for the client config:
+    /// a `url` at `base_url` (this host) where the controller names the Service
+    /// `kubewarden/policy-server-<spec.policyServer>` on port 8443 (443 from Kubewarden 1.23). A
+    /// control plane without kubelets has no cluster network and no Services to reach, so the
+    /// API server calls the host on 127.0.0.1, the path kept as the controller writes it.
+    pub fn render(
+        policy: &Value,
+        base_url: &str,
+        ca_bundle: &[u8],
+        naming: Naming,
+    ) -> Result<MutatingWebhookConfiguration, PolicyFileError> {
+        if policy["spec"]["mutating"] != true {
+            return Err(PolicyFileError::NotMutating);
+        }
+        let id = policy_id(policy, naming)?;
+        let name = policy["metadata"]["name"].as_str().unwrap_or_default();
+        // The deployments namespace first, then the policy's own expressions. The controller
+        // appends only `matchExpressions`: a policy's `namespaceSelector.matchLabels` is dropped.
+        let mut namespace_expressions = vec![LabelSelectorRequirement {
+            key: "kubernetes.io/metadata.name".into(),
+            operator: "NotIn".into(),
+            values: Some(vec![DEPLOYMENTS_NAMESPACE.into()]),
+        }];
+        if let Some(selector) = field::<LabelSelector>(policy, "namespaceSelector")? {
+            namespace_expressions.extend(selector.match_expressions.unwrap_or_default());
+        }
+        let webhook = MutatingWebhook {
+            name: format!("{id}.kubewarden.admission"),
+            client_config: WebhookClientConfig {
+                url: Some(format!("{base_url}/validate/{id}")),
+                ca_bundle: Some(ByteString(ca_bundle.to_vec())),
+                service: None,
+            },
+            rules: field::<Vec<RuleWithOperations>>(policy, "rules")?,
+            failure_policy: field(policy, "failurePolicy")?,
+            match_policy: field(policy, "matchPolicy")?,
+            namespace_selector: Some(LabelSelector {
+                match_expressions: Some(namespace_expressions),
+                match_labels: None,
+            }),
+            object_selector: field(policy, "objectSelector")?,
+            // The controller's default where the policy has none.
+            side_effects: field(policy, "sideEffects")?.unwrap_or_else(|| "None".into()),
+            // The CRD's default (`+kubebuilder:default:=10`), which the API server would fill in.
+            timeout_seconds: Some(field(policy, "timeoutSeconds")?.unwrap_or(10)),
+            admission_review_versions: vec!["v1".into()],
+            // Passed on where the controller's AdmissionWebhookMatchConditions gate is on.
+            match_conditions: field::<Vec<MatchCondition>>(policy, "matchConditions")?,
+            // Not set by the controller: the API server makes it `Never`.
+            reinvocation_policy: None,
+        };
+        Ok(MutatingWebhookConfiguration {
+            metadata: ObjectMeta {
+                name: Some(id),
+                labels: Some(BTreeMap::from([
+                    ("app.kubernetes.io/part-of".into(), "kubewarden".into()),
+                    ("kubewardenPolicyScope".into(), "cluster".into()),
+                ])),
+                annotations: Some(BTreeMap::from([
+                    ("kubewardenPolicyName".into(), name.into()),
+                    // A ClusterAdmissionPolicy has no namespace: the controller writes "".
+                    ("kubewardenPolicyNamespace".into(), String::new()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            webhooks: Some(vec![webhook]),
+        })
+    }
+
+    /// Server-side apply of `config` (the controller itself uses CreateOrPatch; the stored
+    /// object is the same).
+    pub async fn apply(
+        admin: &kube::Client,
+        config: &MutatingWebhookConfiguration,
+    ) -> Result<MutatingWebhookConfiguration, kube::Error> {
+        let api: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+        let name = config.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(config))
+            .await
+    }
+}
