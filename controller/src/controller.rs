@@ -25,6 +25,7 @@ use crate::metrics::Metrics;
 use crate::rebalance::Mode;
 use crate::reconcile::{Context, error_policy, reconcile};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
+use crate::schema;
 use crate::serve::Health;
 use crate::triggers::{NodeChanges, replica_of_pod, replicas_of_service, replicas_using};
 
@@ -87,6 +88,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
 }
 
 async fn reconcile_all(client: Client, options: Options) {
+    let no_condition = condition_refused(&client).await;
     let unversioned = Arc::<AtomicU64>::default;
     let service_version = Arc::new(AtomicU64::new(0));
     let (services, service_changes) = cached(
@@ -138,6 +140,7 @@ async fn reconcile_all(client: Client, options: Options) {
         records: RecordSnapshot::new(replicas.clone(), replica_version.clone(), records),
         max_per_hour: options.max_per_hour,
         written: tokio::sync::Mutex::default(),
+        no_condition,
     });
     tokio::spawn(ready_when_filled(context.clone(), health));
     let replica_changes = replica_changes(client, replica_writer, replica_version, context.metrics.clone());
@@ -165,6 +168,26 @@ async fn reconcile_all(client: Client, options: Options) {
             future::ready(())
         })
         .await;
+}
+
+/// Why the `Spread` condition must not be written here, said once, or None; until the API
+/// server serves its schema, asked again every few seconds (nothing is written meanwhile).
+async fn condition_refused(client: &Client) -> Option<String> {
+    loop {
+        match schema::served(client).await {
+            Ok(document) => {
+                let refused = schema::condition_merges(&document).err();
+                if let Some(why) = &refused {
+                    error!("writing no Spread condition: {why}");
+                }
+                return refused;
+            }
+            Err(e) => {
+                warn!(error = %e, "reading the served InferenceReplica schema ({}); asking again", schema::OPENAPI_PATH);
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            }
+        }
+    }
 }
 
 /// The node watch, filling the node cache: one item (a reconcile of every replica) for each change

@@ -11,5 +11,6 @@ pub mod objects;
 pub mod rebalance;
 pub mod reconcile;
 pub mod resources;
+pub mod schema;
 pub mod serve;
 pub mod triggers;

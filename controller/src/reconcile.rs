@@ -91,6 +91,9 @@ pub struct Context {
     /// reconciles never write two requests; it keeps what this process wrote (InferenceService,
     /// ledger entry) until the caches show it.
     pub written: tokio::sync::Mutex<Vec<(String, Entry)>>,
+    /// Why the `Spread` condition is not written (the served schema would let it replace OME's
+    /// status: [`crate::schema`]), or None.
+    pub no_condition: Option<String>,
 }
 
 impl Context {
@@ -272,7 +275,7 @@ async fn record(replica: &InferenceReplica, report: &Report, ctx: &Context) -> R
         let reference = replica.object_ref(&());
         within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
     }
-    if previous.is_none_or(|p| !same(p, &condition)) {
+    if previous.is_none_or(|p| !same(p, &condition)) && ctx.no_condition.is_none() {
         let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         within_timeout(

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +51,18 @@ struct ApiServer {
     /// Every write: method, path, body.
     writes: Mutex<Vec<(String, String, Value)>>,
     version: AtomicU64,
+    /// Serve the InferenceReplica schema of OME's minimal CRD, not of its full one.
+    minimal_crd: AtomicBool,
+}
+
+/// The OpenAPI v3 document kube-apiserver v1.35.8 served for OME's full or minimal
+/// InferenceReplica CRD (cut to its status).
+fn served_schema(minimal: bool) -> Value {
+    let file = if minimal { "minimal.json" } else { "full.json" };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/openapi")
+        .join(file);
+    serde_json::from_str(&std::fs::read_to_string(path).expect("recorded document")).expect("json")
 }
 
 fn selected(object: &Value, selector: &Option<(String, String)>) -> bool {
@@ -159,6 +171,9 @@ impl ApiServer {
         let body = body.collect_bytes().await.unwrap_or_default();
         let mut body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let path = parts.uri.path().to_owned();
+        if path == ome_spread_controller::schema::OPENAPI_PATH {
+            return reply(200, &served_schema(self.minimal_crd.load(Ordering::Relaxed)));
+        }
         let query = parts
             .uri
             .query()
@@ -532,7 +547,8 @@ async fn until(what: &str, done: impl Fn() -> bool) {
     panic!("not within a minute: {what}");
 }
 
-fn migrating(server: &Arc<ApiServer>) -> tokio::task::JoinHandle<Result<(), String>> {
+/// The controller in `mode` against the fake API server.
+fn running(server: &Arc<ApiServer>, mode: Mode) -> tokio::task::JoinHandle<Result<(), String>> {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<ResponseBody>>();
     let answering = server.clone();
     tokio::spawn(async move {
@@ -549,7 +565,7 @@ fn migrating(server: &Arc<ApiServer>) -> tokio::task::JoinHandle<Result<(), Stri
             identity: "ome-spread-controller-0".into(),
             health: Arc::default(),
             metrics: Arc::default(),
-            rebalance: Mode::Migrate,
+            rebalance: mode,
             max_per_hour: 10,
         },
     ))
@@ -622,7 +638,7 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
     for object in skewed_and_ready() {
         server.put(object);
     }
-    let controller = migrating(&server);
+    let controller = running(&server, Mode::Migrate);
     until("a request", || !requests(&server).is_empty()).await;
     let (key, value) = requests(&server).remove(0);
     let request: Value = serde_json::from_str(value.as_str().expect("a string")).expect("JSON");
@@ -647,7 +663,7 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
             .count()
     };
     let before = said(&pending);
-    let controller = migrating(&server);
+    let controller = running(&server, Mode::Migrate);
     until("the restarted controller holds the request back", || {
         said(&pending) > before
     })
@@ -660,7 +676,7 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
     controller.abort();
     let active = format!("migration {uuid} of InferenceReplica spread-demo/qwen3-0-6b-engine is SurgeReady");
     let before = said(&active);
-    let controller = migrating(&server);
+    let controller = running(&server, Mode::Migrate);
     until("the restarted controller waits for the record", || {
         said(&active) > before
     })
@@ -729,5 +745,23 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
             ("qwen3-0-6b-engine-3-default-0".to_owned(), "gpu-node-2".to_owned()),
         ])
     );
+    controller.abort();
+}
+
+/// On OME's minimal CRD an applied condition would replace OME's whole status (kube-apiserver
+/// v1.35.8 does so: cluster tests): the controller writes none there, and its Events still go out.
+#[tokio::test]
+async fn on_omes_minimal_crd_no_condition_is_written() {
+    let server = Arc::new(ApiServer::default());
+    server.minimal_crd.store(true, Ordering::Relaxed);
+    for object in fixture() {
+        server.put(object);
+    }
+    let controller = running(&server, Mode::Recommend);
+    until("the Satisfied Event", || !notes(&server, "Satisfied").is_empty()).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(server.spread_conditions(), Vec::<(String, String)>::new());
+    let replica = server.get("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");
+    assert_eq!(replica["status"]["conditions"], Value::Null, "{replica}");
     controller.abort();
 }
