@@ -47,7 +47,11 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
     let client = live::client_of(&kubeconfig).await;
     let crds = std::fs::read_to_string(live::workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
     live::apply(&kubeconfig, &crds).await;
-    live::kubectl(&kubeconfig, &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]).await;
+    live::kubectl(
+        &kubeconfig,
+        &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+    )
+    .await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
     namespaces
@@ -75,7 +79,8 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
     let replica = |spread: Value| {
         // The CRD requires runners, as upstream's does.
         let runners = json!([{"name": "default", "size": 1, "template": {"spec": {"containers": [{"name": "ome-container", "image": "sglang"}]}}}]);
-        let mut spec = json!({"parentRef": {"name": "qwen3-0-6b"}, "component": "engine", "replicas": 2, "runners": runners});
+        let mut spec =
+            json!({"parentRef": {"name": "qwen3-0-6b"}, "component": "engine", "replicas": 2, "runners": runners});
         spec.as_object_mut()
             .expect("spec")
             .extend(spread.as_object().cloned().unwrap_or_default());

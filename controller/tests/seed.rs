@@ -73,13 +73,22 @@ impl World {
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
         let crds = std::fs::read_to_string(live::workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
         live::apply(&admin, &crds).await;
-        kubectl(&admin, &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]).await;
+        kubectl(
+            &admin,
+            &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+        )
+        .await;
         live::apply(&admin, PREREQUISITES).await;
         kubectl(
             &admin,
             &[
-                "patch", "clusterbasemodel", "qwen3-0-6b", "--subresource=status", "--type=merge",
-                "-p", r#"{"status":{"state":"Ready"}}"#,
+                "patch",
+                "clusterbasemodel",
+                "qwen3-0-6b",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"state":"Ready"}}"#,
             ],
         )
         .await;
@@ -113,16 +122,35 @@ async fn admission_host(admin: &Path, scratch: &Path) -> Process {
     )
     .await;
     let policy = std::fs::read_to_string(live::workspace().join("policy.yaml")).expect("policy.yaml");
-    let rbac: Vec<&str> = policy.split("\n---\n").filter(|doc| !doc.contains("ClusterAdmissionPolicy")).collect();
+    let rbac: Vec<&str> = policy
+        .split("\n---\n")
+        .filter(|doc| !doc.contains("ClusterAdmissionPolicy"))
+        .collect();
     live::apply(admin, &rbac.join("\n---\n")).await;
     let token = live::service_account_kubeconfig(admin, "kubewarden", "policy-server", scratch).await;
-    let pki = live::run_dir().expect("OME_SPREAD_E2E_RUN: cluster/up.sh's run directory").join("pki");
+    let pki = live::run_dir()
+        .expect("OME_SPREAD_E2E_RUN: cluster/up.sh's run directory")
+        .join("pki");
     let (cert, key, ca) = (pki.join("webhook.crt"), pki.join("webhook.key"), pki.join("ca.crt"));
     let wasm = live::workspace().join("policy.wasm");
     let args = [
-        "--wasm", path(&wasm), "--settings", "{}", "--cert", path(&cert), "--key", path(&key),
-        "--listen", "127.0.0.1:0", "--kubeconfig", path(&token), "--ca", path(&ca),
-        "--apply-webhook", "--admin-kubeconfig", path(admin),
+        "--wasm",
+        path(&wasm),
+        "--settings",
+        "{}",
+        "--cert",
+        path(&cert),
+        "--key",
+        path(&key),
+        "--listen",
+        "127.0.0.1:0",
+        "--kubeconfig",
+        path(&token),
+        "--ca",
+        path(&ca),
+        "--apply-webhook",
+        "--admin-kubeconfig",
+        path(admin),
     ];
     let host = live::binary("examples/admission_host");
     Process::start("admission", &host, &args, &[], "listening on").await.0
@@ -158,7 +186,14 @@ async fn step_1_and_step_2_as_the_seed_writes_them() {
     );
     assert_eq!(
         world
-            .kubectl(&["wait", "--for=condition=Ready", "inferenceservice/qwen3-0-6b", "-n", "spread-demo", "--timeout=30m"])
+            .kubectl(&[
+                "wait",
+                "--for=condition=Ready",
+                "inferenceservice/qwen3-0-6b",
+                "-n",
+                "spread-demo",
+                "--timeout=30m"
+            ])
             .await,
         "inferenceservice.ome.io/qwen3-0-6b condition met\n"
     );
@@ -190,7 +225,10 @@ async fn step_1_and_step_2_as_the_seed_writes_them() {
     assert_eq!(pods.len(), 3, "a header and two pods: {pods:?}");
     assert_eq!(pods[0], row(&["NAME", "SPREAD-KEY", "WHEN", "NODE"]));
     let nodes: Vec<&str> = pods[1..].iter().map(|p| p[3].as_str()).collect();
-    for (pod, name) in pods[1..].iter().zip(["qwen3-0-6b-engine-0-default-0", "qwen3-0-6b-engine-1-default-0"]) {
+    for (pod, name) in pods[1..]
+        .iter()
+        .zip(["qwen3-0-6b-engine-0-default-0", "qwen3-0-6b-engine-1-default-0"])
+    {
         assert_eq!(
             pod[..3],
             row(&[name, "topology.kubernetes.io/zone", "DoNotSchedule"])[..],
@@ -199,12 +237,20 @@ async fn step_1_and_step_2_as_the_seed_writes_them() {
     }
     let mut sorted = nodes.clone();
     sorted.sort();
-    assert_eq!(sorted, ["gpu-node-1", "gpu-node-2"], "the scheduler's choice, one Instance a node");
+    assert_eq!(
+        sorted,
+        ["gpu-node-1", "gpu-node-2"],
+        "the scheduler's choice, one Instance a node"
+    );
 
     // The nodes' zones, from the NODE column.
     let zones = world
         .kubectl(&[
-            "get", "nodes", sorted[0], sorted[1], "-o",
+            "get",
+            "nodes",
+            sorted[0],
+            sorted[1],
+            "-o",
             r"custom-columns=NAME:.metadata.name,ZONE:.metadata.labels.topology\.kubernetes\.io/zone",
         ])
         .await;

@@ -32,14 +32,22 @@ pub fn run_dir() -> Option<PathBuf> {
 /// A built binary of the workspace (`make e2e-cluster` builds them first).
 pub fn binary(path: &str) -> PathBuf {
     let file = workspace().join("target/debug").join(path);
-    assert!(file.is_file(), "{} not built: make e2e-cluster builds it", file.display());
+    assert!(
+        file.is_file(),
+        "{} not built: make e2e-cluster builds it",
+        file.display()
+    );
     file
 }
 
 /// kubectl: cluster/up.sh's, else the one on PATH.
 fn kubectl_program() -> PathBuf {
     let built = workspace().join("target/cluster/bin/kubectl");
-    if built.is_file() { built } else { PathBuf::from("kubectl") }
+    if built.is_file() {
+        built
+    } else {
+        PathBuf::from("kubectl")
+    }
 }
 
 pub async fn client_of(kubeconfig: &Path) -> Client {
@@ -105,7 +113,14 @@ pub async fn service_account_kubeconfig(admin: &Path, namespace: &str, name: &st
     let token = kubectl(admin, &["create", "token", name, "-n", namespace, "--duration", "2h"]).await;
     let view = kubectl(
         admin,
-        &["config", "view", "--raw", "--minify", "-o", "jsonpath={.clusters[0].cluster}"],
+        &[
+            "config",
+            "view",
+            "--raw",
+            "--minify",
+            "-o",
+            "jsonpath={.clusters[0].cluster}",
+        ],
     )
     .await;
     let cluster: serde_json::Value = serde_json::from_str(&view).expect("the cluster of the kubeconfig");
