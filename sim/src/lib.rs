@@ -1,8 +1,13 @@
-//! The world around ome-spread's rebalance, for its tests (issue 11), with no cluster: OME's side
-//! of a surge migration ([`ome`]) and the scheduler that places the surge's pods
-//! ([`scheduler`]). Both are written from their upstream contracts (OME v1.3's migration
-//! records, Kubernetes' scheduling documentation), apart from the core, so that what the core
-//! plans is checked against what the cluster would do with it.
+//! The world around ome-spread, for its tests. With no cluster (issue 11): OME's side of a surge
+//! migration ([`ome`]) and the scheduler that places the surge's pods ([`scheduler`]), written from
+//! their upstream contracts (OME v1.3's migration records, Kubernetes' scheduling documentation),
+//! apart from the core, so that what the core plans is checked against what the cluster would do
+//! with it. On a real kube-apiserver and kube-scheduler (issue 18): stand-ins, test-only, for
+//! what such a control plane lacks: the nodes' kubelets ([`nodes`]) and OME
+//! ([`ome_stand_in`]), which runs [`ome`]'s migration against the API server.
 
+pub mod api;
+pub mod nodes;
 pub mod ome;
+pub mod ome_stand_in;
 pub mod scheduler;

@@ -7,7 +7,9 @@
 //! index, its pods admitted by the policy itself; has the [`scheduler`](crate::scheduler) place
 //! them, and fails the record at its deadline if they are not all placed; marks them Ready;
 //! deletes the source's pods; completes. One phase per [`Ome::step`], so that a test can look at
-//! every state in between.
+//! every state in between. Who admits and places the surge's pods is a [`World`]: this crate's
+//! models ([`Models`], what [`Ome::step`] uses), or a real cluster's admission, kube-scheduler and
+//! node stand-in (the OME stand-in's, through [`Ome::step_in`]); the phases are the same.
 //!
 //! Simpler than upstream, on purpose: the surge's index comes from the pods' labels (upstream:
 //! the replica's instance statuses, the same while pods and statuses agree); the surge carries no
@@ -69,13 +71,24 @@ impl Ome {
     /// of each component moves one phase, then each pending request is queued as an Accepted
     /// record (upstream queues them all, and runs them oldest first, one at a time).
     pub fn step(&self, objects: &[Value], now: Timestamp) -> (Vec<Change>, Vec<Event>) {
+        self.step_in(
+            &Models {
+                settings: &self.settings,
+            },
+            objects,
+            now,
+        )
+    }
+
+    /// [`Ome::step`] with the surge's pods admitted and placed by `world`.
+    pub fn step_in(&self, world: &dyn World, objects: &[Value], now: Timestamp) -> (Vec<Change>, Vec<Event>) {
         let mut step = Step::default();
         let mut taken = Vec::new();
         for replica in objects.iter().filter(|o| o["kind"] == "InferenceReplica") {
             let mut records = replica["status"]["migrations"].as_array().cloned().unwrap_or_default();
             let before = records.clone();
             if let Some(at) = records.iter().position(active) {
-                self.advance(replica, &mut records[at], objects, now, &mut step);
+                advance(world, replica, &mut records[at], objects, now, &mut step);
             }
             for (key, request) in requests_for(replica, objects) {
                 let uuid = &key[REQUEST_PREFIX.len()..];
@@ -113,112 +126,183 @@ impl Ome {
         }
         (step.changes, step.events)
     }
+}
 
-    /// The record one phase on, or Failed; the guards that defer leave it where it is.
-    fn advance(&self, replica: &Value, record: &mut Value, objects: &[Value], now: Timestamp, step: &mut Step) {
-        let service = parent(replica).to_owned();
-        let pods = component_pods(replica, objects);
-        let instance = |index: &Value| -> Vec<&Value> {
-            let index = index.as_u64().map(|i| i.to_string());
-            pods.iter()
-                .copied()
-                .filter(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str() == index.as_deref())
-                .collect()
-        };
-        let uuid = record["requestUUID"].as_str().unwrap_or_default().to_owned();
-        let outcome = match record["phase"].as_str() {
-            Some("Accepted") => self.start_surge(
-                replica,
-                record,
-                &instance(&record["sourceInstance"]),
-                &pods,
-                objects,
-                now,
-                step,
-            ),
-            Some("SurgePending") => place_surge(record, &instance(&record["surgeInstance"]), objects, now, step),
-            Some("SurgeReady") => {
-                for pod in instance(&record["sourceInstance"]) {
-                    step.changes.push(Change::PodDeleted {
-                        namespace: namespace_of(pod).into(),
-                        name: name(pod).into(),
-                    });
-                }
-                Ok("Draining")
+/// The record one phase on, or Failed; the guards that defer leave it where it is.
+fn advance(world: &dyn World, replica: &Value, record: &mut Value, objects: &[Value], now: Timestamp, step: &mut Step) {
+    let service = parent(replica).to_owned();
+    let pods = component_pods(replica, objects);
+    let instance = |index: &Value| -> Vec<&Value> {
+        let index = index.as_u64().map(|i| i.to_string());
+        pods.iter()
+            .copied()
+            .filter(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str() == index.as_deref())
+            .collect()
+    };
+    let uuid = record["requestUUID"].as_str().unwrap_or_default().to_owned();
+    let outcome = match record["phase"].as_str() {
+        Some("Accepted") => start_surge(
+            world,
+            replica,
+            record,
+            &instance(&record["sourceInstance"]),
+            &pods,
+            objects,
+            now,
+            step,
+        ),
+        Some("SurgePending") => place_surge(world, record, &instance(&record["surgeInstance"]), objects, now, step),
+        Some("SurgeReady") => {
+            for pod in instance(&record["sourceInstance"]) {
+                step.changes.push(Change::PodDeleted {
+                    namespace: namespace_of(pod).into(),
+                    name: name(pod).into(),
+                });
             }
-            Some("Draining") => {
-                step.event("MigrationCompleted", &service, format!("migration {uuid} completed"));
-                Ok("Completed")
-            }
-            // OME's legacy phases: this model never writes them.
-            other => Err(format!("phase {other:?} is not this model's")),
-        };
-        match outcome {
-            Ok(phase) => record["phase"] = json!(phase),
-            Err(message) => {
-                step.event(
-                    "MigrationFailed",
-                    &service,
-                    format!("migration {uuid} failed: {message}"),
-                );
-                record["phase"] = json!("Failed");
-                record["message"] = json!(message);
-            }
+            Ok("Draining")
         }
-        if matches!(record["phase"].as_str(), Some("Completed" | "Failed")) {
-            record["completedAt"] = json!(now.to_string());
+        Some("Draining") => {
+            step.event("MigrationCompleted", &service, format!("migration {uuid} completed"));
+            Ok("Completed")
+        }
+        // OME's legacy phases: this model never writes them.
+        other => Err(format!("phase {other:?} is not this model's")),
+    };
+    match outcome {
+        Ok(phase) => record["phase"] = json!(phase),
+        Err(message) => {
+            step.event(
+                "MigrationFailed",
+                &service,
+                format!("migration {uuid} failed: {message}"),
+            );
+            record["phase"] = json!("Failed");
+            record["message"] = json!(message);
         }
     }
+    if matches!(record["phase"].as_str(), Some("Completed" | "Failed")) {
+        record["completedAt"] = json!(now.to_string());
+    }
+}
 
-    /// The fresh-request guards (upstream's: `migrationPolicy`, the source exists, one of its
-    /// pods is on `from_node`; a source not placed or not steady Ready defers), then the surge's
-    /// pods at the lowest unused index, as OME renders them (the terms of the source dropped: the
-    /// policy gives the surge its own).
-    #[allow(clippy::too_many_arguments)]
-    fn start_surge(
-        &self,
-        replica: &Value,
-        record: &mut Value,
-        source: &[&Value],
-        pods: &[&Value],
-        objects: &[Value],
-        now: Timestamp,
-        step: &mut Step,
-    ) -> Result<&'static str, String> {
-        let index = &record["sourceInstance"];
-        let component = replica["spec"]["component"].as_str().unwrap_or_default();
-        if service_of(replica, objects)
-            .is_some_and(|s| s["spec"][component]["lifecycle"]["migrationPolicy"]["mode"] == "Never")
-        {
-            return Err("migrationPolicy mode is Never".into());
+/// The fresh-request guards (upstream's: `migrationPolicy`, the source exists, one of its
+/// pods is on `from_node`; a source not placed or not steady Ready defers), then the surge's
+/// pods at the lowest unused index, as OME renders them (the terms of the source dropped: the
+/// world's admission gives the surge its own).
+#[allow(clippy::too_many_arguments)]
+fn start_surge(
+    world: &dyn World,
+    replica: &Value,
+    record: &mut Value,
+    source: &[&Value],
+    pods: &[&Value],
+    objects: &[Value],
+    now: Timestamp,
+    step: &mut Step,
+) -> Result<&'static str, String> {
+    let index = &record["sourceInstance"];
+    let component = replica["spec"]["component"].as_str().unwrap_or_default();
+    if service_of(replica, objects)
+        .is_some_and(|s| s["spec"][component]["lifecycle"]["migrationPolicy"]["mode"] == "Never")
+    {
+        return Err("migrationPolicy mode is Never".into());
+    }
+    if source.is_empty() {
+        return Err(format!("instance {index} does not exist"));
+    }
+    if source.iter().any(|p| p["spec"]["nodeName"].is_null() || !is_ready(p)) {
+        return Ok("Accepted");
+    }
+    if !source.iter().any(|p| p["spec"]["nodeName"] == record["fromNode"]) {
+        return Err(format!(
+            "from_node {} does not match observed source node {}",
+            record["fromNode"], source[0]["spec"]["nodeName"]
+        ));
+    }
+    let used: Vec<u64> = pods
+        .iter()
+        .filter_map(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str()?.parse().ok())
+        .collect();
+    let surge = (0..).find(|i| !used.contains(i)).unwrap_or_default();
+    // The leader first: its workers' affinity names it.
+    let mut ordered = source.to_vec();
+    ordered.sort_by_key(|p| (p["metadata"]["labels"][RUNNER] == "worker", name(p).to_owned()));
+    let hints = hints(record);
+    for pod in ordered {
+        step.changes
+            .push(Change::Pod(world.admit(surge_pod(pod, surge), replica, &hints)?));
+    }
+    record["surgeInstance"] = json!(surge);
+    record["allocatedAt"] = json!(now.to_string());
+    Ok("SurgePending")
+}
+
+fn hints(record: &Value) -> Vec<String> {
+    serde_json::from_value(record["hintTargetNodes"].clone()).unwrap_or_default()
+}
+
+/// Who admits and places a surge's pods.
+pub trait World {
+    /// The surge's pod as the API server stores it (or its refusal), given the request's hint
+    /// nodes.
+    fn admit(&self, pod: Value, replica: &Value, hints: &[String]) -> Result<Value, String>;
+    /// Where the surge's pods stand.
+    fn place(&self, surge: &[&Value], objects: &[Value], hints: &[String]) -> Placement;
+}
+
+/// Where a surge's pods stand.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placement {
+    /// All placed and Ready; the pods to write for it (none where the cluster did it).
+    Ready(Vec<Value>),
+    /// Not yet: why (the scheduler's word), and the pods bound meanwhile, to write.
+    Waiting { why: String, bound: Vec<Value> },
+}
+
+/// This crate's models: the policy admits the pods in process, the
+/// [`scheduler`](crate::scheduler) model places them, and placed they are Ready at once.
+pub struct Models<'a> {
+    pub settings: &'a Value,
+}
+
+impl World for Models<'_> {
+    fn admit(&self, pod: Value, replica: &Value, _: &[String]) -> Result<Value, String> {
+        admitted(&pod, replica, self.settings)
+    }
+
+    /// The surge's unbound pods placed in turn, each beside those placed before it, hints first.
+    fn place(&self, surge: &[&Value], objects: &[Value], hints: &[String]) -> Placement {
+        let nodes: Vec<Value> = objects.iter().filter(|o| o["kind"] == "Node").cloned().collect();
+        let mut pods: Vec<Value> = objects.iter().filter(|o| o["kind"] == "Pod").cloned().collect();
+        let (mut unplaced, mut bound, mut placed) = (None, Vec::new(), Vec::new());
+        for pod in surge {
+            let mut pod = (*pod).clone();
+            if pod["spec"]["nodeName"].is_null() {
+                match scheduler::place(&pod, &nodes, &pods, hints) {
+                    Ok(node) => {
+                        pod["spec"]["nodeName"] = json!(node);
+                        // Bound: it takes room from the next pod of the surge.
+                        pods.push(pod.clone());
+                        bound.push(pod.clone());
+                    }
+                    Err(why) => unplaced = unplaced.or(Some(why)),
+                }
+            }
+            placed.push(pod);
         }
-        if source.is_empty() {
-            return Err(format!("instance {index} does not exist"));
+        match unplaced {
+            Some(why) => Placement::Waiting { why, bound },
+            None => Placement::Ready(
+                placed
+                    .into_iter()
+                    .map(|mut pod| {
+                        pod["status"] =
+                            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+                        pod
+                    })
+                    .collect(),
+            ),
         }
-        if source.iter().any(|p| p["spec"]["nodeName"].is_null() || !is_ready(p)) {
-            return Ok("Accepted");
-        }
-        if !source.iter().any(|p| p["spec"]["nodeName"] == record["fromNode"]) {
-            return Err(format!(
-                "from_node {} does not match observed source node {}",
-                record["fromNode"], source[0]["spec"]["nodeName"]
-            ));
-        }
-        let used: Vec<u64> = pods
-            .iter()
-            .filter_map(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str()?.parse().ok())
-            .collect();
-        let surge = (0..).find(|i| !used.contains(i)).unwrap_or_default();
-        // The leader first: its workers' affinity names it.
-        let mut ordered = source.to_vec();
-        ordered.sort_by_key(|p| (p["metadata"]["labels"][RUNNER] == "worker", name(p).to_owned()));
-        for pod in ordered {
-            step.changes
-                .push(Change::Pod(admitted(&surge_pod(pod, surge), replica, &self.settings)?));
-        }
-        record["surgeInstance"] = json!(surge);
-        record["allocatedAt"] = json!(now.to_string());
-        Ok("SurgePending")
     }
 }
 
@@ -254,37 +338,19 @@ fn parent(replica: &Value) -> &str {
     replica["spec"]["parentRef"]["name"].as_str().unwrap_or_default()
 }
 
-/// The surge's unbound pods placed in turn, each beside those placed before it; Ready once all
-/// are; Failed at the deadline, its pods deleted.
+/// The surge placed by the world: Ready once all its pods are; Failed at the deadline, its pods
+/// deleted.
 fn place_surge(
+    world: &dyn World,
     record: &Value,
     surge: &[&Value],
     objects: &[Value],
     now: Timestamp,
     step: &mut Step,
 ) -> Result<&'static str, String> {
-    let nodes: Vec<Value> = objects.iter().filter(|o| o["kind"] == "Node").cloned().collect();
-    let mut pods: Vec<Value> = objects.iter().filter(|o| o["kind"] == "Pod").cloned().collect();
-    let hints: Vec<String> = serde_json::from_value(record["hintTargetNodes"].clone()).unwrap_or_default();
-    let (mut unplaced, mut bound, mut placed) = (None, Vec::new(), Vec::new());
-    for pod in surge {
-        let mut pod = (*pod).clone();
-        if pod["spec"]["nodeName"].is_null() {
-            match scheduler::place(&pod, &nodes, &pods, &hints) {
-                Ok(node) => {
-                    pod["spec"]["nodeName"] = json!(node);
-                    // Bound: it takes room from the next pod of the surge.
-                    pods.push(pod.clone());
-                    bound.push(pod.clone());
-                }
-                Err(why) => unplaced = unplaced.or(Some(why)),
-            }
-        }
-        placed.push(pod);
-    }
     let deadline: Option<Timestamp> = record["deadline"].as_str().and_then(|d| d.parse().ok());
-    match unplaced {
-        Some(why) if deadline.is_some_and(|d| now >= d) => {
+    match world.place(surge, objects, &hints(record)) {
+        Placement::Waiting { why, .. } if deadline.is_some_and(|d| now >= d) => {
             for pod in surge {
                 step.changes.push(Change::PodDeleted {
                     namespace: namespace_of(pod).into(),
@@ -296,15 +362,12 @@ fn place_surge(
                 record["surgeInstance"]
             ))
         }
-        Some(_) => {
+        Placement::Waiting { bound, .. } => {
             step.changes.extend(bound.into_iter().map(Change::Pod));
             Ok("SurgePending")
         }
-        None => {
-            for mut pod in placed {
-                pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
-                step.changes.push(Change::Pod(pod));
-            }
+        Placement::Ready(pods) => {
+            step.changes.extend(pods.into_iter().map(Change::Pod));
             Ok("SurgeReady")
         }
     }
@@ -326,6 +389,10 @@ fn surge_pod(source: &Value, surge: u64) -> Value {
         "namespace": source["metadata"]["namespace"],
         "labels": labels,
     });
+    // Owned by the source's replica, as OME's pods are (a real cluster collects them with it).
+    if let Some(owners) = source["metadata"].get("ownerReferences") {
+        pod["metadata"]["ownerReferences"] = owners.clone();
+    }
     pod["metadata"]["labels"][INSTANCE_INDEX] = json!(surge.to_string());
     if let Some(spec) = pod["spec"].as_object_mut() {
         spec.remove("nodeName");

@@ -1,0 +1,238 @@
+//! The API server as the stand-ins reach it: the kinds they read and write, objects as JSON
+//! (each with its `kind`, as the pure models of this crate and the core read them), and one log
+//! line per action.
+
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::Value;
+
+/// A kind the stand-ins use, with what its URL needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub namespaced: bool,
+}
+
+pub const POD: Kind = Kind {
+    group: "",
+    version: "v1",
+    kind: "Pod",
+    plural: "pods",
+    namespaced: true,
+};
+pub const NODE: Kind = Kind {
+    group: "",
+    version: "v1",
+    kind: "Node",
+    plural: "nodes",
+    namespaced: false,
+};
+pub const INFERENCE_SERVICE: Kind = ome("InferenceService", "inferenceservices", true);
+pub const INFERENCE_REPLICA: Kind = ome("InferenceReplica", "inferencereplicas", true);
+pub const CLUSTER_SERVING_RUNTIME: Kind = ome("ClusterServingRuntime", "clusterservingruntimes", false);
+pub const SERVING_RUNTIME: Kind = ome("ServingRuntime", "servingruntimes", true);
+
+const fn ome(kind: &'static str, plural: &'static str, namespaced: bool) -> Kind {
+    Kind {
+        group: "ome.io",
+        version: "v1beta1",
+        kind,
+        plural,
+        namespaced,
+    }
+}
+
+/// Every call to the API server gives up after this long: the loops stay bounded when the API
+/// server stalls, and try again on their next pass.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Kind {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    fn resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.group.into(),
+            version: self.version.into(),
+            api_version: self.api_version(),
+            kind: self.kind.into(),
+            plural: self.plural.into(),
+        }
+    }
+
+    /// The kind's objects across namespaces (or cluster-scoped).
+    pub fn all(&self, client: &Client) -> Api<DynamicObject> {
+        Api::all_with(client.clone(), &self.resource())
+    }
+
+    /// The kind's objects in `namespace`; a cluster-scoped kind ignores it.
+    pub fn within(&self, client: &Client, namespace: &str) -> Api<DynamicObject> {
+        if self.namespaced {
+            Api::namespaced_with(client.clone(), namespace, &self.resource())
+        } else {
+            self.all(client)
+        }
+    }
+}
+
+/// What a call to the API server can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error("no answer within {CALL_TIMEOUT:?}")]
+    Timeout,
+    #[error("not an object of its kind: {0}")]
+    Shape(#[from] serde_json::Error),
+}
+
+impl ApiError {
+    /// The API server's HTTP status, when it answered with one.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Self::Kube(kube::Error::Api(status)) => Some(status.code),
+            _ => None,
+        }
+    }
+}
+
+async fn bounded<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, ApiError> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(answer) => Ok(answer?),
+        Err(_) => Err(ApiError::Timeout),
+    }
+}
+
+/// A client for the kubeconfig at `path`, or the one `KUBECONFIG` (or `~/.kube/config`) names.
+pub async fn client(path: Option<&std::path::Path>) -> Result<Client, kube::Error> {
+    let Some(path) = path else {
+        return Client::try_default().await;
+    };
+    let kubeconfig = Kubeconfig::read_from(path).map_err(kube::Error::InferKubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(kube::Error::InferKubeconfig)?;
+    Client::try_from(config)
+}
+
+/// Every object of `kind`, as JSON with its `apiVersion` and `kind` (a list's items carry
+/// neither). A kind the API server does not serve (no CRD) is no objects.
+pub async fn list(client: &Client, kind: Kind) -> Result<Vec<Value>, ApiError> {
+    let listed = match bounded(kind.all(client).list(&ListParams::default())).await {
+        Err(e) if e.code() == Some(404) => return Ok(Vec::new()),
+        listed => listed?,
+    };
+    let mut objects = Vec::with_capacity(listed.items.len());
+    for item in listed.items {
+        let mut object = serde_json::to_value(item)?;
+        object["apiVersion"] = kind.api_version().into();
+        object["kind"] = kind.kind.into();
+        objects.push(object);
+    }
+    Ok(objects)
+}
+
+pub async fn get(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<Option<Value>, ApiError> {
+    let found = bounded(kind.within(client, namespace).get_opt(name)).await?;
+    let Some(found) = found else { return Ok(None) };
+    let mut object = serde_json::to_value(found)?;
+    object["apiVersion"] = kind.api_version().into();
+    object["kind"] = kind.kind.into();
+    Ok(Some(object))
+}
+
+pub async fn create(client: &Client, kind: Kind, object: &Value) -> Result<(), ApiError> {
+    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    let typed: DynamicObject = serde_json::from_value(object.clone())?;
+    bounded(kind.within(client, namespace).create(&PostParams::default(), &typed)).await?;
+    Ok(())
+}
+
+/// A server-side apply of `object` by `manager`, forced: the stand-ins own what they write.
+pub async fn apply(client: &Client, kind: Kind, object: &Value, manager: &str) -> Result<(), ApiError> {
+    let (namespace, name) = identity(object);
+    let params = PatchParams::apply(manager).force();
+    bounded(
+        kind.within(client, namespace)
+            .patch(name, &params, &Patch::Apply(object)),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A server-side apply of `object`'s status by `manager`, on the status subresource.
+pub async fn apply_status(client: &Client, kind: Kind, object: &Value, manager: &str) -> Result<(), ApiError> {
+    let (namespace, name) = identity(object);
+    let params = PatchParams::apply(manager).force();
+    bounded(
+        kind.within(client, namespace)
+            .patch_status(name, &params, &Patch::Apply(object)),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A JSON merge patch by `manager`, of the object or (`status`) of its status subresource.
+pub async fn merge(
+    client: &Client,
+    kind: Kind,
+    (namespace, name): (&str, &str),
+    patch: &Value,
+    manager: &str,
+    status: bool,
+) -> Result<(), ApiError> {
+    let api = kind.within(client, namespace);
+    let params = PatchParams {
+        field_manager: Some(manager.into()),
+        ..PatchParams::default()
+    };
+    if status {
+        bounded(api.patch_status(name, &params, &Patch::Merge(patch))).await?;
+    } else {
+        bounded(api.patch(name, &params, &Patch::Merge(patch))).await?;
+    }
+    Ok(())
+}
+
+/// Deletes an object at once (grace period 0): no kubelet is there to confirm a pod's end.
+/// Gone already is done.
+pub async fn delete_now(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<(), ApiError> {
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    match bounded(kind.within(client, namespace).delete(name, &params)).await {
+        Err(e) if e.code() == Some(404) => Ok(()),
+        done => done.map(|_| ()),
+    }
+}
+
+/// An object's namespace (empty when cluster-scoped) and name.
+pub fn identity(object: &Value) -> (&str, &str) {
+    let metadata = &object["metadata"];
+    (
+        metadata["namespace"].as_str().unwrap_or_default(),
+        metadata["name"].as_str().unwrap_or_default(),
+    )
+}
+
+/// One line per action, with the time, as the stand-ins' logs show them.
+pub fn log(who: &str, line: impl std::fmt::Display) {
+    println!(
+        "{} {who}: {line}",
+        jiff::Timestamp::now()
+            .round(jiff::Unit::Millisecond)
+            .unwrap_or_default()
+    );
+}

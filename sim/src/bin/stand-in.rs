@@ -1,0 +1,110 @@
+//! `ome-spread-stand-in`: the test-only stand-ins for what a bare control plane (cluster/up.sh:
+//! etcd, kube-apiserver, kube-scheduler) lacks: the nodes' kubelets, and OME. Each runs until
+//! interrupted (or `--exit-after`), against the cluster of `--kubeconfig` or `KUBECONFIG`.
+//!
+//!   ome-spread-stand-in nodes --layout two-zones
+//!   ome-spread-stand-in ome [--no-in-tree-terms]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use ome_spread_sim::ome_stand_in::{self, Terms};
+use ome_spread_sim::{api, nodes};
+
+#[derive(Parser)]
+#[command(
+    name = "ome-spread-stand-in",
+    about = "Test-only stand-ins for the kubelets and OME, beside a real kube-apiserver and kube-scheduler"
+)]
+struct Cli {
+    /// The cluster's kubeconfig (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    /// Stop after this many seconds.
+    #[arg(long, global = true)]
+    exit_after: Option<u64>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the nodes of a layout, then play their kubelets: bound pods Running and Ready, pods
+    /// being deleted gone at once, the nodes kept Ready.
+    Nodes {
+        /// two-zones, three-zones or racks; none: only play the nodes already there.
+        #[arg(long)]
+        layout: Option<String>,
+    },
+    /// Do what OME v1.3 does for OMENative InferenceServices: their InferenceReplicas, their
+    /// Instances' pods, statuses, and migration requests (surge, then drain).
+    Ome {
+        /// Leave the spread constraint and the workers' affinity to the ome-spread policy (its
+        /// webhook) rather than render OME's own.
+        #[arg(long)]
+        no_in_tree_terms: bool,
+        /// How long a migration may take before OME fails it, in seconds.
+        #[arg(long, default_value_t = 600)]
+        migration_deadline: i64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let client = match api::client(cli.kubeconfig.as_deref()).await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("ome-spread-stand-in: no cluster: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let exit_after = cli.exit_after.map(Duration::from_secs);
+    let run = async {
+        match cli.command {
+            Command::Nodes { layout } => {
+                if let Some(name) = layout {
+                    let Some(shapes) = nodes::layout(&name) else {
+                        eprintln!(
+                            "ome-spread-stand-in: no layout {name}: one of {}",
+                            nodes::LAYOUTS.join(", ")
+                        );
+                        return ExitCode::from(2);
+                    };
+                    if let Err(e) = nodes::create_nodes(&client, &shapes).await {
+                        eprintln!("ome-spread-stand-in: the nodes of {name} not created: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+                let options = nodes::Options {
+                    exit_after,
+                    ..nodes::Options::default()
+                };
+                nodes::run(client, options).await;
+            }
+            Command::Ome {
+                no_in_tree_terms,
+                migration_deadline,
+            } => {
+                let options = ome_stand_in::Options {
+                    terms: if no_in_tree_terms {
+                        Terms::Webhook
+                    } else {
+                        Terms::InTree
+                    },
+                    deadline: jiff::SignedDuration::from_secs(migration_deadline),
+                    exit_after,
+                    ..ome_stand_in::Options::default()
+                };
+                ome_stand_in::run(client, options).await;
+            }
+        }
+        ExitCode::SUCCESS
+    };
+    tokio::select! {
+        code = run => code,
+        _ = tokio::signal::ctrl_c() => ExitCode::SUCCESS,
+    }
+}

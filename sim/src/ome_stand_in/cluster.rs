@@ -1,0 +1,190 @@
+//! [`crate::ome`]'s surge migration on a real cluster: the surge's pods rendered as OME renders
+//! them and created through the API server (admission applies), placed by the real
+//! kube-scheduler (the stand-in waits for `spec.nodeName`), Ready by the node stand-in; and the
+//! model's changes written as OME writes them.
+
+use jiff::Timestamp;
+use kube::Client;
+use ome_spread_core::instance::is_ready;
+use ome_spread_core::labels::RUNNER;
+use serde_json::{Value, json};
+
+use super::render::{self, REVISION_HASH, Terms};
+use super::{MANAGER, WHO};
+use crate::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
+use crate::ome::{Change, Event, Placement, World};
+
+/// The cluster as the surge's world.
+pub struct Cluster {
+    pub terms: Terms,
+}
+
+impl World for Cluster {
+    /// The surge's pod from its replica's template for its runner (as upstream renders an
+    /// Instance), under the name and labels the model gave it; OME's terms when they are on; the
+    /// hint nodes preferred, as upstream weights them. The API server's admission does the rest
+    /// when the pod is created.
+    fn admit(&self, mut pod: Value, replica: &Value, hints: &[String]) -> Result<Value, String> {
+        let runner = pod["metadata"]["labels"][RUNNER].clone();
+        let runners = replica["spec"]["runners"].as_array().cloned().unwrap_or_default();
+        if let Some(template) = runners.iter().find(|r| r["name"] == runner) {
+            pod["spec"] = template["template"]["spec"].clone();
+            pod["metadata"]["labels"][REVISION_HASH] = json!(render::revision_hash(replica));
+        }
+        pod["apiVersion"] = json!("v1");
+        pod["kind"] = json!("Pod");
+        pod.as_object_mut().map(|p| p.remove("status"));
+        if self.terms == Terms::InTree {
+            render::in_tree_terms(&mut pod, replica);
+        }
+        if !hints.is_empty() {
+            let preferred = json!({"weight": 100, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": hints}]}});
+            let terms = &mut pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
+            match terms.as_array_mut() {
+                Some(terms) => terms.push(preferred),
+                None => *terms = json!([preferred]),
+            }
+        }
+        Ok(pod)
+    }
+
+    /// Placed when kube-scheduler has bound every pod, Ready when the node stand-in has started
+    /// them; until then, what the scheduler said of the first pod it has not placed.
+    fn place(&self, surge: &[&Value], _: &[Value], _: &[String]) -> Placement {
+        let waiting = |why: String| Placement::Waiting { why, bound: Vec::new() };
+        if surge.is_empty() {
+            return waiting("its pods were not created".into());
+        }
+        for pod in surge {
+            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+            if pod["spec"]["nodeName"].is_null() {
+                let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+                let scheduled = conditions.iter().find(|c| c["type"] == "PodScheduled");
+                let why = scheduled
+                    .and_then(|c| c["message"].as_str())
+                    .map_or_else(|| format!("pod {name} not placed yet"), str::to_owned);
+                return waiting(why);
+            }
+            if !is_ready(pod) {
+                return waiting(format!("pod {name} on {} not Ready yet", pod["spec"]["nodeName"]));
+            }
+        }
+        Placement::Ready(Vec::new())
+    }
+}
+
+/// The model's changes, written as OME writes them, each logged; a failure is logged and the
+/// model, reading the cluster again, asks again.
+pub async fn apply(client: &Client, changes: Vec<Change>) {
+    for change in changes {
+        let outcome = match &change {
+            Change::Unannotated {
+                namespace,
+                service,
+                key,
+            } => {
+                let patch = json!({"metadata": {"annotations": {key: null}}});
+                api::merge(client, INFERENCE_SERVICE, (namespace, service), &patch, MANAGER, false)
+                    .await
+                    .map(|()| format!("InferenceService {namespace}/{service}: request {key} taken"))
+            }
+            Change::Records {
+                namespace,
+                replica,
+                migrations,
+            } => {
+                let patch = json!({"status": {"migrations": migrations}});
+                let phases: Vec<String> = migrations
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| {
+                        format!(
+                            "{} {}",
+                            r["requestUUID"].as_str().unwrap_or_default(),
+                            r["phase"].as_str().unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                api::merge(client, INFERENCE_REPLICA, (namespace, replica), &patch, MANAGER, true)
+                    .await
+                    .map(|()| {
+                        format!(
+                            "InferenceReplica {namespace}/{replica} migrations: {}",
+                            phases.join(", ")
+                        )
+                    })
+            }
+            Change::Pod(pod) => {
+                let (namespace, name) = api::identity(pod);
+                match api::create(client, POD, pod).await {
+                    Err(e) if e.code() == Some(409) => Ok(format!("surge pod {namespace}/{name} is there already")),
+                    created => created.map(|()| format!("surge pod {namespace}/{name} created")),
+                }
+            }
+            Change::PodDeleted { namespace, name } => delete(client, POD, namespace, name)
+                .await
+                .map(|()| format!("pod {namespace}/{name} drained (deleted)")),
+        };
+        match outcome {
+            Ok(line) => api::log(WHO, line),
+            Err(e) => api::log(WHO, format!("{change:?} failed: {e}")),
+        }
+    }
+}
+
+/// A delete as OME sends it, with the pod's grace period (the node stand-in ends it).
+async fn delete(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<(), api::ApiError> {
+    let params = kube::api::DeleteParams::default();
+    match tokio::time::timeout(api::CALL_TIMEOUT, kind.within(client, namespace).delete(name, &params)).await {
+        Err(_) => Err(api::ApiError::Timeout),
+        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(()),
+        Ok(done) => done.map(|_| ()).map_err(Into::into),
+    }
+}
+
+/// An Event OME records on the InferenceService, as a core/v1 Event.
+pub async fn record_event(client: &Client, event: &Event, objects: &[Value]) {
+    let service = objects
+        .iter()
+        .find(|o| o["kind"] == "InferenceService" && o["metadata"]["name"] == event.service);
+    let Some(service) = service else {
+        api::log(
+            WHO,
+            format!("event {} {}: {}", event.reason, event.service, event.message),
+        );
+        return;
+    };
+    let (namespace, name) = api::identity(service);
+    let now = Timestamp::now();
+    let kind = if event.reason == "MigrationFailed" {
+        "Warning"
+    } else {
+        "Normal"
+    };
+    let record = json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": format!("{name}.{:x}", now.as_nanosecond()), "namespace": namespace},
+        "involvedObject": {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": name,
+            "namespace": namespace, "uid": service["metadata"]["uid"]},
+        "reason": event.reason, "message": event.message, "type": kind,
+        "source": {"component": MANAGER}, "reportingComponent": MANAGER, "reportingInstance": MANAGER,
+        "firstTimestamp": now.to_string(), "lastTimestamp": now.to_string(), "count": 1});
+    let events = Kind {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+    };
+    match api::create(client, events, &record).await {
+        Ok(()) => api::log(
+            WHO,
+            format!("event {} on {namespace}/{name}: {}", event.reason, event.message),
+        ),
+        Err(e) => api::log(
+            WHO,
+            format!("event {} on {namespace}/{name} not recorded: {e}", event.reason),
+        ),
+    }
+}

@@ -1,0 +1,342 @@
+//! The OME stand-in, test-only: what OME v1.3's controllers do for an OMENative InferenceService,
+//! against a real API server, so that the seed's how-to runs without OME. Each pass reads the
+//! cluster afresh (restartable, nothing kept between passes but what it has said) and:
+//!
+//! - writes each component's InferenceReplica ([`render::replica`]: the settings in effect,
+//!   owner, runners), and updates its spec when the InferenceService changes, leaving running
+//!   pods where they are (the seed: "Running Instances stay where they are");
+//! - creates the pods of each missing Instance through the API server, so that admission (the
+//!   ome-spread policy behind its webhook) applies, with or without OME's in-tree terms
+//!   ([`Terms`]); the real kube-scheduler places them and the node stand-in runs them;
+//! - writes the replica's status and the InferenceService's `Ready` condition as field manager
+//!   [`MANAGER`], beside the ome-spread controller's `Spread` condition;
+//! - moves each migration request one phase, by [`crate::ome`]'s own logic, its surge admitted by
+//!   the API server and placed by kube-scheduler ([`cluster::Cluster`]).
+//!
+//! Simpler than OME, on purpose (besides [`render`]'s): no scale-down, repair or rollout (an
+//! Instance whose pods are gone is created again at the lowest free index, incarnation 1); a
+//! component taken off the InferenceService keeps its replica; status is written whole, guarded
+//! by the resourceVersion read, rather than through OME's status writer.
+
+pub mod cluster;
+pub mod render;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use kube::Client;
+use ome_spread_core::explain::Objects;
+use ome_spread_core::instance::COMPONENTS;
+use serde_json::{Value, json};
+
+use crate::api::{
+    self, ApiError, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, NODE, POD, SERVING_RUNTIME,
+};
+use crate::ome::Ome;
+pub use render::Terms;
+
+/// The field manager of everything the OME stand-in writes.
+pub const MANAGER: &str = "ome-stand-in";
+const WHO: &str = "OME stand-in";
+
+/// How the OME stand-in runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub terms: Terms,
+    /// The time between passes.
+    pub interval: Duration,
+    /// How long a migration record may stay under way (upstream's `deadline`).
+    pub deadline: SignedDuration,
+    /// Stop after this long (None: until the task is dropped).
+    pub exit_after: Option<Duration>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            terms: Terms::InTree,
+            interval: Duration::from_secs(1),
+            deadline: SignedDuration::from_mins(10),
+            exit_after: None,
+        }
+    }
+}
+
+/// Runs the OME stand-in: one pass every `interval`, each failure logged and tried again on the
+/// next pass.
+pub async fn run(client: Client, options: Options) {
+    let mut stand_in = StandIn {
+        client,
+        options: options.clone(),
+        said: HashSet::new(),
+    };
+    let started = tokio::time::Instant::now();
+    api::log(
+        WHO,
+        format!(
+            "running, OME's in-tree terms {}",
+            match options.terms {
+                Terms::InTree => "on",
+                Terms::Webhook => "off (the webhook adds them)",
+            }
+        ),
+    );
+    loop {
+        if let Err(e) = stand_in.pass().await {
+            stand_in.say_once(format!("reading the cluster failed: {e}"));
+        }
+        if options.exit_after.is_some_and(|after| started.elapsed() >= after) {
+            break;
+        }
+        tokio::time::sleep(options.interval).await;
+    }
+    api::log(WHO, "stopped");
+}
+
+struct StandIn {
+    client: Client,
+    options: Options,
+    /// What was logged as a standing condition (a bad field, a missing runtime), so that it is
+    /// said once, not every pass.
+    said: HashSet<String>,
+}
+
+impl StandIn {
+    fn say_once(&mut self, line: String) {
+        if self.said.insert(line.clone()) {
+            api::log(WHO, line);
+        }
+    }
+
+    async fn pass(&mut self) -> Result<(), ApiError> {
+        let now = Timestamp::now();
+        let mut objects = Vec::new();
+        for kind in [
+            INFERENCE_SERVICE,
+            INFERENCE_REPLICA,
+            CLUSTER_SERVING_RUNTIME,
+            SERVING_RUNTIME,
+            POD,
+            NODE,
+        ] {
+            objects.extend(api::list(&self.client, kind).await?);
+        }
+        let seen = Objects::new(objects.clone());
+        let services: Vec<&Value> = seen
+            .of_kind("InferenceService", None)
+            .filter(|s| render::is_ome_native(s) && s["metadata"]["deletionTimestamp"].is_null())
+            .collect();
+        for service in services {
+            self.reconcile(service, &seen, now).await;
+        }
+        let ome = Ome {
+            settings: json!({}),
+            deadline: self.options.deadline,
+        };
+        let world = cluster::Cluster {
+            terms: self.options.terms,
+        };
+        let (changes, events) = ome.step_in(&world, &objects, now);
+        cluster::apply(&self.client, changes).await;
+        for event in events {
+            cluster::record_event(&self.client, &event, &objects).await;
+        }
+        Ok(())
+    }
+
+    /// One InferenceService: its replicas, their Instances' pods, their statuses, its `Ready`.
+    async fn reconcile(&mut self, service: &Value, seen: &Objects, now: Timestamp) {
+        let (namespace, name) = api::identity(service);
+        let now = now.to_string();
+        let mut replicas = Vec::new();
+        for component in COMPONENTS.into_iter().filter(|c| service["spec"][c].is_object()) {
+            let runtime = seen.runtime_of(service);
+            if runtime.is_none() {
+                self.say_once(format!(
+                    "InferenceService {namespace}/{name}: its runtime {} is not there; the replica has no runtime defaults",
+                    service["spec"]["runtime"]
+                ));
+            }
+            let wanted = match render::replica(service, runtime, component) {
+                Ok(wanted) => wanted,
+                Err(e) => {
+                    self.say_once(format!(
+                        "InferenceService {namespace}/{name}: {e}; its {component} is left as it is"
+                    ));
+                    continue;
+                }
+            };
+            let (_, replica_name) = api::identity(&wanted);
+            let existing = seen.named("InferenceReplica", Some(namespace), replica_name);
+            if existing.is_none_or(|r| spec_differs(&r["spec"], &wanted["spec"])) {
+                match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER).await {
+                    Ok(()) => api::log(
+                        WHO,
+                        format!(
+                            "InferenceReplica {namespace}/{replica_name} written: {}",
+                            shown(&wanted["spec"])
+                        ),
+                    ),
+                    Err(e) => api::log(WHO, format!("InferenceReplica {namespace}/{replica_name}: {e}")),
+                }
+            }
+            // Its pods once the API server has given it a uid, for their owner reference.
+            let Some(replica) = existing else { continue };
+            let mut replica = replica.clone();
+            replica["spec"] = wanted["spec"].clone();
+            let pods = seen.pods_of(namespace, name, component);
+            self.create_missing_instances(&replica, &pods).await;
+            let status = render::replica_status(&replica, &pods, &now);
+            if status_differs(&replica["status"], &status) {
+                let patch =
+                    json!({"metadata": {"resourceVersion": replica["metadata"]["resourceVersion"]}, "status": status});
+                match api::merge(
+                    &self.client,
+                    INFERENCE_REPLICA,
+                    (namespace, replica_name),
+                    &patch,
+                    MANAGER,
+                    true,
+                )
+                .await
+                {
+                    Ok(()) => api::log(
+                        WHO,
+                        format!(
+                            "InferenceReplica {namespace}/{replica_name} status: {} of {} Instances Ready",
+                            status["readyReplicas"], replica["spec"]["replicas"]
+                        ),
+                    ),
+                    Err(e) => api::log(WHO, format!("InferenceReplica {namespace}/{replica_name} status: {e}")),
+                }
+            }
+            replica["status"] = status;
+            replicas.push(replica);
+        }
+        let conditions = render::service_conditions(service, &replicas.iter().collect::<Vec<_>>(), &now);
+        if !same_conditions(&service["status"]["conditions"], &conditions) {
+            let patch = json!({"metadata": {"resourceVersion": service["metadata"]["resourceVersion"]},
+                "status": {"conditions": conditions, "observedGeneration": service["metadata"]["generation"]}});
+            let ready = conditions
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+                .map(|c| c["status"].clone());
+            match api::merge(
+                &self.client,
+                INFERENCE_SERVICE,
+                (namespace, name),
+                &patch,
+                MANAGER,
+                true,
+            )
+            .await
+            {
+                Ok(()) => api::log(
+                    WHO,
+                    format!(
+                        "InferenceService {namespace}/{name} Ready: {}",
+                        ready.unwrap_or_default()
+                    ),
+                ),
+                Err(e) => api::log(WHO, format!("InferenceService {namespace}/{name} status: {e}")),
+            }
+        }
+    }
+
+    /// Creates the pods of each Instance the replica lacks, at the lowest free indexes, the
+    /// leader first (its workers' affinity names it).
+    async fn create_missing_instances(&mut self, replica: &Value, pods: &[&Value]) {
+        let instances = render::instances(pods);
+        let wanted = usize::try_from(replica["spec"]["replicas"].as_u64().unwrap_or(1)).unwrap_or(1);
+        let missing = wanted.saturating_sub(instances.len());
+        let free = (0u64..).filter(|i| !instances.contains_key(i)).take(missing);
+        for index in free.collect::<Vec<_>>() {
+            for pod in render::instance_pods(replica, index, 1, self.options.terms) {
+                let (namespace, name) = api::identity(&pod);
+                match api::create(&self.client, POD, &pod).await {
+                    Ok(()) => api::log(WHO, format!("pod {namespace}/{name} created (Instance {index})")),
+                    // The API server's word, the webhook's refusal included; tried again next pass.
+                    Err(e) => api::log(WHO, format!("pod {namespace}/{name} not created: {e}")),
+                }
+            }
+        }
+    }
+}
+
+/// Whether the replica's spec lacks what the stand-in wants in it, or keeps a spread field or
+/// lifecycle the InferenceService no longer sets.
+fn spec_differs(spec: &Value, wanted: &Value) -> bool {
+    let owned = ["topologySpread", "topologySpreadKey", "topologyKey", "lifecycle"];
+    let wanted_fields = wanted.as_object().into_iter().flatten();
+    wanted_fields.clone().any(|(k, v)| &spec[k] != v) || owned.iter().any(|k| wanted[k].is_null() && !spec[k].is_null())
+}
+
+/// Whether the status the stand-in wants differs from the one stored, in what it writes.
+fn status_differs(stored: &Value, wanted: &Value) -> bool {
+    let fields = wanted.as_object().into_iter().flatten();
+    fields.filter(|(k, _)| *k != "conditions").any(|(k, v)| &stored[k] != v)
+        || !same_conditions(&stored["conditions"], &wanted["conditions"])
+}
+
+fn same_conditions(stored: &Value, wanted: &Value) -> bool {
+    let key = |c: &Value| {
+        (
+            c["type"].clone(),
+            c["status"].clone(),
+            c["reason"].clone(),
+            c["message"].clone(),
+        )
+    };
+    let keys = |cs: &Value| cs.as_array().map(|cs| cs.iter().map(key).collect::<Vec<_>>());
+    keys(stored).unwrap_or_default() == keys(wanted).unwrap_or_default()
+}
+
+/// A replica's spec in a line: its Instances, its runners and the settings in effect.
+fn shown(spec: &Value) -> String {
+    let runners: Vec<String> = spec["runners"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| format!("{} x{}", r["name"].as_str().unwrap_or_default(), r["size"]))
+        .collect();
+    let field = |k: &str| spec[k].as_str().unwrap_or("<none>").to_owned();
+    format!(
+        "{} Instances ({}), topologySpread {}, topologySpreadKey {}, topologyKey {}",
+        spec["replicas"],
+        runners.join(", "),
+        field("topologySpread"),
+        field("topologySpreadKey"),
+        field("topologyKey")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_differs_when_a_field_is_missing_or_one_the_service_dropped_stays() {
+        let wanted = json!({"replicas": 2, "topologySpread": "Required"});
+        assert!(!spec_differs(
+            &json!({"replicas": 2, "topologySpread": "Required", "paused": true}),
+            &wanted
+        ));
+        assert!(spec_differs(&json!({"replicas": 2}), &wanted));
+        assert!(spec_differs(
+            &json!({"replicas": 2, "topologySpread": "Required", "topologyKey": "rack"}),
+            &wanted
+        ));
+    }
+
+    #[test]
+    fn a_status_differs_by_its_fields_and_conditions_not_their_times() {
+        let stored = json!({"replicas": 2, "conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "m",
+            "lastTransitionTime": "2026-12-01T09:00:00Z"}]});
+        let mut wanted = stored.clone();
+        wanted["conditions"][0]["lastTransitionTime"] = json!("2026-12-01T10:00:00Z");
+        assert!(!status_differs(&stored, &wanted));
+        wanted["replicas"] = json!(3);
+        assert!(status_differs(&stored, &wanted));
+    }
+}

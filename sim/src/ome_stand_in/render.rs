@@ -1,0 +1,593 @@
+//! What the OME stand-in writes, as pure functions of what it reads: the InferenceReplica OME
+//! v1.3 projects from an OMENative InferenceService and its runtime (the settings in effect by the
+//! core's own M1), each Instance's pods as OME names, labels and shapes them, OME's in-tree spread
+//! terms when asked for, and the statuses.
+//!
+//! Simpler than OME, on purpose: the runtime's pod fields are taken whole, the InferenceService's
+//! over them field by field (upstream merges containers and pod specs deeply); the model is not
+//! read (its node selector is written from its name); no headless Service, PodGroup, environment
+//! or ControllerRevision; the revision hash is a hash of the runners; an Instance's terms follow
+//! the replica's settings now (upstream keeps an Instance's older `topologyKey` while its live
+//! pods carry it).
+
+use ome_spread_core::diagnosis::settings_in_effect;
+use ome_spread_core::labels::{COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, RUNNER};
+use ome_spread_core::spread::SpreadSettings;
+use serde_json::{Map, Value, json};
+
+pub const INSTANCE_INCARNATION: &str = "ome.io/instance-incarnation";
+pub const POD_ORDINAL: &str = "ome.io/pod-ordinal";
+pub const REVISION_HASH: &str = "ome.io/revision-hash";
+/// The readiness gate OME puts on every pod it creates.
+pub const SERVING_GATE: &str = "ome.io/serving";
+
+/// Whether OME's own terms are on the pods it creates, or left to the ome-spread policy (behind
+/// its webhook).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Terms {
+    /// OME v1.3's in-tree terms: P5's constraint on a leader or only pod, P8's affinity on a worker.
+    InTree,
+    /// None: the admission webhook adds them.
+    Webhook,
+}
+
+pub fn is_ome_native(service: &Value) -> bool {
+    service["spec"]["deploymentMode"] == "OMENative"
+}
+
+fn name(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn namespace(object: &Value) -> &str {
+    object["metadata"]["namespace"].as_str().unwrap_or_default()
+}
+
+/// The InferenceReplica OME writes for the `component` of `service`: `<isvc>-<component>`, owned
+/// by the InferenceService, its spec the settings in effect, the Instance count and the runners.
+pub fn replica(service: &Value, runtime: Option<&Value>, component: &str) -> Result<Value, String> {
+    let in_effect = settings_in_effect(service, runtime, component).map_err(|e| e.to_string())?;
+    let own = &service["spec"][component];
+    let config = runtime.map_or(&Value::Null, |r| &r["spec"][format!("{component}Config")]);
+    let mut spec = json!({
+        "parentRef": {"name": name(service)},
+        "component": component,
+        "replicas": own["minReplicas"].as_u64().unwrap_or(1),
+        "runners": runners(service, own, config, component),
+    });
+    for (field, value) in spread_fields(&in_effect) {
+        spec[field] = json!(value);
+    }
+    if own["lifecycle"].is_object() {
+        spec["lifecycle"] = own["lifecycle"].clone();
+    }
+    Ok(json!({
+        "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+        "metadata": {
+            "name": format!("{}-{component}", name(service)), "namespace": namespace(service),
+            "labels": {INFERENCE_SERVICE: name(service), COMPONENT: component},
+            "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": name(service),
+                "uid": service["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}],
+        },
+        "spec": spec,
+    }))
+}
+
+fn spread_fields(settings: &SpreadSettings) -> Vec<(&'static str, &str)> {
+    let mut fields = Vec::new();
+    if let Some(spread) = settings.spread {
+        fields.push(("topologySpread", spread.as_str()));
+    }
+    if let Some(key) = &settings.spread_key {
+        fields.push(("topologySpreadKey", key.as_str()));
+    }
+    if let Some(key) = &settings.topology_key {
+        fields.push(("topologyKey", key.as_str()));
+    }
+    fields
+}
+
+/// `default` (size 1), or `leader` (1) and `worker` (N) when the InferenceService or its runtime
+/// sets `worker.size`.
+fn runners(service: &Value, own: &Value, config: &Value, component: &str) -> Value {
+    let workers = own["worker"]["size"]
+        .as_u64()
+        .or_else(|| config["worker"]["size"].as_u64())
+        .unwrap_or(0);
+    let template = |runner: &str, section: Option<&str>| {
+        let container = |from: &Value| match section {
+            Some(section) if from[section]["runner"].is_object() => from[section]["runner"].clone(),
+            _ => from["runner"].clone(),
+        };
+        template(
+            service,
+            own,
+            config,
+            component,
+            runner,
+            over(&container(config), &container(own)),
+        )
+    };
+    if workers == 0 {
+        json!([{"name": "default", "size": 1, "template": template("default", None)}])
+    } else {
+        json!([
+            {"name": "leader", "size": 1, "template": template("leader", Some("leader"))},
+            {"name": "worker", "size": workers, "template": template("worker", Some("worker"))},
+        ])
+    }
+}
+
+/// `top`'s fields over `base`'s, one level deep (`Null` is unset).
+fn over(base: &Value, top: &Value) -> Value {
+    let mut merged = base.as_object().cloned().unwrap_or_default();
+    if let Some(top) = top.as_object() {
+        merged.extend(top.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    Value::Object(merged)
+}
+
+/// The pod fields an engine or decoder (or its runtime's config) may set, taken as they are.
+const POD_FIELDS: [&str; 7] = [
+    "tolerations",
+    "affinity",
+    "topologySpreadConstraints",
+    "schedulerName",
+    "priorityClassName",
+    "serviceAccountName",
+    "volumes",
+];
+
+fn template(service: &Value, own: &Value, config: &Value, component: &str, runner: &str, container: Value) -> Value {
+    let mut container = container;
+    if container["name"].is_null() {
+        container["name"] = json!("ome-container");
+    }
+    let mut node_selector = Map::new();
+    for from in [config, own] {
+        if let Some(selector) = from["nodeSelector"].as_object() {
+            node_selector.extend(selector.clone());
+        }
+    }
+    if let Some(label) = model_label(service) {
+        node_selector.insert(label, json!("Ready"));
+    }
+    let mut spec = json!({
+        "containers": [container],
+        "nodeSelector": node_selector,
+        "readinessGates": [{"conditionType": SERVING_GATE}],
+    });
+    for field in POD_FIELDS {
+        for from in [config, own] {
+            if !from[field].is_null() {
+                spec[field] = from[field].clone();
+            }
+        }
+    }
+    json!({"metadata": {"labels": {MANAGED_BY: OME_NATIVE, INFERENCE_SERVICE: name(service), COMPONENT: component, RUNNER: runner}},
+        "spec": spec})
+}
+
+/// The node label OME's model agent sets where the model is Ready, which OME's pods select.
+fn model_label(service: &Value) -> Option<String> {
+    let model = &service["spec"]["model"];
+    let model_name = model["name"].as_str()?;
+    Some(match model["kind"].as_str() {
+        Some("BaseModel") => format!("models.ome.io/{}.basemodel.{model_name}", namespace(service)),
+        _ => format!("models.ome.io/clusterbasemodel.{model_name}"),
+    })
+}
+
+/// The revision the runners make, as OME names it on the pods: a short hash (FNV-1a) of them.
+pub fn revision_hash(replica: &Value) -> String {
+    let runners = replica["spec"]["runners"].to_string();
+    let hash = runners
+        .bytes()
+        .fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    format!("{hash:08x}")
+}
+
+/// The pods of Instance `index` (incarnation `incarnation`) of `replica`, the leader first:
+/// `<isvc>-<component>-<index>-<runner>-<ordinal>`, owned by the replica, from the runners'
+/// templates; with OME's terms when `terms` is [`Terms::InTree`].
+pub fn instance_pods(replica: &Value, index: u64, incarnation: u64, terms: Terms) -> Vec<Value> {
+    let service = replica["spec"]["parentRef"]["name"].as_str().unwrap_or_default();
+    let component = replica["spec"]["component"].as_str().unwrap_or_default();
+    let revision = revision_hash(replica);
+    let mut pods = Vec::new();
+    let runners = replica["spec"]["runners"].as_array().cloned().unwrap_or_default();
+    // The pod's place in its Instance, across runners: the leader 0, its workers 1 to N.
+    let mut rank = 0u64;
+    for runner in &runners {
+        let runner_name = runner["name"].as_str().unwrap_or_default();
+        for ordinal in 0..runner["size"].as_u64().unwrap_or(1) {
+            let template = &runner["template"];
+            let mut labels = template["metadata"]["labels"].as_object().cloned().unwrap_or_default();
+            labels.extend([
+                (INSTANCE_INDEX.to_owned(), json!(index.to_string())),
+                (INSTANCE_INCARNATION.to_owned(), json!(incarnation.to_string())),
+                (POD_ORDINAL.to_owned(), json!(rank.to_string())),
+                (REVISION_HASH.to_owned(), json!(revision)),
+            ]);
+            let mut pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "name": format!("{service}-{component}-{index}-{runner_name}-{ordinal}"),
+                    "namespace": namespace(replica), "labels": labels,
+                    "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": name(replica),
+                        "uid": replica["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}],
+                },
+                "spec": template["spec"],
+            });
+            if terms == Terms::InTree {
+                in_tree_terms(&mut pod, replica);
+            }
+            pods.push(pod);
+            rank += 1;
+        }
+    }
+    pods
+}
+
+/// OME v1.3's own terms (its `injectTopologySpread` and `injectGangDomainAffinity`), as SPEC
+/// P5 and P8 write them: the spread constraint on a leader or only pod, unless one on its key is
+/// there already; the affinity to its leader's domain on a worker, unless a required term on
+/// that key is there.
+pub fn in_tree_terms(pod: &mut Value, replica: &Value) {
+    let settings: SpreadSettings =
+        SpreadSettings::from_fields(serde_json::from_value(replica["spec"].clone()).unwrap_or_default())
+            .unwrap_or_default();
+    let labels = pod["metadata"]["labels"].clone();
+    let (service, component, runner) = (&labels[INFERENCE_SERVICE], &labels[COMPONENT], &labels[RUNNER]);
+    match runner.as_str() {
+        Some("default" | "leader") => {
+            let (Some(spread), Some(key)) = (settings.spread, settings.domain_key()) else {
+                return;
+            };
+            let constraints = &mut pod["spec"]["topologySpreadConstraints"];
+            if constraints
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["topologyKey"] == key))
+            {
+                return;
+            }
+            let constraint = json!({"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": spread.when_unsatisfiable(),
+                "labelSelector": {"matchLabels": {INFERENCE_SERVICE: service, COMPONENT: component, RUNNER: runner}}});
+            push(constraints, constraint);
+        }
+        Some("worker") => {
+            let Some(key) = settings.topology_key.as_deref() else {
+                return;
+            };
+            let terms = &mut pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+            if terms
+                .as_array()
+                .is_some_and(|ts| ts.iter().any(|t| t["topologyKey"] == key))
+            {
+                return;
+            }
+            let term = json!({"topologyKey": key, "labelSelector": {"matchLabels": {INFERENCE_SERVICE: service,
+                COMPONENT: component, INSTANCE_INDEX: labels[INSTANCE_INDEX], RUNNER: "leader"}}});
+            push(terms, term);
+        }
+        _ => {}
+    }
+}
+
+fn push(list: &mut Value, item: Value) {
+    match list.as_array_mut() {
+        Some(items) => items.push(item),
+        None => *list = json!([item]),
+    }
+}
+
+/// The pods one Instance needs: the runners' sizes added up.
+pub fn pods_per_instance(replica: &Value) -> usize {
+    let runners = replica["spec"]["runners"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    runners
+        .iter()
+        .map(|r| usize::try_from(r["size"].as_u64().unwrap_or(1)).unwrap_or(1))
+        .sum()
+}
+
+/// Whether every pod of an Instance is there and Ready.
+fn instance_ready(pods: &[&Value], size: usize) -> bool {
+    pods.len() >= size && pods.iter().all(|p| ome_spread_core::instance::is_ready(p))
+}
+
+/// Instance index -> its pods (those not being deleted), in index order.
+pub fn instances<'a>(pods: &[&'a Value]) -> std::collections::BTreeMap<u64, Vec<&'a Value>> {
+    let mut instances = std::collections::BTreeMap::<u64, Vec<&Value>>::new();
+    for pod in pods.iter().filter(|p| p["metadata"]["deletionTimestamp"].is_null()) {
+        if let Some(index) = pod["metadata"]["labels"][INSTANCE_INDEX]
+            .as_str()
+            .and_then(|i| i.parse().ok())
+        {
+            instances.entry(index).or_default().push(pod);
+        }
+    }
+    instances
+}
+
+/// The replica's status as OME counts it (Instances, Instances with every pod Ready, its
+/// `Ready` condition), each condition of another writer kept; `now` is a changed condition's
+/// transition.
+pub fn replica_status(replica: &Value, pods: &[&Value], now: &str) -> Value {
+    let instances = instances(pods);
+    let size = pods_per_instance(replica);
+    let ready = instances.values().filter(|pods| instance_ready(pods, size)).count();
+    let wanted = usize::try_from(replica["spec"]["replicas"].as_u64().unwrap_or(1)).unwrap_or(1);
+    let service = replica["spec"]["parentRef"]["name"].as_str().unwrap_or_default();
+    let component = replica["spec"]["component"].as_str().unwrap_or_default();
+    let condition = if ready >= wanted {
+        condition(
+            "Ready",
+            true,
+            "InstancesReady",
+            format!("{ready} of {wanted} Instances Ready"),
+            now,
+        )
+    } else {
+        condition(
+            "Ready",
+            false,
+            "InstancesNotReady",
+            format!("{ready} of {wanted} Instances Ready"),
+            now,
+        )
+    };
+    json!({
+        "observedGeneration": replica["metadata"]["generation"],
+        "replicas": instances.len(), "readyReplicas": ready,
+        "labelSelector": format!("{INFERENCE_SERVICE}={service},{COMPONENT}={component}"),
+        "conditions": with_condition(&replica["status"]["conditions"], condition),
+    })
+}
+
+/// The InferenceService's conditions with `<Component>Ready` for each of its replicas and
+/// `Ready` over them all, each other condition kept.
+pub fn service_conditions(service: &Value, replicas: &[&Value], now: &str) -> Value {
+    let mut conditions = service["status"]["conditions"].clone();
+    let mut all_ready = !replicas.is_empty();
+    for replica in replicas {
+        let component = replica["spec"]["component"].as_str().unwrap_or_default();
+        let ready = replica["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+        all_ready &= ready;
+        let mut capitalised = component.to_owned();
+        if let Some(first) = capitalised.get_mut(..1) {
+            first.make_ascii_uppercase();
+        }
+        let reason = if ready { "InstancesReady" } else { "InstancesNotReady" };
+        let message = format!("InferenceReplica {} Ready: {ready}", name(replica));
+        conditions = with_condition(
+            &conditions,
+            condition(&format!("{capitalised}Ready"), ready, reason, message, now),
+        );
+    }
+    let (reason, message) = if all_ready {
+        ("ComponentsReady", "every component is Ready")
+    } else {
+        ("ComponentsNotReady", "not every component is Ready")
+    };
+    with_condition(&conditions, condition("Ready", all_ready, reason, message.into(), now))
+}
+
+fn condition(kind: &str, status: bool, reason: &str, message: String, now: &str) -> Value {
+    let status = if status { "True" } else { "False" };
+    json!({"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": now})
+}
+
+/// `conditions` with `condition` in its type's place (or added), its transition time kept when
+/// its status did not change.
+fn with_condition(conditions: &Value, mut condition: Value) -> Value {
+    let mut conditions = conditions.as_array().cloned().unwrap_or_default();
+    match conditions.iter_mut().find(|c| c["type"] == condition["type"]) {
+        Some(old) => {
+            if old["status"] == condition["status"] && old["lastTransitionTime"].is_string() {
+                condition["lastTransitionTime"] = old["lastTransitionTime"].clone();
+            }
+            *old = condition;
+        }
+        None => conditions.push(condition),
+    }
+    Value::Array(conditions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The seed's InferenceService, as the API server returns it (a uid), and its runtime, with
+    /// the seed's engine shape (1 GPU, 10 CPUs, 30 GiB).
+    fn seed() -> (Value, Value) {
+        let service = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "qwen3-0-6b", "namespace": "spread-demo", "uid": "isvc-uid"},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "qwen3-0-6b"}, "runtime": {"name": "srt-qwen3-0-6b"},
+                "engine": {"minReplicas": 2, "maxReplicas": 2, "topologySpread": "Required",
+                    "topologySpreadKey": "topology.kubernetes.io/zone"}}});
+        let runtime = json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime",
+            "metadata": {"name": "srt-qwen3-0-6b"},
+            "spec": {"engineConfig": {"runner": {"name": "engine", "image": "docker.io/lmsysorg/sglang:v0.5.5",
+                "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi"},
+                    "limits": {"nvidia.com/gpu": "1"}}}}}});
+        (service, runtime)
+    }
+
+    fn seed_template() -> Value {
+        json!({"metadata": {"labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": "qwen3-0-6b",
+                "component": "engine", "ome.io/runner": "default"}},
+            "spec": {"containers": [{"name": "engine", "image": "docker.io/lmsysorg/sglang:v0.5.5",
+                    "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi"},
+                        "limits": {"nvidia.com/gpu": "1"}}}],
+                "nodeSelector": {"models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"},
+                "readinessGates": [{"conditionType": "ome.io/serving"}]}})
+    }
+
+    #[test]
+    fn the_seeds_replica_carries_the_settings_in_effect_and_one_default_runner() {
+        let (service, runtime) = seed();
+        let replica = replica(&service, Some(&runtime), "engine").expect("a replica");
+        assert_eq!(
+            replica,
+            json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+                "metadata": {"name": "qwen3-0-6b-engine", "namespace": "spread-demo",
+                    "labels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine"},
+                    "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": "qwen3-0-6b",
+                        "uid": "isvc-uid", "controller": true, "blockOwnerDeletion": true}]},
+                "spec": {"parentRef": {"name": "qwen3-0-6b"}, "component": "engine", "replicas": 2,
+                    "topologySpread": "Required", "topologySpreadKey": "topology.kubernetes.io/zone",
+                    "runners": [{"name": "default", "size": 1, "template": seed_template()}]}})
+        );
+    }
+
+    #[test]
+    fn m1_the_runtime_gives_what_the_service_leaves_unset() {
+        let (mut service, mut runtime) = seed();
+        service["spec"]["engine"]["topologySpreadKey"] = Value::Null;
+        runtime["spec"]["engineConfig"]["topologySpreadKey"] = json!("nvidia.com/gpu.clique");
+        runtime["spec"]["engineConfig"]["topologySpread"] = json!("Preferred");
+        let replica = replica(&service, Some(&runtime), "engine").expect("a replica");
+        let spec = &replica["spec"];
+        assert_eq!(
+            (
+                &spec["topologySpread"],
+                &spec["topologySpreadKey"],
+                &spec["topologyKey"]
+            ),
+            (&json!("Required"), &json!("nvidia.com/gpu.clique"), &Value::Null)
+        );
+        service["spec"]["engine"]["topologySpread"] = json!("Sometimes");
+        assert_eq!(
+            super::replica(&service, Some(&runtime), "engine").map(|_| ()),
+            Err("InferenceService spread-demo/qwen3-0-6b spec.engine.topologySpread: \"Sometimes\" must be Required, Preferred or unset".into())
+        );
+    }
+
+    #[test]
+    fn p5_an_only_pod_is_named_labelled_and_constrained_as_ome_renders_it() {
+        let (service, runtime) = seed();
+        let mut replica = replica(&service, Some(&runtime), "engine").expect("a replica");
+        replica["metadata"]["uid"] = json!("ir-uid");
+        let pods = instance_pods(&replica, 1, 1, Terms::InTree);
+        let mut spec = seed_template()["spec"].clone();
+        spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {
+                "ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default"}}}]);
+        let revision = revision_hash(&replica);
+        assert_eq!(revision.len(), 8);
+        assert_eq!(
+            pods,
+            [json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "qwen3-0-6b-engine-1-default-0", "namespace": "spread-demo",
+                    "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": "qwen3-0-6b", "component": "engine",
+                        "ome.io/runner": "default", "ome.io/instance-index": "1", "ome.io/instance-incarnation": "1",
+                        "ome.io/pod-ordinal": "0", "ome.io/revision-hash": revision},
+                    "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "qwen3-0-6b-engine",
+                        "uid": "ir-uid", "controller": true, "blockOwnerDeletion": true}]},
+                "spec": spec})]
+        );
+        let bare = instance_pods(&replica, 1, 1, Terms::Webhook);
+        assert_eq!(
+            bare[0]["spec"],
+            seed_template()["spec"],
+            "no terms: the webhook adds them"
+        );
+    }
+
+    #[test]
+    fn p8_a_leader_and_its_workers_from_the_runtimes_worker_size() {
+        let (mut service, mut runtime) = seed();
+        service["spec"]["engine"]["topologyKey"] = json!("nvidia.com/gpu.clique");
+        runtime["spec"]["engineConfig"]["worker"] = json!({"size": 2});
+        let replica = replica(&service, Some(&runtime), "engine").expect("a replica");
+        let runners: Vec<(&Value, &Value)> = replica["spec"]["runners"]
+            .as_array()
+            .expect("runners")
+            .iter()
+            .map(|r| (&r["name"], &r["size"]))
+            .collect();
+        assert_eq!(runners, [(&json!("leader"), &json!(1)), (&json!("worker"), &json!(2))]);
+        let pods = instance_pods(&replica, 0, 1, Terms::InTree);
+        let shown: Vec<(&str, &Value, usize, &Value)> = pods
+            .iter()
+            .map(|p| {
+                let constraints = p["spec"]["topologySpreadConstraints"].as_array().map_or(0, Vec::len);
+                let affinity = &p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+                (
+                    name(p),
+                    &p["metadata"]["labels"]["ome.io/pod-ordinal"],
+                    constraints,
+                    affinity,
+                )
+            })
+            .collect();
+        let leader_term = json!([{"topologyKey": "nvidia.com/gpu.clique", "labelSelector": {"matchLabels": {
+            "ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/instance-index": "0",
+            "ome.io/runner": "leader"}}}]);
+        assert_eq!(
+            shown,
+            [
+                ("qwen3-0-6b-engine-0-leader-0", &json!("0"), 1, &Value::Null),
+                ("qwen3-0-6b-engine-0-worker-0", &json!("1"), 0, &leader_term),
+                ("qwen3-0-6b-engine-0-worker-1", &json!("2"), 0, &leader_term)
+            ]
+        );
+    }
+
+    #[test]
+    fn p6_a_constraint_the_runtime_sets_on_the_key_is_kept() {
+        let (service, mut runtime) = seed();
+        let own = json!([{"maxSkew": 2, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "x"}}}]);
+        runtime["spec"]["engineConfig"]["topologySpreadConstraints"] = own.clone();
+        let replica = replica(&service, Some(&runtime), "engine").expect("a replica");
+        let pods = instance_pods(&replica, 0, 1, Terms::InTree);
+        assert_eq!(pods[0]["spec"]["topologySpreadConstraints"], own);
+    }
+
+    fn ready_pod(index: &str, ready: bool) -> Value {
+        json!({"metadata": {"labels": {"ome.io/instance-index": index}},
+            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    #[test]
+    fn the_replica_and_the_service_are_ready_when_every_instance_is() {
+        let (service, runtime) = seed();
+        let mut replica = replica(&service, Some(&runtime), "engine").expect("a replica");
+        replica["metadata"]["generation"] = json!(1);
+        replica["status"] = json!({"conditions": [{"type": "Spread", "status": "True", "reason": "Satisfied",
+            "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"}]});
+        let (zero, one) = (ready_pod("0", true), ready_pod("1", false));
+        let status = replica_status(&replica, &[&zero, &one], "2026-12-01T10:00:00Z");
+        assert_eq!(
+            status,
+            json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 1,
+                "labelSelector": "ome.io/inferenceservice=qwen3-0-6b,component=engine",
+                "conditions": [
+                    {"type": "Spread", "status": "True", "reason": "Satisfied", "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"},
+                    {"type": "Ready", "status": "False", "reason": "InstancesNotReady", "message": "1 of 2 Instances Ready",
+                        "lastTransitionTime": "2026-12-01T10:00:00Z"}]})
+        );
+        replica["status"] = status;
+        let one = ready_pod("1", true);
+        let status = replica_status(&replica, &[&zero, &one], "2026-12-01T10:01:00Z");
+        assert_eq!(
+            (&status["readyReplicas"], &status["conditions"][1]["status"]),
+            (&json!(2), &json!("True"))
+        );
+        replica["status"] = status;
+        assert_eq!(
+            service_conditions(&service, &[&replica], "2026-12-01T10:01:00Z"),
+            json!([
+                {"type": "EngineReady", "status": "True", "reason": "InstancesReady",
+                    "message": "InferenceReplica qwen3-0-6b-engine Ready: true", "lastTransitionTime": "2026-12-01T10:01:00Z"},
+                {"type": "Ready", "status": "True", "reason": "ComponentsReady", "message": "every component is Ready",
+                    "lastTransitionTime": "2026-12-01T10:01:00Z"}])
+        );
+    }
+}
