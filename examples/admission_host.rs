@@ -278,6 +278,9 @@ fn tls(cert: &Path, key: &Path) -> Result<ServerConfig, StartError> {
     let certs = CertificateDer::pem_slice_iter(&read(cert)?)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| StartError::Tls(format!("{}: {e}", cert.display())))?;
+    if certs.is_empty() {
+        return Err(StartError::Tls(format!("{}: no PEM certificate in it", cert.display())));
+    }
     let key_der =
         PrivateKeyDer::from_pem_slice(&read(key)?).map_err(|e| StartError::Tls(format!("{}: {e}", key.display())))?;
     let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
@@ -358,6 +361,12 @@ impl Host {
         self.reviews.fetch_add(1, Ordering::SeqCst);
         let body = match Limited::new(body, MAX_REVIEW_BYTES).collect().await {
             Ok(body) => body.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("the AdmissionReview is over {MAX_REVIEW_BYTES} bytes"),
+                );
+            }
             Err(e) => return text(StatusCode::BAD_REQUEST, &format!("cannot read the request body: {e}")),
         };
         match self.policy.review(&body).await {
