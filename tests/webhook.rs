@@ -444,6 +444,11 @@ impl Cluster {
     }
 
     async fn create_replica(&self, namespace: &str) -> DynamicObject {
+        let default = json!([{"name": "default", "size": 1, "template": {"spec": {"containers": [{"name": "ome-container", "image": "sglang"}]}}}]);
+        self.create_replica_of(namespace, default).await
+    }
+
+    async fn create_replica_of(&self, namespace: &str, runners: Value) -> DynamicObject {
         let resource = ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("ome.io", "v1beta1", "InferenceReplica"),
             "inferencereplicas",
@@ -456,8 +461,7 @@ impl Cluster {
                 "parentRef": {"name": "qwen3-0-6b"}, "component": "engine", "replicas": 2,
                 "topologySpread": "Required", "topologySpreadKey": "topology.kubernetes.io/zone",
                 "topologyKey": "nvidia.com/gpu.clique",
-                "runners": [{"name": "default", "size": 1,
-                             "template": {"spec": {"containers": [{"name": "ome-container", "image": "sglang"}]}}}],
+                "runners": runners,
             },
         }))
         .expect("a replica");
@@ -563,6 +567,28 @@ fn omenative_pod(name: &str, service: &str, owner: Option<&str>) -> Pod {
                                                      "name": REPLICA, "uid": uid, "controller": true}]);
     }
     serde_json::from_value(pod).expect("a pod")
+}
+
+/// A pod of Instance 0 of a leader-and-workers replica: `runner` `leader` or `worker`.
+fn gang_pod(runner: &str, ordinal: u32, owner: &str) -> Pod {
+    let mut pod = omenative_pod(
+        &format!("qwen3-0-6b-engine-0-{runner}-{ordinal}"),
+        "qwen3-0-6b",
+        Some(owner),
+    );
+    let labels = pod.metadata.labels.as_mut().expect("labels");
+    labels.insert("ome.io/runner".into(), runner.into());
+    labels.insert("ome.io/pod-ordinal".into(), ordinal.to_string());
+    labels.insert("scheduling.x-k8s.io/pod-group".into(), "qwen3-0-6b-engine-0".into());
+    pod
+}
+
+fn affinity(pod: &Pod) -> Value {
+    serde_json::to_value(pod)
+        .expect("serialisable")
+        .pointer("/spec/affinity")
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 /// The P5 constraint of SPEC section 3 for qwen3-0-6b's engine, Required on the zone.
@@ -889,4 +915,89 @@ fn https(addr: std::net::SocketAddr, ca: &Path, request: &str) -> String {
     // an error after the whole answer was read.
     let _ = tls.read_to_string(&mut answer);
     answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a local API server: set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
+async fn a_leader_gets_the_spread_and_its_worker_the_leader_affinity_as_the_api_server_validates_them() {
+    in_turn(async {
+        let cluster = Cluster::set_up().await;
+        let ns = namespace("gang");
+        let _scenario = cluster.scenario(&ns).await;
+        let template = json!({"spec": {"containers": [{"name": "ome-container", "image": "sglang"}]}});
+        let replica = cluster
+            .create_replica_of(
+                &ns,
+                json!([{"name": "leader", "size": 1, "template": template}, {"name": "worker", "size": 2, "template": template}]),
+            )
+            .await;
+        let uid = replica.metadata.uid.as_deref().expect("a uid");
+        let host = cluster.host(ANY_PORT.parse().expect("an address")).await;
+        cluster.apply_webhook(&host, &ns).await;
+        let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
+
+        // P5 for the leader: the constraint counts leaders.
+        let leader = pods
+            .create(&PostParams::default(), &gang_pod("leader", 0, uid))
+            .await
+            .expect("admitted");
+        assert_eq!(
+            constraints(&leader),
+            json!([{
+                "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "leader"}},
+            }])
+        );
+        assert_eq!(affinity(&leader), Value::Null);
+
+        // P8 and P10 for a worker: its Instance's leader's rack, and no spread constraint.
+        let worker = pods
+            .create(&PostParams::default(), &gang_pod("worker", 1, uid))
+            .await
+            .expect("admitted");
+        assert_eq!(constraints(&worker), Value::Null);
+        assert_eq!(
+            affinity(&worker),
+            json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "topologyKey": "nvidia.com/gpu.clique",
+                "labelSelector": {"matchLabels": {
+                    "ome.io/inferenceservice": "qwen3-0-6b", "component": "engine",
+                    "ome.io/instance-index": "0", "ome.io/runner": "leader",
+                }},
+            }]}})
+        );
+        host.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a local API server: set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
+async fn a_pod_ome_rendered_on_an_older_key_is_stored_as_ome_wrote_it() {
+    in_turn(async {
+        let cluster = Cluster::set_up().await;
+        let ns = namespace("p6");
+        let _scenario = cluster.scenario(&ns).await;
+        let replica = cluster.create_replica(&ns).await;
+        let uid = replica.metadata.uid.as_deref().expect("a uid");
+        let host = cluster.host(ANY_PORT.parse().expect("an address")).await;
+        cluster.apply_webhook(&host, &ns).await;
+        let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
+
+        // P6: OME's own constraint (its selector exactly) on the Instance's older key, the rack.
+        let omes = json!([{
+            "maxSkew": 1, "topologyKey": "nvidia.com/gpu.clique", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default"}},
+        }]);
+        let mut pod = serde_json::to_value(omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", Some(uid)))
+            .expect("serialisable");
+        pod["spec"]["topologySpreadConstraints"] = omes.clone();
+        let pod: Pod = serde_json::from_value(pod).expect("a pod");
+        let before = host.reviews.load(Ordering::SeqCst);
+        let created = pods.create(&PostParams::default(), &pod).await.expect("admitted");
+        assert_eq!(constraints(&created), omes);
+        assert_eq!(host.reviews.load(Ordering::SeqCst), before + 1, "the policy saw it");
+        host.stop().await;
+    })
+    .await;
 }
