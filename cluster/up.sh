@@ -121,11 +121,14 @@ start kube-apiserver --etcd-servers "http://127.0.0.1:$etcd_port" \
 wait_for kube-apiserver curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$server/readyz"
 
 # Only the controllers a cluster without kubelets still needs: a namespace's deletion, the
-# garbage collection of what an owner leaves, the `default` ServiceAccount of each namespace.
+# garbage collection of what an owner leaves, the `default` ServiceAccount of each namespace. Each
+# runs as its own ServiceAccount, as kubeadm has them (the bootstrap RBAC grants the controller
+# manager's own user none of their rights).
 start kube-controller-manager --kubeconfig "$run/controller-manager.kubeconfig" \
   --authentication-kubeconfig "$run/controller-manager.kubeconfig" \
   --authorization-kubeconfig "$run/controller-manager.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$kcm_port" --leader-elect=false \
+  --use-service-account-credentials --root-ca-file "$pki/ca.crt" \
   --controllers namespace,garbagecollector,serviceaccount
 start kube-scheduler --kubeconfig "$run/scheduler.kubeconfig" \
   --authentication-kubeconfig "$run/scheduler.kubeconfig" \

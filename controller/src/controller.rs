@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::{StreamExt, TryStreamExt, future};
 use k8s_openapi::api::core::v1::{Node as KubeNode, NodeStatus, Pod};
 use kube::api::Api;
-use kube::runtime::controller::Controller;
+use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -16,7 +16,7 @@ use kube_lease_manager::LeaseManagerBuilder;
 use ome_spread_core::labels;
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::cache::{
     NodeSnapshot, PodSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, pods_by_component, records, requests,
@@ -162,8 +162,12 @@ async fn reconcile_all(client: Client, options: Options) {
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| {
-            if let Err(e) = result {
-                error!(error = %e, "controller");
+            match result {
+                // A service's decoder (or engine) that OME has not made, or a replica just
+                // deleted: the watches name it, there is nothing to reconcile.
+                Err(controller::Error::ObjectNotFound(object)) => debug!(%object, "no such replica"),
+                Err(e) => error!(error = %e, "controller"),
+                Ok(_) => {}
             }
             future::ready(())
         })

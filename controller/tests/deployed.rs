@@ -1,0 +1,226 @@
+//! The controller as deployed, against a live cluster (`make e2e-cluster`): the `ome-spread
+//! controller` binary, twice, each with a token of the ServiceAccount of
+//! deploy/controller-rbac.yaml and nothing more, leading and standing by on a real Lease, its
+//! `/metrics` scraped. Then the leader is killed: the other takes the Lease and goes on, no
+//! condition lost or written twice.
+//!
+//!   OME_SPREAD_E2E_KUBECONFIG=... cargo test -p ome-spread-controller --test deployed -- --ignored
+
+mod live;
+
+use std::path::Path;
+
+use live::{Process, eventually, kubectl};
+use serde_json::Value;
+
+const NAMESPACE: &str = "ome-spread-deployed";
+
+/// A replica OME would write for an InferenceService that asks for no spread.
+const OBJECTS: &str = "apiVersion: ome.io/v1beta1
+kind: ClusterServingRuntime
+metadata: {name: srt-deployed}
+spec: {engineConfig: {}}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceService
+metadata: {name: qwen3-0-6b, namespace: ome-spread-deployed}
+spec: {deploymentMode: OMENative, runtime: {name: srt-deployed}, engine: {minReplicas: 2}}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceReplica
+metadata: {name: qwen3-0-6b-engine, namespace: ome-spread-deployed}
+spec:
+  parentRef: {name: qwen3-0-6b}
+  component: engine
+  replicas: 2
+  runners: [{name: default, size: 1, template: {spec: {containers: [{name: ome-container, image: sglang}]}}}]
+";
+
+async fn replica(admin: &Path) -> Value {
+    let json = kubectl(
+        admin,
+        &[
+            "get",
+            "inferencereplica",
+            "qwen3-0-6b-engine",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    serde_json::from_str(&json).expect("the replica")
+}
+
+fn spread(replica: &Value) -> Option<&Value> {
+    replica["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Spread")
+}
+
+async fn holder(admin: &Path) -> Option<String> {
+    let printed = live::kubectl_with(
+        admin,
+        &[
+            "get",
+            "lease",
+            "ome-spread-controller",
+            "-n",
+            "ome-spread",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+        None,
+    )
+    .await;
+    (printed.ok && !printed.stdout.is_empty()).then_some(printed.stdout)
+}
+
+async fn metrics(port: u16) -> Option<String> {
+    let printed = tokio::process::Command::new("curl")
+        .args(["-sf", &format!("http://127.0.0.1:{port}/metrics")])
+        .output()
+        .await
+        .ok()?;
+    printed
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&printed.stdout).into_owned())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_takes_over() {
+    let Some(admin) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    let crds = std::fs::read_to_string(live::workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
+    live::apply(&admin, &crds).await;
+    kubectl(
+        &admin,
+        &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+    )
+    .await;
+    live::apply(
+        &admin,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}\n",
+    )
+    .await;
+    let rbac = std::fs::read_to_string(live::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
+    live::apply(&admin, &rbac).await;
+    live::apply(
+        &admin,
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"),
+    )
+    .await;
+    live::apply(&admin, OBJECTS).await;
+    let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
+    let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
+
+    let binary = live::binary("ome-spread");
+    let mut controllers = Vec::new();
+    for identity in ["ome-spread-controller-a", "ome-spread-controller-b"] {
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let args = ["controller", "--listen", &listen, "--identity", identity];
+        let env = [
+            ("KUBECONFIG", token.as_path()),
+            ("POD_NAMESPACE", Path::new("ome-spread")),
+        ];
+        let (process, _) = Process::start(identity, &binary, &args, &env, "standing by for the Lease").await;
+        controllers.push((identity, port, process));
+    }
+
+    let leader = eventually("a leader on the Lease", 60, || holder(&admin)).await;
+    let (at, _) = controllers
+        .iter()
+        .enumerate()
+        .find(|(_, (identity, _, _))| *identity == leader)
+        .unwrap_or_else(|| panic!("the Lease names {leader}, neither of ours"));
+    let (_, leader_port, _) = controllers[at];
+    let written = eventually("the Spread condition", 60, || async {
+        let replica = replica(&admin).await;
+        spread(&replica).is_some().then_some(replica)
+    })
+    .await;
+    let condition = spread(&written).expect("the condition").clone();
+    assert_eq!(
+        (&condition["status"], &condition["reason"]),
+        (&Value::from("True"), &Value::from("NotRequested")),
+        "{condition}"
+    );
+    let series =
+        format!(r#"ome_spread_reason{{namespace="{NAMESPACE}",replica="qwen3-0-6b-engine",reason="NotRequested"}} 1"#);
+    eventually("the leader's metrics", 30, || async {
+        metrics(leader_port).await.filter(|m| m.contains(&series))
+    })
+    .await;
+
+    // The leader dies: the other takes the Lease once it expires, and finds nothing to write.
+    let (_, standby_port, _) = controllers[1 - at];
+    let (_, _, process) = controllers.remove(at);
+    process.kill().await;
+    let survivor = controllers[0].0;
+    eventually("the survivor on the Lease", 90, || async {
+        holder(&admin).await.filter(|h| h == survivor)
+    })
+    .await;
+    eventually("the survivor's metrics", 60, || async {
+        metrics(standby_port).await.filter(|m| m.contains(&series))
+    })
+    .await;
+    let after = replica(&admin).await;
+    assert_eq!(
+        after["metadata"]["resourceVersion"], written["metadata"]["resourceVersion"],
+        "nothing written twice"
+    );
+    assert_eq!(spread(&after), Some(&condition), "the condition kept as it was");
+
+    // The survivor follows a change: a spread without a key.
+    kubectl(
+        &admin,
+        &[
+            "patch",
+            "inferencereplica",
+            "qwen3-0-6b-engine",
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"topologySpread":"Required"}}"#,
+        ],
+    )
+    .await;
+    kubectl(
+        &admin,
+        &[
+            "patch",
+            "inferenceservice",
+            "qwen3-0-6b",
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"engine":{"topologySpread":"Required"}}}"#,
+        ],
+    )
+    .await;
+    let reason = eventually("Spread False (NoKey)", 60, || async {
+        let replica = replica(&admin).await;
+        spread(&replica).filter(|c| c["reason"] == "NoKey").cloned()
+    })
+    .await;
+    assert_eq!(reason["status"], "False", "{reason}");
+    kubectl(&admin, &["delete", "namespace", NAMESPACE, "--wait=false"]).await;
+    kubectl(&admin, &["delete", "clusterservingruntime", "srt-deployed"]).await;
+}
