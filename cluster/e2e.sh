@@ -12,6 +12,6 @@ trap 'cluster/down.sh "$run"' EXIT
 echo "time: the control plane took $((SECONDS - start)) s to start"
 export OME_SPREAD_E2E_KUBECONFIG=$run/kubeconfig OME_SPREAD_E2E_RUN=$run
 start=$SECONDS
-timeout "${E2E_CLUSTER_SECONDS:-1800}" cargo test -p ome-spread-controller --test seed --test cluster \
+timeout "${E2E_CLUSTER_SECONDS:-1800}" cargo test -p ome-spread-controller --test seed --test cluster --test deployed \
   -- --ignored --test-threads 1 "$@"
 echo "time: the cluster tests took $((SECONDS - start)) s"
