@@ -104,7 +104,7 @@ impl NodeShape {
     }
 }
 
-/// The named layouts, for `ome-spread-stand-in nodes --layout`.
+/// The named layouts, for `stand-in nodes --layout`.
 pub const LAYOUTS: [&str; 3] = ["two-zones", "three-zones", "racks"];
 
 /// A named layout's nodes: `two-zones` (the seed's gpu-node-1 in zone-a, gpu-node-2 in zone-b),
@@ -296,6 +296,8 @@ struct Kubelets {
     /// Pod uid -> IP, of every pod seen with one or started here. A watch event or a list
     /// can be older than the stand-in's own write: a pod started here is not started twice.
     ips: HashMap<String, Ipv4Addr>,
+    /// The uids of the pods deleted here, for the same reason.
+    deleted: HashSet<String>,
 }
 
 impl Kubelets {
@@ -388,6 +390,7 @@ impl Kubelets {
         let outcome = match wanted(pod, on_its_node) {
             Wanted::Nothing => return,
             Wanted::Start if self.ips.contains_key(uid(pod)) => return,
+            Wanted::Delete if !self.deleted.insert(uid(pod).to_owned()) => return,
             Wanted::Delete => api::delete_now(&self.client, POD, namespace, name)
                 .await
                 .map(|()| format!("pod {namespace}/{name} on {node} deleted")),
@@ -447,6 +450,7 @@ pub async fn run(client: Client, options: Options) {
         client: client.clone(),
         nodes: HashMap::new(),
         ips: HashMap::new(),
+        deleted: HashSet::new(),
     };
     if let Err(e) = kubelets.refresh_nodes().await {
         api::log(WHO, format!("reading the nodes failed: {e}"));
@@ -481,7 +485,9 @@ pub async fn run(client: Client, options: Options) {
                     }
                 }
                 Some(Ok(watcher::Event::Delete(pod))) => {
-                    kubelets.ips.remove(pod.metadata.uid.as_deref().unwrap_or_default());
+                    let uid = pod.metadata.uid.unwrap_or_default();
+                    kubelets.ips.remove(&uid);
+                    kubelets.deleted.remove(&uid);
                 }
                 Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
                 Some(Err(e)) => api::log(WHO, format!("watching the pods: {e}")),

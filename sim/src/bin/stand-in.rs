@@ -1,9 +1,12 @@
-//! `ome-spread-stand-in`: the test-only stand-ins for what a bare control plane (cluster/up.sh:
+//! `stand-in`: the test-only stand-ins for what a bare control plane (cluster/up.sh:
 //! etcd, kube-apiserver, kube-scheduler) lacks: the nodes' kubelets, and OME. Each runs until
 //! interrupted (or `--exit-after`), against the cluster of `--kubeconfig` or `KUBECONFIG`.
 //!
-//!   ome-spread-stand-in nodes --layout two-zones
-//!   ome-spread-stand-in ome [--no-in-tree-terms]
+//!   target/debug/stand-in nodes --layout two-zones
+//!   target/debug/stand-in ome [--no-in-tree-terms]
+//!
+//! Each says `nodes: ready` or `ome: ready` on a line of its own once it is (the tests wait for
+//! it), then logs one line per action.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +18,7 @@ use ome_spread_sim::{api, nodes};
 
 #[derive(Parser)]
 #[command(
-    name = "ome-spread-stand-in",
+    name = "stand-in",
     about = "Test-only stand-ins for the kubelets and OME, beside a real kube-apiserver and kube-scheduler"
 )]
 struct Cli {
@@ -57,7 +60,7 @@ async fn main() -> ExitCode {
     let client = match api::client(cli.kubeconfig.as_deref()).await {
         Ok(client) => client,
         Err(e) => {
-            eprintln!("ome-spread-stand-in: no cluster: {e}");
+            eprintln!("stand-in: no cluster: {e}");
             return ExitCode::from(2);
         }
     };
@@ -67,14 +70,11 @@ async fn main() -> ExitCode {
             Command::Nodes { layout } => {
                 if let Some(name) = layout {
                     let Some(shapes) = nodes::layout(&name) else {
-                        eprintln!(
-                            "ome-spread-stand-in: no layout {name}: one of {}",
-                            nodes::LAYOUTS.join(", ")
-                        );
+                        eprintln!("stand-in: no layout {name}: one of {}", nodes::LAYOUTS.join(", "));
                         return ExitCode::from(2);
                     };
                     if let Err(e) = nodes::create_nodes(&client, &shapes).await {
-                        eprintln!("ome-spread-stand-in: the nodes of {name} not created: {e}");
+                        eprintln!("stand-in: the nodes of {name} not created: {e}");
                         return ExitCode::FAILURE;
                     }
                 }
@@ -82,6 +82,9 @@ async fn main() -> ExitCode {
                     exit_after,
                     ..nodes::Options::default()
                 };
+                // Ready: the nodes are there, and the watch's first list catches every pod bound
+                // from now on.
+                println!("nodes: ready");
                 nodes::run(client, options).await;
             }
             Command::Ome {
@@ -98,6 +101,8 @@ async fn main() -> ExitCode {
                     exit_after,
                     ..ome_stand_in::Options::default()
                 };
+                // Ready: each pass reads the cluster afresh, the first one included.
+                println!("ome: ready");
                 ome_stand_in::run(client, options).await;
             }
         }

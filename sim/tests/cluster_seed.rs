@@ -1,0 +1,104 @@
+//! The seed's Step 1 and Step 2 on a real kube-apiserver and kube-scheduler, with the node and
+//! OME stand-ins in place of kubelets and OME (OME's in-tree terms on, no webhook): the seed's
+//! InferenceService becomes Ready with two Running pods on two nodes in different zones, placed
+//! by kube-scheduler. Ignored unless a cluster is named:
+//!
+//!   cluster/up.sh target/cluster/run
+//!   OME_SPREAD_E2E_KUBECONFIG=target/cluster/run/kubeconfig cargo test -p ome-spread-sim --test cluster_seed -- --ignored
+//!   cluster/down.sh target/cluster/run
+
+mod support;
+
+use std::time::Duration;
+
+use ome_spread_sim::api::INFERENCE_SERVICE;
+use ome_spread_sim::nodes::layout;
+use ome_spread_sim::ome_stand_in::Terms;
+use support::{row, seed_service};
+
+#[tokio::test]
+#[ignore = "needs a cluster without OME: set OME_SPREAD_E2E_KUBECONFIG (cluster/up.sh prints one) and run with --ignored"]
+async fn the_seeds_service_is_ready_with_its_instances_in_two_zones_placed_by_kube_scheduler() {
+    let run = async {
+        let cluster = support::cluster(&layout("two-zones").expect("a layout"), Terms::InTree).await;
+        cluster.apply(INFERENCE_SERVICE, &seed_service()).await;
+        // Step 1: `kubectl wait --for=condition=Ready inferenceservice/qwen3-0-6b`.
+        cluster.wait_ready(90).await;
+
+        // Step 2, the replica: the settings in effect.
+        let replica = cluster.replica().await.expect("the replica");
+        let spec = &replica["spec"];
+        assert_eq!(
+            (
+                &spec["topologySpread"],
+                &spec["topologySpreadKey"],
+                &spec["topologyKey"]
+            ),
+            (
+                &"Required".into(),
+                &"topology.kubernetes.io/zone".into(),
+                &serde_json::Value::Null
+            )
+        );
+        assert_eq!(
+            (&replica["status"]["replicas"], &replica["status"]["readyReplicas"]),
+            (&2.into(), &2.into())
+        );
+
+        // Step 2, the pods: one an Instance, each with OME's constraint; which Instance lands on
+        // which node is the scheduler's choice.
+        let pods = cluster.pods().await;
+        let mut rows: Vec<_> = pods.iter().map(row).collect();
+        let nodes: Vec<String> = rows.iter().map(|r| r.3.clone()).collect();
+        for r in &mut rows {
+            r.3 = "a node".into();
+        }
+        let pod = |name: &str| {
+            (
+                name.to_owned(),
+                "topology.kubernetes.io/zone".to_owned(),
+                "DoNotSchedule".to_owned(),
+                "a node".to_owned(),
+                "Running".to_owned(),
+                true,
+            )
+        };
+        assert_eq!(
+            rows,
+            [
+                pod("qwen3-0-6b-engine-0-default-0"),
+                pod("qwen3-0-6b-engine-1-default-0")
+            ]
+        );
+        let mut sorted = nodes.clone();
+        sorted.sort();
+        assert_eq!(sorted, ["gpu-node-1", "gpu-node-2"]);
+
+        // Step 2, the nodes: in different zones.
+        let mut zones = Vec::new();
+        for node in &nodes {
+            zones.push(cluster.zone_of(node).await);
+        }
+        zones.sort();
+        assert_eq!(zones, ["zone-a", "zone-b"]);
+
+        // kube-scheduler placed them (its Scheduled Event), not the stand-ins.
+        let events = cluster.events().await;
+        for (pod, node) in ["qwen3-0-6b-engine-0-default-0", "qwen3-0-6b-engine-1-default-0"]
+            .iter()
+            .zip(&nodes)
+        {
+            let scheduled = (
+                pod.to_string(),
+                "Scheduled".to_owned(),
+                "default-scheduler".to_owned(),
+                format!("Successfully assigned spread-demo/{pod} to {node}"),
+            );
+            assert!(events.contains(&scheduled), "{scheduled:?} in {events:#?}");
+        }
+        cluster.clean_up().await;
+    };
+    tokio::time::timeout(Duration::from_secs(240), run)
+        .await
+        .expect("the seed within 4 minutes");
+}

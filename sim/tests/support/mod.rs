@@ -1,0 +1,301 @@
+//! What the stand-ins' cluster tests share: the cluster `OME_SPREAD_E2E_KUBECONFIG` names (a
+//! real kube-apiserver and kube-scheduler, such as cluster/up.sh's; never one that runs OME),
+//! OME's CRDs on it, the seed's runtime and InferenceService, the stand-ins run in this process,
+//! and bounded waits.
+
+#![allow(dead_code)] // each test file uses its part
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use ome_spread_sim::api::{self, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, NODE, POD};
+use ome_spread_sim::nodes::{self, NodeShape, STAND_IN_LABEL};
+use ome_spread_sim::ome_stand_in::{self, Terms};
+use serde_json::{Value, json};
+
+pub const NAMESPACE: &str = "spread-demo";
+pub const SERVICE: &str = "qwen3-0-6b";
+pub const REPLICA: &str = "qwen3-0-6b-engine";
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+
+const NAMESPACES: Kind = Kind {
+    group: "",
+    version: "v1",
+    kind: "Namespace",
+    plural: "namespaces",
+    namespaced: false,
+};
+const CRDS: Kind = Kind {
+    group: "apiextensions.k8s.io",
+    version: "v1",
+    kind: "CustomResourceDefinition",
+    plural: "customresourcedefinitions",
+    namespaced: false,
+};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The seed's ClusterServingRuntime: its engine asks for what the seed says one engine pod needs
+/// (1 GPU, 10 CPUs, 30 GiB); OME selects the nodes where the model is Ready.
+pub fn runtime() -> Value {
+    json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime", "metadata": {"name": "srt-qwen3-0-6b"},
+        "spec": {"engineConfig": {"runner": {"name": "ome-container", "image": "docker.io/lmsysorg/sglang:v0.5.5",
+            "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi"},
+                "limits": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi"}}}}}})
+}
+
+/// Step 1's InferenceService, as the seed writes it.
+pub fn seed_service() -> Value {
+    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": SERVICE, "namespace": NAMESPACE},
+        "spec": {"deploymentMode": "OMENative", "model": {"name": "qwen3-0-6b"}, "runtime": {"name": "srt-qwen3-0-6b"},
+            "engine": {"minReplicas": 2, "maxReplicas": 2, "topologySpread": "Required", "topologySpreadKey": ZONE}}})
+}
+
+/// Polls `check` every half second for up to `seconds`.
+pub async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, seconds: u64, mut check: impl FnMut() -> F) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {seconds} s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The cluster under test, with the stand-ins running in this process until it is dropped.
+pub struct Cluster {
+    pub client: Client,
+    stand_ins: Vec<tokio::task::JoinHandle<()>>,
+    nodes: Vec<String>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for task in &self.stand_ins {
+            task.abort();
+        }
+    }
+}
+
+/// The cluster of `OME_SPREAD_E2E_KUBECONFIG`, cleaned of an earlier run's seed namespace and
+/// stand-in nodes, with OME's CRDs, the seed's runtime, the `layout`'s nodes, and the node and OME
+/// stand-ins running (OME's in-tree terms as `terms` says).
+pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
+    let path = std::env::var_os("OME_SPREAD_E2E_KUBECONFIG").expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
+    // A relative path is the workspace's (cargo runs the test in sim/).
+    let path = workspace().join(path);
+    let client = api::client(Some(&path)).await.expect("a cluster in the kubeconfig");
+    install_crds(&client).await;
+    remove_namespace(&client).await;
+    let wanted: Vec<&str> = layout.iter().map(|n| n.name.as_str()).collect();
+    for node in api::list(&client, NODE).await.expect("the nodes") {
+        let name = node["metadata"]["name"].as_str().unwrap_or_default();
+        if node["metadata"]["labels"][STAND_IN_LABEL] == "true" && !wanted.contains(&name) {
+            api::delete_now(&client, NODE, "", name)
+                .await
+                .expect("an old node deleted");
+        }
+    }
+    nodes::create_nodes(&client, layout).await.expect("the nodes");
+    api::apply(&client, CLUSTER_SERVING_RUNTIME, &runtime(), "ome-spread-sim-e2e")
+        .await
+        .expect("the runtime");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
+    api::apply(&client, NAMESPACES, &namespace, "ome-spread-sim-e2e")
+        .await
+        .expect("the namespace");
+    let node_options = nodes::Options {
+        heartbeat: Duration::from_secs(5),
+        exit_after: None,
+    };
+    let ome_options = ome_stand_in::Options {
+        terms,
+        interval: Duration::from_millis(500),
+        ..ome_stand_in::Options::default()
+    };
+    let stand_ins = vec![
+        tokio::spawn(nodes::run(client.clone(), node_options)),
+        tokio::spawn(ome_stand_in::run(client.clone(), ome_options)),
+    ];
+    Cluster {
+        client,
+        stand_ins,
+        nodes: wanted.iter().map(|n| (*n).to_owned()).collect(),
+    }
+}
+
+/// cluster/ome-crds.yaml, unless the CRDs are there already (another test's, or OME's own
+/// subsets: this test does not replace them), each Established.
+async fn install_crds(client: &Client) {
+    let text = std::fs::read_to_string(workspace().join("cluster/ome-crds.yaml")).expect("cluster/ome-crds.yaml");
+    let crds: Api<DynamicObject> = CRDS.all(client);
+    for crd in text
+        .split("\n---\n")
+        .filter(|d| d.contains("kind: CustomResourceDefinition"))
+    {
+        let crd: Value = serde_saphyr::from_str(crd).expect("a CRD");
+        let name = crd["metadata"]["name"].as_str().expect("a name").to_owned();
+        if crds.get_opt(&name).await.expect("the CRDs").is_none() {
+            crds.patch(&name, &PatchParams::apply("ome-spread-sim-e2e"), &Patch::Apply(&crd))
+                .await
+                .expect("a CRD applied");
+        }
+        eventually(&format!("{name} Established"), 30, || async {
+            let crd = api::get(client, CRDS, "", &name).await.ok()??;
+            let conditions = crd["status"]["conditions"].as_array()?.clone();
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+                .then_some(())
+        })
+        .await;
+    }
+}
+
+/// The seed's namespace gone (its InferenceService first, so that the stand-in's pods go with
+/// their owners), waited for.
+async fn remove_namespace(client: &Client) {
+    let _ = INFERENCE_SERVICE
+        .within(client, NAMESPACE)
+        .delete(SERVICE, &DeleteParams::default())
+        .await;
+    let _ = NAMESPACES.all(client).delete(NAMESPACE, &DeleteParams::default()).await;
+    eventually("the namespace spread-demo gone", 90, || async {
+        api::get(client, NAMESPACES, "", NAMESPACE)
+            .await
+            .ok()
+            .filter(Option::is_none)
+            .map(|_| ())
+    })
+    .await;
+}
+
+impl Cluster {
+    /// Removes what the test made: the namespace (and with it the InferenceService, its
+    /// replicas and pods), the runtime and the nodes.
+    pub async fn clean_up(self) {
+        remove_namespace(&self.client).await;
+        let _ = api::delete_now(&self.client, CLUSTER_SERVING_RUNTIME, "", "srt-qwen3-0-6b").await;
+        for node in &self.nodes {
+            let _ = api::delete_now(&self.client, NODE, "", node).await;
+        }
+    }
+
+    pub async fn apply(&self, kind: Kind, object: &Value) {
+        api::apply(&self.client, kind, object, "ome-spread-sim-e2e")
+            .await
+            .unwrap_or_else(|e| panic!("{} applied: {e}", kind.kind));
+    }
+
+    pub async fn service(&self) -> Value {
+        api::get(&self.client, INFERENCE_SERVICE, NAMESPACE, SERVICE)
+            .await
+            .expect("the InferenceService")
+            .expect("there")
+    }
+
+    pub async fn replica(&self) -> Option<Value> {
+        api::get(&self.client, INFERENCE_REPLICA, NAMESPACE, REPLICA)
+            .await
+            .expect("the replica")
+    }
+
+    /// `kubectl wait --for=condition=Ready inferenceservice/qwen3-0-6b`, for up to `seconds`.
+    pub async fn wait_ready(&self, seconds: u64) {
+        eventually("the InferenceService Ready", seconds, || async {
+            let service = api::get(&self.client, INFERENCE_SERVICE, NAMESPACE, SERVICE)
+                .await
+                .ok()??;
+            let conditions = service["status"]["conditions"].as_array()?.clone();
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                .then_some(())
+        })
+        .await;
+    }
+
+    /// The pods `kubectl get pods -l ome.io/inferenceservice=qwen3-0-6b` lists, by name.
+    pub async fn pods(&self) -> Vec<Value> {
+        let params = ListParams::default().labels(&format!("ome.io/inferenceservice={SERVICE}"));
+        let listed = POD
+            .within(&self.client, NAMESPACE)
+            .list(&params)
+            .await
+            .expect("the pods");
+        let mut pods: Vec<Value> = listed
+            .items
+            .into_iter()
+            .map(|p| serde_json::to_value(p).expect("json"))
+            .collect();
+        pods.sort_by(|a, b| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()));
+        pods
+    }
+
+    /// The node's zone label.
+    pub async fn zone_of(&self, node: &str) -> String {
+        let node = api::get(&self.client, NODE, "", node)
+            .await
+            .expect("a node")
+            .expect("there");
+        node["metadata"]["labels"][ZONE].as_str().unwrap_or("<none>").to_owned()
+    }
+
+    /// The Events of the namespace: (involved object's name, reason, reporting component, message).
+    pub async fn events(&self) -> Vec<(String, String, String, String)> {
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let listed = events.list(&ListParams::default()).await.expect("the events");
+        listed
+            .items
+            .into_iter()
+            .map(|e| {
+                let reporter = e
+                    .reporting_component
+                    .filter(|r| !r.is_empty())
+                    .or_else(|| e.source.and_then(|s| s.component))
+                    .unwrap_or_default();
+                (
+                    e.involved_object.name.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    reporter,
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// A pod as Step 2's table shows it, with its phase and Ready: (NAME, SPREAD-KEY, WHEN, NODE,
+/// phase, Ready).
+pub fn row(pod: &Value) -> (String, String, String, String, String, bool) {
+    let constraints = pod["spec"]["topologySpreadConstraints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let joined = |field: &str| {
+        let values: Vec<&str> = constraints.iter().filter_map(|c| c[field].as_str()).collect();
+        if values.is_empty() {
+            "<none>".to_owned()
+        } else {
+            values.join(",")
+        }
+    };
+    (
+        pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+        joined("topologyKey"),
+        joined("whenUnsatisfiable"),
+        pod["spec"]["nodeName"].as_str().unwrap_or("<none>").to_owned(),
+        pod["status"]["phase"].as_str().unwrap_or_default().to_owned(),
+        ome_spread_core::instance::is_ready(pod),
+    )
+}
