@@ -14,7 +14,8 @@
 //!
 //! With `--apply-webhook` it writes, by server-side apply, the MutatingWebhookConfiguration that
 //! kubewarden-controller writes for `policy.yaml`'s ClusterAdmissionPolicy ([`webhook::render`]),
-//! pointing at itself by `url`. It prints one line on stdout once it is ready:
+//! pointing at itself by `url`, and waits until the API server calls it (a dry-run pod, logged as
+//! `admission-host-probe`). It prints one line on stdout once it is ready:
 //!
 //! ```text
 //! cargo run --example admission_host -- --wasm policy.wasm --cert pki/webhook.crt \
@@ -121,8 +122,12 @@ async fn run(args: Args) -> Result<(), StartError> {
         let config = webhook::render(&policy, &running.url(), &ca, args.naming)?;
         let admin = client(admin).await?;
         webhook::apply(&admin, &config).await.map_err(StartError::Apply)?;
+        // Ready means the API server calls the host: pods created before then pass without it.
+        webhook::await_in_effect(&admin, &policy, "default", &running.reviews, IN_EFFECT_WITHIN)
+            .await
+            .map_err(StartError::NotInEffect)?;
         eprintln!(
-            "admission host: applied MutatingWebhookConfiguration {}",
+            "admission host: applied MutatingWebhookConfiguration {}, and the API server calls it",
             config.metadata.name.unwrap_or_default()
         );
     }
@@ -131,6 +136,9 @@ async fn run(args: Args) -> Result<(), StartError> {
     running.stop().await;
     Ok(())
 }
+
+/// How long the API server may take to call a webhook configuration just applied.
+const IN_EFFECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// SIGINT or SIGTERM (how a test harness stops a child).
 async fn stopped() {
@@ -176,6 +184,8 @@ pub enum StartError {
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("cannot apply the MutatingWebhookConfiguration: {0}")]
     Apply(kube::Error),
+    #[error("{0}")]
+    NotInEffect(String),
 }
 
 /// What the host needs to serve one policy.
@@ -320,8 +330,11 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, host: Arc<Host>, mu
                         }
                     });
                 }
-                // Such as too many open files: the listener stays, the next accept may succeed.
-                Err(e) => eprintln!("admission host: accept: {e}"),
+                // Such as too many open files: the listener stays, and tries again in a moment.
+                Err(e) => {
+                    eprintln!("admission host: accept: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
             },
         }
     }
@@ -370,14 +383,32 @@ impl Host {
             Err(e) => return text(StatusCode::BAD_REQUEST, &format!("cannot read the request body: {e}")),
         };
         match self.policy.review(&body).await {
-            Ok(review) => answer(
-                StatusCode::OK,
-                "application/json",
-                serde_json::to_vec(&review).unwrap_or_default(),
-            ),
+            Ok(review) => {
+                log(&review);
+                answer(
+                    StatusCode::OK,
+                    "application/json",
+                    serde_json::to_vec(&review).unwrap_or_default(),
+                )
+            }
             Err(e) => text(StatusCode::BAD_REQUEST, &e.to_string()),
         }
     }
+}
+
+/// One line a review on stderr, for whoever reads the host's log beside the API server's.
+fn log(review: &Value) {
+    let response = &review["response"];
+    let verdict = match (response["allowed"].as_bool(), response["patch"].is_string()) {
+        (Some(true), true) => "allowed, patched",
+        (Some(true), false) => "allowed",
+        _ => "denied",
+    };
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    eprintln!(
+        "admission host: review {}: {verdict} {message}",
+        response["uid"].as_str().unwrap_or_default()
+    );
 }
 
 fn answer(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Full<Bytes>> {
@@ -732,7 +763,11 @@ pub mod webhook {
         MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, WebhookClientConfig,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
-    use kube::api::{Api, Patch, PatchParams};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
     use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
 
@@ -897,6 +932,65 @@ pub mod webhook {
             },
             webhooks: Some(vec![webhook]),
         })
+    }
+
+    /// Waits until the API server calls the webhook: it learns of a new configuration through a
+    /// watch, and until then pods pass without it. A dry run (the webhook's `sideEffects: None`
+    /// lets it through) of a pod that `policy`'s objectSelector selects, in `namespace`, shows
+    /// it: the host counts the review.
+    pub async fn await_in_effect(
+        admin: &kube::Client,
+        policy: &Value,
+        namespace: &str,
+        reviews: &AtomicUsize,
+        within: Duration,
+    ) -> Result<(), String> {
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), namespace);
+        let probe: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "admission-host-probe", "labels": selected_labels(&policy["spec"]["objectSelector"])},
+            "spec": {"containers": [{"name": "probe", "image": "probe"}]},
+        }))
+        .map_err(|e| format!("the probe pod: {e}"))?;
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let before = reviews.load(Ordering::SeqCst);
+            // Admitted or denied, it does not matter: only whether the host saw it.
+            let _ = pods.create(&dry_run, &probe).await;
+            if reviews.load(Ordering::SeqCst) > before {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!(
+                    "the API server did not call the webhook within {} s of its configuration",
+                    within.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Labels an objectSelector selects: its matchLabels, the first value of each `In`, any
+    /// value for `Exists` (the other operators are met by leaving the key out).
+    fn selected_labels(selector: &Value) -> Value {
+        let mut labels = selector["matchLabels"].as_object().cloned().unwrap_or_default();
+        for expression in selector["matchExpressions"].as_array().into_iter().flatten() {
+            let key = expression["key"].as_str().unwrap_or_default().to_owned();
+            match expression["operator"].as_str() {
+                Some("In") => {
+                    labels.insert(key, expression["values"][0].clone());
+                }
+                Some("Exists") => {
+                    labels.insert(key, json!("probe"));
+                }
+                _ => {}
+            }
+        }
+        Value::Object(labels)
     }
 
     /// Server-side apply of `config` (the controller itself uses CreateOrPatch; the stored

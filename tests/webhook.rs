@@ -262,7 +262,6 @@ async fn a_pod_of_another_workload_is_admitted_unchanged_without_a_patch() {
 // Against a real API server.
 
 const WEBHOOK: &str = "clusterwide-ome-spread";
-const WEBHOOK_NAME: &str = "clusterwide-ome-spread.kubewarden.admission";
 const REPLICA: &str = "qwen3-0-6b-engine";
 
 /// A namespace of this run's: a namespace still terminating from an earlier run cannot be reused.
@@ -428,18 +427,15 @@ impl Cluster {
         let ca = std::fs::read(self.pki.join("ca.crt")).expect("the CA");
         let config = webhook::render(&policy_yaml(), &host.url(), &ca, Naming::Clusterwide).expect("rendered");
         let stored = webhook::apply(&self.admin, &config).await.expect("applied");
-        // The API server picks up a new webhook configuration within a moment: a dry run of an
-        // OMENative pod whose replica is missing shows when the webhook answers.
-        let pods: Api<Pod> = Api::namespaced(self.admin.clone(), namespace);
-        let probe = omenative_pod("probe-engine-0-default-0", "probe", None);
-        let denied = format!("admission webhook \"{WEBHOOK_NAME}\" denied the request");
-        eventually("the webhook in effect", 30, || async {
-            match pods.create(&dry_run(), &probe).await {
-                Err(kube::Error::Api(status)) if status.message.starts_with(&denied) => Some(()),
-                _ => None,
-            }
-        })
-        .await;
+        webhook::await_in_effect(
+            &self.admin,
+            &policy_yaml(),
+            namespace,
+            &host.reviews,
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
         stored
     }
 
