@@ -387,10 +387,13 @@ impl Cluster {
     /// The admission host, serving policy.yaml's policy and settings, its reads as the
     /// policy-server ServiceAccount. `listen`'s port 0 takes a free one.
     async fn host(&self, listen: std::net::SocketAddr) -> Running {
-        let policy = policy_yaml();
+        self.host_with(listen, webhook::settings(&policy_yaml())).await
+    }
+
+    async fn host_with(&self, listen: std::net::SocketAddr, settings: Value) -> Running {
         admission_host::start(Options {
             wasm: build_policy().to_owned(),
-            settings: webhook::settings(&policy),
+            settings,
             cert: self.pki.join("webhook.crt"),
             key: self.pki.join("webhook.key"),
             listen,
@@ -994,6 +997,106 @@ async fn a_pod_ome_rendered_on_an_older_key_is_stored_as_ome_wrote_it() {
         assert_eq!(constraints(&created), omes);
         assert_eq!(host.reviews.load(Ordering::SeqCst), before + 1, "the policy saw it");
         host.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a local API server: set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
+async fn with_on_missing_replica_accept_kubectl_shows_the_policys_warning_and_the_pod_has_no_spread() {
+    in_turn(async {
+        let cluster = Cluster::set_up().await;
+        let ns = namespace("accept");
+        let _scenario = cluster.scenario(&ns).await;
+        let host = cluster
+            .host_with(ANY_PORT.parse().expect("an address"), json!({"onMissingReplica": "Accept"}))
+            .await;
+        cluster.apply_webhook(&host, &ns).await;
+        let pod = serde_json::to_string(&omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None))
+            .expect("serialisable");
+        // As a user creates it: the webhook's warning reaches kubectl, which prints it on stderr.
+        let printed = Command::new(kubectl_program())
+            .args(["create", "-n", &ns, "-f", "-", "-o", "json"])
+            .env("KUBECONFIG", &cluster.kubeconfig)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                child.stdin.take().expect("stdin").write_all(pod.as_bytes())?;
+                child.wait_with_output()
+            })
+            .expect("kubectl ran");
+        assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+        assert_eq!(
+            String::from_utf8_lossy(&printed.stderr),
+            format!(
+                "Warning: cannot read InferenceReplica {ns}/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica \
+                 named 'qwen3-0-6b-engine' inside of namespace 'Some(\"{ns}\")'; admitted without spread \
+                 (onMissingReplica: Accept)\n"
+            )
+        );
+        let created: Value = serde_json::from_slice(&printed.stdout).expect("the pod as JSON");
+        assert_eq!(created.pointer("/spec/topologySpreadConstraints"), None);
+        host.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a local API server: set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
+async fn a_host_that_never_answers_is_given_up_after_the_policys_ten_seconds_and_the_pod_refused() {
+    in_turn(async {
+        let cluster = Cluster::set_up().await;
+        let ns = namespace("hung");
+        let _scenario = cluster.scenario(&ns).await;
+        // A policy-server that accepts connections and never says a word, not even TLS.
+        let hung = tokio::net::TcpListener::bind(ANY_PORT).await.expect("a port");
+        let addr = hung.local_addr().expect("its address");
+        let holding = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((connection, _)) = hung.accept().await {
+                held.push(connection);
+            }
+        });
+        let ca = std::fs::read(cluster.pki.join("ca.crt")).expect("the CA");
+        let config = webhook::render(&policy_yaml(), &format!("https://{addr}"), &ca, Naming::Clusterwide).expect("rendered");
+        webhook::apply(&cluster.admin, &config).await.expect("applied");
+
+        let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
+        let pod = omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None);
+        // Until the API server knows the configuration a pod passes; once it does, the create
+        // waits out the webhook's timeoutSeconds.
+        let (elapsed, refused) = eventually("the webhook in effect", 60, || async {
+            let started = tokio::time::Instant::now();
+            match pods.create(&PostParams::default(), &pod).await {
+                Err(kube::Error::Api(status)) => Some((started.elapsed(), (status.code, status.reason, status.message))),
+                Err(other) => panic!("not the API server's refusal: {other}"),
+                Ok(_) => {
+                    let _ = pods.delete("qwen3-0-6b-engine-0-default-0", &Default::default()).await;
+                    None
+                }
+            }
+        })
+        .await;
+        let port = addr.port();
+        assert_eq!(
+            refused,
+            (
+                500,
+                "InternalError".into(),
+                format!(
+                    "Internal error occurred: failed calling webhook \"clusterwide-ome-spread.kubewarden.admission\": \
+                     failed to call webhook: Post \"https://127.0.0.1:{port}/validate/clusterwide-ome-spread?timeout=10s\": \
+                     context deadline exceeded"
+                )
+            )
+        );
+        assert!(
+            (Duration::from_secs(10)..Duration::from_secs(15)).contains(&elapsed),
+            "refused after {elapsed:?}"
+        );
+        holding.abort();
     })
     .await;
 }
