@@ -771,7 +771,7 @@ async fn without_policy_yamls_cluster_role_binding_the_read_is_forbidden_and_the
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a local API server: set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
-async fn a_pod_without_the_omenative_label_never_reaches_the_host() {
+async fn a_pod_without_the_omenative_label_or_in_kubewardens_namespace_never_reaches_the_host() {
     in_turn(async {
         let cluster = Cluster::set_up().await;
         let ns = namespace("selector");
@@ -782,7 +782,7 @@ async fn a_pod_without_the_omenative_label_never_reaches_the_host() {
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
         let before = host.reviews.load(Ordering::SeqCst);
 
-        // OME's labels all but `ome.io/managed-by`, and one whose value is another mode's.
+        // OME's labels all but `ome.io/managed-by`, and one whose value is another mode's (objectSelector).
         let mut unlabelled = omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None);
         let labels = unlabelled.metadata.labels.as_mut().expect("labels");
         labels.remove("ome.io/managed-by");
@@ -793,6 +793,23 @@ async fn a_pod_without_the_omenative_label_never_reaches_the_host() {
             let created = pods.create(&PostParams::default(), &pod).await.expect("admitted");
             assert_eq!(constraints(&created), Value::Null, "{:?} unchanged", pod.metadata.name);
         }
+        // An OMENative pod in Kubewarden's own namespace: the controller's namespaceSelector
+        // keeps it away (the pod is removed at once: no kubelet holds a pod never scheduled).
+        let kubewarden: Api<Pod> = Api::namespaced(cluster.admin.clone(), webhook::DEPLOYMENTS_NAMESPACE);
+        let inside = omenative_pod("webhook-e2e-inside-kubewarden", "qwen3-0-6b", None);
+        let created = kubewarden
+            .create(&PostParams::default(), &inside)
+            .await
+            .expect("admitted");
+        let _ = kubewarden
+            .delete("webhook-e2e-inside-kubewarden", &Default::default())
+            .await;
+        assert_eq!(
+            constraints(&created),
+            Value::Null,
+            "unchanged in {}",
+            webhook::DEPLOYMENTS_NAMESPACE
+        );
         assert_eq!(
             host.reviews.load(Ordering::SeqCst),
             before,
