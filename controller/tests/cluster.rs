@@ -14,7 +14,6 @@ mod live;
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use live::eventually;
@@ -52,12 +51,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
         &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
     )
     .await;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
-    namespaces
-        .patch(NAMESPACE, &apply(), &Patch::Apply(&namespace))
-        .await
-        .expect("namespace");
+    live::fresh_namespace(&kubeconfig, NAMESPACE).await;
 
     let runtimes: Api<ClusterServingRuntime> = Api::all(client.clone());
     let services: Api<InferenceService> = Api::namespaced(client.clone(), NAMESPACE);
@@ -166,5 +160,5 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
 
     controller.abort();
     let _ = runtimes.delete("srt-e2e", &DeleteParams::default()).await;
-    let _ = namespaces.delete(NAMESPACE, &DeleteParams::default()).await;
+    live::kubectl(&kubeconfig, &["delete", "namespace", NAMESPACE, "--wait=false"]).await;
 }

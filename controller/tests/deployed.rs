@@ -2,7 +2,8 @@
 //! controller` binary, twice, each with a token of the ServiceAccount of
 //! deploy/controller-rbac.yaml and nothing more, leading and standing by on a real Lease, its
 //! `/metrics` scraped. Then the leader is killed: the other takes the Lease and goes on, no
-//! condition lost or written twice.
+//! condition lost or written twice; kube-apiserver restarts: the watches resume and the condition
+//! follows the next change.
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=... cargo test -p ome-spread-controller --test deployed -- --ignored
 
@@ -118,11 +119,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     .await;
     let rbac = std::fs::read_to_string(live::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
     live::apply(&admin, &rbac).await;
-    live::apply(
-        &admin,
-        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"),
-    )
-    .await;
+    live::fresh_namespace(&admin, NAMESPACE).await;
     live::apply(&admin, OBJECTS).await;
     let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
     let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
@@ -221,6 +218,45 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     })
     .await;
     assert_eq!(reason["status"], "False", "{reason}");
+
+    // kube-apiserver restarts (cluster/up.sh's only): the survivor's watches resume, and it
+    // follows the next change.
+    if let Some(run) = live::run_dir() {
+        let restart = live::workspace().join("cluster/restart.sh");
+        let restarted = tokio::process::Command::new(&restart)
+            .args([run.as_os_str(), "kube-apiserver".as_ref()])
+            .status()
+            .await
+            .expect("cluster/restart.sh runs");
+        assert!(restarted.success(), "kube-apiserver restarted");
+        eventually("kube-apiserver back", 60, || async {
+            live::kubectl_with(&admin, &["get", "--raw", "/readyz"], None)
+                .await
+                .ok
+                .then_some(())
+        })
+        .await;
+        for (kind, patch) in [
+            ("inferenceservice", r#"{"spec":{"engine":{"topologySpread":null}}}"#),
+            ("inferencereplica", r#"{"spec":{"topologySpread":null}}"#),
+        ] {
+            let name = if kind == "inferenceservice" {
+                "qwen3-0-6b"
+            } else {
+                "qwen3-0-6b-engine"
+            };
+            kubectl(
+                &admin,
+                &["patch", kind, name, "-n", NAMESPACE, "--type=merge", "-p", patch],
+            )
+            .await;
+        }
+        eventually("Spread True (NotRequested) after the restart", 120, || async {
+            let replica = replica(&admin).await;
+            spread(&replica).filter(|c| c["reason"] == "NotRequested").map(|_| ())
+        })
+        .await;
+    }
     kubectl(&admin, &["delete", "namespace", NAMESPACE, "--wait=false"]).await;
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-deployed"]).await;
 }

@@ -107,6 +107,17 @@ pub async fn apply(kubeconfig: &Path, manifest: &str) -> String {
     printed.stdout
 }
 
+/// The namespace `name`, new: one a test left behind is deleted first (and waited for, so that
+/// nothing of it is deleted under this test).
+pub async fn fresh_namespace(admin: &Path, name: &str) {
+    kubectl(
+        admin,
+        &["delete", "namespace", name, "--ignore-not-found", "--timeout=90s"],
+    )
+    .await;
+    kubectl(admin, &["create", "namespace", name]).await;
+}
+
 /// A kubeconfig whose user is a ServiceAccount, by a token of the TokenRequest API: what a pod
 /// of that ServiceAccount would hold.
 pub async fn service_account_kubeconfig(admin: &Path, namespace: &str, name: &str, dir: &Path) -> PathBuf {
