@@ -227,6 +227,12 @@ pub fn identity(object: &Value) -> (&str, &str) {
     )
 }
 
+/// Now, to the second, as Kubernetes writes its times (metav1.Time).
+pub fn now() -> jiff::Timestamp {
+    let now = jiff::Timestamp::now();
+    now.round(jiff::Unit::Second).unwrap_or(now)
+}
+
 /// One line per action, with the time, as the stand-ins' logs show them.
 pub fn log(who: &str, line: impl std::fmt::Display) {
     println!(

@@ -184,7 +184,7 @@ fn host_ip(index: usize) -> String {
 
 /// Creates (or brings back to their shape) the nodes, Ready, each with its Lease.
 pub async fn create_nodes(client: &Client, shapes: &[NodeShape]) -> Result<(), ApiError> {
-    let now = Timestamp::now();
+    let now = api::now();
     for (index, shape) in shapes.iter().enumerate() {
         api::apply(client, NODE, &node(shape), MANAGER).await?;
         // The API server's TaintNodesByCondition admission taints a new node
@@ -328,7 +328,7 @@ impl Kubelets {
     /// set otherwise is set back).
     async fn heartbeat(&mut self) -> Result<(), ApiError> {
         self.refresh_nodes().await?;
-        let now = Timestamp::now();
+        let now = api::now();
         for name in self.nodes.keys() {
             let Some(node) = api::get(&self.client, NODE, "", name).await? else {
                 continue;
@@ -397,7 +397,7 @@ impl Kubelets {
             Wanted::Start => {
                 let ip = self.ip_for(pod);
                 let host = self.nodes.get(&node).cloned().unwrap_or_default();
-                let status = started(pod, &ip.to_string(), &host, Timestamp::now());
+                let status = started(pod, &ip.to_string(), &host, api::now());
                 let done = api::apply_status(&self.client, POD, &status, MANAGER).await;
                 if done.is_ok() {
                     self.ips.insert(uid(pod).into(), ip);

@@ -3,7 +3,6 @@
 //! kube-scheduler (the stand-in waits for `spec.nodeName`), Ready by the node stand-in; and the
 //! model's changes written as OME writes them.
 
-use jiff::Timestamp;
 use kube::Client;
 use ome_spread_core::instance::is_ready;
 use ome_spread_core::labels::RUNNER;
@@ -157,14 +156,14 @@ pub async fn record_event(client: &Client, event: &Event, objects: &[Value]) {
         return;
     };
     let (namespace, name) = api::identity(service);
-    let now = Timestamp::now();
+    let now = api::now();
     let kind = if event.reason == "MigrationFailed" {
         "Warning"
     } else {
         "Normal"
     };
     let record = json!({"apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": format!("{name}.{:x}", now.as_nanosecond()), "namespace": namespace},
+        "metadata": {"name": format!("{name}.{:x}", jiff::Timestamp::now().as_nanosecond()), "namespace": namespace},
         "involvedObject": {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": name,
             "namespace": namespace, "uid": service["metadata"]["uid"]},
         "reason": event.reason, "message": event.message, "type": kind,

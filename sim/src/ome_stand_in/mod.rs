@@ -110,7 +110,7 @@ impl StandIn {
     }
 
     async fn pass(&mut self) -> Result<(), ApiError> {
-        let now = Timestamp::now();
+        let now = api::now();
         let mut objects = Vec::new();
         for kind in [
             INFERENCE_SERVICE,

@@ -96,6 +96,13 @@ pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
     let path = workspace().join(path);
     let client = api::client(Some(&path)).await.expect("a cluster in the kubeconfig");
     install_crds(&client).await;
+    // The node stand-in first: an earlier run's pods, being deleted with their namespace, need
+    // it to go.
+    let node_options = nodes::Options {
+        heartbeat: Duration::from_secs(5),
+        exit_after: None,
+    };
+    let mut stand_ins = vec![tokio::spawn(nodes::run(client.clone(), node_options))];
     remove_namespace(&client).await;
     let wanted: Vec<&str> = layout.iter().map(|n| n.name.as_str()).collect();
     for node in api::list(&client, NODE).await.expect("the nodes") {
@@ -114,19 +121,12 @@ pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
     api::apply(&client, NAMESPACES, &namespace, "ome-spread-sim-e2e")
         .await
         .expect("the namespace");
-    let node_options = nodes::Options {
-        heartbeat: Duration::from_secs(5),
-        exit_after: None,
-    };
     let ome_options = ome_stand_in::Options {
         terms,
         interval: Duration::from_millis(500),
         ..ome_stand_in::Options::default()
     };
-    let stand_ins = vec![
-        tokio::spawn(nodes::run(client.clone(), node_options)),
-        tokio::spawn(ome_stand_in::run(client.clone(), ome_options)),
-    ];
+    stand_ins.push(tokio::spawn(ome_stand_in::run(client.clone(), ome_options)));
     Cluster {
         client,
         stand_ins,
