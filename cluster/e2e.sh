@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make e2e-cluster`: a control plane of its own (cluster/up.sh, in target/cluster/e2e), every
 # cluster test against it, one at a time, then the control plane stopped, pass or fail. Bounded:
-# the tests get E2E_CLUSTER_SECONDS (default 30 minutes) in all.
+# each suite gets E2E_CLUSTER_SECONDS (default 30 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run=$PWD/target/cluster/e2e
@@ -12,6 +12,15 @@ trap 'cluster/down.sh "$run"' EXIT
 echo "time: the control plane took $((SECONDS - start)) s to start"
 export OME_SPREAD_E2E_KUBECONFIG=$run/kubeconfig OME_SPREAD_E2E_RUN=$run
 start=$SECONDS
-timeout "${E2E_CLUSTER_SECONDS:-1800}" cargo test -p ome-spread-controller --test seed --test cluster --test deployed \
-  -- --ignored --test-threads 1 "$@"
+# One suite after another, each test alone: the webhook configuration and the nodes are
+# cluster-wide. The stand-ins' own tests first, then the seed and the controller, then the webhook.
+suites=(
+  "-p ome-spread-sim --test cluster_seed --test cluster_racks --test cluster_status --test cluster_migration"
+  "-p ome-spread-controller --test seed --test cluster --test deployed"
+  "-p ome-spread --test webhook"
+)
+for suite in "${suites[@]}"; do
+  # shellcheck disable=SC2086 # each suite is cargo's arguments
+  timeout "${E2E_CLUSTER_SECONDS:-1800}" cargo test $suite -- --ignored --test-threads 1 "$@"
+done
 echo "time: the cluster tests took $((SECONDS - start)) s"

@@ -64,7 +64,7 @@ spec:
 struct World {
     admin: PathBuf,
     scratch: PathBuf,
-    _processes: Vec<Process>,
+    processes: Vec<Process>,
 }
 
 impl World {
@@ -97,18 +97,36 @@ impl World {
         let stand_in = live::binary("stand-in");
         let (nodes, _) = Process::start("nodes", &stand_in, &["nodes", "--layout", layout], &env, "nodes: ready").await;
         processes.push(nodes);
-        let (ome, _) = Process::start("ome", &stand_in, &["ome"], &env, "ome: ready").await;
+        let (ome, _) = Process::start("ome", &stand_in, &["ome", "--no-in-tree-terms"], &env, "ome: ready").await;
         processes.push(ome);
         processes.push(admission_host(&admin, &scratch).await);
         World {
             admin,
             scratch,
-            _processes: processes,
+            processes,
         }
     }
 
     async fn kubectl(&self, args: &[&str]) -> String {
         kubectl(&self.admin, args).await
+    }
+
+    /// Stops the stand-ins and the admission host, and takes the webhook away with the host (its
+    /// failurePolicy Fail would refuse every OMENative pod of the next test).
+    async fn stop(self) {
+        for process in self.processes {
+            process.kill().await;
+        }
+        kubectl(
+            &self.admin,
+            &[
+                "delete",
+                "mutatingwebhookconfiguration",
+                "clusterwide-ome-spread",
+                "--ignore-not-found",
+            ],
+        )
+        .await;
     }
 }
 
@@ -263,4 +281,17 @@ async fn step_1_and_step_2_as_the_seed_writes_them() {
         ],
         "{zones}"
     );
+
+    // Clean up.
+    assert_eq!(
+        world
+            .kubectl(&["delete", "inferenceservice", "qwen3-0-6b", "-n", "spread-demo"])
+            .await,
+        "inferenceservice.ome.io \"qwen3-0-6b\" deleted from spread-demo namespace\n"
+    );
+    assert_eq!(
+        world.kubectl(&["delete", "namespace", "spread-demo"]).await,
+        "namespace \"spread-demo\" deleted\n"
+    );
+    world.stop().await;
 }
