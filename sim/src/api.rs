@@ -89,12 +89,20 @@ impl Kind {
 /// What a call to the API server can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    #[error(transparent)]
+    /// The API server's own message, with its code, else the client's error.
+    #[error("{}", said(.0))]
     Kube(#[from] kube::Error),
     #[error("no answer within {CALL_TIMEOUT:?}")]
     Timeout,
     #[error("not an object of its kind: {0}")]
     Shape(#[from] serde_json::Error),
+}
+
+fn said(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({} {})", status.message, status.code, status.reason),
+        other => other.to_string(),
+    }
 }
 
 impl ApiError {

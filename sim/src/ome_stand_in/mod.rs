@@ -256,8 +256,9 @@ impl StandIn {
                 let (namespace, name) = api::identity(&pod);
                 match api::create(&self.client, POD, &pod).await {
                     Ok(()) => api::log(WHO, format!("pod {namespace}/{name} created (Instance {index})")),
-                    // The API server's word, the webhook's refusal included; tried again next pass.
-                    Err(e) => api::log(WHO, format!("pod {namespace}/{name} not created: {e}")),
+                    // The API server's word, the webhook's refusal included; tried again next
+                    // pass, and said again only if it changes.
+                    Err(e) => self.say_once(format!("pod {namespace}/{name} not created: {e}")),
                 }
             }
         }

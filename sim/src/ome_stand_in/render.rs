@@ -21,6 +21,11 @@ pub const REVISION_HASH: &str = "ome.io/revision-hash";
 /// The readiness gate OME puts on every pod it creates.
 pub const SERVING_GATE: &str = "ome.io/serving";
 
+/// The most Instances, and workers an Instance, the stand-in creates: a test cluster's, not a
+/// typo's thousands.
+const MAX_INSTANCES: u64 = 64;
+const MAX_WORKERS: u64 = 16;
+
 /// Whether OME's own terms are on the pods it creates, or left to the ome-spread policy (behind
 /// its webhook).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,11 +54,23 @@ pub fn replica(service: &Value, runtime: Option<&Value>, component: &str) -> Res
     let in_effect = settings_in_effect(service, runtime, component).map_err(|e| e.to_string())?;
     let own = &service["spec"][component];
     let config = runtime.map_or(&Value::Null, |r| &r["spec"][format!("{component}Config")]);
+    let replicas = own["minReplicas"].as_u64().unwrap_or(1);
+    if replicas > MAX_INSTANCES {
+        return Err(format!(
+            "spec.{component}.minReplicas is {replicas}: the stand-in runs at most {MAX_INSTANCES}"
+        ));
+    }
+    let runners = runners(service, own, config, component);
+    if let Some(size) = runners[1]["size"].as_u64().filter(|size| *size > MAX_WORKERS) {
+        return Err(format!(
+            "a worker size of {size}: the stand-in runs at most {MAX_WORKERS}"
+        ));
+    }
     let mut spec = json!({
         "parentRef": {"name": name(service)},
         "component": component,
-        "replicas": own["minReplicas"].as_u64().unwrap_or(1),
-        "runners": runners(service, own, config, component),
+        "replicas": replicas,
+        "runners": runners,
     });
     for (field, value) in spread_fields(&in_effect) {
         spec[field] = json!(value);
@@ -442,6 +459,22 @@ mod tests {
                 "spec": {"parentRef": {"name": "qwen3-0-6b"}, "component": "engine", "replicas": 2,
                     "topologySpread": "Required", "topologySpreadKey": "topology.kubernetes.io/zone",
                     "runners": [{"name": "default", "size": 1, "template": seed_template()}]}})
+        );
+    }
+
+    #[test]
+    fn counts_beyond_a_test_clusters_are_refused() {
+        let (mut service, mut runtime) = seed();
+        service["spec"]["engine"]["minReplicas"] = json!(100_000);
+        assert_eq!(
+            replica(&service, Some(&runtime), "engine").map(|_| ()),
+            Err("spec.engine.minReplicas is 100000: the stand-in runs at most 64".into())
+        );
+        service["spec"]["engine"]["minReplicas"] = json!(2);
+        runtime["spec"]["engineConfig"]["worker"] = json!({"size": 17});
+        assert_eq!(
+            replica(&service, Some(&runtime), "engine").map(|_| ()),
+            Err("a worker size of 17: the stand-in runs at most 16".into())
         );
     }
 
