@@ -91,6 +91,16 @@ impl Drop for Cluster {
 /// stand-in nodes, with OME's CRDs, the seed's runtime, the `layout`'s nodes, and the node and OME
 /// stand-ins running (OME's in-tree terms as `terms` says).
 pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
+    let options = ome_stand_in::Options {
+        terms,
+        interval: Duration::from_millis(500),
+        ..ome_stand_in::Options::default()
+    };
+    cluster_with(layout, options).await
+}
+
+/// [`cluster`], the OME stand-in run with `ome_options`.
+pub async fn cluster_with(layout: &[NodeShape], ome_options: ome_stand_in::Options) -> Cluster {
     let path = std::env::var_os("OME_SPREAD_E2E_KUBECONFIG").expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
     // A relative path is the workspace's (cargo runs the test in sim/).
     let path = workspace().join(path);
@@ -121,11 +131,6 @@ pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
     api::apply(&client, NAMESPACES, &namespace, "ome-spread-sim-e2e")
         .await
         .expect("the namespace");
-    let ome_options = ome_stand_in::Options {
-        terms,
-        interval: Duration::from_millis(500),
-        ..ome_stand_in::Options::default()
-    };
     stand_ins.push(tokio::spawn(ome_stand_in::run(client.clone(), ome_options)));
     Cluster {
         client,
