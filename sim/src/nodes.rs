@@ -411,9 +411,27 @@ impl Kubelets {
         }
     }
 
-    /// Every pod again: whatever an event missed (a failed write) is done on this pass.
+    /// Every pod again: whatever an event missed (a failed write) is done on this pass. A pod
+    /// bound to a node that is gone is deleted, as the pod garbage collector (which
+    /// cluster/up.sh does not run) deletes such orphans.
     async fn resync(&mut self) -> Result<(), ApiError> {
-        for pod in api::list(&self.client, POD).await? {
+        // The pods before the nodes: a pod's node was there before the pod was bound to it.
+        let pods = api::list(&self.client, POD).await?;
+        let nodes: HashSet<String> = api::list(&self.client, NODE)
+            .await?
+            .iter()
+            .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
+            .collect();
+        for pod in pods {
+            let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+            if !node.is_empty() && !nodes.contains(node) {
+                let (namespace, name) = api::identity(&pod);
+                match api::delete_now(&self.client, POD, namespace, name).await {
+                    Ok(()) => api::log(WHO, format!("pod {namespace}/{name} deleted: its node {node} is gone")),
+                    Err(e) => api::log(WHO, format!("pod {namespace}/{name} on the gone node {node}: {e}")),
+                }
+                continue;
+            }
             self.handle(&pod).await;
         }
         Ok(())

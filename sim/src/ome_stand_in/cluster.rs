@@ -74,8 +74,13 @@ impl World for Cluster {
 }
 
 /// The model's changes, written as OME writes them, each logged; a failure is logged and the
-/// model, reading the cluster again, asks again.
+/// model, reading the cluster again, asks again. The records first: a stand-in stopped between
+/// two writes leaves a record that says what it was doing (a surge whose pods it never created
+/// fails at its deadline), never a surge pod that no record names (a restart would surge again).
 pub async fn apply(client: &Client, changes: Vec<Change>) {
+    let (mut changes, rest): (Vec<Change>, Vec<Change>) =
+        changes.into_iter().partition(|c| matches!(c, Change::Records { .. }));
+    changes.extend(rest);
     for change in changes {
         let outcome = match &change {
             Change::Unannotated {
