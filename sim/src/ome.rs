@@ -88,7 +88,7 @@ impl Ome {
             let mut records = replica["status"]["migrations"].as_array().cloned().unwrap_or_default();
             let before = records.clone();
             if let Some(at) = records.iter().position(active) {
-                advance(world, replica, &mut records[at], objects, now, &mut step);
+                self.advance(world, replica, &mut records[at], objects, now, &mut step);
             }
             for (key, request) in requests_for(replica, objects) {
                 let uuid = &key[REQUEST_PREFIX.len()..];
@@ -126,117 +126,125 @@ impl Ome {
         }
         (step.changes, step.events)
     }
-}
 
-/// The record one phase on, or Failed; the guards that defer leave it where it is.
-fn advance(world: &dyn World, replica: &Value, record: &mut Value, objects: &[Value], now: Timestamp, step: &mut Step) {
-    let service = parent(replica).to_owned();
-    let pods = component_pods(replica, objects);
-    let instance = |index: &Value| -> Vec<&Value> {
-        let index = index.as_u64().map(|i| i.to_string());
-        pods.iter()
-            .copied()
-            .filter(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str() == index.as_deref())
-            .collect()
-    };
-    let uuid = record["requestUUID"].as_str().unwrap_or_default().to_owned();
-    let outcome = match record["phase"].as_str() {
-        Some("Accepted") => start_surge(
-            world,
-            replica,
-            record,
-            &instance(&record["sourceInstance"]),
-            &pods,
-            objects,
-            now,
-            step,
-        ),
-        Some("SurgePending") => place_surge(world, record, &instance(&record["surgeInstance"]), objects, now, step),
-        Some("SurgeReady") => {
-            for pod in instance(&record["sourceInstance"]) {
-                step.changes.push(Change::PodDeleted {
-                    namespace: namespace_of(pod).into(),
-                    name: name(pod).into(),
-                });
+    /// The record one phase on, or Failed; the guards that defer leave it where it is.
+    fn advance(
+        &self,
+        world: &dyn World,
+        replica: &Value,
+        record: &mut Value,
+        objects: &[Value],
+        now: Timestamp,
+        step: &mut Step,
+    ) {
+        let service = parent(replica).to_owned();
+        let pods = component_pods(replica, objects);
+        let instance = |index: &Value| -> Vec<&Value> {
+            let index = index.as_u64().map(|i| i.to_string());
+            pods.iter()
+                .copied()
+                .filter(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str() == index.as_deref())
+                .collect()
+        };
+        let uuid = record["requestUUID"].as_str().unwrap_or_default().to_owned();
+        let outcome = match record["phase"].as_str() {
+            Some("Accepted") => self.start_surge(
+                world,
+                replica,
+                record,
+                &instance(&record["sourceInstance"]),
+                &pods,
+                objects,
+                now,
+                step,
+            ),
+            Some("SurgePending") => place_surge(world, record, &instance(&record["surgeInstance"]), objects, now, step),
+            Some("SurgeReady") => {
+                for pod in instance(&record["sourceInstance"]) {
+                    step.changes.push(Change::PodDeleted {
+                        namespace: namespace_of(pod).into(),
+                        name: name(pod).into(),
+                    });
+                }
+                Ok("Draining")
             }
-            Ok("Draining")
+            Some("Draining") => {
+                step.event("MigrationCompleted", &service, format!("migration {uuid} completed"));
+                Ok("Completed")
+            }
+            // OME's legacy phases: this model never writes them.
+            other => Err(format!("phase {other:?} is not this model's")),
+        };
+        match outcome {
+            Ok(phase) => record["phase"] = json!(phase),
+            Err(message) => {
+                step.event(
+                    "MigrationFailed",
+                    &service,
+                    format!("migration {uuid} failed: {message}"),
+                );
+                record["phase"] = json!("Failed");
+                record["message"] = json!(message);
+            }
         }
-        Some("Draining") => {
-            step.event("MigrationCompleted", &service, format!("migration {uuid} completed"));
-            Ok("Completed")
-        }
-        // OME's legacy phases: this model never writes them.
-        other => Err(format!("phase {other:?} is not this model's")),
-    };
-    match outcome {
-        Ok(phase) => record["phase"] = json!(phase),
-        Err(message) => {
-            step.event(
-                "MigrationFailed",
-                &service,
-                format!("migration {uuid} failed: {message}"),
-            );
-            record["phase"] = json!("Failed");
-            record["message"] = json!(message);
+        if matches!(record["phase"].as_str(), Some("Completed" | "Failed")) {
+            record["completedAt"] = json!(now.to_string());
         }
     }
-    if matches!(record["phase"].as_str(), Some("Completed" | "Failed")) {
-        record["completedAt"] = json!(now.to_string());
+
+    /// The fresh-request guards (upstream's: `migrationPolicy`, the source exists, one of its
+    /// pods is on `from_node`; a source not placed or not steady Ready defers), then the surge's
+    /// pods at the lowest unused index, as OME renders them (the terms of the source dropped: the
+    /// world's admission gives the surge its own).
+    #[allow(clippy::too_many_arguments)]
+    fn start_surge(
+        &self,
+        world: &dyn World,
+        replica: &Value,
+        record: &mut Value,
+        source: &[&Value],
+        pods: &[&Value],
+        objects: &[Value],
+        now: Timestamp,
+        step: &mut Step,
+    ) -> Result<&'static str, String> {
+        let index = &record["sourceInstance"];
+        let component = replica["spec"]["component"].as_str().unwrap_or_default();
+        if service_of(replica, objects)
+            .is_some_and(|s| s["spec"][component]["lifecycle"]["migrationPolicy"]["mode"] == "Never")
+        {
+            return Err("migrationPolicy mode is Never".into());
+        }
+        if source.is_empty() {
+            return Err(format!("instance {index} does not exist"));
+        }
+        if source.iter().any(|p| p["spec"]["nodeName"].is_null() || !is_ready(p)) {
+            return Ok("Accepted");
+        }
+        if !source.iter().any(|p| p["spec"]["nodeName"] == record["fromNode"]) {
+            return Err(format!(
+                "from_node {} does not match observed source node {}",
+                record["fromNode"], source[0]["spec"]["nodeName"]
+            ));
+        }
+        let used: Vec<u64> = pods
+            .iter()
+            .filter_map(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str()?.parse().ok())
+            .collect();
+        let surge = (0..).find(|i| !used.contains(i)).unwrap_or_default();
+        // The leader first: its workers' affinity names it.
+        let mut ordered = source.to_vec();
+        ordered.sort_by_key(|p| (p["metadata"]["labels"][RUNNER] == "worker", name(p).to_owned()));
+        let hints = hints(record);
+        for pod in ordered {
+            step.changes
+                .push(Change::Pod(world.admit(surge_pod(pod, surge), replica, &hints)?));
+        }
+        record["surgeInstance"] = json!(surge);
+        record["allocatedAt"] = json!(now.to_string());
+        Ok("SurgePending")
     }
 }
-
-/// The fresh-request guards (upstream's: `migrationPolicy`, the source exists, one of its
-/// pods is on `from_node`; a source not placed or not steady Ready defers), then the surge's
-/// pods at the lowest unused index, as OME renders them (the terms of the source dropped: the
-/// world's admission gives the surge its own).
-#[allow(clippy::too_many_arguments)]
-fn start_surge(
-    world: &dyn World,
-    replica: &Value,
-    record: &mut Value,
-    source: &[&Value],
-    pods: &[&Value],
-    objects: &[Value],
-    now: Timestamp,
-    step: &mut Step,
-) -> Result<&'static str, String> {
-    let index = &record["sourceInstance"];
-    let component = replica["spec"]["component"].as_str().unwrap_or_default();
-    if service_of(replica, objects)
-        .is_some_and(|s| s["spec"][component]["lifecycle"]["migrationPolicy"]["mode"] == "Never")
-    {
-        return Err("migrationPolicy mode is Never".into());
-    }
-    if source.is_empty() {
-        return Err(format!("instance {index} does not exist"));
-    }
-    if source.iter().any(|p| p["spec"]["nodeName"].is_null() || !is_ready(p)) {
-        return Ok("Accepted");
-    }
-    if !source.iter().any(|p| p["spec"]["nodeName"] == record["fromNode"]) {
-        return Err(format!(
-            "from_node {} does not match observed source node {}",
-            record["fromNode"], source[0]["spec"]["nodeName"]
-        ));
-    }
-    let used: Vec<u64> = pods
-        .iter()
-        .filter_map(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str()?.parse().ok())
-        .collect();
-    let surge = (0..).find(|i| !used.contains(i)).unwrap_or_default();
-    // The leader first: its workers' affinity names it.
-    let mut ordered = source.to_vec();
-    ordered.sort_by_key(|p| (p["metadata"]["labels"][RUNNER] == "worker", name(p).to_owned()));
-    let hints = hints(record);
-    for pod in ordered {
-        step.changes
-            .push(Change::Pod(world.admit(surge_pod(pod, surge), replica, &hints)?));
-    }
-    record["surgeInstance"] = json!(surge);
-    record["allocatedAt"] = json!(now.to_string());
-    Ok("SurgePending")
-}
-
 fn hints(record: &Value) -> Vec<String> {
     serde_json::from_value(record["hintTargetNodes"].clone()).unwrap_or_default()
 }
