@@ -13,10 +13,12 @@
 //! - moves each migration request one phase, by [`crate::ome`]'s own logic, its surge admitted by
 //!   the API server and placed by kube-scheduler ([`cluster::Cluster`]).
 //!
-//! Simpler than OME, on purpose (besides [`render`]'s): no scale-down, repair or rollout (an
-//! Instance whose pods are gone is created again at the lowest free index, incarnation 1); a
-//! component taken off the InferenceService keeps its replica; status is written whole, guarded
-//! by the resourceVersion read, rather than through OME's status writer.
+//! Simpler than OME, on purpose (besides [`render`]'s): no scale-down or rollout; a repair only
+//! of an Instance whose pods are all gone, created again at the lowest free index with
+//! incarnation 1 (upstream keeps its index and counts its incarnation up, and repairs a missing
+//! worker too); a component taken off the InferenceService keeps its replica; the status is
+//! written whole by a merge patch guarded by the resourceVersion read, rather than through OME's
+//! status writer.
 
 pub mod cluster;
 pub mod render;
@@ -72,6 +74,8 @@ pub async fn run(client: Client, options: Options) {
         said: HashSet::new(),
     };
     let started = tokio::time::Instant::now();
+    // Said when it changes: an API server away for a while is one line, and one when it is back.
+    let mut failing: Option<String> = None;
     api::log(
         WHO,
         format!(
@@ -83,8 +87,14 @@ pub async fn run(client: Client, options: Options) {
         ),
     );
     loop {
-        if let Err(e) = stand_in.pass().await {
-            stand_in.say_once(format!("reading the cluster failed: {e}"));
+        match stand_in.pass().await {
+            Err(e) if failing.as_deref() != Some(&e.to_string()) => {
+                api::log(WHO, format!("reading the cluster failed: {e}"));
+                failing = Some(e.to_string());
+            }
+            Err(_) => {}
+            Ok(()) if failing.take().is_some() => api::log(WHO, "reading the cluster again"),
+            Ok(()) => {}
         }
         if options.exit_after.is_some_and(|after| started.elapsed() >= after) {
             break;
@@ -221,7 +231,7 @@ impl StandIn {
             let ready = conditions
                 .as_array()
                 .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-                .map(|c| c["status"].clone());
+                .and_then(|c| c["status"].as_str().map(str::to_owned));
             match api::merge(
                 &self.client,
                 INFERENCE_SERVICE,
@@ -265,10 +275,11 @@ impl StandIn {
     }
 }
 
-/// Whether the replica's spec lacks what the stand-in wants in it, or keeps a spread field or
-/// lifecycle the InferenceService no longer sets.
+/// Whether the replica's spec lacks what the stand-in wants in it, or keeps a spread field the
+/// settings in effect no longer set (a lifecycle dropped from the InferenceService stays until
+/// the next write: another writer's, such as a test's, is not fought every pass).
 fn spec_differs(spec: &Value, wanted: &Value) -> bool {
-    let owned = ["topologySpread", "topologySpreadKey", "topologyKey", "lifecycle"];
+    let owned = ["topologySpread", "topologySpreadKey", "topologyKey"];
     let wanted_fields = wanted.as_object().into_iter().flatten();
     wanted_fields.clone().any(|(k, v)| &spec[k] != v) || owned.iter().any(|k| wanted[k].is_null() && !spec[k].is_null())
 }
