@@ -678,8 +678,9 @@ async fn an_omenative_pod_is_stored_with_the_p5_constraint_and_the_webhook_as_th
         let uid = replica.metadata.uid.as_deref().expect("a uid");
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
         let pod = omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", Some(uid));
-        pods.create(&PostParams::default(), &pod).await.expect("admitted");
-        let stored = pods.get("qwen3-0-6b-engine-0-default-0").await.expect("stored");
+        // The pod as the API server stored it at CREATE: once a scheduler binds it, kube-apiserver
+        // 1.35 copies its node's topology labels onto it (PodTopologyLabels admission).
+        let stored = pods.create(&PostParams::default(), &pod).await.expect("admitted");
         assert_eq!(constraints(&stored), p5_zone_constraint());
         assert_eq!(stored.metadata.labels, pod.metadata.labels, "labels kept");
         host.stop().await;

@@ -23,7 +23,7 @@ use crate::cache::{
 };
 use crate::metrics::Metrics;
 use crate::rebalance::Mode;
-use crate::reconcile::{Context, error_policy, reconcile};
+use crate::reconcile::{Context, error_policy, reconcile, within_timeout};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::schema;
 use crate::serve::Health;
@@ -178,7 +178,7 @@ async fn reconcile_all(client: Client, options: Options) {
 /// server serves its schema, asked again every few seconds (nothing is written meanwhile).
 async fn condition_refused(client: &Client) -> Option<String> {
     loop {
-        match schema::served(client).await {
+        match within_timeout("the InferenceReplica schema", schema::served(client)).await {
             Ok(document) => {
                 let refused = schema::condition_merges(&document).err();
                 if let Some(why) = &refused {
