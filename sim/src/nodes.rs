@@ -298,6 +298,8 @@ struct Kubelets {
     ips: HashMap<String, Ipv4Addr>,
     /// The uids of the pods deleted here, for the same reason.
     deleted: HashSet<String>,
+    /// Nodes seen that it does not play, until the next heartbeat.
+    others: HashSet<String>,
 }
 
 impl Kubelets {
@@ -328,6 +330,7 @@ impl Kubelets {
     /// set otherwise is set back).
     async fn heartbeat(&mut self) -> Result<(), ApiError> {
         self.refresh_nodes().await?;
+        self.others.clear();
         let now = api::now();
         for name in self.nodes.keys() {
             let Some(node) = api::get(&self.client, NODE, "", name).await? else {
@@ -351,12 +354,16 @@ impl Kubelets {
         Ok(())
     }
 
-    /// Whether the stand-in plays `node` (asked of the API server when it is new).
+    /// Whether the stand-in plays `node` (asked of the API server when it is new; a node it
+    /// does not play, a real kubelet's, is asked about again only after the next heartbeat).
     async fn plays(&mut self, node: &str) -> bool {
-        if !self.nodes.contains_key(node)
-            && let Err(e) = self.refresh_nodes().await
-        {
-            api::log(WHO, format!("reading the nodes failed: {e}"));
+        if !self.nodes.contains_key(node) && !self.others.contains(node) {
+            if let Err(e) = self.refresh_nodes().await {
+                api::log(WHO, format!("reading the nodes failed: {e}"));
+            }
+            if !self.nodes.contains_key(node) {
+                self.others.insert(node.to_owned());
+            }
         }
         self.nodes.contains_key(node)
     }
@@ -469,6 +476,7 @@ pub async fn run(client: Client, options: Options) {
         nodes: HashMap::new(),
         ips: HashMap::new(),
         deleted: HashSet::new(),
+        others: HashSet::new(),
     };
     if let Err(e) = kubelets.refresh_nodes().await {
         api::log(WHO, format!("reading the nodes failed: {e}"));
