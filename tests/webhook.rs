@@ -1098,17 +1098,21 @@ async fn a_host_that_never_answers_is_given_up_after_the_policys_ten_seconds_and
         })
         .await;
         let port = addr.port();
-        assert_eq!(
-            refused,
+        let refusal = |ending: &str| {
             (
                 500,
-                "InternalError".into(),
+                "InternalError".to_owned(),
                 format!(
                     "Internal error occurred: failed calling webhook \"clusterwide-ome-spread.kubewarden.admission\": \
                      failed to call webhook: Post \"https://127.0.0.1:{port}/validate/clusterwide-ome-spread?timeout=10s\": \
-                     context deadline exceeded"
-                )
+                     {ending}"
+                ),
             )
+        };
+        // The request's 10 s deadline and Go's 10 s TLS handshake timeout race: either may end it.
+        assert!(
+            [refusal("context deadline exceeded"), refusal("net/http: TLS handshake timeout")].contains(&refused),
+            "{refused:?}"
         );
         assert!(
             (Duration::from_secs(10)..Duration::from_secs(15)).contains(&elapsed),
