@@ -463,6 +463,35 @@ mod tests {
     }
 
     #[test]
+    fn a_decoder_takes_its_runtimes_decoder_config_and_a_namespaced_base_model() {
+        let service = json!({"metadata": {"name": "pd", "namespace": "llm", "uid": "u"},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "llama", "kind": "BaseModel"},
+                "runtime": {"name": "srt", "kind": "ServingRuntime"},
+                "decoder": {"minReplicas": 3, "topologySpreadKey": "rack"}}});
+        let runtime = json!({"kind": "ServingRuntime", "metadata": {"name": "srt", "namespace": "llm"},
+            "spec": {"decoderConfig": {"topologySpread": "Preferred", "runner": {"image": "decoder:1"},
+                "nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]},
+                "engineConfig": {"topologySpread": "Required", "runner": {"image": "engine:1"}}}});
+        let replica = replica(&service, Some(&runtime), "decoder").expect("a replica");
+        assert_eq!(
+            (
+                &replica["metadata"]["name"],
+                &replica["spec"]["replicas"],
+                &replica["spec"]["topologySpread"],
+                &replica["spec"]["topologySpreadKey"]
+            ),
+            (&json!("pd-decoder"), &json!(3), &json!("Preferred"), &json!("rack"))
+        );
+        assert_eq!(
+            replica["spec"]["runners"][0]["template"]["spec"],
+            json!({"containers": [{"image": "decoder:1", "name": "ome-container"}],
+                "nodeSelector": {"pool": "gpu", "models.ome.io/llm.basemodel.llama": "Ready"},
+                "readinessGates": [{"conditionType": "ome.io/serving"}],
+                "tolerations": [{"key": "gpu", "operator": "Exists"}]})
+        );
+    }
+
+    #[test]
     fn counts_beyond_a_test_clusters_are_refused() {
         let (mut service, mut runtime) = seed();
         service["spec"]["engine"]["minReplicas"] = json!(100_000);
