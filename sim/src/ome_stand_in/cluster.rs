@@ -26,7 +26,10 @@ impl World for Cluster {
     fn admit(&self, mut pod: Value, replica: &Value, hints: &[String]) -> Result<Value, String> {
         let runner = pod["metadata"]["labels"][RUNNER].clone();
         let runners = replica["spec"]["runners"].as_array().cloned().unwrap_or_default();
-        if let Some(template) = runners.iter().find(|r| r["name"] == runner) {
+        let template = runners
+            .iter()
+            .find(|r| r["name"] == runner && r["template"]["spec"].is_object());
+        if let Some(template) = template {
             pod["spec"] = template["template"]["spec"].clone();
             pod["metadata"]["labels"][REVISION_HASH] = json!(render::revision_hash(replica));
         }
@@ -39,10 +42,17 @@ impl World for Cluster {
         if !hints.is_empty() {
             let preferred = json!({"weight": 100, "preference": {"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": hints}]}});
-            let terms = &mut pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
-            match terms.as_array_mut() {
-                Some(terms) => terms.push(preferred),
-                None => *terms = json!([preferred]),
+            let path = [
+                "spec",
+                "affinity",
+                "nodeAffinity",
+                "preferredDuringSchedulingIgnoredDuringExecution",
+            ];
+            match render::slot(&mut pod, &path) {
+                Some(Value::Array(terms)) => terms.push(preferred),
+                Some(terms) => *terms = json!([preferred]),
+                // A malformed affinity is the API server's to refuse.
+                None => {}
             }
         }
         Ok(pod)

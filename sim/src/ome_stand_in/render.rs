@@ -261,7 +261,9 @@ pub fn in_tree_terms(pod: &mut Value, replica: &Value) {
             let (Some(spread), Some(key)) = (settings.spread, settings.domain_key()) else {
                 return;
             };
-            let constraints = &mut pod["spec"]["topologySpreadConstraints"];
+            let Some(constraints) = slot(pod, &["spec", "topologySpreadConstraints"]) else {
+                return;
+            };
             if constraints
                 .as_array()
                 .is_some_and(|cs| cs.iter().any(|c| c["topologyKey"] == key))
@@ -276,7 +278,15 @@ pub fn in_tree_terms(pod: &mut Value, replica: &Value) {
             let Some(key) = settings.topology_key.as_deref() else {
                 return;
             };
-            let terms = &mut pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+            let path = [
+                "spec",
+                "affinity",
+                "podAffinity",
+                "requiredDuringSchedulingIgnoredDuringExecution",
+            ];
+            let Some(terms) = slot(pod, &path) else {
+                return;
+            };
             if terms
                 .as_array()
                 .is_some_and(|ts| ts.iter().any(|t| t["topologyKey"] == key))
@@ -291,6 +301,20 @@ pub fn in_tree_terms(pod: &mut Value, replica: &Value) {
     }
 }
 
+/// The field at `path`, the objects on the way made where they are unset; None where one is
+/// something else (a runtime's `affinity: "x"`), which is left as it is rather than indexed.
+pub fn slot<'a>(value: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
+    let mut at = value;
+    for key in path {
+        if at.is_null() {
+            *at = json!({});
+        }
+        at = at.as_object_mut()?.entry(*key).or_insert(Value::Null);
+    }
+    Some(at)
+}
+
+/// Appends `item` to the list, or makes it one.
 fn push(list: &mut Value, item: Value) {
     match list.as_array_mut() {
         Some(items) => items.push(item),
@@ -489,6 +513,24 @@ mod tests {
                 "readinessGates": [{"conditionType": "ome.io/serving"}],
                 "tolerations": [{"key": "gpu", "operator": "Exists"}]})
         );
+    }
+
+    #[test]
+    fn a_malformed_runtime_field_is_left_as_it_is_not_indexed() {
+        let (mut service, mut runtime) = seed();
+        service["spec"]["engine"]["topologyKey"] = json!("rack");
+        runtime["spec"]["engineConfig"]["worker"] = json!({"size": 1});
+        runtime["spec"]["engineConfig"]["affinity"] = json!("anywhere");
+        let replica = replica(&service, Some(&runtime), "engine").expect("a replica");
+        let pods = instance_pods(&replica, 0, 1, Terms::InTree);
+        assert_eq!(
+            pods[1]["spec"]["affinity"],
+            json!("anywhere"),
+            "no worker term, no panic"
+        );
+        let mut odd = json!({"metadata": {"labels": {"ome.io/runner": "default"}}, "spec": "x"});
+        in_tree_terms(&mut odd, &replica);
+        assert_eq!(odd["spec"], json!("x"));
     }
 
     #[test]
