@@ -146,6 +146,75 @@ pub fn layout(name: &str) -> Option<Vec<NodeShape>> {
     }
 }
 
+/// Node shapes from JSON (or YAML read into JSON): a list of objects, each `name` and any of
+/// `zone`, `rack`, `models` (a list), `gpus`, `cpus`, `memory`, `pods`, `labels` (a map),
+/// `taints` (a list, as in `spec.taints`), `unschedulable`; what is unset is
+/// [`NodeShape::gpu`]'s. A bad field is named, not guessed.
+pub fn shapes_from_json(value: &Value) -> Result<Vec<NodeShape>, String> {
+    let nodes = value.as_array().ok_or("the nodes must be a list")?;
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| shape_from_json(i, node))
+        .collect()
+}
+
+fn shape_from_json(i: usize, node: &Value) -> Result<NodeShape, String> {
+    let bad = |field: &str, want: &str| format!("node {i}: {field} must be {want}, not {}", node[field]);
+    let text = |field: &str| match &node[field] {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        _ => Err(bad(field, "a string")),
+    };
+    let count = |field: &str, default: u32| match &node[field] {
+        Value::Null => Ok(default),
+        v => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| bad(field, "a whole number")),
+    };
+    let name = text("name")?.ok_or(format!("node {i}: a name is needed"))?;
+    let mut shape = NodeShape::gpu(&name, "", "");
+    shape.zone = text("zone")?;
+    shape.rack = text("rack")?;
+    if !node["models"].is_null() {
+        let models = node["models"].as_array().ok_or_else(|| bad("models", "a list"))?;
+        shape.models = models
+            .iter()
+            .map(|m| {
+                m.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| bad("models", "a list of names"))
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    shape.gpus = count("gpus", shape.gpus)?;
+    shape.cpus = count("cpus", shape.cpus)?;
+    shape.pods = count("pods", shape.pods)?;
+    if let Some(memory) = text("memory")? {
+        shape.memory = memory;
+    }
+    if !node["labels"].is_null() {
+        let labels = node["labels"].as_object().ok_or_else(|| bad("labels", "a map"))?;
+        for (key, value) in labels {
+            let value = value.as_str().ok_or_else(|| bad("labels", "a map of strings"))?;
+            shape.labels.insert(key.clone(), value.to_owned());
+        }
+    }
+    if !node["taints"].is_null() {
+        shape.taints = node["taints"]
+            .as_array()
+            .ok_or_else(|| bad("taints", "a list"))?
+            .clone();
+    }
+    shape.unschedulable = match &node["unschedulable"] {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        _ => return Err(bad("unschedulable", "true or false")),
+    };
+    Ok(shape)
+}
+
 /// The Node's metadata and spec, as the stand-in applies them.
 pub fn node(shape: &NodeShape) -> Value {
     let mut spec = json!({});
@@ -590,6 +659,41 @@ mod tests {
         );
         assert_eq!(layout("three-zones").map(|n| n.len()), Some(3));
         assert_eq!(layout("one-zone"), None);
+    }
+
+    #[test]
+    fn a_layout_file_gives_each_node_its_shape_and_names_a_bad_field() {
+        let file = json!([
+            {"name": "gpu-node-1", "zone": "zone-a", "rack": "rack-a1", "gpus": 2},
+            {"name": "cpu-node-1", "models": [], "gpus": 0, "unschedulable": true,
+                "taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}], "labels": {"pool": "cpu"}}
+        ]);
+        let shapes = shapes_from_json(&file).expect("shapes");
+        let mut first = NodeShape::gpu("gpu-node-1", "zone-a", "rack-a1");
+        first.gpus = 2;
+        let mut second = NodeShape::gpu("cpu-node-1", "", "");
+        (
+            second.zone,
+            second.rack,
+            second.models,
+            second.gpus,
+            second.unschedulable,
+        ) = (None, None, vec![], 0, true);
+        second.taints = vec![json!({"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"})];
+        second.labels.insert("pool".into(), "cpu".into());
+        assert_eq!(shapes, [first, second]);
+        assert_eq!(
+            shapes_from_json(&json!([{"name": "n", "gpus": "two"}])),
+            Err("node 0: gpus must be a whole number, not \"two\"".into())
+        );
+        assert_eq!(
+            shapes_from_json(&json!([{"zone": "zone-a"}])),
+            Err("node 0: a name is needed".into())
+        );
+        assert_eq!(
+            shapes_from_json(&json!({"name": "n"})),
+            Err("the nodes must be a list".into())
+        );
     }
 
     fn pod() -> Value {

@@ -38,8 +38,12 @@ enum Command {
     /// being deleted gone at once, the nodes kept Ready.
     Nodes {
         /// two-zones, three-zones or racks; none: only play the nodes already there.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "layout_file")]
         layout: Option<String>,
+        /// The nodes from a file instead: a JSON or YAML list of {name, zone, rack, models, gpus,
+        /// cpus, memory, pods, labels, taints, unschedulable}, unset fields as a layout's.
+        #[arg(long)]
+        layout_file: Option<PathBuf>,
     },
     /// Do what OME v1.3 does for OMENative InferenceServices: their InferenceReplicas, their
     /// Instances' pods, statuses, and migration requests (surge, then drain).
@@ -67,16 +71,27 @@ async fn main() -> ExitCode {
     let exit_after = cli.exit_after.map(Duration::from_secs);
     let run = async {
         match cli.command {
-            Command::Nodes { layout } => {
-                if let Some(name) = layout {
-                    let Some(shapes) = nodes::layout(&name) else {
-                        eprintln!("stand-in: no layout {name}: one of {}", nodes::LAYOUTS.join(", "));
-                        return ExitCode::from(2);
-                    };
-                    if let Err(e) = nodes::create_nodes(&client, &shapes).await {
-                        eprintln!("stand-in: the nodes of {name} not created: {e}");
-                        return ExitCode::FAILURE;
-                    }
+            Command::Nodes { layout, layout_file } => {
+                let shapes = match (layout, layout_file) {
+                    (Some(name), _) => match nodes::layout(&name) {
+                        Some(shapes) => shapes,
+                        None => {
+                            eprintln!("stand-in: no layout {name}: one of {}", nodes::LAYOUTS.join(", "));
+                            return ExitCode::from(2);
+                        }
+                    },
+                    (None, Some(file)) => match read_shapes(&file) {
+                        Ok(shapes) => shapes,
+                        Err(e) => {
+                            eprintln!("stand-in: {}: {e}", file.display());
+                            return ExitCode::from(2);
+                        }
+                    },
+                    (None, None) => Vec::new(),
+                };
+                if let Err(e) = nodes::create_nodes(&client, &shapes).await {
+                    eprintln!("stand-in: the nodes not created: {e}");
+                    return ExitCode::FAILURE;
                 }
                 let options = nodes::Options {
                     exit_after,
@@ -112,4 +127,11 @@ async fn main() -> ExitCode {
         code = run => code,
         _ = tokio::signal::ctrl_c() => ExitCode::SUCCESS,
     }
+}
+
+/// A layout file's node shapes.
+fn read_shapes(file: &std::path::Path) -> Result<Vec<nodes::NodeShape>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+    let value: serde_json::Value = serde_saphyr::from_str(&text).map_err(|e| e.to_string())?;
+    nodes::shapes_from_json(&value)
 }
