@@ -11,8 +11,13 @@
 mod live;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use live::{Process, kubectl, table};
+use ome_spread_controller::controller::{self, Options};
+use ome_spread_controller::rebalance::Mode;
+use ome_spread_core::settings::Settings;
+use ome_spread_sim::nodes::{self, NodeShape};
 
 /// The seed's prerequisites: the ClusterBaseModel `qwen3-0-6b`, Ready, and the
 /// ClusterServingRuntime `srt-qwen3-0-6b`, whose engine asks for what the seed says one engine
@@ -65,10 +70,14 @@ struct World {
     admin: PathBuf,
     scratch: PathBuf,
     processes: Vec<Process>,
+    controller: Option<tokio::task::JoinHandle<Result<(), String>>>,
 }
 
 impl World {
-    async fn start(admin: PathBuf, layout: &str) -> World {
+    /// The seed's prerequisites for `model` (its ClusterBaseModel, Ready, and the runtime
+    /// `srt-<model>`) on `nodes`, OME's CRDs, the stand-ins, the policy behind its webhook and,
+    /// when `lease` names its namespace, the controller.
+    async fn start(admin: PathBuf, model: &str, nodes: &[NodeShape], lease: Option<&str>) -> World {
         let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
         let crds = std::fs::read_to_string(live::workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
@@ -78,13 +87,13 @@ impl World {
             &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
         )
         .await;
-        live::apply(&admin, PREREQUISITES).await;
+        live::apply(&admin, &PREREQUISITES.replace("qwen3-0-6b", model)).await;
         kubectl(
             &admin,
             &[
                 "patch",
                 "clusterbasemodel",
-                "qwen3-0-6b",
+                model,
                 "--subresource=status",
                 "--type=merge",
                 "-p",
@@ -92,18 +101,35 @@ impl World {
             ],
         )
         .await;
+        let client = live::client_of(&admin).await;
+        nodes::create_nodes(&client, nodes).await.expect("the nodes");
         let mut processes = Vec::new();
         let env = [("KUBECONFIG", admin.as_path())];
         let stand_in = live::binary("stand-in");
-        let (nodes, _) = Process::start("nodes", &stand_in, &["nodes", "--layout", layout], &env, "nodes: ready").await;
+        let (nodes, _) = Process::start("nodes", &stand_in, &["nodes"], &env, "nodes: ready").await;
         processes.push(nodes);
         let (ome, _) = Process::start("ome", &stand_in, &["ome", "--no-in-tree-terms"], &env, "ome: ready").await;
         processes.push(ome);
         processes.push(admission_host(&admin, &scratch).await);
+        let controller = lease.map(|namespace| {
+            tokio::spawn(controller::run(
+                client,
+                Options {
+                    settings: Settings::default(),
+                    lease_namespace: namespace.into(),
+                    identity: "e2e".into(),
+                    health: Arc::default(),
+                    metrics: Arc::default(),
+                    rebalance: Mode::Recommend,
+                    max_per_hour: 10,
+                },
+            ))
+        });
         World {
             admin,
             scratch,
             processes,
+            controller,
         }
     }
 
@@ -114,6 +140,9 @@ impl World {
     /// Stops the stand-ins and the admission host, and takes the webhook away with the host (its
     /// failurePolicy Fail would refuse every OMENative pod of the next test).
     async fn stop(self) {
+        if let Some(controller) = self.controller {
+            controller.abort();
+        }
         for process in self.processes {
             process.kill().await;
         }
@@ -189,7 +218,8 @@ async fn step_1_and_step_2_as_the_seed_writes_them() {
         eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
-    let world = World::start(admin, "two-zones").await;
+    let layout = nodes::layout("two-zones").expect("the seed's nodes");
+    let world = World::start(admin, "qwen3-0-6b", &layout, None).await;
 
     // Step 1.
     assert_eq!(
@@ -294,4 +324,201 @@ async fn step_1_and_step_2_as_the_seed_writes_them() {
         "namespace \"spread-demo\" deleted\n"
     );
     world.stop().await;
+}
+
+/// One row of the seed's troubleshooting tables, produced for real: its nodes (each scenario has
+/// a model of its own, Ready only on its own nodes, so that the nodes of other rows are not
+/// selected), the engine's fields, and what the controller and `explain` must say, written by
+/// hand from SPEC section 4 and the seed's tables.
+struct Row {
+    /// The namespace and the model.
+    name: &'static str,
+    nodes: Vec<NodeShape>,
+    /// The engine's fields in the InferenceService, as YAML.
+    engine: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    /// `explain`'s Why and What to do lines.
+    why: &'static str,
+    what: &'static str,
+}
+
+/// A node of `row`'s model with room for `gpus` of the seed's engine pods.
+fn node(row: &str, name: &str, zone: Option<&str>, gpus: u32) -> NodeShape {
+    let mut shape = NodeShape::gpu(&format!("{row}-{name}"), "", &format!("{row}-rack"));
+    shape.zone = zone.map(str::to_owned);
+    shape.models = vec![row.to_owned()];
+    shape.gpus = gpus;
+    shape.cpus = 10 * gpus + 6;
+    shape.memory = format!("{}Gi", 30 * gpus + 34);
+    shape
+}
+
+async fn troubleshoot(row: Row) {
+    let Some(admin) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    let namespace = row.name;
+    live::fresh_namespace(&admin, namespace).await;
+    let world = World::start(admin, row.name, &row.nodes, Some(namespace)).await;
+    let service = format!(
+        "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {{name: qwen3-0-6b, namespace: {namespace}}}\n\
+         spec:\n  deploymentMode: OMENative\n  model: {{name: {}}}\n  runtime: {{name: srt-{}}}\n  engine:\n{}",
+        row.name, row.name, row.engine
+    );
+    live::apply(&world.admin, &service).await;
+
+    let replica = || async {
+        let args = [
+            "get",
+            "inferencereplica",
+            "qwen3-0-6b-engine",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+        ];
+        let printed = live::kubectl_with(&world.admin, &args, None).await;
+        serde_json::from_str::<serde_json::Value>(&printed.stdout).ok()
+    };
+    let condition = live::eventually(&format!("Spread {} ({})", row.status, row.reason), 120, || async {
+        let replica = replica().await?;
+        let condition = replica["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Spread" && c["reason"] == row.reason)?
+            .clone();
+        Some(condition)
+    })
+    .await;
+    let message = format!("{} {}", row.why, row.what);
+    assert_eq!(
+        (condition["status"].as_str(), condition["message"].as_str()),
+        (Some(row.status), Some(message.as_str())),
+        "the Spread condition as the API server stores it: {condition}"
+    );
+    let events = world
+        .kubectl(&[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            namespace,
+            "--field-selector",
+            &format!("reason={}", row.reason),
+            "-o",
+            "jsonpath={range .items[*]}{.type} {.regarding.kind}/{.regarding.name}: {.note}{\"\\n\"}{end}",
+        ])
+        .await;
+    let kind = if row.status == "True" { "Normal" } else { "Warning" };
+    assert_eq!(
+        events,
+        format!("{kind} InferenceReplica/qwen3-0-6b-engine: {message}\n")
+    );
+
+    let explain = tokio::process::Command::new(live::binary("ome-spread"))
+        .args(["explain", "qwen3-0-6b", "-n", namespace])
+        .env("KUBECONFIG", &world.admin)
+        .output()
+        .await
+        .expect("explain runs");
+    let printed = String::from_utf8_lossy(&explain.stdout);
+    let tail: Vec<&str> = printed
+        .lines()
+        .skip_while(|l| !l.starts_with("Spread: "))
+        .take(3)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            format!("Spread: {} ({})", row.status, row.reason),
+            format!("Why: {}", row.why),
+            format!("What to do: {}", row.what),
+        ],
+        "{printed}"
+    );
+    assert_eq!(explain.status.code(), Some(if row.status == "True" { 0 } else { 1 }));
+
+    world
+        .kubectl(&["delete", "namespace", namespace, "--timeout=60s"])
+        .await;
+    let names: Vec<&str> = row.nodes.iter().map(|n| n.name.as_str()).collect();
+    world.kubectl(&[&["delete", "node"][..], &names].concat()).await;
+    world.stop().await;
+}
+
+/// "An Instance stays Pending", the count has no suffix: the domain with the fewest Instances
+/// (zone-b) is full, zone-a has room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn a_full_domain_keeps_an_instance_pending_domains_full() {
+    troubleshoot(Row {
+        name: "full",
+        nodes: vec![
+            node("full", "a1", Some("zone-a"), 1),
+            node("full", "a2", Some("zone-a"), 1),
+            node("full", "a3", Some("zone-a"), 1),
+            node("full", "b1", Some("zone-b"), 1),
+        ],
+        engine: "    minReplicas: 4\n    maxReplicas: 4\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
+        status: "False",
+        reason: "DomainsFull",
+        why: "qwen3-0-6b-engine-3-default-0 stays Pending: the domains with the fewest of the component's Instances are full.",
+        what: "Free room in one of them, or run fewer Instances.",
+    })
+    .await;
+}
+
+/// "An Instance stays Pending", the count ends in `(missing required label)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn nodes_without_the_key_keep_an_instance_pending_missing_label() {
+    troubleshoot(Row {
+        name: "unlabelled",
+        nodes: vec![
+            node("unlabelled", "a1", Some("zone-a"), 1),
+            node("unlabelled", "x1", None, 1),
+        ],
+        engine: "    minReplicas: 2\n    maxReplicas: 2\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
+        status: "False",
+        reason: "MissingLabel",
+        why: "the nodes unlabelled-x1 lack the label topology.kubernetes.io/zone, so Required skips them.",
+        what: "Label the nodes, or correct topologySpreadKey.",
+    })
+    .await;
+}
+
+/// "The Instances landed in one domain", all the values right: the model is Ready in one zone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn the_model_in_one_zone_puts_every_instance_there_single_domain() {
+    troubleshoot(Row {
+        name: "single",
+        nodes: vec![node("single", "a1", Some("zone-a"), 1), node("single", "a2", Some("zone-a"), 1)],
+        engine: "    minReplicas: 2\n    maxReplicas: 2\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
+        status: "False",
+        reason: "SingleDomain",
+        why: "only one domain (zone-a) has a node the pods select.",
+        what: "Put the model on nodes in a second domain, as Choose the nodes shows.",
+    })
+    .await;
+}
+
+/// "The Instances landed in one domain", SPREAD-KEY and TOPOLOGY-KEY both `<none>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn a_spread_without_a_key_no_key() {
+    troubleshoot(Row {
+        name: "nokey",
+        nodes: vec![
+            node("nokey", "a1", Some("zone-a"), 1),
+            node("nokey", "b1", Some("zone-b"), 1),
+        ],
+        engine: "    minReplicas: 2\n    maxReplicas: 2\n    topologySpread: Required\n",
+        status: "False",
+        reason: "NoKey",
+        why: "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on.",
+        what: "Set topologySpreadKey.",
+    })
+    .await;
 }
