@@ -380,9 +380,11 @@ pub fn replica_status(replica: &Value, pods: &[&Value], now: &str) -> Value {
             now,
         )
     };
+    // Available and serving as soon as Ready: no minReadySeconds, and the node stand-in starts
+    // every pod with its `ome.io/serving` gate True.
     json!({
         "observedGeneration": replica["metadata"]["generation"],
-        "replicas": instances.len(), "readyReplicas": ready,
+        "replicas": instances.len(), "readyReplicas": ready, "availableReplicas": ready, "servingReplicas": ready,
         "labelSelector": format!("{INFERENCE_SERVICE}={service},{COMPONENT}={component}"),
         "conditions": with_condition(&replica["status"]["conditions"], condition),
     })
@@ -670,7 +672,7 @@ mod tests {
         let status = replica_status(&replica, &[&zero, &one], "2026-12-01T10:00:00Z");
         assert_eq!(
             status,
-            json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 1,
+            json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 1, "availableReplicas": 1, "servingReplicas": 1,
                 "labelSelector": "ome.io/inferenceservice=qwen3-0-6b,component=engine",
                 "conditions": [
                     {"type": "Spread", "status": "True", "reason": "Satisfied", "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"},
