@@ -7,7 +7,9 @@
 //! Simpler than a kubelet or kwok, on purpose: no containers run, so a pod goes from bound to
 //! Ready in one write, and never fails or restarts; pod IPs come from one range for every node;
 //! the Ready condition and the node's Lease are renewed on a timer, and nothing else of a node's
-//! status changes.
+//! status changes. It also does two jobs of controllers cluster/up.sh does not run: it takes the
+//! `node.kubernetes.io/not-ready` taint the API server puts on a new node off (the node lifecycle
+//! controller's), and deletes the pods of a node that is gone (the pod garbage collector's).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::Ipv4Addr;
