@@ -76,8 +76,8 @@ struct World {
 impl World {
     /// The seed's prerequisites for `model` (its ClusterBaseModel, Ready, and the runtime
     /// `srt-<model>`) on `nodes`, OME's CRDs, the stand-ins, the policy behind its webhook and,
-    /// when `lease` names its namespace, the controller.
-    async fn start(admin: PathBuf, model: &str, nodes: &[NodeShape], lease: Option<&str>) -> World {
+    /// when asked, the controller (its Lease's namespace, its rebalance mode).
+    async fn start(admin: PathBuf, model: &str, nodes: &[NodeShape], controller: Option<(&str, Mode)>) -> World {
         let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
         let crds = std::fs::read_to_string(live::workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
@@ -111,7 +111,7 @@ impl World {
         let (ome, _) = Process::start("ome", &stand_in, &["ome", "--no-in-tree-terms"], &env, "ome: ready").await;
         processes.push(ome);
         processes.push(admission_host(&admin, &scratch).await);
-        let controller = lease.map(|namespace| {
+        let controller = controller.map(|(namespace, rebalance)| {
             tokio::spawn(controller::run(
                 client,
                 Options {
@@ -120,7 +120,7 @@ impl World {
                     identity: "e2e".into(),
                     health: Arc::default(),
                     metrics: Arc::default(),
-                    rebalance: Mode::Recommend,
+                    rebalance,
                     max_per_hour: 10,
                 },
             ))
@@ -361,7 +361,7 @@ async fn troubleshoot(row: Row) {
     };
     let namespace = row.name;
     live::fresh_namespace(&admin, namespace).await;
-    let world = World::start(admin, row.name, &row.nodes, Some(namespace)).await;
+    let world = World::start(admin, row.name, &row.nodes, Some((namespace, Mode::Recommend))).await;
     let service = format!(
         "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {{name: qwen3-0-6b, namespace: {namespace}}}\n\
          spec:\n  deploymentMode: OMENative\n  model: {{name: {}}}\n  runtime: {{name: srt-{}}}\n  engine:\n{}",
@@ -521,4 +521,142 @@ async fn a_spread_without_a_key_no_key() {
         what: "Set topologySpreadKey.",
     })
     .await;
+}
+
+/// "Add the spread to a running InferenceService": two Instances run in zone-a (zone-b's node
+/// cordoned); the spread is added: they stay where they are (`PodsPredateChange`); zone-b
+/// opens, and the controller under `--rebalance migrate` requests one migration of OME (the
+/// stand-in), whose surge the policy gives the constraint and kube-scheduler places in zone-b,
+/// before the source drains: two Instances serve throughout, one request in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
+    let Some(admin) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    let namespace = "added";
+    live::fresh_namespace(&admin, namespace).await;
+    let mut b1 = node(namespace, "b1", Some("zone-b"), 1);
+    b1.unschedulable = true;
+    let shapes = vec![node(namespace, "a1", Some("zone-a"), 2), b1];
+    let world = World::start(admin, namespace, &shapes, Some((namespace, Mode::Migrate))).await;
+    let service = |spread: &str| {
+        format!(
+            "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {{name: qwen3-0-6b, namespace: {namespace}}}\n\
+             spec:\n  deploymentMode: OMENative\n  model: {{name: {namespace}}}\n  runtime: {{name: srt-{namespace}}}\n  \
+             engine:\n    minReplicas: 2\n    maxReplicas: 2\n{spread}"
+        )
+    };
+    live::apply(&world.admin, &service("")).await;
+    world
+        .kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "inferenceservice/qwen3-0-6b",
+            "-n",
+            namespace,
+            "--timeout=120s",
+        ])
+        .await;
+    let columns = "custom-columns=NAME:.metadata.name,SPREAD-KEY:.spec.topologySpreadConstraints[*].topologyKey,\
+                   WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable,NODE:.spec.nodeName";
+    let pods = || async { world.kubectl(&["get", "pods", "-n", namespace, "-o", columns]).await };
+    assert_eq!(
+        table(&pods().await),
+        [
+            row(&["NAME", "SPREAD-KEY", "WHEN", "NODE"]),
+            row(&["qwen3-0-6b-engine-0-default-0", "<none>", "<none>", "added-a1"]),
+            row(&["qwen3-0-6b-engine-1-default-0", "<none>", "<none>", "added-a1"]),
+        ]
+    );
+
+    // The spread added: the running Instances stay, and predate it.
+    let spread = "    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n";
+    live::apply(&world.admin, &service(spread)).await;
+    let reason = || async {
+        let args = [
+            "get",
+            "inferencereplica",
+            "qwen3-0-6b-engine",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Spread\")].reason}",
+        ];
+        live::kubectl_with(&world.admin, &args, None).await.stdout
+    };
+    live::eventually("PodsPredateChange", 60, || async {
+        (reason().await == "PodsPredateChange").then_some(())
+    })
+    .await;
+
+    // Zone-b opens: one migration, surge first. Not within 5 s of the change: policy-server (and
+    // the admission host, as it) answers a replica's lookup from its cache for 5 s, so a surge
+    // admitted sooner gets the replica's old settings (seen here: a surge without constraint).
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    world.kubectl(&["uncordon", "added-b1"]).await;
+    let serving = || async {
+        let args = [
+            "get",
+            "pods",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ];
+        let printed = live::kubectl_with(&world.admin, &args, None).await.stdout;
+        printed.lines().filter(|l| *l == "True").count()
+    };
+    let moved = live::eventually("an Instance in zone-b", 180, || async {
+        let ready = serving().await;
+        assert!(ready >= 2, "serving dropped to {ready}");
+        let now = table(&pods().await);
+        (now.len() == 3 && now.iter().any(|p| p[3] == "added-b1")).then_some(now)
+    })
+    .await;
+    // Instance 2 replaced Instance 0 or 1 (the planner's choice): it carries the constraint.
+    let kept = moved
+        .iter()
+        .find(|p| p[3] == "added-a1")
+        .expect("an Instance left in zone-a")[0]
+        .clone();
+    assert!(
+        kept == "qwen3-0-6b-engine-0-default-0" || kept == "qwen3-0-6b-engine-1-default-0",
+        "{moved:?}"
+    );
+    assert_eq!(
+        moved,
+        [
+            row(&["NAME", "SPREAD-KEY", "WHEN", "NODE"]),
+            row(&[&kept, "<none>", "<none>", "added-a1"]),
+            row(&[
+                "qwen3-0-6b-engine-2-default-0",
+                "topology.kubernetes.io/zone",
+                "DoNotSchedule",
+                "added-b1"
+            ]),
+        ]
+    );
+    let source = if kept.contains("-0-") { 1 } else { 0 };
+    let args = [
+        "get",
+        "inferencereplica",
+        "qwen3-0-6b-engine",
+        "-n",
+        namespace,
+        "-o",
+        "jsonpath={range .status.migrations[*]}{.phase} {.sourceInstance}{\"\\n\"}{end}",
+    ];
+    live::eventually("one migration, completed", 60, || async {
+        let records = live::kubectl_with(&world.admin, &args, None).await.stdout;
+        assert_eq!(records.lines().count(), 1, "one migration in all: {records}");
+        (records == format!("Completed {source}\n")).then_some(())
+    })
+    .await;
+    world
+        .kubectl(&["delete", "namespace", namespace, "--timeout=60s"])
+        .await;
+    world.kubectl(&["delete", "node", "added-a1", "added-b1"]).await;
+    world.stop().await;
 }
