@@ -660,3 +660,47 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
     world.kubectl(&["delete", "node", "added-a1", "added-b1"]).await;
     world.stop().await;
 }
+
+/// "An Instance stays Pending", every node of one domain cordoned: that domain still counts (the
+/// default nodeTaintsPolicy), and its count of 0 holds the third Instance back from the others,
+/// which have room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn a_cordoned_domain_holds_the_others_back_domains_full() {
+    let mut a1 = node("cordoned", "a1", Some("zone-a"), 3);
+    a1.unschedulable = true;
+    troubleshoot(Row {
+        name: "cordoned",
+        nodes: vec![
+            a1,
+            node("cordoned", "b1", Some("zone-b"), 3),
+            node("cordoned", "c1", Some("zone-c"), 3),
+        ],
+        engine: "    minReplicas: 3\n    maxReplicas: 3\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
+        status: "False",
+        reason: "DomainsFull",
+        why: "qwen3-0-6b-engine-2-default-0 stays Pending: the domains with the fewest of the component's Instances are full.",
+        what: "Free room in one of them, or run fewer Instances.",
+    })
+    .await;
+}
+
+/// "The Instances landed in one domain", WHEN `ScheduleAnyway`: Preferred used zone-a while
+/// zone-b, with the fewest Instances, was full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn preferred_piles_into_the_domain_with_room_skewed() {
+    troubleshoot(Row {
+        name: "preferred",
+        nodes: vec![
+            node("preferred", "a1", Some("zone-a"), 2),
+            node("preferred", "b1", Some("zone-b"), 0),
+        ],
+        engine: "    minReplicas: 2\n    maxReplicas: 2\n    topologySpread: Preferred\n    topologySpreadKey: topology.kubernetes.io/zone\n",
+        status: "False",
+        reason: "Skewed",
+        why: "Instances per domain (zone-a: 2, zone-b: 0) differ by 2, more than maxSkew 1.",
+        what: "Request an Instance migration to move an Instance out of the fullest domain.",
+    })
+    .await;
+}
