@@ -527,6 +527,9 @@ pub struct Options {
     pub heartbeat: Duration,
     /// Stop after this long (None: until the task is dropped).
     pub exit_after: Option<Duration>,
+    /// Stop when the API server has not answered for this long (see
+    /// [`crate::ome_stand_in::GIVE_UP`]).
+    pub give_up: Option<Duration>,
 }
 
 impl Default for Options {
@@ -534,6 +537,7 @@ impl Default for Options {
         Self {
             heartbeat: Duration::from_secs(10),
             exit_after: None,
+            give_up: Some(crate::ome_stand_in::GIVE_UP),
         }
     }
 }
@@ -563,12 +567,20 @@ pub async fn run(client: Client, options: Options) {
     };
     let mut end = std::pin::pin!(end);
     api::log(WHO, format!("playing {} nodes", kubelets.nodes.len()));
+    let mut answered = tokio::time::Instant::now();
+    // The watch retries with backoff: an error is said when it changes, not on every retry.
+    let mut watch_error: Option<String> = None;
     loop {
         tokio::select! {
             () = &mut end => break,
             _ = ticks.tick() => {
-                if let Err(e) = kubelets.heartbeat().await {
-                    api::log(WHO, format!("keeping the nodes Ready failed: {e}"));
+                match kubelets.heartbeat().await {
+                    Ok(()) => answered = tokio::time::Instant::now(),
+                    Err(e) => api::log(WHO, format!("keeping the nodes Ready failed: {e}")),
+                }
+                if let Some(give_up) = options.give_up.filter(|give_up| answered.elapsed() >= *give_up) {
+                    api::log(WHO, format!("the API server has not answered for {} s: stopping", give_up.as_secs()));
+                    break;
                 }
                 if let Err(e) = kubelets.resync().await {
                     api::log(WHO, format!("reading the pods failed: {e}"));
@@ -586,8 +598,14 @@ pub async fn run(client: Client, options: Options) {
                     kubelets.ips.remove(&uid);
                     kubelets.deleted.remove(&uid);
                 }
-                Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
-                Some(Err(e)) => api::log(WHO, format!("watching the pods: {e}")),
+                Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => watch_error = None,
+                Some(Err(e)) => {
+                    let said = e.to_string();
+                    if watch_error.as_deref() != Some(&said) {
+                        api::log(WHO, format!("watching the pods: {said}"));
+                        watch_error = Some(said);
+                    }
+                }
                 None => break,
             },
         }

@@ -28,6 +28,9 @@ struct Cli {
     /// Stop after this many seconds.
     #[arg(long, global = true)]
     exit_after: Option<u64>,
+    /// Stop when the API server has not answered for this many seconds (0: never).
+    #[arg(long, global = true, default_value_t = 300)]
+    give_up: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -69,6 +72,7 @@ async fn main() -> ExitCode {
         }
     };
     let exit_after = cli.exit_after.map(Duration::from_secs);
+    let give_up = Some(Duration::from_secs(cli.give_up)).filter(|d| !d.is_zero());
     let run = async {
         match cli.command {
             Command::Nodes { layout, layout_file } => {
@@ -95,6 +99,7 @@ async fn main() -> ExitCode {
                 }
                 let options = nodes::Options {
                     exit_after,
+                    give_up,
                     ..nodes::Options::default()
                 };
                 // Ready: the nodes are there, and the watch's first list catches every pod bound
@@ -114,6 +119,7 @@ async fn main() -> ExitCode {
                     },
                     deadline: jiff::SignedDuration::from_secs(migration_deadline),
                     exit_after,
+                    give_up,
                     ..ome_stand_in::Options::default()
                 };
                 // Ready: each pass reads the cluster afresh, the first one included.

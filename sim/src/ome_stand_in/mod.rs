@@ -42,6 +42,9 @@ pub use render::Terms;
 pub const MANAGER: &str = "ome-stand-in";
 const WHO: &str = "OME stand-in";
 
+/// How long the stand-ins wait for an API server that does not answer, by default.
+pub const GIVE_UP: Duration = Duration::from_secs(300);
+
 /// How the OME stand-in runs.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -52,6 +55,9 @@ pub struct Options {
     pub deadline: SignedDuration,
     /// Stop after this long (None: until the task is dropped).
     pub exit_after: Option<Duration>,
+    /// Stop when the API server has not answered for this long: its cluster is gone, and a
+    /// stand-in a test left behind does not run on for ever.
+    pub give_up: Option<Duration>,
 }
 
 impl Default for Options {
@@ -61,6 +67,7 @@ impl Default for Options {
             interval: Duration::from_secs(1),
             deadline: SignedDuration::from_mins(10),
             exit_after: None,
+            give_up: Some(GIVE_UP),
         }
     }
 }
@@ -76,6 +83,7 @@ pub async fn run(client: Client, options: Options) {
     let started = tokio::time::Instant::now();
     // Said when it changes: an API server away for a while is one line, and one when it is back.
     let mut failing: Option<String> = None;
+    let mut failing_since: Option<tokio::time::Instant> = None;
     api::log(
         WHO,
         format!(
@@ -95,6 +103,19 @@ pub async fn run(client: Client, options: Options) {
             Err(_) => {}
             Ok(()) if failing.take().is_some() => api::log(WHO, "reading the cluster again"),
             Ok(()) => {}
+        }
+        failing_since = failing
+            .as_ref()
+            .map(|_| failing_since.unwrap_or_else(tokio::time::Instant::now));
+        if let (Some(since), Some(give_up)) = (failing_since, options.give_up)
+            && since.elapsed() >= give_up
+        {
+            let seconds = give_up.as_secs();
+            api::log(
+                WHO,
+                format!("the API server has not answered for {seconds} s: stopping"),
+            );
+            break;
         }
         if options.exit_after.is_some_and(|after| started.elapsed() >= after) {
             break;

@@ -111,6 +111,7 @@ pub async fn cluster_with(layout: &[NodeShape], ome_options: ome_stand_in::Optio
     let node_options = nodes::Options {
         heartbeat: Duration::from_secs(5),
         exit_after: None,
+        give_up: None,
     };
     let mut stand_ins = vec![tokio::spawn(nodes::run(client.clone(), node_options))];
     remove_namespace(&client).await;
