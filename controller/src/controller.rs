@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt, future};
 use k8s_openapi::api::core::v1::{Node as KubeNode, NodeStatus, Pod};
@@ -140,8 +141,14 @@ async fn reconcile_all(client: Client, options: Options) {
         records: RecordSnapshot::new(replicas.clone(), replica_version.clone(), records),
         max_per_hour: options.max_per_hour,
         written: tokio::sync::Mutex::default(),
-        no_condition,
+        no_condition: Mutex::new(no_condition),
+        held: Mutex::default(),
     });
+    // A refusal lifted: every replica is reconciled again, so that the conditions held back are
+    // written.
+    let (lifted, lifts) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(recheck_schema(client.clone(), context.clone(), lifted));
+    let lifts = futures::stream::unfold(lifts, |mut lifts| async { lifts.recv().await.map(|()| ((), lifts)) });
     tokio::spawn(ready_when_filled(context.clone(), health));
     let replica_changes = replica_changes(client, replica_writer, replica_version, context.metrics.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
@@ -158,7 +165,7 @@ async fn reconcile_all(client: Client, options: Options) {
         .watches_stream(cluster_runtime_changes, move |runtime| {
             replicas_using(&for_cluster_runtimes, RuntimeRef::Cluster(&runtime.name_any()), None)
         })
-        .reconcile_all_on(node_changes)
+        .reconcile_all_on(futures::stream::select(node_changes, lifts))
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| {
@@ -174,21 +181,44 @@ async fn reconcile_all(client: Client, options: Options) {
         .await;
 }
 
-/// Why the `Spread` condition must not be written here, said once, or None; until the API
-/// server serves its schema, asked again every few seconds (nothing is written meanwhile).
+/// Why the `Spread` condition must not be written here, or None: read before the first
+/// reconcile (asked again every few seconds until the API server answers: nothing is written
+/// meanwhile).
 async fn condition_refused(client: &Client) -> Option<String> {
     loop {
         match within_timeout("the InferenceReplica schema", schema::served(client)).await {
-            Ok(document) => {
-                let refused = schema::condition_merges(&document).err();
-                if let Some(why) = &refused {
-                    error!("writing no Spread condition: {why}");
-                }
-                return refused;
-            }
+            Ok(document) => return schema::condition_merges(&document).err(),
             Err(e) => {
                 warn!(error = %e, "reading the served InferenceReplica schema ({}); asking again", schema::OPENAPI_PATH);
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
+    }
+}
+
+/// Keeps the refusal current, saying each change once, and sends on `lifted` when it lifts: the
+/// CRD can be replaced under a running controller (OME's full CRDs installed, or a minimal one
+/// applied), and the API server publishes a CRD's schema a moment after the CRD itself. Asked
+/// again every 15 s while refused, every 5 minutes while not.
+async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sync::mpsc::UnboundedSender<()>) {
+    loop {
+        let refused = context.no_condition.lock().expect("the refusal").clone();
+        match &refused {
+            Some(why) => error!("writing no Spread condition: {why}"),
+            None => debug!("the served InferenceReplica schema keeps OME's status beside the Spread condition"),
+        }
+        loop {
+            let wait = if refused.is_some() { 15 } else { 300 };
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            let now = condition_refused(&client).await;
+            if now != refused {
+                let lifts = now.is_none();
+                *context.no_condition.lock().expect("the refusal") = now;
+                if lifts {
+                    info!("the served InferenceReplica schema now keeps OME's status: writing the Spread condition");
+                    let _ = lifted.send(());
+                }
+                break;
             }
         }
     }

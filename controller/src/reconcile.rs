@@ -93,7 +93,10 @@ pub struct Context {
     pub written: tokio::sync::Mutex<Vec<(String, Entry)>>,
     /// Why the `Spread` condition is not written (the served schema would let it replace OME's
     /// status: [`crate::schema`]), or None.
-    pub no_condition: Option<String>,
+    pub no_condition: Mutex<Option<String>>,
+    /// The reason last told by an Event per replica whose condition was held back, so that the
+    /// Event is not told again, then or once the condition can be written.
+    pub held: Mutex<HashMap<ObjectRef<InferenceReplica>, String>>,
 }
 
 impl Context {
@@ -259,7 +262,15 @@ async fn record(replica: &InferenceReplica, report: &Report, ctx: &Context) -> R
         previous,
         Time(k8s_openapi::jiff::Timestamp::now()),
     );
-    if previous.is_none_or(|p| p.reason != condition.reason) {
+    let reference = replica.object_ref(&());
+    let told = previous.map(|p| p.reason.clone()).or_else(|| {
+        ctx.held
+            .lock()
+            .expect("the held reasons")
+            .get(&ObjectRef::from_obj(replica))
+            .cloned()
+    });
+    if told.is_none_or(|reason| reason != condition.reason) {
         // Before the condition, so that a failed write retries the Event too rather than lose it.
         let event = Event {
             type_: if report.reason.holds() {
@@ -272,10 +283,18 @@ async fn record(replica: &InferenceReplica, report: &Report, ctx: &Context) -> R
             action: "Diagnose".into(),
             secondary: None,
         };
-        let reference = replica.object_ref(&());
         within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
     }
-    if previous.is_none_or(|p| !same(p, &condition)) && ctx.no_condition.is_none() {
+    if ctx.no_condition.lock().expect("the refusal").is_some() {
+        let mut held = ctx.held.lock().expect("the held reasons");
+        held.insert(ObjectRef::from_obj(replica), condition.reason);
+        return Ok(());
+    }
+    ctx.held
+        .lock()
+        .expect("the held reasons")
+        .remove(&ObjectRef::from_obj(replica));
+    if previous.is_none_or(|p| !same(p, &condition)) {
         let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         within_timeout(

@@ -162,3 +162,124 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
     let _ = runtimes.delete("srt-e2e", &DeleteParams::default()).await;
     live::kubectl(&kubeconfig, &["delete", "namespace", NAMESPACE, "--wait=false"]).await;
 }
+
+/// On OME's minimal InferenceReplica CRD (status atomic) a server-side apply of the one `Spread`
+/// condition, forced as the controller forces it, replaces OME's whole status: shown here on the
+/// real API server. The controller therefore writes no condition there, reading the schema this
+/// API server serves for that CRD (`controller/tests/data/openapi/minimal.json`): see
+/// `controller.rs`'s `on_omes_minimal_crd_no_condition_is_written`.
+#[tokio::test]
+#[ignore = "needs a cluster without OME: make e2e-cluster, or set OME_SPREAD_E2E_KUBECONFIG"]
+async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
+    let Some(kubeconfig) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("info,ome_spread_controller=debug")
+        .try_init();
+    let namespace = "ome-spread-minimal";
+    let workspace = live::workspace();
+    let crd = |file: &str| std::fs::read_to_string(workspace.join("cluster").join(file)).expect("a CRD");
+    live::apply(&kubeconfig, &crd("ome-crds.yaml")).await;
+    live::kubectl_with(
+        &kubeconfig,
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&crd("ome-crd-inferencereplica-minimal.yaml")),
+    )
+    .await;
+    served_status_atomic(&kubeconfig, true).await;
+    live::fresh_namespace(&kubeconfig, namespace).await;
+    let objects = format!(
+        "apiVersion: ome.io/v1beta1\nkind: ClusterServingRuntime\nmetadata: {{name: srt-minimal}}\nspec: {{engineConfig: {{}}}}\n---\n\
+         apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {{name: qwen3-0-6b, namespace: {namespace}}}\n\
+         spec: {{deploymentMode: OMENative, runtime: {{name: srt-minimal}}, engine: {{minReplicas: 2}}}}\n---\n\
+         apiVersion: ome.io/v1beta1\nkind: InferenceReplica\nmetadata: {{name: {REPLICA}, namespace: {namespace}}}\n\
+         spec: {{parentRef: {{name: qwen3-0-6b}}, component: engine, replicas: 2}}\n"
+    );
+    live::apply(&kubeconfig, &objects).await;
+    let omes = json!({"replicas": 2, "readyReplicas": 2, "conditions": [
+        {"type": "Ready", "status": "True", "reason": "InstancesReady", "message": "", "lastTransitionTime": "2026-12-01T00:00:00Z"}]});
+    let write_omes = || async {
+        let patch = json!({"status": omes}).to_string();
+        let args = [
+            "patch",
+            "inferencereplica",
+            REPLICA,
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ];
+        live::kubectl(&kubeconfig, &args).await;
+    };
+    let status = || async {
+        let args = [
+            "get",
+            "inferencereplica",
+            REPLICA,
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.status}",
+        ];
+        serde_json::from_str::<Value>(&live::kubectl(&kubeconfig, &args).await).expect("a status")
+    };
+    write_omes().await;
+
+    // The controller's own body and field manager, forced: OME's status is gone.
+    let condition = json!({"type": "Spread", "status": "True", "reason": "NotRequested",
+        "message": "topologySpread is unset. Nothing.", "lastTransitionTime": "2026-12-01T00:00:00Z"});
+    let body = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+        "metadata": {"name": REPLICA, "namespace": namespace}, "status": {"conditions": [condition]}});
+    let applied = live::kubectl_with(
+        &kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--subresource=status",
+            "--field-manager=ome-spread",
+            "-f",
+            "-",
+        ],
+        Some(&body.to_string()),
+    )
+    .await;
+    assert!(applied.ok, "{}", applied.stderr);
+    assert_eq!(
+        status().await,
+        json!({"conditions": [condition]}),
+        "OME's replicas and Ready condition dropped"
+    );
+
+    live::kubectl(&kubeconfig, &["delete", "namespace", namespace, "--wait=false"]).await;
+    live::kubectl(&kubeconfig, &["delete", "clusterservingruntime", "srt-minimal"]).await;
+    live::kubectl_with(
+        &kubeconfig,
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&crd("ome-crds.yaml")),
+    )
+    .await;
+    served_status_atomic(&kubeconfig, false).await;
+}
+
+/// Waits until the API server serves the InferenceReplica status as atomic or not, and lists the
+/// replicas: it publishes a changed CRD's schema a moment after the CRD is Established.
+async fn served_status_atomic(kubeconfig: &std::path::Path, atomic: bool) {
+    eventually("the CRD's schema served", 60, || async {
+        let printed = live::kubectl_with(kubeconfig, &["get", "--raw", "/openapi/v3/apis/ome.io/v1beta1"], None).await;
+        let document: Value = serde_json::from_str(&printed.stdout).ok()?;
+        let status = &document["components"]["schemas"]["io.ome.v1beta1.InferenceReplica"]["properties"]["status"];
+        ((status["x-kubernetes-map-type"] == "atomic") == atomic).then_some(())
+    })
+    .await;
+    // The replicas are served again (their storage is made anew with the CRD).
+    eventually("the replicas listed", 60, || async {
+        let args = ["get", "inferencereplicas", "--all-namespaces"];
+        live::kubectl_with(kubeconfig, &args, None).await.ok.then_some(())
+    })
+    .await;
+}

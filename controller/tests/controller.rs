@@ -749,7 +749,8 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
 }
 
 /// On OME's minimal CRD an applied condition would replace OME's whole status (kube-apiserver
-/// v1.35.8 does so: cluster tests): the controller writes none there, and its Events still go out.
+/// v1.35.8 does so: cluster tests): the controller writes none there, and its Events still go out;
+/// once the full CRD is served, it writes it.
 #[tokio::test]
 async fn on_omes_minimal_crd_no_condition_is_written() {
     let server = Arc::new(ApiServer::default());
@@ -763,5 +764,11 @@ async fn on_omes_minimal_crd_no_condition_is_written() {
     assert_eq!(server.spread_conditions(), Vec::<(String, String)>::new());
     let replica = server.get("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");
     assert_eq!(replica["status"]["conditions"], Value::Null, "{replica}");
+
+    // OME's full CRD installed: within the 15 s of a re-check, the condition held back is written.
+    server.minimal_crd.store(false, Ordering::Relaxed);
+    let (reason, message) = condition_number(&server, 1).await;
+    assert_eq!(reason, "Satisfied", "{message}");
+    assert_eq!(notes(&server, "Satisfied").len(), 1, "the Event told once");
     controller.abort();
 }

@@ -129,7 +129,8 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         records: RecordSnapshot::new(replicas, Arc::new(AtomicU64::new(0)), records),
         max_per_hour: 10,
         written: tokio::sync::Mutex::default(),
-        no_condition: None,
+        no_condition: std::sync::Mutex::new(None),
+        held: std::sync::Mutex::default(),
     };
     let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
     replica.metadata.generation = Some(3);
