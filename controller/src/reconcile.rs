@@ -19,7 +19,7 @@ use ome_spread_core::rebalance::{NoPlan, Plan, recommend};
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::cache::{NodeSnapshot, PodJsonError, PodSnapshot, PodsByComponent, RecordSnapshot, RequestSnapshot};
 use crate::metrics::Metrics;
@@ -219,6 +219,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
             .filter(|s| s.on_omenative())
     });
     let (Some(parent), Some(service)) = (parent, service) else {
+        debug!(replica = %ObjectRef::from_obj(replica), "no OMENative InferenceService of this replica in the cache: nothing to say");
         return Ok(None);
     };
     let runtime = match service.runtime() {

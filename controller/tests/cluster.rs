@@ -160,7 +160,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
 
     controller.abort();
     let _ = runtimes.delete("srt-e2e", &DeleteParams::default()).await;
-    live::kubectl(&kubeconfig, &["delete", "namespace", NAMESPACE, "--wait=false"]).await;
+    live::kubectl(&kubeconfig, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
 }
 
 /// On OME's minimal InferenceReplica CRD (status atomic) a server-side apply of the one `Spread`
@@ -255,7 +255,7 @@ async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
         "OME's replicas and Ready condition dropped"
     );
 
-    live::kubectl(&kubeconfig, &["delete", "namespace", namespace, "--wait=false"]).await;
+    live::kubectl(&kubeconfig, &["delete", "namespace", namespace, "--timeout=90s"]).await;
     live::kubectl(&kubeconfig, &["delete", "clusterservingruntime", "srt-minimal"]).await;
     live::kubectl_with(
         &kubeconfig,
