@@ -44,13 +44,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
         return;
     };
     let client = live::client_of(&kubeconfig).await;
-    let crds = std::fs::read_to_string(live::workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
-    live::apply(&kubeconfig, &crds).await;
-    live::kubectl(
-        &kubeconfig,
-        &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
-    )
-    .await;
+    live::install_crds(&kubeconfig).await;
     live::fresh_namespace(&kubeconfig, NAMESPACE).await;
 
     let runtimes: Api<ClusterServingRuntime> = Api::all(client.clone());

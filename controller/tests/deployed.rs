@@ -105,13 +105,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
         eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
-    let crds = std::fs::read_to_string(live::workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
-    live::apply(&admin, &crds).await;
-    kubectl(
-        &admin,
-        &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
-    )
-    .await;
+    live::install_crds(&admin).await;
     live::apply(
         &admin,
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}\n",

@@ -80,13 +80,7 @@ impl World {
     async fn start(admin: PathBuf, model: &str, nodes: &[NodeShape], controller: Option<(&str, Mode)>) -> World {
         let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
-        let crds = std::fs::read_to_string(live::workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
-        live::apply(&admin, &crds).await;
-        kubectl(
-            &admin,
-            &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
-        )
-        .await;
+        live::install_crds(&admin).await;
         live::apply(&admin, &PREREQUISITES.replace("qwen3-0-6b", model)).await;
         kubectl(
             &admin,

@@ -107,6 +107,17 @@ pub async fn apply(kubeconfig: &Path, manifest: &str) -> String {
     printed.stdout
 }
 
+/// OME's CRDs (cluster/ome-crds.yaml) on the cluster, Established.
+pub async fn install_crds(admin: &Path) {
+    let crds = std::fs::read_to_string(workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
+    apply(admin, &crds).await;
+    kubectl(
+        admin,
+        &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+    )
+    .await;
+}
+
 /// The namespace `name`, new: one a test left behind is deleted first (and waited for, so that
 /// nothing of it is deleted under this test).
 pub async fn fresh_namespace(admin: &Path, name: &str) {
