@@ -233,23 +233,7 @@ impl Process {
     }
 }
 
-/// Polls `check` every half second until it gives a value, for at most `seconds`.
-pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    seconds: u64,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out after {seconds} s waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
+pub use ome_spread_sim::api::eventually;
 
 /// The columns of a `kubectl get -o custom-columns` table, split on runs of spaces: the seed's
 /// output blocks compared cell by cell, whatever width kubectl pads them to.

@@ -5,7 +5,6 @@
 
 #![allow(dead_code)] // each test file uses its part
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -57,20 +56,7 @@ pub fn seed_service() -> Value {
             "engine": {"minReplicas": 2, "maxReplicas": 2, "topologySpread": "Required", "topologySpreadKey": ZONE}}})
 }
 
-/// Polls `check` every half second for up to `seconds`.
-pub async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, seconds: u64, mut check: impl FnMut() -> F) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {seconds} s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
+pub use ome_spread_sim::api::eventually;
 
 /// The cluster under test, with the stand-ins running in this process until it is dropped.
 pub struct Cluster {
