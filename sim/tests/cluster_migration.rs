@@ -11,11 +11,11 @@ mod support;
 
 use std::time::Duration;
 
-use ome_spread_sim::api::{self, INFERENCE_SERVICE};
+use ome_spread_sim::api::INFERENCE_SERVICE;
 use ome_spread_sim::nodes::{self, NodeShape};
 use ome_spread_sim::ome_stand_in::Terms;
 use serde_json::{Value, json};
-use support::{NAMESPACE, SERVICE, ZONE, eventually, row, seed_service};
+use support::{SERVICE, ZONE, eventually, row, seed_service};
 
 const REQUEST: &str = "ome.io/migration-request-v1-5f0c7e36-1a2b-4c3d-8e9f-0a1b2c3d4e5f";
 
@@ -96,17 +96,7 @@ async fn the_spread_added_leaves_running_instances_and_a_migration_surges_into_t
         let request = json!({"schemaVersion": "v1", "component": "engine", "instance": 1, "from_node": nodes_before[1],
             "hint_target_nodes": ["gpu-node-3"], "reason": "spread", "requested_at": "2026-12-01T10:00:00Z",
             "requested_by": "ome-spread"});
-        let annotation = json!({"metadata": {"annotations": {REQUEST: request.to_string()}}});
-        api::merge(
-            &cluster.client,
-            INFERENCE_SERVICE,
-            (NAMESPACE, SERVICE),
-            &annotation,
-            "ome-spread",
-            false,
-        )
-        .await
-        .expect("the request");
+        cluster.request_migration(REQUEST, &request).await;
 
         // Surge, then drain: never fewer than two Instances serving.
         let fewest = std::cell::Cell::new(usize::MAX);

@@ -10,11 +10,11 @@ mod support;
 use std::time::Duration;
 
 use jiff::SignedDuration;
-use ome_spread_sim::api::{self, INFERENCE_SERVICE};
+use ome_spread_sim::api::INFERENCE_SERVICE;
 use ome_spread_sim::nodes::layout;
 use ome_spread_sim::ome_stand_in::{self, Terms};
 use serde_json::json;
-use support::{NAMESPACE, SERVICE, eventually, row, seed_service};
+use support::{SERVICE, eventually, row, seed_service};
 
 const REQUEST: &str = "ome.io/migration-request-v1-0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6";
 
@@ -38,17 +38,7 @@ async fn a_surge_kube_scheduler_cannot_place_fails_at_the_deadline_with_its_mess
         let request = json!({"schemaVersion": "v1", "component": "engine", "instance": 1, "from_node": before[1].3,
             "hint_target_nodes": [before[0].3], "reason": "spread", "requested_at": "2026-12-01T10:00:00Z",
             "requested_by": "ome-spread"});
-        let annotation = json!({"metadata": {"annotations": {REQUEST: request.to_string()}}});
-        api::merge(
-            &cluster.client,
-            INFERENCE_SERVICE,
-            (NAMESPACE, SERVICE),
-            &annotation,
-            "ome-spread",
-            false,
-        )
-        .await
-        .expect("the request");
+        cluster.request_migration(REQUEST, &request).await;
         let record = eventually("the migration failed", 60, || async {
             let replica = cluster.replica().await?;
             let record = replica["status"]["migrations"].as_array()?.first()?.clone();

@@ -173,6 +173,22 @@ async fn remove_namespace(client: &Client) {
 }
 
 impl Cluster {
+    /// Writes a migration request as OME's CLI (or ome-spread's migrate) does: one annotation on
+    /// the InferenceService, merged.
+    pub async fn request_migration(&self, key: &str, request: &Value) {
+        let annotation = json!({"metadata": {"annotations": {key: request.to_string()}}});
+        api::merge(
+            &self.client,
+            INFERENCE_SERVICE,
+            (NAMESPACE, SERVICE),
+            &annotation,
+            "ome-spread",
+            false,
+        )
+        .await
+        .expect("the request");
+    }
+
     /// Removes what the test made: the namespace (and with it the InferenceService, its
     /// replicas and pods), the runtime and the nodes.
     pub async fn clean_up(self) {
