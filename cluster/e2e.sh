@@ -11,6 +11,8 @@ cluster/up.sh "$run"
 trap 'cluster/down.sh "$run"' EXIT
 echo "time: the control plane took $((SECONDS - start)) s to start"
 export OME_SPREAD_E2E_KUBECONFIG=$run/kubeconfig OME_SPREAD_E2E_RUN=$run
+# The controllers' debug lines (what was reconciled, and why not): shown only with a failing test.
+export RUST_LOG=${RUST_LOG:-info,ome_spread_controller=debug,kube_runtime::controller=debug}
 start=$SECONDS
 # One suite after another, each test alone: the webhook configuration and the nodes are
 # cluster-wide. The stand-ins' own tests first, then the seed and the controller, then the webhook.

@@ -261,12 +261,7 @@ fn node_changes(
 
 /// Ready once the caches the diagnosis reads are filled.
 async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>) {
-    let filled = futures::try_join!(
-        context.services.wait_until_ready(),
-        context.pods.wait_until_ready(),
-        context.nodes.wait_until_ready(),
-    );
-    if filled.is_ok() {
+    if context.filled().await.is_ok() {
         info!("caches filled");
         health.set_ready(true);
     }

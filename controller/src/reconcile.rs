@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -33,6 +35,9 @@ pub const CONDITION: &str = "Spread";
 pub const API_TIMEOUT: Duration = Duration::from_secs(10);
 /// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
 const RESYNC: Duration = Duration::from_secs(600);
+/// How long a reconcile waits for the caches it reads before it fails, naming them, and is
+/// retried: never a reconcile that waits silently (and holds a graceful shutdown) forever.
+const FILL_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -50,6 +55,9 @@ pub enum Error {
     PodJson(PodJsonError),
     #[error("a cache stopped before it was filled")]
     CacheGone,
+    /// The API server has not answered the first list of these caches' watches.
+    #[error("the caches of {0} are not filled after {FILL_TIMEOUT:?}: their first list has not been answered")]
+    NotFilled(String),
 }
 
 impl Error {
@@ -60,7 +68,7 @@ impl Error {
             Self::Api(_) => "api".into(),
             Self::Timeout(_) => "timeout".into(),
             Self::BadObject(_) | Self::Json(_) | Self::PodJson(_) => "bad_object".into(),
-            Self::CacheGone => "cache".into(),
+            Self::CacheGone | Self::NotFilled(_) => "cache".into(),
         }
     }
 }
@@ -100,7 +108,8 @@ pub struct Context {
 }
 
 impl Context {
-    async fn synced(&self) -> Result<(), Error> {
+    /// Waits until every cache the diagnosis reads is filled (its watch's first list applied).
+    pub async fn filled(&self) -> Result<(), Error> {
         let ready = futures::try_join!(
             self.services.wait_until_ready(),
             self.runtimes.wait_until_ready(),
@@ -109,6 +118,31 @@ impl Context {
             self.nodes.wait_until_ready(),
         );
         ready.map(|_| ()).map_err(|_| Error::CacheGone)
+    }
+
+    /// [`Self::filled`], for at most [`FILL_TIMEOUT`].
+    async fn synced(&self) -> Result<(), Error> {
+        match tokio::time::timeout(FILL_TIMEOUT, self.filled()).await {
+            Ok(filled) => filled,
+            Err(_) => {
+                let unfilled = [
+                    ("InferenceServices", self.services.wait_until_ready().now_or_never()),
+                    ("ServingRuntimes", self.runtimes.wait_until_ready().now_or_never()),
+                    (
+                        "ClusterServingRuntimes",
+                        self.cluster_runtimes.wait_until_ready().now_or_never(),
+                    ),
+                    ("pods", self.pods.wait_until_ready().now_or_never()),
+                    ("nodes", self.nodes.wait_until_ready().now_or_never()),
+                ];
+                let names: Vec<&str> = unfilled
+                    .iter()
+                    .filter(|(_, ready)| ready.is_none())
+                    .map(|(name, _)| *name)
+                    .collect();
+                Err(Error::NotFilled(names.join(", ")))
+            }
+        }
     }
 }
 

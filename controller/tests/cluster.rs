@@ -43,6 +43,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
         eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
+    live::logs();
     let client = live::client_of(&kubeconfig).await;
     live::install_crds(&kubeconfig).await;
     live::fresh_namespace(&kubeconfig, NAMESPACE).await;
@@ -169,9 +170,7 @@ async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
         eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("info,ome_spread_controller=debug")
-        .try_init();
+    live::logs();
     let namespace = "ome-spread-minimal";
     let workspace = live::workspace();
     let crd = |file: &str| std::fs::read_to_string(workspace.join("cluster").join(file)).expect("a CRD");

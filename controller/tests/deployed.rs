@@ -113,6 +113,20 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     .await;
     let rbac = std::fs::read_to_string(live::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
     live::apply(&admin, &rbac).await;
+    // A Lease an earlier run left (its last holder killed, not released) would name one of
+    // today's identities, which would then lead before it stood by.
+    kubectl(
+        &admin,
+        &[
+            "delete",
+            "lease",
+            "ome-spread-controller",
+            "-n",
+            "ome-spread",
+            "--ignore-not-found",
+        ],
+    )
+    .await;
     live::fresh_namespace(&admin, NAMESPACE).await;
     live::apply(&admin, OBJECTS).await;
     let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));

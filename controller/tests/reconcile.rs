@@ -230,6 +230,28 @@ async fn api_errors_are_retried_with_backoff_and_the_condition_is_not_lost() {
     );
 }
 
+/// A cache whose first list the API server never answers: the reconcile fails after 30 s naming
+/// it (and is retried), rather than wait unseen and hold a graceful shutdown forever.
+#[tokio::test(start_paused = true)]
+async fn a_cache_never_filled_fails_the_reconcile_naming_it() {
+    let Harness {
+        ctx, replica, server, ..
+    } = harness(&fixture(Reason::Satisfied), Mode::Off);
+    let mut ctx = Arc::try_unwrap(ctx).unwrap_or_else(|_| panic!("the one context"));
+    let (unfilled, _writer) = kube::runtime::reflector::store();
+    ctx.runtimes = unfilled;
+    let ctx = Arc::new(ctx);
+    let started = tokio::time::Instant::now();
+    let error = reconcile(Arc::new(replica), ctx.clone()).await.expect_err("not filled");
+    assert_eq!(started.elapsed(), Duration::from_secs(30));
+    assert_eq!(
+        error.to_string(),
+        "the caches of ServingRuntimes are not filled after 30s: their first list has not been answered"
+    );
+    assert_eq!(error.kind(), "cache");
+    drop(server);
+}
+
 /// A failed Event is retried before the condition is written, so the reason change is not lost.
 #[tokio::test]
 async fn a_failed_event_fails_the_reconcile_before_the_condition_is_written() {

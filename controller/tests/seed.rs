@@ -78,6 +78,7 @@ impl World {
     /// `srt-<model>`) on `nodes`, OME's CRDs, the stand-ins, the policy behind its webhook and,
     /// when asked, the controller (its Lease's namespace, its rebalance mode).
     async fn start(admin: PathBuf, model: &str, nodes: &[NodeShape], controller: Option<(&str, Mode)>) -> World {
+        live::logs();
         let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
         live::install_crds(&admin).await;

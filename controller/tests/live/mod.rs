@@ -18,6 +18,17 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Logs of a controller run inside the test's process, shown with a failing test's output:
+/// `RUST_LOG`, else the controller's debug lines (what it reconciled, and why not).
+pub fn logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,ome_spread_controller=debug,kube_runtime::controller=debug".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
 /// The kubeconfig of the cluster under test, or None (the test then says it is skipped).
 pub fn kubeconfig() -> Option<PathBuf> {
     std::env::var_os("OME_SPREAD_E2E_KUBECONFIG").map(PathBuf::from)
