@@ -38,6 +38,7 @@ fn find<'a>(objects: &'a mut [Value], kind: &str, name: &str) -> &'a mut Value {
 const POD_0: &str = "qwen3-0-6b-engine-0-default-0";
 const POD_1: &str = "qwen3-0-6b-engine-1-default-0";
 const ZONE: &str = "topology.kubernetes.io/zone";
+const CLIQUE: &str = "nvidia.com/gpu.clique";
 
 fn node(name: &str, labels: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
@@ -59,6 +60,25 @@ fn third_instance(objects: &mut Vec<Value>, node: Option<&str>, when: &str) {
     objects.push(pod);
 }
 
+/// Instance `index`'s only pod made its leader, on `leader`, with one worker on `worker` (a
+/// worker from before topologyKey was set: no term keeps it beside its leader).
+fn leader_and_worker(objects: &mut Vec<Value>, index: usize, leader: &str, worker: &str) {
+    let pod = find(objects, "Pod", &format!("qwen3-0-6b-engine-{index}-default-0"));
+    pod["metadata"]["name"] = json!(format!("qwen3-0-6b-engine-{index}-leader-0"));
+    pod["metadata"]["labels"]["ome.io/runner"] = json!("leader");
+    pod["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchLabels"]["ome.io/runner"] = json!("leader");
+    pod["spec"]["nodeName"] = json!(leader);
+    let mut pod = pod.clone();
+    pod["metadata"]["name"] = json!(format!("qwen3-0-6b-engine-{index}-worker-1"));
+    pod["metadata"]["labels"]["ome.io/runner"] = json!("worker");
+    pod["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("topologySpreadConstraints");
+    pod["spec"]["nodeName"] = json!(worker);
+    objects.push(pod);
+}
+
 fn set_spread(objects: &mut [Value], spread: Value, when: &str) {
     find(objects, "InferenceService", "qwen3-0-6b")["spec"]["engine"]["topologySpread"] = spread.clone();
     find(objects, "InferenceReplica", "qwen3-0-6b-engine")["spec"]["topologySpread"] = spread;
@@ -74,6 +94,16 @@ struct Case {
     objects: Vec<Value>,
     per_domain: &'static [(&'static str, usize)],
     skew: usize,
+}
+
+impl Case {
+    /// The case of `reason`.
+    fn of(reason: Reason) -> Case {
+        cases()
+            .into_iter()
+            .find(|c| c.reason == reason)
+            .unwrap_or_else(|| panic!("the {} case", reason.as_str()))
+    }
 }
 
 fn cases() -> Vec<Case> {
@@ -94,6 +124,36 @@ fn cases() -> Vec<Case> {
             Reason::SettingsNotProjected,
             |o| {
                 find(o, "InferenceService", "qwen3-0-6b")["spec"]["engine"]["topologySpreadKey"] = json!("rack");
+            },
+            &[],
+            0,
+        ),
+        case(
+            Reason::InstanceSplit,
+            |o| {
+                for (kind, name, fields) in [
+                    ("InferenceService", "qwen3-0-6b", "engine"),
+                    ("InferenceReplica", "qwen3-0-6b-engine", ""),
+                ] {
+                    let object = find(o, kind, name);
+                    let spec = if fields.is_empty() {
+                        &mut object["spec"]
+                    } else {
+                        &mut object["spec"][fields]
+                    };
+                    spec["topologyKey"] = json!(CLIQUE);
+                }
+                find(o, "Node", "gpu-node-1")["metadata"]["labels"][CLIQUE] = json!("cq-a1");
+                find(o, "Node", "gpu-node-2")["metadata"]["labels"][CLIQUE] = json!("cq-b1");
+                for (name, zone, clique) in [("gpu-node-3", "zone-a", "cq-a1"), ("gpu-node-4", "zone-b", "cq-b2")] {
+                    o.push(node(
+                        name,
+                        json!({ZONE: zone, CLIQUE: clique, "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}),
+                    ));
+                }
+                // Instance 0 inside rack cq-a1; Instance 1's worker in another rack than its leader.
+                leader_and_worker(o, 0, "gpu-node-1", "gpu-node-3");
+                leader_and_worker(o, 1, "gpu-node-2", "gpu-node-4");
             },
             &[],
             0,
@@ -557,8 +617,7 @@ const SKEWED_ACTION: &str =
 /// command, in the order to request them; or why a skew has no plan.
 #[test]
 fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
-    let skewed = cases().remove(9);
-    assert_eq!(skewed.reason, Reason::Skewed);
+    let skewed = Case::of(Reason::Skewed);
     // A fourth Instance in zone-a, and zone-c's gpu-node-4 with room for one: 4,0,0 takes two moves.
     let mut four = skewed.objects.clone();
     let mut pod_3 = find(&mut four, "Pod", "qwen3-0-6b-engine-2-default-0").clone();
@@ -589,4 +648,42 @@ fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
     let expected =
         format!("{SKEWED_ACTION}  No migration to request: no eligible domain has room for one more Instance.\n");
     assert!(text.ends_with(&expected), "{text}");
+}
+
+/// InstanceSplit (SPEC section 4): whenever topologyKey is set, whatever topologySpread is; a
+/// node without the rack label splits an Instance too; a worker still Pending does not, nor does
+/// a worker on a node the objects do not hold (its rack is not known).
+#[test]
+fn an_instance_split_across_racks_is_named_whatever_topology_spread_is() {
+    let split = Case::of(Reason::InstanceSplit);
+    let (reason, message) = diagnosed(
+        |o| {
+            (split.change)(o);
+            // Instance 1 whole in cq-b1; Instance 0's worker on a node without a rack.
+            find(o, "Pod", "qwen3-0-6b-engine-1-worker-1")["spec"]["nodeName"] = json!("gpu-node-2");
+            let labels = &mut find(o, "Node", "gpu-node-3")["metadata"]["labels"];
+            labels.as_object_mut().expect("labels").remove(CLIQUE);
+            // Off: the rack is still kept, so an Instance is still whole or split.
+            (Case::of(Reason::NotRequested).change)(o);
+        },
+        Settings::default(),
+    );
+    assert_eq!(reason, Reason::InstanceSplit);
+    assert_eq!(
+        message,
+        "the pods of an Instance run in more than one rack of nvidia.com/gpu.clique, or on a node without it: \
+         Instance 0: qwen3-0-6b-engine-0-leader-0 on gpu-node-1 (cq-a1), qwen3-0-6b-engine-0-worker-1 on gpu-node-3 (<none>)"
+    );
+
+    let (reason, _) = diagnosed(
+        |o| {
+            (split.change)(o);
+            // Instance 1's worker Pending, Instance 0's on a node that is not among the objects.
+            let pod = find(o, "Pod", "qwen3-0-6b-engine-1-worker-1");
+            pod["spec"].as_object_mut().expect("spec").remove("nodeName");
+            find(o, "Pod", "qwen3-0-6b-engine-0-worker-1")["spec"]["nodeName"] = json!("gpu-node-9");
+        },
+        Settings::default(),
+    );
+    assert_eq!(reason, Reason::Satisfied);
 }

@@ -27,6 +27,7 @@ pub struct Component<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reason {
     SettingsNotProjected,
+    InstanceSplit,
     NotRequested,
     NoKey,
     PreferredUnderOmeScheduler,
@@ -40,8 +41,9 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 11] = [
+    pub const ALL: [Reason; 12] = [
         Self::SettingsNotProjected,
+        Self::InstanceSplit,
         Self::NotRequested,
         Self::NoKey,
         Self::PreferredUnderOmeScheduler,
@@ -57,6 +59,7 @@ impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::SettingsNotProjected => "SettingsNotProjected",
+            Self::InstanceSplit => "InstanceSplit",
             Self::NotRequested => "NotRequested",
             Self::NoKey => "NoKey",
             Self::PreferredUnderOmeScheduler => "PreferredUnderOMEScheduler",
@@ -144,15 +147,26 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
         instances_per_domain: BTreeMap::new(),
         skew: 0,
     };
-    let finding = match (in_effect.spread, in_effect.domain_key()) {
-        _ if projected != in_effect => settings_not_projected(&projected, &in_effect),
-        (None, _) => not_requested(),
-        (Some(_), None) => no_key(),
-        (Some(spread), Some(key)) => {
-            let anchors = anchors(component, kind);
-            preferred_under_ome_scheduler(&anchors, spread)
-                .or_else(|| pods_predate_or_conflict(&anchors, service_name(component), kind, spread, key, settings))
-                .unwrap_or_else(|| placement(component, &anchors, key, settings, &mut report))
+    let split = || {
+        let rack = in_effect.topology_key.as_deref()?;
+        instance_split(component, &anchors(component, kind), rack)
+    };
+    let finding = if projected != in_effect {
+        settings_not_projected(&projected, &in_effect)
+    } else if let Some(split) = split() {
+        split
+    } else {
+        match (in_effect.spread, in_effect.domain_key()) {
+            (None, _) => not_requested(),
+            (Some(_), None) => no_key(),
+            (Some(spread), Some(key)) => {
+                let anchors = anchors(component, kind);
+                preferred_under_ome_scheduler(&anchors, spread)
+                    .or_else(|| {
+                        pods_predate_or_conflict(&anchors, service_name(component), kind, spread, key, settings)
+                    })
+                    .unwrap_or_else(|| placement(component, &anchors, key, settings, &mut report))
+            }
         }
     };
     Ok(Report {
@@ -248,6 +262,57 @@ fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings
         ),
         "Check that OME v1.3 or later runs the component on OMENative; it projects the settings in effect onto the InferenceReplica.",
     )
+}
+
+/// InstanceSplit: an Instance whose placed pods run on nodes of more than one rack (value of
+/// `rack`, the `topologyKey`), or on a node without it, so that it is not inside one NVLink
+/// domain. Its pods from before `topologyKey` was set, or a leader placed apart from workers that
+/// stayed, keep running there; a migration makes the Instance anew, its workers beside its leader.
+fn instance_split(component: &Component, anchors: &[&Value], rack: &str) -> Option<Finding> {
+    let mut split = Vec::new();
+    for anchor in anchors {
+        // Pods on a node the objects do not hold are left out: their rack is not known.
+        let mut placed: Vec<(&str, &str, Option<&String>)> = component
+            .pods
+            .iter()
+            .filter(|pod| same_instance(pod, anchor))
+            .filter_map(|pod| {
+                let node = component.nodes.get(pod["spec"]["nodeName"].as_str()?)?;
+                let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+                Some((name, node.name.as_str(), node.labels.get(rack)))
+            })
+            .collect();
+        // The same words whatever order the pods come in: the leader, then its workers by name.
+        let leader = anchor["metadata"]["name"].as_str().unwrap_or_default();
+        placed.sort_by_key(|(pod, _, _)| (*pod != leader, *pod));
+        let first = placed.first().and_then(|(_, _, rack)| *rack);
+        let one_rack = first.is_some() && placed.iter().all(|(_, _, rack)| *rack == first);
+        if placed.len() > 1 && !one_rack {
+            let index = anchor["metadata"]["labels"][labels::INSTANCE_INDEX]
+                .as_str()
+                .unwrap_or_default();
+            let pods: Vec<String> = placed
+                .iter()
+                .map(|(pod, node, rack)| format!("{pod} on {node} ({})", rack.map_or("<none>", String::as_str)))
+                .collect();
+            split.push((
+                index.parse().unwrap_or(u32::MAX),
+                format!("Instance {index}: {}", pods.join(", ")),
+            ));
+        }
+    }
+    split.sort();
+    let split: Vec<String> = split.into_iter().map(|(_, instance)| instance).collect();
+    (!split.is_empty()).then(|| {
+        Finding::new(
+            Reason::InstanceSplit,
+            format!(
+                "the pods of an Instance run in more than one rack of {rack}, or on a node without it: {}",
+                split.join("; ")
+            ),
+            "Request an Instance migration of each split Instance: OME makes it anew, its workers in its leader's rack.",
+        )
+    })
 }
 
 fn not_requested() -> Finding {

@@ -323,35 +323,58 @@ fn tables(replica: &Value, pods: &[&Value], nodes: &Nodes, report: &Report) -> V
             shown(&projected.topology_key),
         ],
     ]];
-    let mut rows = vec![row(["NAME", "SPREAD-KEY", "WHEN", "NODE"])];
+    // The rack of each pod's node, when Instances are kept inside one (topologyKey).
+    let rack = report.in_effect.topology_key.as_deref();
+    let mut header = row(["NAME", "SPREAD-KEY", "WHEN", "NODE"]);
+    header.extend(rack.map(heading));
+    let mut rows = vec![header];
     for pod in pods {
         let constraints = pod["spec"]["topologySpreadConstraints"]
             .as_array()
             .map(Vec::as_slice)
             .unwrap_or_default();
         let joined = |field: &str| columns::joined(constraints, |c| c[field].as_str().unwrap_or_default().to_owned());
-        rows.push(vec![
+        let node = pod["spec"]["nodeName"].as_str();
+        let mut cells = vec![
             pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
             joined("topologyKey"),
             joined("whenUnsatisfiable"),
-            pod["spec"]["nodeName"].as_str().unwrap_or("<none>").to_owned(),
-        ]);
+            node.unwrap_or("<none>").to_owned(),
+        ];
+        cells.extend(rack.map(|rack| label(node.and_then(|n| nodes.get(n)), rack)));
+        rows.push(cells);
     }
     tables.push(rows);
     if let Some(key) = report.in_effect.domain_key() {
         let selections: Vec<Selection> = pods.iter().map(|p| Selection::of_pod(p)).collect();
         let used: Vec<&str> = pods.iter().filter_map(|p| p["spec"]["nodeName"].as_str()).collect();
-        let header = key.rsplit('/').next().unwrap_or(key).to_uppercase();
-        let mut rows = vec![vec!["NAME".to_owned(), header]];
+        // The rack beside the domain, unless the rack is the domain (no topologySpreadKey).
+        let rack = rack.filter(|rack| *rack != key);
+        let mut header = vec!["NAME".to_owned(), heading(key)];
+        header.extend(rack.map(heading));
+        let mut rows = vec![header];
         for node in nodes.selected_or_used(&selections, &used) {
-            let domain = node.labels.get(key).cloned().unwrap_or_else(|| "<none>".into());
-            rows.push(vec![node.name.clone(), domain]);
+            let mut cells = vec![node.name.clone(), label(Some(node), key)];
+            cells.extend(rack.map(|rack| label(Some(node), rack)));
+            rows.push(cells);
         }
         if rows.len() > 1 {
             tables.push(rows);
         }
     }
     tables
+}
+
+/// A column named for a label key, as kubectl's `-L` names it: its last segment, upper case.
+fn heading(key: &str) -> String {
+    key.rsplit('/').next().unwrap_or(key).to_uppercase()
+}
+
+/// A node's value of the label `key`, `<none>` when it has none or there is no node.
+fn label(node: Option<&Node>, key: &str) -> String {
+    node.and_then(|n| n.labels.get(key))
+        .cloned()
+        .unwrap_or_else(|| "<none>".into())
 }
 
 fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {

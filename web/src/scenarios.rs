@@ -35,12 +35,16 @@ const ADMIT: [(&str, &str, &str); 4] = [
 ];
 
 /// (title, objects as `kubectl get -o yaml` saves them); the first is the seed's example
-const DIAGNOSE: [(&str, &str); 12] = [
+const DIAGNOSE: [(&str, &str); 13] = [
     ("The seed's example", saved!("controller/tests/data/seed.yaml")),
     ("Satisfied", saved!("controller/tests/data/reasons/Satisfied.yaml")),
     (
         "SettingsNotProjected",
         saved!("controller/tests/data/reasons/SettingsNotProjected.yaml"),
+    ),
+    (
+        "InstanceSplit",
+        saved!("controller/tests/data/reasons/InstanceSplit.yaml"),
     ),
     (
         "NotRequested",
