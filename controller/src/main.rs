@@ -10,7 +10,7 @@ use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::objects;
 use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::{explain, resources, serve};
-use ome_spread_core::explain::Objects;
+use ome_spread_core::explain::{Objects, namespace_of_service};
 use tracing::{error, info};
 
 #[derive(Parser)]
@@ -34,7 +34,8 @@ enum Command {
     Explain {
         /// The InferenceService's name.
         service: String,
-        /// Its namespace: by default the kubeconfig context's, or `default` with --from.
+        /// Its namespace: by default the kubeconfig context's, or with --from the one the saved
+        /// InferenceService names.
         #[arg(short = 'n', long)]
         namespace: Option<String>,
         /// Only this component.
@@ -97,8 +98,12 @@ fn main() -> ExitCode {
             let explained = explain::read_settings(settings.as_deref()).and_then(|settings| {
                 let (objects, namespace, source) = match &from {
                     Some(path) => {
-                        let namespace = namespace.unwrap_or_else(|| "default".into());
-                        (objects::load(path)?, namespace, path.display().to_string())
+                        let (objects, source) = (objects::load(path)?, path.display().to_string());
+                        let namespace = match namespace {
+                            Some(namespace) => namespace,
+                            None => namespace_of_service(&objects, &service, &source).map_err(|e| e.to_string())?,
+                        };
+                        (objects, namespace, source)
                     }
                     None => {
                         let (objects, namespace) = runtime()?.block_on(fetch(&service, namespace))?;

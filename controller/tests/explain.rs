@@ -373,6 +373,58 @@ fn bad_input_exits_2_with_a_message() {
     );
     let (code, _) = run(&["explain", "qwen3-0-6b", "--from", "/nonexistent.yaml"]);
     assert_eq!(code, Some(2));
+
+    // Without -n, the namespace the saved InferenceService names; none, or more than one, is said.
+    assert_eq!(
+        run(&["explain", "nope", "--from", seed]),
+        (Some(2), format!("error: no InferenceService nope in {seed}\n"))
+    );
+    let saved = |name: &str, objects: &[Value]| {
+        let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+        std::fs::write(&file, to_yaml(objects)).expect("saved");
+        file.to_str().expect("path").to_owned()
+    };
+    let mut twice = crate::seed();
+    let mut other = find(&mut twice, "InferenceService", "qwen3-0-6b").clone();
+    other["metadata"]["namespace"] = json!("team-a");
+    twice.push(other);
+    let twice = saved("twice.yaml", &twice);
+    assert_eq!(
+        run(&["explain", "qwen3-0-6b", "--from", &twice]),
+        (
+            Some(2),
+            format!(
+                "error: InferenceService qwen3-0-6b is in more than one namespace in {twice} (spread-demo, team-a): name one with -n\n"
+            )
+        )
+    );
+
+    // The runtime the InferenceService names is not saved: the settings in effect are not known.
+    let mut objects = crate::seed();
+    objects.retain(|o| o["kind"] != "ClusterServingRuntime");
+    let no_runtime = saved("no-runtime.yaml", &objects);
+    assert_eq!(
+        run(&["explain", "qwen3-0-6b", "--from", &no_runtime]),
+        (
+            Some(2),
+            format!(
+                "error: ClusterServingRuntime srt-qwen3-0-6b is not among the objects in {no_runtime}: InferenceService spread-demo/qwen3-0-6b runs on it\n"
+            )
+        )
+    );
+}
+
+/// `--from` without -n reads the namespace the saved InferenceService names (spread-demo).
+#[test]
+fn explain_from_reads_the_namespace_the_saved_inference_service_names() {
+    let output = Command::new(env!("CARGO_BIN_EXE_ome-spread"))
+        .args(["explain", "qwen3-0-6b", "--from"])
+        .arg(data().join("seed.yaml"))
+        .output()
+        .expect("run");
+    let expected = std::fs::read_to_string(data().join("reasons/Satisfied.txt")).expect("expected");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
+    assert_eq!(output.status.code(), Some(0));
 }
 
 /// A fake API server over saved objects: GET of one object (404 when absent) and LIST with an
@@ -686,4 +738,25 @@ fn an_instance_split_across_racks_is_named_whatever_topology_spread_is() {
         Settings::default(),
     );
     assert_eq!(reason, Reason::Satisfied);
+}
+
+/// Satisfied counts the placed Instances only; one still Pending for want of GPUs (not on the
+/// spread constraint, so not DomainsFull) is named apart, never counted in a domain.
+#[test]
+fn a_pending_instance_is_named_apart_from_the_placed_ones() {
+    let (reason, message) = diagnosed(
+        |o| {
+            third_instance(o, None, "DoNotSchedule");
+            let pod = find(o, "Pod", "qwen3-0-6b-engine-2-default-0");
+            pod["status"]["conditions"][0]["message"] = json!(
+                "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+            );
+        },
+        Settings::default(),
+    );
+    assert_eq!(reason, Reason::Satisfied);
+    assert_eq!(
+        message,
+        "the 2 placed Instances run in 2 different domains of topology.kubernetes.io/zone; qwen3-0-6b-engine-2-default-0 is Pending"
+    );
 }

@@ -444,7 +444,7 @@ fn placement(
     report.instances_per_domain = instances_per_domain(component.nodes, anchors, key, &selected);
     let counts = report.instances_per_domain.values();
     report.skew = counts.clone().max().unwrap_or(&0) - counts.min().unwrap_or(&0);
-    where_instances_run(report, anchors.len(), key, settings)
+    where_instances_run(report, anchors, key, settings)
 }
 
 /// The anchors' node selections: those of one component share a template, so each distinct
@@ -498,9 +498,9 @@ pub(crate) fn domain_of<'a>(nodes: &'a Nodes, pod: &Value, key: &str) -> Option<
 }
 
 /// SingleDomain, Skewed or Satisfied, from the Instances counted per eligible domain.
-fn where_instances_run(report: &Report, instances: usize, key: &str, settings: &Settings) -> Finding {
+fn where_instances_run(report: &Report, anchors: &[&Value], key: &str, settings: &Settings) -> Finding {
     let per_domain = &report.instances_per_domain;
-    if instances > 1 && per_domain.len() == 1 {
+    if anchors.len() > 1 && per_domain.len() == 1 {
         let domain = per_domain.keys().next().map(String::as_str).unwrap_or_default();
         return Finding::new(
             Reason::SingleDomain,
@@ -522,9 +522,24 @@ fn where_instances_run(report: &Report, instances: usize, key: &str, settings: &
         );
     }
     let used = per_domain.values().filter(|n| **n > 0).count();
+    let placed: usize = per_domain.values().sum();
+    // Only placed Instances are in a domain: those still Pending are named apart.
+    let pending: Vec<&Value> = anchors
+        .iter()
+        .copied()
+        .filter(|pod| pod["spec"]["nodeName"].as_str().is_none())
+        .collect();
+    let message = match pending.len() {
+        0 => format!("the {placed} Instances run in {used} different domains of {key}"),
+        n => format!(
+            "the {placed} placed Instances run in {used} different domains of {key}; {} {} Pending",
+            names(&pending),
+            if n == 1 { "is" } else { "are" }
+        ),
+    };
     Finding::new(
         Reason::Satisfied,
-        format!("the {instances} Instances run in {used} different domains of {key}"),
+        message,
         "Nothing: losing one domain leaves the Instances in the others serving.",
     )
 }

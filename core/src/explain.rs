@@ -99,8 +99,7 @@ impl Objects {
 
     /// The ServingRuntime or ClusterServingRuntime that `service` names, if it is among them.
     pub fn runtime_of(&self, service: &Value) -> Option<&Value> {
-        let runtime = &service["spec"]["runtime"];
-        RuntimeRef::of(runtime["kind"].as_str(), runtime["name"].as_str()).and_then(|runtime| match runtime {
+        RuntimeRef::of_service(service).and_then(|runtime| match runtime {
             RuntimeRef::Namespaced(name) => self.named(runtime.kind(), Some(namespace_of(service)), name),
             RuntimeRef::Cluster(name) => self.named(runtime.kind(), None, name),
         })
@@ -122,6 +121,22 @@ pub enum ExplainError {
         /// Where the objects came from.
         origin: String,
     },
+    #[error("no InferenceService {service} in {origin}")]
+    NoServiceNamed { service: String, origin: String },
+    #[error("InferenceService {service} is in more than one namespace in {origin} ({namespaces}): name one with -n")]
+    SeveralNamespaces {
+        service: String,
+        origin: String,
+        namespaces: String,
+    },
+    #[error("{runtime} is not among the objects in {origin}: InferenceService {namespace}/{service} runs on it")]
+    NoRuntime {
+        /// Its kind and name, as kubectl names it.
+        runtime: String,
+        namespace: String,
+        service: String,
+        origin: String,
+    },
     #[error("InferenceService {namespace}/{service} does not run on OMENative: nothing spreads its Instances")]
     NotOmeNative { namespace: String, service: String },
     #[error(
@@ -135,6 +150,30 @@ pub enum ExplainError {
     },
     #[error(transparent)]
     Diagnosis(#[from] DiagnosisError),
+}
+
+/// The namespace of the InferenceService `service` among saved objects that name no namespace
+/// to look in: the one the objects give it, when only one does.
+pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
+    let mut namespaces: Vec<&str> = objects
+        .of_kind("InferenceService", None)
+        .filter(|o| o["metadata"]["name"] == service)
+        .map(namespace_of)
+        .collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    match namespaces[..] {
+        [namespace] => Ok(namespace.to_owned()),
+        [] => Err(ExplainError::NoServiceNamed {
+            service: service.into(),
+            origin: origin.into(),
+        }),
+        _ => Err(ExplainError::SeveralNamespaces {
+            service: service.into(),
+            origin: origin.into(),
+            namespaces: namespaces.join(", "),
+        }),
+    }
 }
 
 /// One component explained: the seed's Step 2 tables (header row first), the diagnosis, and
@@ -201,6 +240,15 @@ pub fn explain<'a>(
         });
     }
     let runtime = objects.runtime_of(isvc);
+    // Without the runtime the settings in effect are not known: say which object is missing.
+    if let (None, Some(named)) = (runtime, RuntimeRef::of_service(isvc)) {
+        return Err(ExplainError::NoRuntime {
+            runtime: format!("{} {}", named.kind(), named.name()),
+            namespace: namespace.into(),
+            service: service.into(),
+            origin: source.into(),
+        });
+    }
     let nodes = objects.nodes();
     let mut explained = Vec::new();
     for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {

@@ -43,6 +43,12 @@ impl<'a> RuntimeRef<'a> {
         })
     }
 
+    /// The runtime an InferenceService (as JSON) names in `spec.runtime`.
+    pub fn of_service(service: &'a serde_json::Value) -> Option<Self> {
+        let runtime = &service["spec"]["runtime"];
+        Self::of(runtime["kind"].as_str(), runtime["name"].as_str())
+    }
+
     pub fn kind(self) -> &'static str {
         match self {
             Self::Namespaced(_) => "ServingRuntime",

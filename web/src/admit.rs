@@ -99,8 +99,7 @@ fn host(objects: &Objects, wanted: &ReplicaRef) -> Result<Option<Value>, String>
 /// The replica OME makes for `component` of `service`: the settings in effect projected onto its
 /// spec; None when neither the service nor its runtime configures the component.
 fn projected(objects: &Objects, service: &Value, component: &str) -> Result<Option<Value>, String> {
-    let named = &service["spec"]["runtime"];
-    let runtime = match RuntimeRef::of(named["kind"].as_str(), named["name"].as_str()) {
+    let runtime = match RuntimeRef::of_service(service) {
         None => None,
         Some(reference) => Some(objects.runtime_of(service).ok_or_else(|| {
             format!(
