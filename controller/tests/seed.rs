@@ -354,6 +354,13 @@ async fn troubleshoot(row: Row) {
         eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
+    let world = start_row(admin, &row).await;
+    diagnosed_as_the_row_says(&world, &row).await;
+    end_row(world, &row).await;
+}
+
+/// `row`'s world, with the controller, and its InferenceService applied.
+async fn start_row(admin: PathBuf, row: &Row) -> World {
     let namespace = row.name;
     live::fresh_namespace(&admin, namespace).await;
     let world = World::start(admin, row.name, &row.nodes, Some((namespace, Mode::Recommend))).await;
@@ -363,7 +370,13 @@ async fn troubleshoot(row: Row) {
         row.name, row.name, row.engine
     );
     live::apply(&world.admin, &service).await;
+    world
+}
 
+/// The `Spread` condition as the API server stores it, the Event, and `explain` against the live
+/// API server, each as `row` says.
+async fn diagnosed_as_the_row_says(world: &World, row: &Row) {
+    let namespace = row.name;
     let replica = || async {
         let args = [
             "get",
@@ -406,10 +419,14 @@ async fn troubleshoot(row: Row) {
         ])
         .await;
     let kind = if row.status == "True" { "Normal" } else { "Warning" };
-    assert_eq!(
-        events,
-        format!("{kind} InferenceReplica/qwen3-0-6b-engine: {message}\n")
-    );
+    let regarding = format!("{kind} InferenceReplica/qwen3-0-6b-engine: ");
+    assert_eq!(events.lines().count(), 1, "one Event of the reason: {events}");
+    assert!(events.starts_with(&regarding), "{events}");
+    // An Event is recorded when the reason changes: a first Satisfied may come while OME is
+    // still making the pods, its message counting fewer Instances than the condition's now.
+    if row.reason != "Satisfied" {
+        assert_eq!(events, format!("{regarding}{message}\n"));
+    }
 
     let explain = tokio::process::Command::new(live::binary("ome-spread"))
         .args(["explain", "qwen3-0-6b", "-n", namespace])
@@ -433,10 +450,11 @@ async fn troubleshoot(row: Row) {
         "{printed}"
     );
     assert_eq!(explain.status.code(), Some(if row.status == "True" { 0 } else { 1 }));
+}
 
-    world
-        .kubectl(&["delete", "namespace", namespace, "--timeout=60s"])
-        .await;
+/// `row`'s namespace and nodes deleted, the world stopped.
+async fn end_row(world: World, row: &Row) {
+    world.kubectl(&["delete", "namespace", row.name, "--timeout=60s"]).await;
     let names: Vec<&str> = row.nodes.iter().map(|n| n.name.as_str()).collect();
     world.kubectl(&[&["delete", "node"][..], &names].concat()).await;
     world.stop().await;
@@ -698,4 +716,130 @@ async fn preferred_piles_into_the_domain_with_room_skewed() {
         what: "Request an Instance migration to move an Instance out of the fullest domain.",
     })
     .await;
+}
+
+/// The seed's leader-and-workers example: `topologyKey` on the rack label keeps each Instance's
+/// worker in its leader's rack (the worker's term from the policy behind the webhook),
+/// `topologySpreadKey` on the zone spreads the Instances across zones. Two zones of two racks of
+/// two 1-GPU nodes: the scheduler picks the racks, never a worker apart from its leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zones() {
+    let Some(admin) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    let mut nodes = Vec::new();
+    for (zone, racks) in [("zone-a", ["a1", "a2"]), ("zone-b", ["b1", "b2"])] {
+        for rack in racks {
+            for n in 1..=2 {
+                let mut shape = node("racks", &format!("{rack}-{n}"), Some(zone), 1);
+                shape.rack = Some(format!("rack-{rack}"));
+                nodes.push(shape);
+            }
+        }
+    }
+    let racks = Row {
+        name: "racks",
+        nodes,
+        engine: "    minReplicas: 2\n    maxReplicas: 2\n    worker: {size: 1}\n    topologyKey: nvidia.com/gpu.clique\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
+        status: "True",
+        reason: "Satisfied",
+        why: "the 2 Instances run in 2 different domains of topology.kubernetes.io/zone.",
+        what: "Nothing: losing one domain leaves the Instances in the others serving.",
+    };
+    let world = start_row(admin, &racks).await;
+    let ready = [
+        "wait",
+        "--for=condition=Ready",
+        "inferenceservice/qwen3-0-6b",
+        "-n",
+        "racks",
+        "--timeout=120s",
+    ];
+    assert_eq!(
+        world.kubectl(&ready).await,
+        "inferenceservice.ome.io/qwen3-0-6b condition met\n"
+    );
+
+    let replica = world
+        .kubectl(&[
+            "get", "inferencereplica", "qwen3-0-6b-engine", "-n", "racks", "-o",
+            "custom-columns=NAME:.metadata.name,SPREAD:.spec.topologySpread,SPREAD-KEY:.spec.topologySpreadKey,TOPOLOGY-KEY:.spec.topologyKey",
+        ])
+        .await;
+    assert_eq!(
+        table(&replica)[1],
+        row(&[
+            "qwen3-0-6b-engine",
+            "Required",
+            "topology.kubernetes.io/zone",
+            "nvidia.com/gpu.clique"
+        ]),
+        "{replica}"
+    );
+    let pods = world
+        .kubectl(&[
+            "get", "pods", "-n", "racks", "-l", "ome.io/inferenceservice=qwen3-0-6b", "--sort-by=.metadata.name", "-o",
+            "custom-columns=NAME:.metadata.name,SPREAD-KEY:.spec.topologySpreadConstraints[*].topologyKey,WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable,AFFINITY-KEY:.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[*].topologyKey,NODE:.spec.nodeName",
+        ])
+        .await;
+    let pods = table(&pods);
+    let terms: Vec<&[String]> = pods.iter().map(|p| &p[..4]).collect();
+    assert_eq!(
+        terms,
+        [
+            &row(&["NAME", "SPREAD-KEY", "WHEN", "AFFINITY-KEY"])[..],
+            &row(&[
+                "qwen3-0-6b-engine-0-leader-0",
+                "topology.kubernetes.io/zone",
+                "DoNotSchedule",
+                "<none>"
+            ]),
+            &row(&[
+                "qwen3-0-6b-engine-0-worker-0",
+                "<none>",
+                "<none>",
+                "nvidia.com/gpu.clique"
+            ]),
+            &row(&[
+                "qwen3-0-6b-engine-1-leader-0",
+                "topology.kubernetes.io/zone",
+                "DoNotSchedule",
+                "<none>"
+            ]),
+            &row(&[
+                "qwen3-0-6b-engine-1-worker-0",
+                "<none>",
+                "<none>",
+                "nvidia.com/gpu.clique"
+            ]),
+        ],
+        "{pods:?}"
+    );
+    // Where they run: each Instance inside one rack, the two Instances in different zones.
+    let placed = |pod: &[String]| {
+        let shape = racks
+            .nodes
+            .iter()
+            .find(|n| n.name == pod[4])
+            .expect("one of the row's nodes");
+        (shape.zone.clone().expect("a zone"), shape.rack.clone().expect("a rack"))
+    };
+    let (zone_0, rack_0) = placed(&pods[1]);
+    let (zone_1, rack_1) = placed(&pods[3]);
+    assert_eq!(
+        placed(&pods[2]).1,
+        rack_0,
+        "Instance 0's worker in its leader's rack: {pods:?}"
+    );
+    assert_eq!(
+        placed(&pods[4]).1,
+        rack_1,
+        "Instance 1's worker in its leader's rack: {pods:?}"
+    );
+    assert_ne!(zone_0, zone_1, "the Instances in different zones: {pods:?}");
+
+    diagnosed_as_the_row_says(&world, &racks).await;
+    end_row(world, &racks).await;
 }

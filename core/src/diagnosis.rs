@@ -530,6 +530,8 @@ fn where_instances_run(report: &Report, anchors: &[&Value], key: &str, settings:
         .filter(|pod| pod["spec"]["nodeName"].as_str().is_none())
         .collect();
     let message = match pending.len() {
+        // OME has not made the pods yet: nothing to count.
+        _ if anchors.is_empty() => "no Instance has a pod yet".to_owned(),
         0 => format!("the {placed} Instances run in {used} different domains of {key}"),
         n => format!(
             "the {placed} placed Instances run in {used} different domains of {key}; {} {} Pending",

@@ -130,11 +130,22 @@ pub async fn install_crds(admin: &Path) {
 }
 
 /// The namespace `name`, new: one a test left behind is deleted first (and waited for, so that
-/// nothing of it is deleted under this test).
+/// nothing of it is deleted under this test). Its pods are deleted at once: with no kubelet (a
+/// failed test's node stand-in is gone) a bound pod would stay Terminating, and the namespace too.
 pub async fn fresh_namespace(admin: &Path, name: &str) {
     kubectl(
         admin,
-        &["delete", "namespace", name, "--ignore-not-found", "--timeout=90s"],
+        &["delete", "namespace", name, "--ignore-not-found", "--wait=false"],
+    )
+    .await;
+    kubectl(
+        admin,
+        &["delete", "pods", "--all", "-n", name, "--force", "--grace-period=0"],
+    )
+    .await;
+    kubectl(
+        admin,
+        &["wait", "--for=delete", &format!("namespace/{name}"), "--timeout=90s"],
     )
     .await;
     kubectl(admin, &["create", "namespace", name]).await;
