@@ -1,8 +1,10 @@
-//! Rebalance (SPEC section 4, issue 11): the fewest Instance moves that bring every eligible
-//! domain within `maxSkew`, each from a fullest domain to an emptiest one with room, with up to
-//! 8 hint nodes there. [`recommend`] reads them from a diagnosed component (which reasons a move
-//! fixes, the Instances, the room of [`crate::room`]); [`plan`] is the planning itself.
+//! Rebalance (SPEC section 4, issues 11 and 22): the fewest Instance moves that bring every
+//! eligible domain within `maxSkew`, each from a fullest domain to an emptiest one with room (for
+//! a leader with workers, in one rack of `topologyKey`), with up to 8 hint nodes there.
+//! [`recommend`] reads them from a diagnosed component (which reasons a move fixes, the
+//! Instances, the room of [`crate::room`]); [`plan`] is the planning itself.
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -24,19 +26,21 @@ pub struct Instance {
     pub domain: Option<String>,
 }
 
-/// An eligible domain and its nodes that could take one more whole Instance (selected by the
-/// pods, labelled, neither cordoned nor tainted against them: the caller filters them).
+/// An eligible domain and the whole Instances its racks could start; its room is their sum.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Domain {
     pub name: String,
-    pub nodes: Vec<NodeRoom>,
+    pub racks: Vec<Rack>,
 }
 
-/// A node and how many more whole Instances it can start; a domain's room is the sum.
+/// Nodes that start all the pods of an Instance: for a leader with workers under `topologyKey`,
+/// those of one value of it (the workers' affinity keeps them in their leader's rack); else all
+/// the domain's nodes that accept the pods.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRoom {
+pub struct Rack {
     pub name: String,
-    pub free: usize,
+    /// The hint nodes of each whole Instance it can start, one after another.
+    pub starts: Vec<Vec<String>>,
 }
 
 /// One migration to request: OME's `instance`, `from_node` and `hint_target_nodes`.
@@ -46,7 +50,8 @@ pub struct Move {
     pub from_node: String,
     pub from_domain: String,
     pub to_domain: String,
-    /// At most [`MAX_HINT_NODES`] nodes of `to_domain` with room, roomiest first, then by name.
+    /// At most [`MAX_HINT_NODES`] nodes of one rack of `to_domain` with room: those that the
+    /// Instance's pods take first, then the others, roomiest first, then by name.
     pub hint_nodes: Vec<String>,
 }
 
@@ -132,7 +137,8 @@ pub fn recommend(
         .iter()
         .map(|pod| instance(component, pod, key))
         .collect::<Result<Vec<_>, _>>()?;
-    let domains = domains_with_room(component, &anchors, key, &eligible, requested);
+    let rack_key = report.in_effect.topology_key.as_deref();
+    let domains = domains_with_room(component, &anchors, key, rack_key, &eligible, requested);
     plan(&instances, &domains, usize::try_from(settings.max_skew).unwrap_or(1))
 }
 
@@ -160,65 +166,94 @@ fn instance(component: &Component, pod: &Value, key: &str) -> Result<Instance, N
     })
 }
 
-/// Each eligible domain with its nodes that can start the Instance's pods: labelled, and
-/// accepting them (the scheduler always honours taints and cordons, whatever the constraint
-/// counts). A domain takes as many whole Instances as its free pod slots hold Instances' pods.
+/// Each eligible domain with its racks of nodes that can start the Instance's pods: labelled,
+/// and accepting them (the scheduler always honours taints and cordons, whatever the constraint
+/// counts). `key`: the spread key; `rack_key`: `topologyKey`.
 fn domains_with_room(
     component: &Component,
     anchors: &[&Value],
     key: &str,
+    rack_key: Option<&str>,
     eligible: &[&Node],
     requested: &Requested,
 ) -> Vec<Domain> {
     let Some(anchor) = anchors.first() else {
         return Vec::new();
     };
-    let (pod, selection) = (Resources::of_pod(anchor), Selection::of_pod(anchor));
-    let none = Resources::default();
-    let mut rooms: BTreeMap<&str, Vec<NodeRoom>> = BTreeMap::new();
+    let (pods, selection) = (instance_requests(component, anchor), Selection::of_pod(anchor));
+    // A single pod keeps to no rack: the domain is its one rack.
+    let rack_key = rack_key.filter(|_| pods.len() > 1);
+    let mut domains: BTreeMap<&str, BTreeMap<&str, Vec<&Node>>> = BTreeMap::new();
     for node in eligible {
         let Some(domain) = node.labels.get(key) else { continue };
-        let nodes = rooms.entry(domain).or_default();
-        if selection.tolerates(node) {
-            nodes.push(NodeRoom {
-                name: node.name.clone(),
-                free: node.allocatable.slots(requested.get(&node.name).unwrap_or(&none), &pod),
-            });
+        let racks = domains.entry(domain).or_default();
+        let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
+        if let (Some(rack), true) = (rack, selection.tolerates(node)) {
+            racks.entry(rack).or_default().push(node);
         }
     }
-    let size = pods_per_instance(component, anchor);
-    rooms
-        .into_iter()
-        .map(|(name, nodes)| Domain {
-            name: name.to_owned(),
-            nodes: whole_instances(nodes, size),
-        })
-        .collect()
+    // No domain takes more Instances than there are.
+    let most = anchors.len();
+    let domain = |(name, racks): (&str, BTreeMap<&str, Vec<&Node>>)| Domain {
+        name: name.to_owned(),
+        racks: racks
+            .into_iter()
+            .map(|(rack, nodes)| Rack {
+                name: rack.to_owned(),
+                starts: starts(&nodes, requested, &pods, most),
+            })
+            .collect(),
+    };
+    domains.into_iter().map(domain).collect()
 }
 
-/// The pods of the anchor's Instance (a leader and its workers), at least the anchor.
-fn pods_per_instance(component: &Component, anchor: &Value) -> usize {
-    component
+/// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
+/// the order in which OME creates them and the scheduler places them.
+fn instance_requests(component: &Component, anchor: &Value) -> Vec<Resources> {
+    let mut workers: Vec<&Value> = component
         .pods
         .iter()
-        .filter(|pod| same_instance(pod, anchor))
-        .count()
-        .max(1)
+        .filter(|pod| same_instance(pod, anchor) && pod["metadata"]["labels"][labels::RUNNER] == "worker")
+        .collect();
+    workers.sort_by_key(|pod| pod["metadata"]["name"].as_str());
+    std::iter::once(anchor).chain(workers).map(Resources::of_pod).collect()
 }
 
-/// Node slots counted in whole Instances of `size` pods: the domain takes `slots / size`, shared
-/// out to its roomiest nodes first, so that the planner's room is the domain's.
-fn whole_instances(mut nodes: Vec<NodeRoom>, size: usize) -> Vec<NodeRoom> {
-    if size <= 1 {
-        return nodes;
+/// The whole Instances (the requests of their `pods`) that `nodes` can start one after another,
+/// at most `most`, each as its hint nodes. Each pod takes the first node with room for it, the
+/// nodes ordered roomiest first for the leader, then by name: as the scheduler model takes the
+/// first hint node that fits, and kube-scheduler's default score prefers the least allocated.
+/// The nodes an Instance takes lead its hints, in that order, so that a scheduler taking the
+/// first hint that fits places it as counted here.
+fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usize) -> Vec<Vec<String>> {
+    let mut used: Vec<Resources> = nodes
+        .iter()
+        .map(|n| requested.get(&n.name).cloned().unwrap_or_default())
+        .collect();
+    let mut starts = Vec::new();
+    while starts.len() < most {
+        let room = |used: &[Resources], at: usize, pod: &Resources| nodes[at].allocatable.slots(&used[at], pod);
+        let mut order: Vec<usize> = (0..nodes.len())
+            .filter(|&at| pods.iter().any(|pod| room(&used, at, pod) > 0))
+            .collect();
+        order.sort_by(|&a, &b| {
+            let leader = |at| room(&used, at, &pods[0]);
+            leader(b).cmp(&leader(a)).then(nodes[a].name.cmp(&nodes[b].name))
+        });
+        let mut taken = Vec::new();
+        for pod in pods {
+            let Some(&at) = order.iter().find(|&&at| room(&used, at, pod) > 0) else {
+                return starts;
+            };
+            used[at].add(pod);
+            taken.push(at);
+        }
+        // Stable: the taken nodes first, in their order, so a first fit over the hints takes them.
+        order.sort_by_key(|at| !taken.contains(at));
+        let hints = order.iter().take(MAX_HINT_NODES);
+        starts.push(hints.map(|&at| nodes[at].name.clone()).collect());
     }
-    nodes.sort_by(|a, b| b.free.cmp(&a.free).then(a.name.cmp(&b.name)));
-    let mut left = nodes.iter().map(|n| n.free).sum::<usize>() / size;
-    for node in &mut nodes {
-        node.free = node.free.min(left);
-        left -= node.free;
-    }
-    nodes
+    starts
 }
 
 /// A domain while the plan is made.
@@ -228,13 +263,22 @@ struct Working<'a> {
     /// The Instances that may leave, the next one last: Ready ones after the others, then by
     /// index, so a Ready Instance with the highest index leaves first. Arrivals never leave.
     leaving: Vec<(&'a Instance, &'a str)>,
-    /// Remaining room per node, roomiest first, then by name.
-    nodes: Vec<(usize, &'a str)>,
+    /// The hint nodes of the Instances each rack can still start, the racks by name.
+    racks: Vec<&'a [Vec<String>]>,
 }
 
 impl Working<'_> {
     fn room(&self) -> usize {
-        self.nodes.iter().map(|(free, _)| free).sum()
+        self.racks.iter().map(|starts| starts.len()).sum()
+    }
+
+    /// The hint nodes of the next Instance it starts, in its roomiest rack (the first by name
+    /// among equals).
+    fn start(&mut self) -> Option<Vec<String>> {
+        let rack = self.racks.iter_mut().min_by_key(|starts| Reverse(starts.len()))?;
+        let (next, rest) = rack.split_first()?;
+        *rack = rest;
+        Some(next.clone())
     }
 }
 
@@ -266,20 +310,11 @@ pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Resu
         let to = (0..working.len())
             .filter(|&i| working[i].room() > 0 && working[i].count + 2 <= most)
             .min_by_key(|&i| working[i].count);
-        let (Some(to), Some((instance, node))) = (to, working[from].leaving.pop()) else {
+        let start = to.and_then(|to| Some((to, working[to].start()?)));
+        let (Some((to, hint_nodes)), Some((instance, node))) = (start, working[from].leaving.pop()) else {
             return Err(NoPlan::Unreachable);
         };
         let target = &mut working[to];
-        let hint_nodes = target
-            .nodes
-            .iter()
-            .take(MAX_HINT_NODES)
-            .map(|(_, n)| (*n).to_owned())
-            .collect();
-        // The surge most surely fits on the roomiest node: it takes that slot.
-        target.nodes[0].0 -= 1;
-        target.nodes.retain(|(free, _)| *free > 0);
-        target.nodes.sort_by(roomiest_first);
         target.count += 1;
         let to_domain = target.name.to_owned();
         working[from].count -= 1;
@@ -295,23 +330,18 @@ pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Resu
 }
 
 /// The eligible domains, by name (so that ties break the same way on every pass), each with its
-/// placed Instances (the last to leave first) and its nodes with room (the roomiest first).
+/// placed Instances (the last to leave first) and its racks (by name).
 fn working_domains<'a>(instances: &'a [Instance], domains: &'a [Domain]) -> Vec<Working<'a>> {
     let mut working: Vec<Working> = domains
         .iter()
         .map(|d| {
-            let mut nodes: Vec<(usize, &str)> = d
-                .nodes
-                .iter()
-                .filter(|n| n.free > 0)
-                .map(|n| (n.free, n.name.as_str()))
-                .collect();
-            nodes.sort_by(roomiest_first);
+            let mut racks: Vec<&Rack> = d.racks.iter().collect();
+            racks.sort_by(|a, b| a.name.cmp(&b.name));
             Working {
                 name: &d.name,
                 count: 0,
                 leaving: Vec::new(),
-                nodes,
+                racks: racks.into_iter().map(|r| r.starts.as_slice()).collect(),
             }
         })
         .collect();
@@ -329,10 +359,6 @@ fn working_domains<'a>(instances: &'a [Instance], domains: &'a [Domain]) -> Vec<
         w.leaving.sort_by_key(|(i, _)| (i.ready, i.index));
     }
     working
-}
-
-fn roomiest_first(a: &(usize, &str), b: &(usize, &str)) -> std::cmp::Ordering {
-    b.0.cmp(&a.0).then(a.1.cmp(b.1))
 }
 
 #[cfg(test)]
@@ -383,16 +409,33 @@ mod tests {
         }
     }
 
+    /// A node that can give its pods `amounts` in all.
+    fn node(name: &str, amounts: &[(&str, &str)]) -> Node {
+        let allocatable = Resources::parsed(amounts.iter().copied());
+        Node::new(name.into(), BTreeMap::new(), Vec::new(), false, allocatable)
+    }
+
+    /// A rack for single-pod Instances (requesting nothing) whose nodes have room for `free`
+    /// more pods each.
+    fn rack(name: &str, nodes: &[(&str, usize)]) -> Rack {
+        let free: Vec<String> = nodes.iter().map(|(_, free)| free.to_string()).collect();
+        let nodes: Vec<Node> = nodes
+            .iter()
+            .zip(&free)
+            .map(|((n, _), free)| node(n, &[("pods", free)]))
+            .collect();
+        let pod = Resources::of_pod(&serde_json::json!({}));
+        Rack {
+            name: name.into(),
+            starts: starts(&nodes.iter().collect::<Vec<_>>(), &Requested::new(), &[pod], usize::MAX),
+        }
+    }
+
+    /// A domain that is one such rack.
     fn domain(name: &str, nodes: &[(&str, usize)]) -> Domain {
         Domain {
             name: name.into(),
-            nodes: nodes
-                .iter()
-                .map(|(n, free)| NodeRoom {
-                    name: (*n).into(),
-                    free: *free,
-                })
-                .collect(),
+            racks: vec![rack(name, nodes)],
         }
     }
 
@@ -544,6 +587,62 @@ mod tests {
         }
     }
 
+    /// A pod requesting `amounts`.
+    fn requesting(amounts: &[(&str, &str)]) -> Resources {
+        let requests: serde_json::Map<String, Value> = amounts
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+            .collect();
+        Resources::of_pod(&serde_json::json!({"spec": {"containers": [{"resources": {"requests": requests}}]}}))
+    }
+
+    /// Each pod takes the first node with room for it, roomiest for the leader first; the
+    /// nodes an Instance takes lead its hints, so that the scheduler taking the first hint that
+    /// fits places it there, even past the eighth node.
+    #[test]
+    fn a_rack_starts_whole_instances_each_pod_with_its_own_requests() {
+        let gpus = |n| [("nvidia.com/gpu", n), ("pods", "110")];
+        let one_gpu = requesting(&[("nvidia.com/gpu", "1")]);
+        // Three pods of one GPU, nodes with 3 and 4 free: two Instances, on y, then on x.
+        let (x, y) = (node("x", &gpus("3")), node("y", &gpus("4")));
+        let three = [one_gpu.clone(), one_gpu.clone(), one_gpu];
+        assert_eq!(
+            starts(&[&x, &y], &Requested::new(), &three, usize::MAX),
+            [["y", "x"], ["x", "y"]]
+        );
+        // At most as many as asked for.
+        assert_eq!(starts(&[&x, &y], &Requested::new(), &three, 1), [["y", "x"]]);
+        // A leader of 1 GPU and a worker of 8, on 9 and 8 free: the leader takes the roomiest,
+        // the worker the rest of it; the next worker has no node.
+        let (a, b) = (node("a", &gpus("9")), node("b", &gpus("8")));
+        let pair = [
+            requesting(&[("nvidia.com/gpu", "1")]),
+            requesting(&[("nvidia.com/gpu", "8")]),
+        ];
+        assert_eq!(starts(&[&a, &b], &Requested::new(), &pair, usize::MAX), [["a", "b"]]);
+        // What the nodes' pods request already is not free: 7 GPUs on each, no node for the worker.
+        let requested = Requested::from([
+            ("a".to_owned(), requesting(&[("nvidia.com/gpu", "2")])),
+            ("b".to_owned(), requesting(&[("nvidia.com/gpu", "1")])),
+        ]);
+        assert_eq!(
+            starts(&[&a, &b], &requested, &pair, usize::MAX),
+            Vec::<Vec<String>>::new()
+        );
+        // A leader of CPU only, a worker of 8 GPUs: nine CPU nodes are roomier for the leader,
+        // the worker's node g comes tenth and is hinted second.
+        let cpus: Vec<Node> = (0..9)
+            .map(|i| node(&format!("c-{i}"), &[("cpu", "8"), ("pods", "110")]))
+            .collect();
+        let g = node("g", &[("cpu", "1"), ("nvidia.com/gpu", "8"), ("pods", "110")]);
+        let rack: Vec<&Node> = cpus.iter().chain([&g]).collect();
+        let split = [requesting(&[("cpu", "1")]), requesting(&[("nvidia.com/gpu", "8")])];
+        assert_eq!(
+            starts(&rack, &Requested::new(), &split, usize::MAX),
+            [["c-0", "g", "c-1", "c-2", "c-3", "c-4", "c-5", "c-6"]]
+        );
+    }
+
     /// A tiny seeded PRNG (xorshift64), so the generated clusters are the same on every run.
     pub(super) struct XorShift(pub(super) u64);
 
@@ -599,18 +698,33 @@ mod tests {
                     domain,
                 });
             }
-            let domains: Vec<Domain> = names
+            // Per domain, 1-2 racks of nodes with room for some pods: (rack, node, free).
+            let layout: Vec<Vec<(String, String, usize)>> = names
                 .iter()
                 .map(|name| {
-                    let nodes = (0..rng.below(8))
-                        .map(|n| NodeRoom {
-                            name: format!("{name}-n{n}"),
-                            free: rng.below(6),
+                    let racks = 1 + rng.below(2);
+                    (0..rng.below(8))
+                        .map(|n| {
+                            (
+                                format!("{name}-r{}", rng.below(racks)),
+                                format!("{name}-n{n}"),
+                                rng.below(6),
+                            )
                         })
-                        .collect();
+                        .collect()
+                })
+                .collect();
+            let domains: Vec<Domain> = names
+                .iter()
+                .zip(&layout)
+                .map(|(name, nodes)| {
+                    let mut racks: BTreeMap<&str, Vec<(&str, usize)>> = BTreeMap::new();
+                    for (r, n, free) in nodes {
+                        racks.entry(r).or_default().push((n, *free));
+                    }
                     Domain {
                         name: name.clone(),
-                        nodes,
+                        racks: racks.iter().map(|(r, nodes)| rack(r, nodes)).collect(),
                     }
                 })
                 .collect();
@@ -622,9 +736,10 @@ mod tests {
                     *counts.get_mut(d.as_str()).unwrap() += 1;
                 }
             }
-            let rooms: BTreeMap<&str, usize> = domains
+            let rooms: BTreeMap<&str, usize> = names
                 .iter()
-                .map(|d| (d.name.as_str(), d.nodes.iter().map(|n| n.free).sum()))
+                .zip(&layout)
+                .map(|(d, nodes)| (d.as_str(), nodes.iter().map(|n| n.2).sum()))
                 .collect();
             let count_list: Vec<usize> = counts.values().copied().collect();
             let capacities: Vec<usize> = counts.iter().map(|(d, c)| c + rooms[d]).collect();
@@ -658,17 +773,22 @@ mod tests {
                 assert_eq!(i.domain.as_deref(), Some(m.from_domain.as_str()), "{why}");
                 assert_eq!(i.node.as_deref(), Some(m.from_node.as_str()), "{why}");
                 assert!(moved.insert(m.instance), "moved twice: {why}");
-                let target = domains.iter().find(|d| d.name == m.to_domain).unwrap();
+                let target = &layout[names.iter().position(|d| *d == m.to_domain).unwrap()];
                 assert!(
                     !m.hint_nodes.is_empty() && m.hint_nodes.len() <= MAX_HINT_NODES,
                     "{why}"
                 );
-                assert!(
-                    m.hint_nodes
-                        .iter()
-                        .all(|h| target.nodes.iter().any(|n| &n.name == h && n.free > 0)),
-                    "{why}"
-                );
+                // Nodes with room, all of one rack of the target.
+                let racks: BTreeSet<&str> = m
+                    .hint_nodes
+                    .iter()
+                    .map(|h| {
+                        let (rack, _, free) = target.iter().find(|n| &n.1 == h).expect("a node of the target");
+                        assert!(*free > 0, "{h} has room: {why}");
+                        rack.as_str()
+                    })
+                    .collect();
+                assert_eq!(racks.len(), 1, "{why}");
                 *after.get_mut(m.from_domain.as_str()).unwrap() -= 1;
                 *after.get_mut(m.to_domain.as_str()).unwrap() += 1;
             }
@@ -760,6 +880,91 @@ mod recommend_tests {
             let requested = requested(self.pods.iter().chain(&self.others));
             (report.reason, recommend(&component, &report, &requested, &settings))
         }
+    }
+
+    const CLIQUE: &str = "nvidia.com/gpu.clique";
+
+    /// A node of `zone` in NVLink clique `clique`, with `gpus` free GPUs.
+    fn clique_node(name: &str, zone: &str, clique: &str, gpus: &str) -> Value {
+        let mut node = node(name, zone, gpus, json!({}));
+        node["metadata"]["labels"][CLIQUE] = json!(clique);
+        node
+    }
+
+    /// A pod of Instance `index` requesting `gpus` GPUs.
+    fn pod_of_gpus(index: u32, runner: &str, node: &str, gpus: &str) -> Value {
+        let mut pod = pod(index, runner, node, true);
+        pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = json!(gpus);
+        pod
+    }
+
+    impl Cluster {
+        /// `topologyKey` on the clique label, in the settings in effect and on the replica.
+        fn in_cliques(mut self) -> Self {
+            self.service["spec"]["engine"]["topologyKey"] = json!(CLIQUE);
+            self.replica["spec"]["topologyKey"] = json!(CLIQUE);
+            self
+        }
+    }
+
+    /// Issue 22's worked example: Instances of a leader and a worker of 8 GPUs each, both in
+    /// us-east-1a (2,0,0), us-east-1b full, us-east-1c with two free 8-GPU nodes in two different
+    /// cliques. A worker must share its leader's clique: no clique of us-east-1c holds an
+    /// Instance, so no move. With a second free node in clique cc1, the move goes there, its hint
+    /// nodes that clique's two nodes only.
+    #[test]
+    fn a_leader_and_workers_move_only_into_one_rack_with_room_for_all_of_them() {
+        let pods = vec![
+            pod_of_gpus(0, "leader", "gpu-ca1-00", "8"),
+            pod_of_gpus(0, "worker", "gpu-ca1-01", "8"),
+            pod_of_gpus(1, "leader", "gpu-ca1-02", "8"),
+            pod_of_gpus(1, "worker", "gpu-ca1-03", "8"),
+        ];
+        let mut nodes: Vec<Value> = (0..4)
+            .map(|n| clique_node(&format!("gpu-ca1-0{n}"), "us-east-1a", "ca1", "8"))
+            .collect();
+        nodes.push(clique_node("gpu-cb1-00", "us-east-1b", "cb1", "0"));
+        nodes.push(clique_node("gpu-cc1-00", "us-east-1c", "cc1", "8"));
+        nodes.push(clique_node("gpu-cc2-00", "us-east-1c", "cc2", "8"));
+        let split = Cluster::new(pods.clone(), &nodes).in_cliques();
+        assert_eq!(split.recommend(), (Reason::Skewed, Err(NoPlan::NoRoom)));
+
+        nodes.push(clique_node("gpu-cc1-01", "us-east-1c", "cc1", "8"));
+        let (reason, plan) = Cluster::new(pods, &nodes).in_cliques().recommend();
+        assert_eq!(reason, Reason::Skewed);
+        assert_eq!(
+            commands(&plan.expect("a plan")),
+            [
+                "kubectl ome migration start qwen3-0-6b --component engine --instance 1 --from-node gpu-ca1-02 --hint-node gpu-cc1-00,gpu-cc1-01 -n spread-demo"
+            ]
+        );
+    }
+
+    /// A leader of 1 GPU and a worker of 8: a clique fits an Instance only with 9 GPUs free, the
+    /// worker counted with its own requests, not the leader's.
+    #[test]
+    fn each_pod_of_an_instance_is_counted_with_its_own_requests() {
+        let pods = vec![
+            pod_of_gpus(0, "leader", "gpu-a1", "1"),
+            pod_of_gpus(0, "worker", "gpu-a1", "8"),
+            pod_of_gpus(1, "leader", "gpu-a2", "1"),
+            pod_of_gpus(1, "worker", "gpu-a2", "8"),
+        ];
+        let with_b = |gpus: &str| {
+            let nodes = [
+                clique_node("gpu-a1", "zone-a", "ca", "9"),
+                clique_node("gpu-a2", "zone-a", "ca", "9"),
+                clique_node("gpu-b1", "zone-b", "cb", gpus),
+            ];
+            Cluster::new(pods.clone(), &nodes).in_cliques()
+        };
+        assert_eq!(with_b("8").recommend(), (Reason::Skewed, Err(NoPlan::NoRoom)));
+        assert_eq!(
+            commands(&with_b("9").recommend().1.expect("a plan")),
+            [
+                "kubectl ome migration start qwen3-0-6b --component engine --instance 1 --from-node gpu-a2 --hint-node gpu-b1 -n spread-demo"
+            ]
+        );
     }
 
     fn commands(plan: &Plan) -> Vec<String> {
@@ -924,48 +1129,26 @@ mod recommend_tests {
                 "kubectl ome migration start qwen3-0-6b --component engine --instance 1 --from-node gpu-a2 --hint-node gpu-b1 -n spread-demo"
             ]
         );
-        assert_eq!(
-            whole_instances(
-                vec![
-                    NodeRoom {
-                        name: "x".into(),
-                        free: 3
-                    },
-                    NodeRoom {
-                        name: "y".into(),
-                        free: 4
-                    }
-                ],
-                3
-            ),
-            [
-                NodeRoom {
-                    name: "y".into(),
-                    free: 2
-                },
-                NodeRoom {
-                    name: "x".into(),
-                    free: 0
-                }
-            ]
-        );
     }
 
-    /// Generated clusters (2-4 zones of 1-3 nodes, 0-3 free GPUs each, some cordoned, tainted
-    /// or without status; 2-8 Instances and other workloads' pods anywhere): the plan read from
-    /// the objects has exactly the fewest moves, computed apart from the room model (free GPUs
-    /// counted by hand on the nodes that accept the pods) and from the planner; its moves leave
-    /// the Instances' nodes for hint nodes of another domain that can take them, and end within
-    /// maxSkew.
+    /// Generated clusters (2-4 zones of 1-3 nodes in 1-2 cliques, 0-3 free GPUs each, some
+    /// cordoned, tainted or without status; 2-8 Instances, single-pod or a leader and a worker,
+    /// `topologyKey` on the clique, and other workloads' pods anywhere): the plan read from the
+    /// objects has exactly the fewest moves, computed apart from the room model (free GPUs
+    /// counted by hand on the nodes that accept the pods, per clique in pairs for a leader and a
+    /// worker) and from the planner; its moves leave the Instances' nodes for hint nodes of
+    /// another domain that can take them, a leader and worker's all in one clique with room left
+    /// for both, and end within maxSkew.
     #[test]
     fn plans_read_from_generated_clusters_are_minimal_and_land_on_nodes_with_room() {
         let mut rng = super::tests::XorShift(0x0e5_c0de);
-        let (mut planned, mut without) = (0, 0);
-        for _ in 0..500 {
+        let (mut planned, mut without, mut pairs) = (0, 0, 0);
+        for case in 0..800 {
+            let size = 1 + case % 2;
             let zones = 2 + rng.below(3);
             let mut nodes = Vec::new();
-            // Per node: its zone, and whether it can take a pod, and its GPUs.
-            let mut layout: Vec<(usize, bool, usize)> = Vec::new();
+            // Per node: its zone, its clique, whether it can take a pod, and its GPUs.
+            let mut layout: Vec<(usize, String, bool, usize)> = Vec::new();
             for zone in 0..zones {
                 for n in 0..1 + rng.below(3) {
                     let (gpus, trait_) = (rng.below(4), rng.below(8));
@@ -983,7 +1166,9 @@ mod recommend_tests {
                     if trait_ == 2 {
                         node.as_object_mut().unwrap().remove("status");
                     }
-                    layout.push((zone, trait_ > 2, gpus));
+                    let clique = format!("z{zone}-c{}", rng.below(2));
+                    node["metadata"]["labels"][CLIQUE] = json!(clique);
+                    layout.push((zone, clique, trait_ > 2, gpus));
                     nodes.push(node);
                 }
             }
@@ -992,16 +1177,13 @@ mod recommend_tests {
             let mut pods = Vec::new();
             for index in 0..2 + rng.below(7) {
                 let at = rng.below(nodes.len());
-                used[at] += 1;
+                used[at] += size;
                 counts[layout[at].0] += 1;
-                pods.push(pod(
-                    index as u32,
-                    "default",
-                    nodes[at]["metadata"]["name"].as_str().unwrap(),
-                    rng.below(2) == 0,
-                ));
+                let (node, ready) = (nodes[at]["metadata"]["name"].as_str().unwrap(), rng.below(2) == 0);
+                let runners: &[&str] = if size == 1 { &["default"] } else { &["leader", "worker"] };
+                pods.extend(runners.iter().map(|runner| pod(index as u32, runner, node, ready)));
             }
-            let mut cluster = Cluster::new(pods, &nodes);
+            let mut cluster = Cluster::new(pods, &nodes).in_cliques();
             for _ in 0..rng.below(3) {
                 let at = rng.below(nodes.len());
                 used[at] += 1;
@@ -1010,11 +1192,17 @@ mod recommend_tests {
                     .push(json!({"spec": {"nodeName": nodes[at]["metadata"]["name"],
                     "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
             }
-            let mut room = vec![0usize; zones];
-            for (at, (zone, accepts, gpus)) in layout.iter().enumerate() {
+            // Free GPUs per clique (of a zone), and the Instances each zone can take: its free
+            // GPUs for single pods, its cliques' pairs of them for a leader and a worker.
+            let mut free: BTreeMap<(usize, &str), usize> = BTreeMap::new();
+            for (at, (zone, clique, accepts, gpus)) in layout.iter().enumerate() {
                 if *accepts {
-                    room[*zone] += gpus.saturating_sub(used[at]);
+                    *free.entry((*zone, clique)).or_default() += gpus.saturating_sub(used[at]);
                 }
+            }
+            let mut room = vec![0usize; zones];
+            for ((zone, _), gpus) in &free {
+                room[*zone] += gpus / size;
             }
             let capacities: Vec<usize> = counts.iter().zip(&room).map(|(c, r)| c + r).collect();
             let skewed = counts.iter().max().unwrap() - counts.iter().min().unwrap() > 1;
@@ -1032,21 +1220,21 @@ mod recommend_tests {
             };
             let plan = match (plan, expected) {
                 (Ok(plan), Ok(moves)) => {
-                    assert_eq!(plan.moves.len(), moves, "{counts:?} {room:?}");
+                    assert_eq!(plan.moves.len(), moves, "case {case}: {counts:?} {room:?}");
                     plan
                 }
                 (got, expected) => {
-                    assert_eq!(got.map(|p| p.moves.len()), expected, "{counts:?} {room:?}");
+                    assert_eq!(got.map(|p| p.moves.len()), expected, "case {case}: {counts:?} {room:?}");
                     without += 1;
                     continue;
                 }
             };
             planned += 1;
-            let zone_of = |node: &str| layout[nodes.iter().position(|n| n["metadata"]["name"] == node).unwrap()];
+            let at = |node: &str| nodes.iter().position(|n| n["metadata"]["name"] == node).unwrap();
             let mut after = counts.clone();
             let mut moved = BTreeSet::new();
             for m in &plan.moves {
-                let pod = &cluster.pods[m.instance as usize];
+                let pod = &cluster.pods[m.instance as usize * size];
                 assert_eq!(
                     pod["spec"]["nodeName"],
                     m.from_node.as_str(),
@@ -1054,16 +1242,22 @@ mod recommend_tests {
                 );
                 assert!(moved.insert(m.instance), "an Instance moves once");
                 assert!((1..=MAX_HINT_NODES).contains(&m.hint_nodes.len()));
+                let mut cliques = BTreeSet::new();
                 for hint in &m.hint_nodes {
-                    let (zone, accepts, gpus) = zone_of(hint);
-                    let at = nodes
-                        .iter()
-                        .position(|n| n["metadata"]["name"] == hint.as_str())
-                        .unwrap();
+                    let (zone, clique, accepts, gpus) = &layout[at(hint)];
                     assert_eq!(format!("zone-{zone}"), m.to_domain);
-                    assert!(accepts && gpus > used[at], "{hint} can take the surge");
+                    assert!(*accepts && *gpus > used[at(hint)], "{hint} can take the surge");
+                    cliques.insert(clique.as_str());
                 }
-                after[zone_of(&m.from_node).0] -= 1;
+                if size == 2 {
+                    // One clique, with room for the leader and the worker beside earlier moves.
+                    let clique = cliques.pop_first().expect("a hint node");
+                    assert_eq!(cliques.len(), 0, "case {case}: hints {:?} in one clique", m.hint_nodes);
+                    let left = free.get_mut(&(layout[at(&m.hint_nodes[0])].0, clique)).unwrap();
+                    *left = left.checked_sub(2).expect("room for both pods");
+                    pairs += 1;
+                }
+                after[layout[at(&m.from_node)].0] -= 1;
                 after[m.to_domain["zone-".len()..].parse::<usize>().unwrap()] += 1;
             }
             assert!(
@@ -1071,6 +1265,10 @@ mod recommend_tests {
                 "{after:?}"
             );
         }
-        assert!(planned >= 100 && without >= 100, "{planned} {without}");
+        println!("{planned} planned, {without} without a plan, {pairs} moves of a leader and a worker");
+        assert!(
+            planned >= 100 && without >= 100 && pairs >= 50,
+            "{planned} {without} {pairs}"
+        );
     }
 }
