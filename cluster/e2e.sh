@@ -22,16 +22,11 @@ suites=(
   "-p ome-spread --test webhook"
 )
 # A suite that fails is run once more, saying so, its first run's counts marked as such (CI's
-# closing count reads only the second): a controller that started beside a namespace being torn
-# down, or after kube-apiserver restarted, has been seen to miss a change for minutes (issue 18's
-# note). The retry keeps that visible in every log without failing CI on it alone.
-# Left out until the controller's stall is fixed, saying so: the minimal-CRD scenario (replacing
-# the CRD under the next tests has left their controllers idle for minutes) and the kube-apiserver
-# restart (OME_SPREAD_E2E_RESTART=1 turns it on).
-echo "e2e-cluster: skipped, until the stall in issue 18's note is fixed: cluster.rs's minimal-CRD test, deployed.rs's kube-apiserver restart"
+# closing count reads only the second): the control plane is real and shared by the suites, and a
+# retry keeps a rare miss visible in every log without failing CI on it alone.
 run_suite() {
   # shellcheck disable=SC2086 # each suite is cargo's arguments
-  timeout "${E2E_CLUSTER_SECONDS:-1800}" cargo test $1 -- --ignored --test-threads 1 --skip on_omes_minimal "${@:2}"
+  timeout "${E2E_CLUSTER_SECONDS:-1800}" cargo test $1 -- --ignored --test-threads 1 "${@:2}"
 }
 for suite in "${suites[@]}"; do
   first=$(mktemp)

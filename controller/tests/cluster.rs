@@ -161,8 +161,9 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
 /// On OME's minimal InferenceReplica CRD (status atomic) a server-side apply of the one `Spread`
 /// condition, forced as the controller forces it, replaces OME's whole status: shown here on the
 /// real API server. The controller therefore writes no condition there, reading the schema this
-/// API server serves for that CRD (`controller/tests/data/openapi/minimal.json`): see
-/// `controller.rs`'s `on_omes_minimal_crd_no_condition_is_written`.
+/// API server serves for that CRD (`controller/tests/data/openapi/minimal.json`, and
+/// `controller.rs`'s `on_omes_minimal_crd_no_condition_is_written`): run here on it, it leaves
+/// OME's status whole, and writes its condition once the full CRD is served again.
 #[tokio::test]
 #[ignore = "needs a cluster without OME: make e2e-cluster, or set OME_SPREAD_E2E_KUBECONFIG"]
 async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
@@ -248,8 +249,29 @@ async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
         "OME's replicas and Ready condition dropped"
     );
 
-    live::kubectl(&kubeconfig, &["delete", "namespace", namespace, "--timeout=90s"]).await;
-    live::kubectl(&kubeconfig, &["delete", "clusterservingruntime", "srt-minimal"]).await;
+    // The controller on that CRD: it diagnoses the replica (its metric) and writes nothing, so
+    // OME's status stays whole; once the full CRD is served again it writes the condition beside
+    // OME's (it asks the served schema again every 15 s while it refuses).
+    write_omes().await;
+    let metrics = Arc::new(ome_spread_controller::metrics::Metrics::default());
+    let controller = tokio::spawn(controller::run(
+        live::client_of(&kubeconfig).await,
+        Options {
+            settings: Settings::default(),
+            lease_namespace: namespace.into(),
+            identity: "e2e".into(),
+            health: Arc::default(),
+            metrics: metrics.clone(),
+            rebalance: Mode::Recommend,
+            max_per_hour: 10,
+        },
+    ));
+    let series = format!(r#"ome_spread_reason{{namespace="{namespace}",replica="{REPLICA}",reason="NotRequested"}} 1"#);
+    eventually("the replica diagnosed", 60, || async {
+        metrics.encode().contains(&series).then_some(())
+    })
+    .await;
+    assert_eq!(status().await, omes, "OME's status, and no Spread condition");
     live::kubectl_with(
         &kubeconfig,
         &["apply", "--server-side", "--force-conflicts", "-f", "-"],
@@ -257,6 +279,29 @@ async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
     )
     .await;
     served_status_atomic(&kubeconfig, false).await;
+    let both = eventually("the Spread condition beside OME's", 60, || async {
+        let status = status().await;
+        let types: Vec<&str> = status["conditions"]
+            .as_array()?
+            .iter()
+            .filter_map(|c| c["type"].as_str())
+            .collect();
+        (types == ["Ready", "Spread"]).then_some(status)
+    })
+    .await;
+    assert_eq!(
+        (&both["replicas"], &both["readyReplicas"], &both["conditions"][0]),
+        (&omes["replicas"], &omes["readyReplicas"], &omes["conditions"][0]),
+        "OME's fields kept: {both}"
+    );
+    assert_eq!(
+        (&both["conditions"][1]["status"], &both["conditions"][1]["reason"]),
+        (&json!("True"), &json!("NotRequested"))
+    );
+    controller.abort();
+
+    live::kubectl(&kubeconfig, &["delete", "namespace", namespace, "--timeout=90s"]).await;
+    live::kubectl(&kubeconfig, &["delete", "clusterservingruntime", "srt-minimal"]).await;
 }
 
 /// Waits until the API server serves the InferenceReplica status as atomic or not, and lists the
