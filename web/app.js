@@ -88,14 +88,15 @@ function table([header, ...rows]) {
     element("tbody", {}, ...rows.map((row) => element("tr", {}, ...row.map((cell) => element("td", {}, cell))))));
 }
 
-// The rebalance plan: each move with the command that requests it, or why a skew has none.
+// The rebalance plan: each move with the command that requests it (why a skew has none is
+// in What to do).
 function plan(c) {
-  if (c.moves.length) {
-    return element("ol", { class: "moves" }, ...c.moves.map((m) => element("li", {},
-      `Move Instance ${m.instance} from ${m.fromNode} (${m.fromDomain}) to ${m.toDomain}: `,
-      element("code", {}, m.command))));
+  if (!c.moves.length) {
+    return "";
   }
-  return c.noMove ? element("p", {}, `No migration to request: ${c.noMove}.`) : "";
+  return element("ol", { class: "moves" }, ...c.moves.map((m) => element("li", {},
+    `Move Instance ${m.instance} from ${m.fromNode} (${m.fromDomain}) to ${m.toDomain}: `,
+    element("code", {}, m.command))));
 }
 
 // One column per eligible domain, one box per Instance (its leader on top of its workers), and

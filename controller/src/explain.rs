@@ -95,7 +95,9 @@ pub fn run(
     objects: &Objects,
     source: &str,
     settings: &Settings,
+    every_node: bool,
 ) -> Result<(String, bool), String> {
-    let explained = explain(service, namespace, only, objects, source, settings).map_err(|e| e.to_string())?;
+    let explained =
+        explain(service, namespace, only, objects, source, settings, every_node).map_err(|e| e.to_string())?;
     Ok((text(&explained), explained.iter().all(|e| e.report.reason.holds())))
 }

@@ -48,6 +48,9 @@ enum Command {
         /// The policy's settings (YAML or JSON), as in policy.yaml, if they are not the defaults.
         #[arg(long)]
         settings: Option<PathBuf>,
+        /// List every node; by default more than 20 are summed up, a line per domain.
+        #[arg(long)]
+        nodes: bool,
     },
     /// Keep the `Spread` condition, Events and metrics of every OMENative InferenceReplica up to date.
     ///
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
             component,
             from,
             settings,
+            nodes,
         } => {
             let explained = explain::read_settings(settings.as_deref()).and_then(|settings| {
                 let (objects, namespace, source) = match &from {
@@ -110,7 +114,15 @@ fn main() -> ExitCode {
                         (objects, namespace, "the cluster".into())
                     }
                 };
-                explain::run(&service, &namespace, component.as_deref(), &objects, &source, &settings)
+                explain::run(
+                    &service,
+                    &namespace,
+                    component.as_deref(),
+                    &objects,
+                    &source,
+                    &settings,
+                    nodes,
+                )
             });
             match explained {
                 Ok((text, holds)) => {

@@ -517,6 +517,7 @@ async fn live_explain_prints_what_explain_from_prints() {
             &objects,
             "the cluster",
             &Settings::default(),
+            false,
         )
         .expect(name);
         let expected = std::fs::read_to_string(dir.join(format!("{name}.txt"))).expect("expected");
@@ -657,6 +658,7 @@ fn explained(objects: Vec<Value>) -> String {
         &objects,
         "saved objects",
         &Settings::default(),
+        false,
     )
     .expect("explained");
     text
@@ -692,14 +694,68 @@ fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
     .concat();
     assert!(text.ends_with(&expected), "{text}");
 
-    // Another workload's pod takes zone-b's only GPU: no domain can take one more Instance.
-    let mut full = skewed.objects;
+    // Another workload's pod takes zone-b's only GPU: no domain can take one more Instance, and
+    // What to do says so once, with what would make a move possible.
+    let mut full = skewed.objects.clone();
     full.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch-0", "namespace": "batch"},
         "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "job", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
     let text = explained(full);
-    let expected =
-        format!("{SKEWED_ACTION}  No migration to request: no eligible domain has room for one more Instance.\n");
-    assert!(text.ends_with(&expected), "{text}");
+    assert!(
+        text.ends_with("What to do: No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.\n"),
+        "{text}"
+    );
+
+    // zone-b's node cordoned: it still counts (nodeTaintsPolicy Ignore), with no node that takes
+    // the pods; Honor would stop it counting.
+    let mut cordoned = skewed.objects;
+    find(&mut cordoned, "Node", "gpu-node-2")["spec"] = json!({"unschedulable": true});
+    let text = explained(cordoned);
+    assert!(
+        text.ends_with("What to do: No migration can fix it now: no eligible domain has room for one more Instance. \
+            Let the nodes of zone-b take the pods (uncordon them, or tolerate their taints), or set nodeTaintsPolicy: Honor in the policy's settings, so that zone-b, where no node takes the pods, stops counting.\n"),
+        "{text}"
+    );
+}
+
+/// More than 20 nodes: a line per domain, with how many nodes and the whole Instances it can
+/// still start (each node of the seed's shape has room for one engine pod); `--nodes` lists them.
+#[test]
+fn more_than_20_nodes_are_summed_up_per_domain_unless_every_node_is_asked_for() {
+    let mut objects = seed();
+    let shape = find(&mut objects, "Node", "gpu-node-1").clone();
+    for (n, zone) in (3..=22).zip(["zone-a", "zone-b", "zone-c", "zone-b"].into_iter().cycle()) {
+        let mut node = shape.clone();
+        node["metadata"]["name"] = json!(format!("gpu-node-{n}"));
+        node["metadata"]["labels"][ZONE] = json!(zone);
+        objects.push(node);
+    }
+    let yaml = Path::new(env!("CARGO_TARGET_TMPDIR")).join("22-nodes.yaml");
+    std::fs::write(&yaml, to_yaml(&objects)).expect("saved");
+    let explain = |every: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_ome-spread"))
+            .args(["explain", "qwen3-0-6b", "--from"])
+            .arg(&yaml)
+            .args(every)
+            .output()
+            .expect("run");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let summed = explain(&[]);
+    let nodes: Vec<&str> = summed.split("\n\n").nth(2).unwrap_or_default().lines().collect();
+    // zone-a: gpu-node-1 (taken) and 3, 7, ...: 6 nodes, 5 free; zone-b: 2 (taken), 4, 6, 8, ...: 11, 10; zone-c: 5.
+    assert_eq!(
+        nodes,
+        [
+            "ZONE     NODES   ROOM",
+            "zone-a   6       5",
+            "zone-b   11      10",
+            "zone-c   5       5",
+        ],
+        "{summed}"
+    );
+    let every = explain(&["--nodes"]);
+    let listed = every.split("\n\n").nth(2).unwrap_or_default().lines().count();
+    assert_eq!(listed, 1 + 22, "{every}");
 }
 
 /// InstanceSplit (SPEC section 4): whenever topologyKey is set, whatever topologySpread is; a

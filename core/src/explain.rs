@@ -2,7 +2,7 @@
 //! the seed's Step 2 tables, then the diagnosis' reason, why, and what to do. From saved objects
 //! (`kubectl get -o yaml`, Lists included) or a live cluster's, the same way.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 use serde_json::Value;
@@ -11,7 +11,7 @@ use crate::columns;
 use crate::diagnosis::{self, DiagnosisError, Report, domain_of, is_anchor, same_instance};
 use crate::instance::{COMPONENTS, component_of};
 use crate::nodes::{Node, Nodes, Selection};
-use crate::rebalance::{self, NoPlan, Plan};
+use crate::rebalance::{self, Domain, NoPlan, Plan};
 use crate::replica::{ReplicaRef, RuntimeRef};
 use crate::room::{self, Requested};
 use crate::settings::Settings;
@@ -187,6 +187,8 @@ pub struct Explained<'a> {
     pub tables: Vec<Vec<Vec<String>>>,
     pub report: Report,
     pub plan: Result<Plan, NoPlan>,
+    /// The eligible domains and the whole Instances each can still start.
+    pub rooms: Vec<Domain>,
     /// The Instances as the diagnosis counts them, for the playground's picture.
     pub instances: Vec<Drawn<'a>>,
 }
@@ -214,10 +216,63 @@ impl Explained<'_> {
             Err(no_plan) => Some(no_plan.to_string()),
         }
     }
+
+    /// What to do: the reason's action, or, when a skew has no migration, why and what would
+    /// make one possible.
+    pub fn what_to_do(&self) -> String {
+        match self.no_move() {
+            None => self.report.action.to_owned(),
+            Some(why) => format!("No migration can fix it now: {why}. {}", self.unblock()),
+        }
+    }
+
+    /// What would make a migration possible.
+    fn unblock(&self) -> String {
+        match &self.plan {
+            Err(NoPlan::MigrationNever { component }) => {
+                format!("Change the {component}'s migrationPolicy.mode to one that lets OME migrate its Instances.")
+            }
+            Err(NoPlan::BadIndex { .. }) => {
+                "Check that OME made the pod: it labels each pod with its Instance's index.".into()
+            }
+            _ => {
+                // Room in a domain with the fewest Instances; one whose nodes all refuse the pods
+                // (cordoned or tainted) only stops holding the others back when it stops counting.
+                let per_domain = &self.report.instances_per_domain;
+                let fewest = per_domain.values().min();
+                let closed = |domain: &str| self.rooms.iter().any(|d| d.name == domain && d.racks.is_empty());
+                let (closed, open): (Vec<&str>, Vec<&str>) = per_domain
+                    .iter()
+                    .filter(|(_, count)| Some(*count) == fewest)
+                    .map(|(domain, _)| domain.as_str())
+                    .partition(|domain| closed(domain));
+                let honor = |closed: &[&str]| {
+                    format!(
+                        "set nodeTaintsPolicy: Honor in the policy's settings, so that {}, where no node takes the pods, stops counting",
+                        closed.join(" and ")
+                    )
+                };
+                match (open.is_empty(), closed.is_empty()) {
+                    (_, true) => format!("Free room for one more Instance in {}.", open.join(" or ")),
+                    (true, false) => format!(
+                        "Let the nodes of {} take the pods (uncordon them, or tolerate their taints), or {}.",
+                        closed.join(" and "),
+                        honor(&closed)
+                    ),
+                    (false, false) => format!(
+                        "Free room for one more Instance in {}, or {}.",
+                        open.join(" or "),
+                        honor(&closed)
+                    ),
+                }
+            }
+        }
+    }
 }
 
 /// The components of `service` (or only `only`) that have an InferenceReplica, explained.
-/// `source` names where the objects came from, for messages.
+/// `source` names where the objects came from, for messages; `every_node`: list every node, not
+/// a line per domain when there are more than [`NODES_LISTED`].
 pub fn explain<'a>(
     service: &'a str,
     namespace: &'a str,
@@ -225,6 +280,7 @@ pub fn explain<'a>(
     objects: &'a Objects,
     source: &str,
     settings: &Settings,
+    every_node: bool,
 ) -> Result<Vec<Explained<'a>>, ExplainError> {
     let isvc = objects
         .named("InferenceService", Some(namespace), service)
@@ -267,7 +323,8 @@ pub fn explain<'a>(
         };
         let report = diagnosis::diagnose(&diagnosed, settings)?;
         let plan = rebalance::recommend(&diagnosed, &report, &objects.requested, settings);
-        let tables = tables(replica, &pods, nodes, &report);
+        let rooms = rebalance::rooms(&diagnosed, &report, &objects.requested, usize::MAX);
+        let tables = tables(replica, &pods, nodes, &report, &rooms, every_node);
         let instances = drawn(&pods, service, component, nodes, &report);
         explained.push(Explained {
             service,
@@ -278,6 +335,7 @@ pub fn explain<'a>(
             tables,
             report,
             plan,
+            rooms,
             instances,
         });
     }
@@ -305,22 +363,19 @@ pub fn text(explained: &[Explained]) -> String {
         let report = &component.report;
         let _ = writeln!(text, "Spread: {} ({})", component.status(), report.reason.as_str());
         let _ = writeln!(text, "Why: {}.", report.message);
-        let _ = writeln!(text, "What to do: {}", report.action);
+        let _ = writeln!(text, "What to do: {}", component.what_to_do());
         write_plan(&mut text, component);
     }
     text
 }
 
-/// The whole plan under "What to do", a move a line with its command; or why a skew has none.
+/// The whole plan under "What to do", a move a line with its command.
 fn write_plan(text: &mut String, explained: &Explained) {
     if let Ok(plan) = &explained.plan {
         for (step, m) in plan.moves.iter().enumerate() {
             let described = m.describe(explained.service, explained.component, explained.namespace);
             let _ = writeln!(text, "  {}. {described}", step + 1);
         }
-    }
-    if let Some(why) = explained.no_move() {
-        let _ = writeln!(text, "  No migration to request: {why}.");
     }
 }
 
@@ -358,7 +413,14 @@ fn drawn<'a>(pods: &[&'a Value], service: &str, kind: &str, nodes: &Nodes, repor
 
 /// The seed's Step 2 views: the replica's fields, the pods' terms, and the nodes the pods run on
 /// or select with their domain (when a domain key is in effect and any node is).
-fn tables(replica: &Value, pods: &[&Value], nodes: &Nodes, report: &Report) -> Vec<Vec<Vec<String>>> {
+fn tables(
+    replica: &Value,
+    pods: &[&Value],
+    nodes: &Nodes,
+    report: &Report,
+    rooms: &[Domain],
+    every_node: bool,
+) -> Vec<Vec<Vec<String>>> {
     // The replica's fields as the core read them: an empty key is unset (SPEC P4).
     let projected = &report.projected;
     let shown = |key: &Option<String>| key.as_deref().unwrap_or("<none>").to_owned();
@@ -398,19 +460,41 @@ fn tables(replica: &Value, pods: &[&Value], nodes: &Nodes, report: &Report) -> V
         let used: Vec<&str> = pods.iter().filter_map(|p| p["spec"]["nodeName"].as_str()).collect();
         // The rack beside the domain, unless the rack is the domain (no topologySpreadKey).
         let rack = rack.filter(|rack| *rack != key);
-        let mut header = vec!["NAME".to_owned(), heading(key)];
-        header.extend(rack.map(heading));
-        let mut rows = vec![header];
-        for node in nodes.selected_or_used(&selections, &used) {
-            let mut cells = vec![node.name.clone(), label(Some(node), key)];
-            cells.extend(rack.map(|rack| label(Some(node), rack)));
-            rows.push(cells);
-        }
-        if rows.len() > 1 {
+        let listed = nodes.selected_or_used(&selections, &used);
+        if listed.len() > NODES_LISTED && !every_node {
+            tables.push(per_domain(&listed, key, rooms));
+        } else if !listed.is_empty() {
+            let mut header = vec!["NAME".to_owned(), heading(key)];
+            header.extend(rack.map(heading));
+            let mut rows = vec![header];
+            for node in listed {
+                let mut cells = vec![node.name.clone(), label(Some(node), key)];
+                cells.extend(rack.map(|rack| label(Some(node), rack)));
+                rows.push(cells);
+            }
             tables.push(rows);
         }
     }
     tables
+}
+
+/// The most nodes `explain` lists one by one (unless asked for every node): a large cluster's
+/// are summed up, a line per domain.
+pub const NODES_LISTED: usize = 20;
+
+/// The nodes a line per domain (its value of `key`, `<none>` for nodes without it): how many,
+/// and the whole Instances it can still start (ROOM, 0 where the domain does not count).
+fn per_domain(listed: &[&Node], key: &str, rooms: &[Domain]) -> Vec<Vec<String>> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for node in listed {
+        *counts.entry(label(Some(node), key)).or_default() += 1;
+    }
+    let mut rows = vec![vec![heading(key), "NODES".to_owned(), "ROOM".to_owned()]];
+    for (domain, count) in counts {
+        let room = rooms.iter().find(|d| d.name == domain).map_or(0, Domain::room);
+        rows.push(vec![domain, count.to_string(), room.to_string()]);
+    }
+    rows
 }
 
 /// A column named for a label key, as kubectl's `-L` names it: its last segment, upper case.

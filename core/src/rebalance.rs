@@ -33,6 +33,13 @@ pub struct Domain {
     pub racks: Vec<Rack>,
 }
 
+impl Domain {
+    /// The whole Instances it can still start.
+    pub fn room(&self) -> usize {
+        self.racks.iter().map(|rack| rack.starts.len()).sum()
+    }
+}
+
 /// Nodes that start all the pods of an Instance: for a leader with workers under `topologyKey`,
 /// those of one value of it (the workers' affinity keeps them in their leader's rack); else all
 /// the domain's nodes that accept the pods.
@@ -132,14 +139,27 @@ pub fn recommend(
         });
     }
     let anchors = anchors(component, kind);
-    let eligible = eligible_nodes(component.nodes, &anchors, key);
     let instances = anchors
         .iter()
         .map(|pod| instance(component, pod, key))
         .collect::<Result<Vec<_>, _>>()?;
-    let rack_key = report.in_effect.topology_key.as_deref();
-    let domains = domains_with_room(component, &anchors, key, rack_key, &eligible, requested);
+    // No domain takes more Instances than there are.
+    let domains = rooms(component, report, requested, instances.len());
     plan(&instances, &domains, usize::try_from(settings.max_skew).unwrap_or(1))
+}
+
+/// Each eligible domain of the spread key in effect, with the whole Instances its racks can
+/// still start, at most `most` a rack (none without a key): the room a plan counts on, and
+/// `explain` shows.
+pub fn rooms(component: &Component, report: &Report, requested: &Requested, most: usize) -> Vec<Domain> {
+    let Some(key) = report.in_effect.domain_key() else {
+        return Vec::new();
+    };
+    let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
+    let anchors = anchors(component, kind);
+    let eligible = eligible_nodes(component.nodes, &anchors, key);
+    let rack_key = report.in_effect.topology_key.as_deref();
+    domains_with_room(component, &anchors, key, rack_key, &eligible, requested, most)
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
@@ -176,6 +196,7 @@ fn domains_with_room(
     rack_key: Option<&str>,
     eligible: &[&Node],
     requested: &Requested,
+    most: usize,
 ) -> Vec<Domain> {
     let Some(anchor) = anchors.first() else {
         return Vec::new();
@@ -192,8 +213,6 @@ fn domains_with_room(
             racks.entry(rack).or_default().push(node);
         }
     }
-    // No domain takes more Instances than there are.
-    let most = anchors.len();
     let domain = |(name, racks): (&str, BTreeMap<&str, Vec<&Node>>)| Domain {
         name: name.to_owned(),
         racks: racks

@@ -26,7 +26,7 @@ fn answer(objects: &str, settings: &str) -> Result<Value, String> {
                 let error = format!("an InferenceService in {namespace} has no metadata.name: give it its name");
                 return json!({ "name": name, "namespace": namespace, "error": error });
             }
-            match explain(name, namespace, None, &objects, "the objects", &settings) {
+            match explain(name, namespace, None, &objects, "the objects", &settings, false) {
                 Ok(explained) => json!({
                     "name": name,
                     "namespace": namespace,
@@ -56,13 +56,12 @@ fn component(explained: &Explained, settings: &Settings) -> Value {
         "reason": report.reason.as_str(),
         "status": explained.status(),
         "why": report.message,
-        "action": report.action,
+        "action": explained.what_to_do(),
         "key": report.in_effect.domain_key(),
         "skew": report.skew,
         "maxSkew": settings.max_skew,
         "domains": picture(explained),
         "moves": moves(explained),
-        "noMove": explained.no_move(),
     })
 }
 
