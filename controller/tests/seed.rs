@@ -334,7 +334,7 @@ struct Row {
     status: &'static str,
     reason: &'static str,
     /// `explain`'s Why and What to do lines.
-    why: &'static str,
+    why: String,
     what: &'static str,
 }
 
@@ -476,7 +476,7 @@ async fn a_full_domain_keeps_an_instance_pending_domains_full() {
         engine: "    minReplicas: 4\n    maxReplicas: 4\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
         status: "False",
         reason: "DomainsFull",
-        why: "qwen3-0-6b-engine-3-default-0 stays Pending: the domains with the fewest of the component's Instances are full.",
+        why: "qwen3-0-6b-engine-3-default-0 stays Pending: the domains with the fewest of the component's Instances are full.".into(),
         what: "Free room in one of them, or run fewer Instances.",
     })
     .await;
@@ -495,7 +495,7 @@ async fn nodes_without_the_key_keep_an_instance_pending_missing_label() {
         engine: "    minReplicas: 2\n    maxReplicas: 2\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
         status: "False",
         reason: "MissingLabel",
-        why: "the nodes unlabelled-x1 lack the label topology.kubernetes.io/zone, so Required skips them.",
+        why: "the nodes unlabelled-x1 lack the label topology.kubernetes.io/zone, so Required skips them.".into(),
         what: "Label the nodes, or correct topologySpreadKey.",
     })
     .await;
@@ -511,7 +511,7 @@ async fn the_model_in_one_zone_puts_every_instance_there_single_domain() {
         engine: "    minReplicas: 2\n    maxReplicas: 2\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
         status: "False",
         reason: "SingleDomain",
-        why: "only one domain (zone-a) has a node the pods select.",
+        why: "only one domain (zone-a) has a node the pods select.".into(),
         what: "Put the model on nodes in a second domain, as Choose the nodes shows.",
     })
     .await;
@@ -530,7 +530,7 @@ async fn a_spread_without_a_key_no_key() {
         engine: "    minReplicas: 2\n    maxReplicas: 2\n    topologySpread: Required\n",
         status: "False",
         reason: "NoKey",
-        why: "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on.",
+        why: "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on.".into(),
         what: "Set topologySpreadKey.",
     })
     .await;
@@ -692,7 +692,7 @@ async fn a_cordoned_domain_holds_the_others_back_domains_full() {
         engine: "    minReplicas: 3\n    maxReplicas: 3\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
         status: "False",
         reason: "DomainsFull",
-        why: "qwen3-0-6b-engine-2-default-0 stays Pending: the domains with the fewest of the component's Instances are full.",
+        why: "qwen3-0-6b-engine-2-default-0 stays Pending: the domains with the fewest of the component's Instances are full.".into(),
         what: "Free room in one of them, or run fewer Instances.",
     })
     .await;
@@ -712,7 +712,7 @@ async fn preferred_piles_into_the_domain_with_room_skewed() {
         engine: "    minReplicas: 2\n    maxReplicas: 2\n    topologySpread: Preferred\n    topologySpreadKey: topology.kubernetes.io/zone\n",
         status: "False",
         reason: "Skewed",
-        why: "Instances per domain (zone-a: 2, zone-b: 0) differ by 2, more than maxSkew 1.",
+        why: "Instances per domain (zone-a: 2, zone-b: 0) differ by 2, more than maxSkew 1.".into(),
         what: "Request an Instance migration to move an Instance out of the fullest domain.",
     })
     .await;
@@ -745,7 +745,7 @@ async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zon
         engine: "    minReplicas: 2\n    maxReplicas: 2\n    worker: {size: 1}\n    topologyKey: nvidia.com/gpu.clique\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
         status: "True",
         reason: "Satisfied",
-        why: "the 2 Instances run in 2 different domains of topology.kubernetes.io/zone.",
+        why: "the 2 Instances run in 2 different domains of topology.kubernetes.io/zone.".into(),
         what: "Nothing: losing one domain leaves the Instances in the others serving.",
     };
     let world = start_row(admin, &racks).await;
@@ -842,4 +842,80 @@ async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zon
 
     diagnosed_as_the_row_says(&world, &racks).await;
     end_row(world, &racks).await;
+}
+
+/// InstanceSplit, live: an Instance whose pods predate `topologyKey` runs in two racks (each rack
+/// here has one node, and no worker term kept the worker beside its leader); once the
+/// InferenceService sets `topologyKey`, the controller names the Instance, its pods and racks.
+/// (OME itself then rolls the component onto a new revision; the stand-in does not, so the split
+/// pods stay for the diagnosis to name.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn an_instance_in_two_racks_instance_split() {
+    let Some(admin) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    let nodes: Vec<NodeShape> = ["r1", "r2"]
+        .into_iter()
+        .map(|rack| {
+            let mut shape = node("split", rack, Some("zone-a"), 1);
+            shape.rack = Some(format!("rack-{rack}"));
+            shape
+        })
+        .collect();
+    let mut split = Row {
+        name: "split",
+        nodes,
+        engine: "    minReplicas: 1\n    maxReplicas: 1\n    worker: {size: 1}\n",
+        status: "False",
+        reason: "InstanceSplit",
+        why: String::new(),
+        what: "Request an Instance migration of each split Instance: OME makes it anew, its workers in its leader's rack.",
+    };
+    let world = start_row(admin, &split).await;
+    let ready = [
+        "wait",
+        "--for=condition=Ready",
+        "inferenceservice/qwen3-0-6b",
+        "-n",
+        "split",
+        "--timeout=120s",
+    ];
+    assert_eq!(
+        world.kubectl(&ready).await,
+        "inferenceservice.ome.io/qwen3-0-6b condition met\n"
+    );
+    let node_of = |pod: &'static str| {
+        let world = &world;
+        async move {
+            let args = ["get", "pod", pod, "-n", "split", "-o", "jsonpath={.spec.nodeName}"];
+            world.kubectl(&args).await
+        }
+    };
+    let (leader, worker) = (
+        node_of("qwen3-0-6b-engine-0-leader-0").await,
+        node_of("qwen3-0-6b-engine-0-worker-0").await,
+    );
+    let rack = |node: &str| node.replace("split-", "rack-");
+    split.why = format!(
+        "the pods of an Instance run in more than one rack of nvidia.com/gpu.clique, or on a node without it: \
+         Instance 0: qwen3-0-6b-engine-0-leader-0 on {leader} ({}), qwen3-0-6b-engine-0-worker-0 on {worker} ({}).",
+        rack(&leader),
+        rack(&worker)
+    );
+    world
+        .kubectl(&[
+            "patch",
+            "inferenceservice",
+            "qwen3-0-6b",
+            "-n",
+            "split",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"engine":{"topologyKey":"nvidia.com/gpu.clique"}}}"#,
+        ])
+        .await;
+    diagnosed_as_the_row_says(&world, &split).await;
+    end_row(world, &split).await;
 }
