@@ -15,9 +15,10 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use ome_spread_core::diagnosis::{Component, DiagnosisError, Report, diagnose};
+use ome_spread_core::explain::{no_move, what_to_do};
 use ome_spread_core::migration::Entry;
 use ome_spread_core::nodes::Nodes;
-use ome_spread_core::rebalance::{NoPlan, Plan, recommend};
+use ome_spread_core::rebalance::{NoPlan, Plan, recommend, rooms};
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
@@ -186,6 +187,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     let Some(Diagnosed {
         service,
         report,
+        action,
         plan,
         objects,
     }) = diagnosed(replica, ctx)?
@@ -198,7 +200,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         return Ok(Action::await_change());
     };
     ctx.metrics.show(&namespace, &name, &report);
-    record(replica, &report, ctx).await?;
+    record(replica, &report, &action, ctx).await?;
     rebalance::recommend(replica, &service, &plan, &objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
@@ -207,6 +209,8 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
 struct Diagnosed {
     service: Arc<InferenceService>,
     report: Report,
+    /// What to do, knowing the plan (`explain`'s words).
+    action: String,
     plan: Result<Plan, NoPlan>,
     objects: Objects,
 }
@@ -276,16 +280,23 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     let component = objects.component();
     let report = diagnose(&component, &ctx.settings)?;
     let plan = recommend(&component, &report, &by_component.requested, &ctx.settings);
+    // The domains where no node takes the pods are read only when a skew has no migration.
+    let rooms = match no_move(&plan) {
+        Some(_) => rooms(&component, &report, &by_component.requested, 0),
+        None => Vec::new(),
+    };
+    let action = what_to_do(&report, &plan, &rooms);
     Ok(Some(Diagnosed {
         service,
         report,
+        action,
         plan,
         objects,
     }))
 }
 
 /// The Event when the reason changes, then the condition when it changes.
-async fn record(replica: &InferenceReplica, report: &Report, ctx: &Context) -> Result<(), Error> {
+async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: &Context) -> Result<(), Error> {
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let previous = replica
         .status
@@ -293,6 +304,7 @@ async fn record(replica: &InferenceReplica, report: &Report, ctx: &Context) -> R
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
     let condition = spread_condition(
         report,
+        action,
         replica.meta().generation,
         previous,
         Time(k8s_openapi::jiff::Timestamp::now()),
@@ -359,9 +371,11 @@ pub(crate) async fn within_timeout<T>(
         .map_err(Error::from)
 }
 
-/// The `Spread` condition for a report. Its transition time moves only when its status does.
+/// The `Spread` condition for a report and what to do. Its transition time moves only when its
+/// status does.
 pub fn spread_condition(
     report: &Report,
+    action: &str,
     generation: Option<i64>,
     previous: Option<&Condition>,
     now: Time,
@@ -371,7 +385,7 @@ pub fn spread_condition(
         type_: CONDITION.into(),
         status: status.into(),
         reason: report.reason.as_str().into(),
-        message: format!("{}. {}", report.message, report.action),
+        message: format!("{}. {action}", report.message),
         observed_generation: generation,
         last_transition_time: previous
             .filter(|p| p.status == status)

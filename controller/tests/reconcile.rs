@@ -451,10 +451,13 @@ async fn an_instance_index_that_is_not_a_number_is_named() {
         mut server,
         ..
     } = harness(&objects, Mode::Recommend);
+    // The condition already says what to do without a migration: the one request is the Event.
     let skewed = condition(
         "False",
         "Skewed",
-        &expected_message(Reason::Skewed),
+        "Instances per domain (zone-a: 3, zone-b: 0) differ by 3, more than maxSkew 1. No migration can fix it now: \
+         pod qwen3-0-6b-engine-2-default-0 has ome.io/instance-index \"two\": not an Instance index. \
+         Check that OME made the pod: it labels each pod with its Instance's index.",
         "2026-11-01T10:00:00Z",
     );
     let replica = Arc::new(with_condition(replica, skewed));
@@ -478,4 +481,35 @@ async fn an_instance_index_that_is_not_a_number_is_named() {
     reconciling.await.expect("no panic").expect("reconciled");
     assert!(ctx.metrics.encode().contains(&format!("{MOVES_SERIES} 0\n")));
     reconcile(replica, ctx).await.expect("named once, not on every resync");
+}
+
+/// A skew no migration can fix (zone-b's one node cordoned, counted all the same under
+/// nodeTaintsPolicy Ignore): the condition and its Event say what `explain` says, why no
+/// migration and what would make one possible, never "request a migration".
+#[tokio::test]
+async fn a_skew_without_a_migration_says_why_and_what_would_make_one_possible() {
+    let mut objects = fixture(Reason::Skewed);
+    for object in &mut objects {
+        if object["metadata"]["name"] == "gpu-node-2" {
+            object["spec"] = json!({"unschedulable": true});
+        }
+    }
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness(&objects, Mode::Off);
+    let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx.clone()));
+    let expected = "Instances per domain (zone-a: 3, zone-b: 0) differ by 3, more than maxSkew 1. \
+        No migration can fix it now: no eligible domain has room for one more Instance. Let the nodes of zone-b take the pods \
+        (uncordon them, or tolerate their taints), or set nodeTaintsPolicy: Honor in the policy's settings, so that zone-b, \
+        where no node takes the pods, stops counting.";
+    let (_, _, event, respond) = next(&mut server).await;
+    assert_eq!((&event["reason"], &event["note"]), (&json!("Skewed"), &json!(expected)));
+    answer(respond, StatusCode::CREATED, &event);
+    let (_, _, body, respond) = next(&mut server).await;
+    assert_eq!(body["status"]["conditions"][0]["message"], expected);
+    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
+    reconciling.await.expect("no panic").expect("reconciled");
 }

@@ -713,7 +713,7 @@ async fn preferred_piles_into_the_domain_with_room_skewed() {
         status: "False",
         reason: "Skewed",
         why: "Instances per domain (zone-a: 2, zone-b: 0) differ by 2, more than maxSkew 1.".into(),
-        what: "Request an Instance migration to move an Instance out of the fullest domain.",
+        what: "No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.",
     })
     .await;
 }
