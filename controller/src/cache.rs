@@ -15,7 +15,7 @@ use kube::{Resource, ResourceExt};
 use ome_spread_core::instance::component_of;
 use ome_spread_core::migration::{Annotated, BadLedger, BadRecord, Migrations, Records, Requests};
 use ome_spread_core::nodes::{Node, Nodes, Taint};
-use ome_spread_core::room::{self, Requested, Resources};
+use ome_spread_core::room::Resources;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -76,13 +76,10 @@ pub fn nodes(nodes: &[Arc<KubeNode>]) -> Nodes {
 }
 
 /// The pods as the core takes them (JSON values), converted once per change of the pods, not
-/// once per reconcile: by (namespace, InferenceService, component), from their OME labels, and
-/// what they request of each node (the room a rebalance plan counts on).
+/// once per reconcile: by (namespace, InferenceService, component), from their OME labels.
 #[derive(Debug, Default)]
 pub struct PodsByComponent {
     pub components: HashMap<(String, String, String), Vec<Value>>,
-    /// Of the pods the controller watches: OMENative pods only.
-    pub requested: Requested,
 }
 
 pub type PodSnapshot = Snapshot<Pod, Result<PodsByComponent, PodJsonError>>;
@@ -108,7 +105,6 @@ pub fn pods_by_component(pods: &[Arc<Pod>]) -> Result<PodsByComponent, PodJsonEr
             grouped.components.entry(key).or_default().push(value);
         }
     }
-    grouped.requested = room::requested(grouped.components.values().flatten());
     Ok(grouped)
 }
 
@@ -290,7 +286,5 @@ mod tests {
             2,
             "the unlabelled pod belongs to no component"
         );
-        // Three labelled pods on n1, each taking one of its pods; the unlabelled one is not read.
-        assert_eq!(grouped.requested["n1"], Resources::parsed([("pods", "3")]));
     }
 }

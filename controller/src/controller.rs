@@ -27,6 +27,7 @@ use crate::metrics::Metrics;
 use crate::rebalance::Mode;
 use crate::reconcile::{Context, error_policy, reconcile, within_timeout};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
+use crate::room::{self, Room};
 use crate::schema;
 use crate::serve::Health;
 use crate::triggers::{NodeChanges, replica_of_pod, replicas_of_service, replicas_using};
@@ -133,6 +134,7 @@ async fn reconcile_all(client: Client, options: Options) {
         cluster_runtimes,
         pods: PodSnapshot::new(pods, pod_version, pods_by_component),
         nodes: NodeSnapshot::new(node_store, node_version, nodes),
+        room: Room::default(),
         settings: options.settings,
         metrics: options.metrics,
         failures: Mutex::default(),
@@ -151,9 +153,10 @@ async fn reconcile_all(client: Client, options: Options) {
     tokio::spawn(recheck_schema(client.clone(), context.clone(), lifted));
     let lifts = futures::stream::unfold(lifts, |mut lifts| async { lifts.recv().await.map(|()| ((), lifts)) });
     tokio::spawn(ready_when_filled(context.clone(), health));
+    let room = every_pods_requests(client.clone(), context.clone());
     let replica_changes = replica_changes(client, replica_writer, replica_version, context.metrics.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
-    Controller::for_stream(replica_changes, replicas)
+    let controller = Controller::for_stream(replica_changes, replicas)
         .watches_stream(pod_changes, |pod| replica_of_pod(&pod))
         .watches_stream(service_changes, |service| replicas_of_service(&service))
         .watches_stream(runtime_changes, move |runtime| {
@@ -177,6 +180,27 @@ async fn reconcile_all(client: Client, options: Options) {
                 Err(controller::Error::ObjectNotFound(object)) => debug!(%object, "no such replica"),
                 Err(e) => error!(error = %e, "controller"),
                 Ok(_) => {}
+            }
+            future::ready(())
+        });
+    // The room's watch runs as long as the controller, and no longer.
+    tokio::select! {
+        () = controller => {}
+        () = room => {}
+    }
+}
+
+/// The watch of every pod, of any workload, trimmed to what the room reads, kept in
+/// `context.room`: it triggers no reconcile (a pod of another workload re-plans a component at
+/// that component's next change or resync).
+async fn every_pods_requests(client: Client, context: Arc<Context>) {
+    watcher(Api::<Pod>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(room::trim)
+        .for_each(|event| {
+            match event {
+                Ok(event) => context.room.apply(&event),
+                Err(e) => warn!(error = %e, "watching every pod's requests"),
             }
             future::ready(())
         })

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use ome_spread_core::explain::{Objects, explain, text};
 use ome_spread_core::instance::COMPONENTS;
@@ -13,6 +14,7 @@ use ome_spread_core::settings::Settings;
 use serde_json::Value;
 
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
+use crate::room;
 
 /// The policy's settings from a file (YAML or JSON, as in policy.yaml), else the defaults.
 pub fn read_settings(path: Option<&Path>) -> Result<Settings, String> {
@@ -74,6 +76,25 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
         .map_err(failed("the pods"))?
     {
         objects.push(value(&pod)?);
+    }
+    // The room a plan counts on: every other pod, of any workload, trimmed to what the room
+    // reads. Who may not list every pod gets the room of this InferenceService's pods only.
+    match Api::<Pod>::all(client.clone()).list(&ListParams::default()).await {
+        Ok(everyone) => {
+            for mut pod in everyone {
+                let own = pod.namespace().as_deref() == Some(namespace)
+                    && pod.labels().get(labels::INFERENCE_SERVICE).map(String::as_str) == Some(service);
+                if !own {
+                    room::trim(&mut pod);
+                    objects.push(value(&pod)?);
+                }
+            }
+        }
+        Err(kube::Error::Api(status)) if status.code == 403 => eprintln!(
+            "warning: listing every pod is forbidden ({}): the room counts only the pods of InferenceService {namespace}/{service}",
+            status.message
+        ),
+        Err(e) => return Err(failed("every pod")(e)),
     }
     let nodes: Api<KubeNode> = Api::all(client);
     for node in nodes.list(&ListParams::default()).await.map_err(failed("the nodes"))? {

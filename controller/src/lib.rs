@@ -11,6 +11,7 @@ pub mod objects;
 pub mod rebalance;
 pub mod reconcile;
 pub mod resources;
+pub mod room;
 pub mod schema;
 pub mod serve;
 pub mod triggers;

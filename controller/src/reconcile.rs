@@ -28,6 +28,7 @@ use crate::cache::{NodeSnapshot, PodJsonError, PodSnapshot, PodsByComponent, Rec
 use crate::metrics::Metrics;
 use crate::rebalance::{self, Mode};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
+use crate::room::Room;
 
 /// The field manager of the `Spread` condition.
 pub const FIELD_MANAGER: &str = "ome-spread";
@@ -83,6 +84,8 @@ pub struct Context {
     pub cluster_runtimes: Store<ClusterServingRuntime>,
     pub pods: PodSnapshot,
     pub nodes: NodeSnapshot,
+    /// What every pod bound to a node requests of it.
+    pub room: Room,
     pub settings: Settings,
     pub metrics: Arc<Metrics>,
     /// Failures in a row per replica, for the retry's backoff.
@@ -117,6 +120,7 @@ impl Context {
             self.cluster_runtimes.wait_until_ready(),
             self.pods.wait_until_ready(),
             self.nodes.wait_until_ready(),
+            self.room.wait_until_filled().map(Ok),
         );
         ready.map(|_| ()).map_err(|_| Error::CacheGone)
     }
@@ -135,6 +139,10 @@ impl Context {
                     ),
                     ("pods", self.pods.wait_until_ready().now_or_never()),
                     ("nodes", self.nodes.wait_until_ready().now_or_never()),
+                    (
+                        "every pod's requests",
+                        self.room.wait_until_filled().map(Ok).now_or_never(),
+                    ),
                 ];
                 let names: Vec<&str> = unfilled
                     .iter()
@@ -268,7 +276,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         None => None,
     };
     let snapshot = ctx.pods.current();
-    let by_component = snapshot.as_ref().as_ref().map_err(|e| Error::PodJson(e.clone()))?;
+    snapshot.as_ref().as_ref().map_err(|e| Error::PodJson(e.clone()))?;
     let objects = Objects {
         service: serde_json::to_value(&*service).map_err(Error::Json)?,
         runtime,
@@ -279,13 +287,16 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     };
     let component = objects.component();
     let report = diagnose(&component, &ctx.settings)?;
-    let plan = recommend(&component, &report, &by_component.requested, &ctx.settings);
-    // The domains where no node takes the pods are read only when a skew has no migration.
-    let rooms = match no_move(&plan) {
-        Some(_) => rooms(&component, &report, &by_component.requested, 0),
-        None => Vec::new(),
-    };
-    let action = what_to_do(&report, &plan, &rooms);
+    let (plan, action) = ctx.room.with(|requested| {
+        let plan = recommend(&component, &report, requested, &ctx.settings);
+        // The domains where no node takes the pods are read only when a skew has no migration.
+        let rooms = match no_move(&plan) {
+            Some(_) => rooms(&component, &report, requested, 0),
+            None => Vec::new(),
+        };
+        let action = what_to_do(&report, &plan, &rooms);
+        (plan, action)
+    });
     Ok(Some(Diagnosed {
         service,
         report,

@@ -816,3 +816,35 @@ fn a_pending_instance_is_named_apart_from_the_placed_ones() {
         "the 2 placed Instances run in 2 different domains of topology.kubernetes.io/zone; qwen3-0-6b-engine-2-default-0 is Pending"
     );
 }
+
+/// Live, the room counts every pod of the cluster, of any workload, as `--from` counts every
+/// saved pod: a training job's pod in another namespace holding zone-b's only GPU leaves no move.
+#[tokio::test]
+async fn live_explain_counts_the_room_other_workloads_hold() {
+    let mut objects = Case::of(Reason::Skewed).objects;
+    objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch", "labels": {"app": "train"}},
+        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Running"}}));
+    let (service, server) =
+        tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
+    let api = tokio::spawn(serve_objects(server, objects));
+    let client = kube::Client::new(service, "default");
+    let fetched = ome_spread_controller::explain::fetch(client, "qwen3-0-6b", "spread-demo")
+        .await
+        .expect("fetched");
+    let (printed, _) = ome_spread_controller::explain::run(
+        "qwen3-0-6b",
+        "spread-demo",
+        None,
+        &fetched,
+        "the cluster",
+        &Settings::default(),
+        false,
+    )
+    .expect("explained");
+    assert!(
+        printed.ends_with("What to do: No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.\n"),
+        "{printed}"
+    );
+    api.abort();
+}

@@ -293,7 +293,16 @@ async fn never_and_a_lowered_mode_write_nothing() {
         server,
         _writers,
     } = harness(&never, Mode::Migrate);
-    reconcile(reconciled(replica, None), ctx)
+    // The condition already says why no migration: no write.
+    let never = condition(
+        "False",
+        "Skewed",
+        "Instances per domain (zone-a: 3, zone-b: 0) differ by 3, more than maxSkew 1. No migration can fix it now: \
+         the engine's migrationPolicy.mode is Never: OME fails every migration request. \
+         Change the engine's migrationPolicy.mode to one that lets OME migrate its Instances.",
+        "2026-11-01T10:00:00Z",
+    );
+    reconcile(Arc::new(with_condition(replica, never)), ctx)
         .await
         .expect("no plan, no request");
     drop(server);

@@ -513,3 +513,29 @@ async fn a_skew_without_a_migration_says_why_and_what_would_make_one_possible() 
     answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
 }
+
+/// Room is counted from every pod bound to a node, of any workload: a training job's pod holding
+/// zone-b's only GPU leaves no room there, so no move is planned into it.
+#[tokio::test]
+async fn another_workloads_pod_takes_room_and_no_move_goes_into_it() {
+    let mut objects = fixture(Reason::Skewed);
+    objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch"},
+        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Running"}}));
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness(&objects, Mode::Off);
+    let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx.clone()));
+    let expected = "Instances per domain (zone-a: 3, zone-b: 0) differ by 3, more than maxSkew 1. \
+        No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.";
+    let (_, _, event, respond) = next(&mut server).await;
+    assert_eq!(event["note"], expected);
+    answer(respond, StatusCode::CREATED, &event);
+    let (_, _, body, respond) = next(&mut server).await;
+    assert_eq!(body["status"]["conditions"][0]["message"], expected);
+    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
+    reconciling.await.expect("no panic").expect("reconciled");
+}

@@ -19,12 +19,13 @@ pub type Requested = HashMap<String, Resources>;
 const PODS: &str = "pods";
 
 impl Resources {
-    /// Kubernetes quantities by resource name; an unreadable one is left out.
+    /// Kubernetes quantities by resource name; an unreadable one is left out, and so is a zero
+    /// (it holds nothing), so that equal amounts are equal maps.
     pub fn parsed<'a>(quantities: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let amounts = quantities.into_iter();
         Self(
             amounts
-                .filter_map(|(name, q)| Some((name.to_owned(), quantity(q)?)))
+                .filter_map(|(name, q)| Some((name.to_owned(), quantity(q).filter(|q| *q > 0)?)))
                 .collect(),
         )
     }
@@ -51,6 +52,23 @@ impl Resources {
         }
     }
 
+    /// Takes `other` (added before) away again; a resource that comes to nothing goes, so that
+    /// adding and taking away leaves the same amounts as never adding.
+    pub fn take(&mut self, other: &Resources) {
+        for (name, amount) in &other.0 {
+            if let Some(left) = self.0.get_mut(name) {
+                *left = left.saturating_sub(*amount);
+                if *left == 0 {
+                    self.0.remove(name);
+                }
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// How many more pods that each request `pod` fit in `self` (allocatable) beside `used`.
     pub fn slots(&self, used: &Resources, pod: &Resources) -> usize {
         if self.0.is_empty() {
@@ -72,16 +90,17 @@ impl Resources {
 /// The requests per node of the pods that hold room there: bound, and not finished.
 pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Value>) -> Requested {
     let mut requested = Requested::new();
-    for pod in pods {
-        let finished = matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
-        if let (Some(node), false) = (pod["spec"]["nodeName"].as_str(), finished) {
-            requested
-                .entry(node.to_owned())
-                .or_default()
-                .add(&Resources::of_pod(pod));
-        }
+    for (node, requests) in pods.into_iter().filter_map(held) {
+        requested.entry(node.to_owned()).or_default().add(&requests);
     }
     requested
+}
+
+/// The node a pod holds room on and what it holds there, if it holds any: bound, not finished.
+pub fn held(pod: &Value) -> Option<(&str, Resources)> {
+    let finished = matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+    let node = pod["spec"]["nodeName"].as_str().filter(|_| !finished)?;
+    Some((node, Resources::of_pod(pod)))
 }
 
 /// A Kubernetes quantity in thousandths: `8`, `500m`, `30Gi`, `1.5G`, `2e3`. None if unreadable.

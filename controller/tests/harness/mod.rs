@@ -24,6 +24,7 @@ use ome_spread_controller::reconcile::Context;
 use ome_spread_controller::resources::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
 };
+use ome_spread_controller::room::Room;
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
@@ -119,6 +120,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         cluster_runtimes,
         pods: PodSnapshot::new(pods, Arc::new(AtomicU64::new(0)), pods_by_component),
         nodes: NodeSnapshot::new(node_store, Arc::new(AtomicU64::new(0)), nodes),
+        room: room(&of_kind::<Pod>(objects, "Pod")),
         settings: Settings::default(),
         metrics: Arc::new(Metrics::default()),
         failures: Mutex::default(),
@@ -140,6 +142,17 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         server,
         _writers: (w1, w2, w3, w4, w5, w6),
     }
+}
+
+/// The room of `pods` (every pod of the fixture, of any workload), their list done.
+fn room(pods: &[Pod]) -> Room {
+    let room = Room::default();
+    room.apply(&watcher::Event::Init);
+    for pod in pods {
+        room.apply(&watcher::Event::InitApply(pod.clone()));
+    }
+    room.apply(&watcher::Event::InitDone);
+    room
 }
 
 pub fn condition(status: &str, reason: &str, message: &str, at: &str) -> Condition {
