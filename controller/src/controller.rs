@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node as KubeNode, NodeStatus, Pod};
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -30,7 +30,7 @@ use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService
 use crate::room::{self, Room};
 use crate::schema;
 use crate::serve::Health;
-use crate::triggers::{NodeChanges, replica_of_pod, replicas_of_service, replicas_using};
+use crate::triggers::{KeysInUse, NodeChange, NodeChanges, replica_of_pod, replicas_of_service, replicas_using};
 
 pub struct Options {
     pub settings: Settings,
@@ -114,7 +114,8 @@ async fn reconcile_all(client: Client, options: Options) {
     let (pods, pod_changes) = cached(Api::<Pod>::all(client.clone()), omenative, pod_version.clone());
     let (node_store, node_writer) = reflector::store();
     let node_version = Arc::new(AtomicU64::new(0));
-    let node_changes = node_changes(client.clone(), node_writer, node_version.clone());
+    let keys = Arc::new(KeysInUse::default());
+    let node_changes = node_changes(client.clone(), node_writer, node_version.clone(), keys.clone());
 
     let (replicas, replica_writer) = reflector::store();
     let replica_version = Arc::new(AtomicU64::new(0));
@@ -135,6 +136,7 @@ async fn reconcile_all(client: Client, options: Options) {
         pods: PodSnapshot::new(pods, pod_version, pods_by_component),
         nodes: NodeSnapshot::new(node_store, node_version, nodes),
         room: Room::default(),
+        keys,
         settings: options.settings,
         metrics: options.metrics,
         failures: Mutex::default(),
@@ -154,7 +156,7 @@ async fn reconcile_all(client: Client, options: Options) {
     let lifts = futures::stream::unfold(lifts, |mut lifts| async { lifts.recv().await.map(|()| ((), lifts)) });
     tokio::spawn(ready_when_filled(context.clone(), health));
     let room = every_pods_requests(client.clone(), context.clone());
-    let replica_changes = replica_changes(client, replica_writer, replica_version, context.metrics.clone());
+    let replica_changes = replica_changes(client, replica_writer, replica_version, context.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     let controller = Controller::for_stream(replica_changes, replicas)
         .watches_stream(pod_changes, |pod| replica_of_pod(&pod))
@@ -274,8 +276,9 @@ fn node_changes(
     client: Client,
     writer: reflector::store::Writer<KubeNode>,
     version: Arc<AtomicU64>,
+    keys: Arc<KeysInUse>,
 ) -> impl futures::Stream<Item = ()> {
-    let mut changes = NodeChanges::default();
+    let mut changes = NodeChanges::new(keys);
     watcher(Api::<KubeNode>::all(client), watcher::Config::default())
         .default_backoff()
         .modify(|node: &mut KubeNode| {
@@ -293,13 +296,13 @@ fn node_changes(
                 Ok(event) => changes.changed(event),
                 Err(e) => {
                     warn!(error = %e, "watching nodes");
-                    false
+                    NodeChange::Nothing
                 }
             };
-            if changed {
+            if changed != NodeChange::Nothing {
                 version.fetch_add(1, Ordering::AcqRel);
             }
-            future::ready(changed.then_some(()))
+            future::ready((changed == NodeChange::Read).then_some(()))
         })
 }
 
@@ -312,12 +315,12 @@ async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>) {
 }
 
 /// The replicas' own watch, filling their cache (`version` moves with every change, for the
-/// records' snapshot); a deleted replica's metrics go with it.
+/// records' snapshot); a deleted replica's metrics and node keys go with it.
 fn replica_changes(
     client: Client,
     writer: reflector::store::Writer<InferenceReplica>,
     version: Arc<AtomicU64>,
-    metrics: Arc<Metrics>,
+    context: Arc<Context>,
 ) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
     watcher(Api::<InferenceReplica>::all(client), watcher::Config::default())
         .default_backoff()
@@ -326,7 +329,10 @@ fn replica_changes(
         .inspect_ok(move |event| {
             version.fetch_add(1, Ordering::AcqRel);
             if let watcher::Event::Delete(replica) = event {
-                metrics.forget(&replica.namespace().unwrap_or_default(), &replica.name_any());
+                context
+                    .metrics
+                    .forget(&replica.namespace().unwrap_or_default(), &replica.name_any());
+                context.keys.forget(&ObjectRef::from_obj(replica));
             }
         })
         .touched_objects()

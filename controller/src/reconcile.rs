@@ -14,7 +14,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
-use ome_spread_core::diagnosis::{Component, DiagnosisError, Report, diagnose};
+use ome_spread_core::diagnosis::{Component, DiagnosisError, Report, diagnose, node_keys};
 use ome_spread_core::explain::{no_move, what_to_do};
 use ome_spread_core::migration::Entry;
 use ome_spread_core::nodes::Nodes;
@@ -29,6 +29,7 @@ use crate::metrics::Metrics;
 use crate::rebalance::{self, Mode};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room::Room;
+use crate::triggers::KeysInUse;
 
 /// The field manager of the `Spread` condition.
 pub const FIELD_MANAGER: &str = "ome-spread";
@@ -86,6 +87,8 @@ pub struct Context {
     pub nodes: NodeSnapshot,
     /// What every pod bound to a node requests of it.
     pub room: Room,
+    /// The node labels each replica's diagnosis reads, for the node watch.
+    pub keys: Arc<KeysInUse>,
     pub settings: Settings,
     pub metrics: Arc<Metrics>,
     /// Failures in a row per replica, for the retry's backoff.
@@ -202,6 +205,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     else {
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
         ctx.metrics.forget(&namespace, &name);
+        ctx.keys.forget(&ObjectRef::from_obj(replica));
         if let Ok(mut announced) = ctx.announced.lock() {
             announced.remove(&ObjectRef::from_obj(replica));
         }
@@ -287,6 +291,8 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     };
     let component = objects.component();
     let report = diagnose(&component, &ctx.settings)?;
+    ctx.keys
+        .set(ObjectRef::from_obj(replica), node_keys(&component, &report));
     let (plan, action) = ctx.room.with(|requested| {
         let plan = recommend(&component, &report, requested, &ctx.settings);
         // The domains where no node takes the pods are read only when a skew has no migration.

@@ -2,9 +2,10 @@
 //! engine and decoder, a runtime the services that use it, a node every replica (only when what
 //! the diagnosis reads of it changed).
 
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use kube::ResourceExt;
@@ -16,48 +17,120 @@ use ome_spread_core::replica::{ReplicaRef, RuntimeRef, is_controlling_replica};
 
 use crate::resources::{InferenceReplica, InferenceService};
 
-/// Which node events change what the diagnosis reads: labels, taints, cordon or allocatable
-/// changed, a node deleted, or a relist done (which may drop nodes). A heartbeat or an image
-/// pulled does not.
-#[derive(Default)]
+/// The node labels some replica's diagnosis reads ([`ome_spread_core::diagnosis::node_keys`]),
+/// as each replica's last reconcile found them.
+#[derive(Debug, Default)]
+pub struct KeysInUse(Mutex<Keys>);
+
+#[derive(Debug, Default)]
+struct Keys {
+    by_replica: HashMap<ObjectRef<InferenceReplica>, BTreeSet<String>>,
+    /// Their union, made anew when a replica's keys change.
+    all: Arc<BTreeSet<String>>,
+}
+
+impl KeysInUse {
+    pub fn set(&self, replica: ObjectRef<InferenceReplica>, keys: BTreeSet<String>) {
+        self.update(|by_replica| by_replica.insert(replica, keys.clone()) != Some(keys));
+    }
+
+    pub fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
+        self.update(|by_replica| by_replica.remove(replica).is_some());
+    }
+
+    pub fn all(&self) -> Arc<BTreeSet<String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .all
+            .clone()
+    }
+
+    /// `change` the keys per replica; it says whether they changed.
+    fn update(&self, change: impl FnOnce(&mut HashMap<ObjectRef<InferenceReplica>, BTreeSet<String>>) -> bool) {
+        let mut keys = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if change(&mut keys.by_replica) {
+            keys.all = Arc::new(keys.by_replica.values().flatten().cloned().collect());
+        }
+    }
+}
+
+/// What a node event changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeChange {
+    /// Nothing that is kept of a node (a heartbeat, an image pulled).
+    Nothing,
+    /// What is kept, but nothing a diagnosis reads: a label no replica reads (GPU Feature
+    /// Discovery rewrites its timestamp every minute). The node cache moves, no replica is
+    /// reconciled; one that starts to read the label reconciles on its own change.
+    Unread,
+    /// A label in use, taints, cordon or allocatable, a node deleted, or a relist done (which may
+    /// drop nodes): every replica is reconciled.
+    Read,
+}
+
+/// Tells what each node event changed, from the nodes seen so far.
 pub struct NodeChanges {
-    seen: HashMap<String, u64>,
+    keys: Arc<KeysInUse>,
+    /// Each node's fingerprints: of all it keeps, and of what the diagnosis reads.
+    seen: HashMap<String, (u64, u64)>,
     /// During a relist: the nodes listed so far, which replace `seen` when it is done.
-    relisting: Option<HashMap<String, u64>>,
+    relisting: Option<HashMap<String, (u64, u64)>>,
 }
 
 impl NodeChanges {
-    pub fn changed(&mut self, event: &watcher::Event<KubeNode>) -> bool {
+    pub fn new(keys: Arc<KeysInUse>) -> Self {
+        Self {
+            keys,
+            seen: HashMap::new(),
+            relisting: None,
+        }
+    }
+
+    pub fn changed(&mut self, event: &watcher::Event<KubeNode>) -> NodeChange {
+        let keys = self.keys.all();
+        let fingerprints = |node: &KubeNode| (node_fingerprint(node, None), node_fingerprint(node, Some(&keys)));
         match event {
             watcher::Event::Apply(node) => {
-                self.seen.insert(node.name_any(), node_fingerprint(node)) != Some(node_fingerprint(node))
+                let (kept, read) = fingerprints(node);
+                match self.seen.insert(node.name_any(), (kept, read)) {
+                    Some((_, was_read)) if was_read != read => NodeChange::Read,
+                    None => NodeChange::Read,
+                    Some((was_kept, _)) if was_kept != kept => NodeChange::Unread,
+                    Some(_) => NodeChange::Nothing,
+                }
             }
             watcher::Event::Delete(node) => {
                 self.seen.remove(&node.name_any());
-                true
+                NodeChange::Read
             }
             watcher::Event::Init => {
                 self.relisting = Some(HashMap::new());
-                false
+                NodeChange::Nothing
             }
             watcher::Event::InitApply(node) => {
                 self.relisting
                     .get_or_insert_default()
-                    .insert(node.name_any(), node_fingerprint(node));
-                false
+                    .insert(node.name_any(), fingerprints(node));
+                NodeChange::Nothing
             }
             watcher::Event::InitDone => {
                 self.seen = self.relisting.take().unwrap_or_default();
-                true
+                NodeChange::Read
             }
         }
     }
 }
 
-/// Only what the diagnosis reads of a node.
-fn node_fingerprint(node: &KubeNode) -> u64 {
+/// What the diagnosis reads of a node, and the room model: the labels `keys` names (all of them
+/// when None), taints, cordon, allocatable.
+fn node_fingerprint(node: &KubeNode, keys: Option<&BTreeSet<String>>) -> u64 {
     let mut hasher = DefaultHasher::new();
-    node.labels().hash(&mut hasher);
+    for (key, value) in node.labels() {
+        if keys.is_none_or(|keys| keys.contains(key)) {
+            (key, value).hash(&mut hasher);
+        }
+    }
     let spec = node.spec.as_ref();
     spec.and_then(|s| s.unschedulable).hash(&mut hasher);
     for taint in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
@@ -192,15 +265,33 @@ mod tests {
     }
 
     #[test]
-    fn label_taint_cordon_changes_deletions_and_relists_are_node_changes_heartbeats_are_not() {
-        let base = json!({"metadata": {"name": "n", "labels": {"zone": "a"}}, "spec": {}});
+    fn labels_in_use_taint_cordon_changes_deletions_and_relists_are_read_heartbeats_are_not() {
+        use NodeChange::{Nothing, Read, Unread};
+        let base = json!({"metadata": {"name": "n", "labels": {"zone": "a", "nvidia.com/gfd.timestamp": "1764590000"}}, "spec": {}});
         let event = |value: &serde_json::Value| watcher::Event::Apply(kube_node(value.clone()));
-        let mut changes = NodeChanges::default();
-        assert!(changes.changed(&event(&base)), "a new node");
+        let keys = Arc::new(KeysInUse::default());
+        keys.set(
+            ObjectRef::new("m-engine").within("ns"),
+            BTreeSet::from(["zone".to_owned()]),
+        );
+        let mut changes = NodeChanges::new(keys.clone());
+        assert_eq!(changes.changed(&event(&base)), Read, "a new node");
         let mut heartbeat = base.clone();
         heartbeat["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
         heartbeat["metadata"]["resourceVersion"] = json!("42");
-        assert!(!changes.changed(&event(&heartbeat)));
+        assert_eq!(changes.changed(&event(&heartbeat)), Nothing);
+        // GPU Feature Discovery's minutely rewrite: kept, but no replica reads it.
+        let mut rewritten = heartbeat.clone();
+        rewritten["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590060");
+        assert_eq!(changes.changed(&event(&rewritten)), Unread);
+        // Once a replica reads it (its node selection names it), its change is read.
+        let decoder = ObjectRef::new("m-decoder").within("ns");
+        keys.set(decoder.clone(), BTreeSet::from(["nvidia.com/gfd.timestamp".to_owned()]));
+        rewritten["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590120");
+        assert_eq!(changes.changed(&event(&rewritten)), Read);
+        keys.forget(&decoder);
+        assert_eq!(keys.all().iter().collect::<Vec<_>>(), ["zone"]);
+
         let mut relabelled = base.clone();
         relabelled["metadata"]["labels"]["zone"] = json!("b");
         let mut tainted = base.clone();
@@ -210,13 +301,16 @@ mod tests {
         let mut resized = base.clone();
         resized["status"] = json!({"allocatable": {"nvidia.com/gpu": "4"}});
         for changed in [relabelled, tainted, cordoned, resized, base.clone()] {
-            assert!(changes.changed(&event(&changed)), "{changed}");
+            assert_eq!(changes.changed(&event(&changed)), Read, "{changed}");
         }
-        assert!(changes.changed(&watcher::Event::Delete(kube_node(base.clone()))));
-        // A relist: one change when it is done, none per node listed; then it is what was seen.
-        assert!(!changes.changed(&watcher::Event::Init));
-        assert!(!changes.changed(&watcher::Event::InitApply(kube_node(base.clone()))));
-        assert!(changes.changed(&watcher::Event::InitDone));
-        assert!(!changes.changed(&event(&heartbeat)));
+        assert_eq!(changes.changed(&watcher::Event::Delete(kube_node(base.clone()))), Read);
+        // A relist: read once when it is done, nothing per node listed; then it is what was seen.
+        assert_eq!(changes.changed(&watcher::Event::Init), Nothing);
+        assert_eq!(
+            changes.changed(&watcher::Event::InitApply(kube_node(base.clone()))),
+            Nothing
+        );
+        assert_eq!(changes.changed(&watcher::Event::InitDone), Read);
+        assert_eq!(changes.changed(&event(&heartbeat)), Nothing);
     }
 }

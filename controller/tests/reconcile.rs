@@ -539,3 +539,30 @@ async fn another_workloads_pod_takes_room_and_no_move_goes_into_it() {
     answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
 }
+
+/// A reconcile records the node labels its diagnosis read (the spread key, and the model label
+/// its pods' node selector names), so that the node watch reconciles on those alone.
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_records_the_node_labels_its_diagnosis_reads() {
+    let Harness {
+        ctx, replica, server, ..
+    } = harness(&fixture(Reason::Satisfied), Mode::Off);
+    let replica = with_condition(
+        replica,
+        condition(
+            "True",
+            "Satisfied",
+            &expected_message(Reason::Satisfied),
+            "2026-11-01T10:00:00Z",
+        ),
+    );
+    reconcile(Arc::new(replica), ctx.clone()).await.expect("reconciled");
+    drop(server);
+    assert_eq!(
+        ctx.keys.all().iter().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "models.ome.io/clusterbasemodel.qwen3-0-6b",
+            "topology.kubernetes.io/zone"
+        ]
+    );
+}

@@ -2,7 +2,7 @@
 //! computed from the InferenceService, its runtime, the InferenceReplica, its pods and the nodes
 //! (SPEC section 4). The first reason from the top that applies is the one reported.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -445,6 +445,23 @@ fn placement(
     let counts = report.instances_per_domain.values();
     report.skew = counts.clone().max().unwrap_or(&0) - counts.min().unwrap_or(&0);
     where_instances_run(report, anchors, key, settings)
+}
+
+/// The node labels the diagnosis and the plan of a component read: its spread key and rack key,
+/// and those its anchors' node selection names. A change of any other label of a node (a GPU
+/// Feature Discovery timestamp) changes nothing they say.
+pub fn node_keys(component: &Component, report: &Report) -> BTreeSet<String> {
+    let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
+    let in_effect = &report.in_effect;
+    let mut keys: BTreeSet<String> = [&in_effect.spread_key, &in_effect.topology_key]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    for selection in selections(&anchors(component, kind)) {
+        keys.extend(selection.label_keys().map(str::to_owned));
+    }
+    keys
 }
 
 /// The anchors' node selections: those of one component share a template, so each distinct

@@ -208,6 +208,16 @@ impl Nodes {
 }
 
 impl Selection {
+    /// The node labels it reads: its node selector's keys and its node affinity's.
+    pub fn label_keys(&self) -> impl Iterator<Item = &str> {
+        let terms = self.terms.iter().flatten().flatten();
+        let affinity = terms.filter_map(|expression| match &expression.subject {
+            Subject::Label(key) => Some(key.as_str()),
+            Subject::Name | Subject::OtherField => None,
+        });
+        self.node_selector.keys().map(String::as_str).chain(affinity)
+    }
+
     pub fn of_pod(pod: &Value) -> Self {
         let spec = &pod["spec"];
         let terms =

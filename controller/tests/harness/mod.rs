@@ -121,6 +121,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         pods: PodSnapshot::new(pods, Arc::new(AtomicU64::new(0)), pods_by_component),
         nodes: NodeSnapshot::new(node_store, Arc::new(AtomicU64::new(0)), nodes),
         room: room(&of_kind::<Pod>(objects, "Pod")),
+        keys: Arc::default(),
         settings: Settings::default(),
         metrics: Arc::new(Metrics::default()),
         failures: Mutex::default(),
