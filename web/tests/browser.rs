@@ -216,7 +216,7 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
 
     // Skewed: three Instances in zone-a, none in zone-b; the plan moves one, drawn as an arrow.
     let menu = client.find(Locator::Css("#scenario")).await.expect("the menu");
-    menu.select_by_value("14").await.expect("Skewed picked");
+    menu.select_by_value("15").await.expect("Skewed picked");
     assert_eq!(texts(&client, ".reason-name").await, ["Skewed"]);
     assert_eq!(texts(&client, ".domain h5").await, ["zone-a (3)", "zone-b (0)"]);
     assert_eq!(
