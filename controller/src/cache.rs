@@ -1,23 +1,22 @@
 //! The controller's caches: one watch per kind fills each, and what the diagnosis reads of the
-//! pods and nodes is built from them once per change (snapshots), not once per reconcile.
+//! nodes, the InferenceServices' requests and the replicas' records is built from them once per
+//! change (snapshots), not once per reconcile. The pods are indexed by their own events instead
+//! ([`crate::pods`], [`crate::room`]).
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use ome_spread_core::instance::component_of;
 use ome_spread_core::migration::{Annotated, BadLedger, BadRecord, Migrations, Records, Requests};
 use ome_spread_core::nodes::{Node, Nodes, Taint};
 use ome_spread_core::room::Resources;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::resources::{InferenceReplica, InferenceService};
 
@@ -73,39 +72,6 @@ pub type NodeSnapshot = Snapshot<KubeNode, Nodes>;
 
 pub fn nodes(nodes: &[Arc<KubeNode>]) -> Nodes {
     Nodes::new(nodes.iter().map(|n| node(n)).collect())
-}
-
-/// The pods as the core takes them (JSON values), converted once per change of the pods, not
-/// once per reconcile: by (namespace, InferenceService, component), from their OME labels.
-#[derive(Debug, Default)]
-pub struct PodsByComponent {
-    pub components: HashMap<(String, String, String), Vec<Value>>,
-}
-
-pub type PodSnapshot = Snapshot<Pod, Result<PodsByComponent, PodJsonError>>;
-
-/// A cached pod that cannot be written as JSON: cannot happen for a pod the API server sent, and
-/// is said, naming the pod, if it does.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("pod {pod} cannot be read as JSON: {message}")]
-pub struct PodJsonError {
-    pub pod: String,
-    pub message: String,
-}
-
-pub fn pods_by_component(pods: &[Arc<Pod>]) -> Result<PodsByComponent, PodJsonError> {
-    let mut grouped = PodsByComponent::default();
-    for pod in pods {
-        let value = serde_json::to_value(&**pod).map_err(|e| PodJsonError {
-            pod: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
-            message: e.to_string(),
-        })?;
-        if let Some((namespace, service, component)) = component_of(&value) {
-            let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
-            grouped.components.entry(key).or_default().push(value);
-        }
-    }
-    Ok(grouped)
 }
 
 /// What the diagnosis needs of a Kubernetes node.
@@ -240,51 +206,5 @@ mod tests {
         let second = snapshot.current();
         assert_eq!(second.len(), 2);
         assert!(Arc::ptr_eq(&second, &snapshot.current()));
-    }
-
-    #[test]
-    fn pods_are_grouped_by_component_as_the_json_the_diagnosis_reads() {
-        let pod = |name: &str, labels: serde_json::Value| -> Arc<Pod> {
-            Arc::new(
-                serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns", "labels": labels},
-                    "spec": {"containers": [], "nodeName": "n1"}}))
-                .expect("a pod"),
-            )
-        };
-        let engine = json!({"ome.io/inferenceservice": "m", "component": "engine"});
-        let grouped = pods_by_component(&[
-            pod("m-engine-0-default-0", engine.clone()),
-            pod(
-                "m-decoder-0-default-0",
-                json!({"ome.io/inferenceservice": "m", "component": "decoder"}),
-            ),
-            pod("m-engine-1-default-0", engine),
-            pod("unlabelled", json!({})),
-        ])
-        .expect("pods as JSON");
-        let names = |component: &str| -> Vec<(String, String)> {
-            grouped.components[&("ns".to_owned(), "m".to_owned(), component.to_owned())]
-                .iter()
-                .map(|p| {
-                    (
-                        p["metadata"]["name"].as_str().unwrap().to_owned(),
-                        p["spec"]["nodeName"].as_str().unwrap().to_owned(),
-                    )
-                })
-                .collect()
-        };
-        assert_eq!(
-            names("engine"),
-            [
-                ("m-engine-0-default-0".to_owned(), "n1".to_owned()),
-                ("m-engine-1-default-0".to_owned(), "n1".to_owned())
-            ]
-        );
-        assert_eq!(names("decoder").len(), 1);
-        assert_eq!(
-            grouped.components.len(),
-            2,
-            "the unlabelled pod belongs to no component"
-        );
     }
 }

@@ -20,10 +20,9 @@ use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use tracing::{debug, error, info, warn};
 
-use crate::cache::{
-    NodeSnapshot, PodSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, pods_by_component, records, requests,
-};
+use crate::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, records, requests};
 use crate::metrics::Metrics;
+use crate::pods::{self, Pods};
 use crate::rebalance::Mode;
 use crate::reconcile::{Context, error_policy, reconcile, within_timeout};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
@@ -110,8 +109,6 @@ async fn reconcile_all(client: Client, options: Options) {
         unversioned(),
     );
     let omenative = watcher::Config::default().labels(&format!("{}=OMENative", labels::MANAGED_BY));
-    let pod_version = Arc::new(AtomicU64::new(0));
-    let (pods, pod_changes) = cached(Api::<Pod>::all(client.clone()), omenative, pod_version.clone());
     let (node_store, node_writer) = reflector::store();
     let node_version = Arc::new(AtomicU64::new(0));
     let keys = Arc::new(KeysInUse::default());
@@ -133,7 +130,7 @@ async fn reconcile_all(client: Client, options: Options) {
         services: services.clone(),
         runtimes,
         cluster_runtimes,
-        pods: PodSnapshot::new(pods, pod_version, pods_by_component),
+        pods: Pods::default(),
         nodes: NodeSnapshot::new(node_store, node_version, nodes),
         room: Room::default(),
         keys,
@@ -156,6 +153,7 @@ async fn reconcile_all(client: Client, options: Options) {
     let lifts = futures::stream::unfold(lifts, |mut lifts| async { lifts.recv().await.map(|()| ((), lifts)) });
     tokio::spawn(ready_when_filled(context.clone(), health));
     let room = every_pods_requests(client.clone(), context.clone());
+    let pod_changes = pod_changes(client.clone(), omenative, context.clone());
     let replica_changes = replica_changes(client, replica_writer, replica_version, context.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     let controller = Controller::for_stream(replica_changes, replicas)
@@ -190,6 +188,19 @@ async fn reconcile_all(client: Client, options: Options) {
         () = controller => {}
         () = room => {}
     }
+}
+
+/// The OMENative pods' watch, trimmed, filling `context.pods`: each pod a trigger of its replica.
+fn pod_changes(
+    client: Client,
+    omenative: watcher::Config,
+    context: Arc<Context>,
+) -> impl futures::Stream<Item = Result<Pod, watcher::Error>> {
+    watcher(Api::<Pod>::all(client), omenative)
+        .default_backoff()
+        .modify(pods::trim)
+        .inspect_ok(move |event| context.pods.apply(event))
+        .touched_objects()
 }
 
 /// The watch of every pod, of any workload, trimmed to what the room reads, kept in

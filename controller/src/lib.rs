@@ -5,9 +5,11 @@
 pub mod cache;
 pub mod controller;
 pub mod explain;
+pub mod index;
 pub mod metrics;
 mod migrate;
 pub mod objects;
+pub mod pods;
 pub mod rebalance;
 pub mod reconcile;
 pub mod resources;

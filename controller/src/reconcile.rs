@@ -24,8 +24,9 @@ use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
-use crate::cache::{NodeSnapshot, PodJsonError, PodSnapshot, PodsByComponent, RecordSnapshot, RequestSnapshot};
+use crate::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot};
 use crate::metrics::Metrics;
+use crate::pods::Pods;
 use crate::rebalance::{self, Mode};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room::Room;
@@ -54,8 +55,6 @@ pub enum Error {
     /// An object the caches hold that cannot be read as JSON: cannot happen, and is said if it does.
     #[error("an object of the cache cannot be read as JSON: {0}")]
     Json(serde_json::Error),
-    #[error(transparent)]
-    PodJson(PodJsonError),
     #[error("a cache stopped before it was filled")]
     CacheGone,
     /// The API server has not answered the first list of these caches' watches.
@@ -70,7 +69,7 @@ impl Error {
             Self::Api(kube::Error::Api(status)) => format!("api_{}", status.code),
             Self::Api(_) => "api".into(),
             Self::Timeout(_) => "timeout".into(),
-            Self::BadObject(_) | Self::Json(_) | Self::PodJson(_) => "bad_object".into(),
+            Self::BadObject(_) | Self::Json(_) => "bad_object".into(),
             Self::CacheGone | Self::NotFilled(_) => "cache".into(),
         }
     }
@@ -83,7 +82,8 @@ pub struct Context {
     pub services: Store<InferenceService>,
     pub runtimes: Store<ServingRuntime>,
     pub cluster_runtimes: Store<ClusterServingRuntime>,
-    pub pods: PodSnapshot,
+    /// The OMENative pods of each component.
+    pub pods: Pods,
     pub nodes: NodeSnapshot,
     /// What every pod bound to a node requests of it.
     pub room: Room,
@@ -121,7 +121,7 @@ impl Context {
             self.services.wait_until_ready(),
             self.runtimes.wait_until_ready(),
             self.cluster_runtimes.wait_until_ready(),
-            self.pods.wait_until_ready(),
+            self.pods.wait_until_filled().map(Ok),
             self.nodes.wait_until_ready(),
             self.room.wait_until_filled().map(Ok),
         );
@@ -140,7 +140,7 @@ impl Context {
                         "ClusterServingRuntimes",
                         self.cluster_runtimes.wait_until_ready().now_or_never(),
                     ),
-                    ("pods", self.pods.wait_until_ready().now_or_never()),
+                    ("pods", self.pods.wait_until_filled().map(Ok).now_or_never()),
                     ("nodes", self.nodes.wait_until_ready().now_or_never()),
                     (
                         "every pod's requests",
@@ -233,25 +233,18 @@ pub struct Objects {
     service: Value,
     runtime: Option<Value>,
     replica: Value,
-    snapshot: Arc<Result<PodsByComponent, PodJsonError>>,
-    /// (namespace, InferenceService, component): the snapshot's key of the component's pods.
-    key: (String, String, String),
+    /// The component's pods.
+    pods: Vec<Value>,
     nodes: Arc<Nodes>,
 }
 
 impl Objects {
     pub fn component(&self) -> Component<'_> {
-        let pods = self
-            .snapshot
-            .as_ref()
-            .as_ref()
-            .ok()
-            .and_then(|p| p.components.get(&self.key));
         Component {
             service: &self.service,
             runtime: self.runtime.as_ref(),
             replica: &self.replica,
-            pods: pods.map_or(&[][..], Vec::as_slice),
+            pods: &self.pods,
             nodes: &self.nodes,
         }
     }
@@ -279,14 +272,13 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         Some(RuntimeRef::Cluster(runtime)) => to_value(ctx.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
         None => None,
     };
-    let snapshot = ctx.pods.current();
-    snapshot.as_ref().as_ref().map_err(|e| Error::PodJson(e.clone()))?;
     let objects = Objects {
         service: serde_json::to_value(&*service).map_err(Error::Json)?,
         runtime,
         replica: serde_json::to_value(replica).map_err(Error::Json)?,
-        snapshot: snapshot.clone(),
-        key: (namespace.clone(), parent, replica.spec.component.clone()),
+        pods: ctx
+            .pods
+            .of(&(namespace.clone(), parent, replica.spec.component.clone())),
         nodes: ctx.nodes.current(),
     };
     let component = objects.component();

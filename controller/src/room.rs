@@ -1,79 +1,55 @@
 //! The room a rebalance plan counts on: what every pod bound to a node requests of it, whichever
 //! workload it belongs to (a training job's GPUs are as taken as an engine's). Kept by the pods'
-//! own watch events, the pods trimmed on the way in to what the room reads: an event costs its
-//! own pod, a relist rebuilds once.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
+//! own watch events ([`crate::index`]), the pods trimmed on the way in to what the room reads.
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::ResourceExt;
 use kube::runtime::watcher;
 use ome_spread_core::room::{self, Requested, Resources};
-use tokio::sync::watch;
 use tracing::warn;
 
-/// The pods that hold room, and the sums per node.
+use crate::index::{self, Derived, Shared};
+
+/// The requests of the pods bound to each node, from each pod's entry: its node and what it
+/// holds there.
 #[derive(Debug, Default)]
-pub struct NodeRequests {
-    /// Each pod that holds room (`namespace/name`): its node, and what it holds there.
-    pods: HashMap<String, (String, Resources)>,
-    requested: Requested,
-    /// During a relist: the pods listed so far, which replace `pods` when it is done.
-    relisting: Option<HashMap<String, (String, Resources)>>,
-}
+pub struct Sums(Requested);
 
-impl NodeRequests {
-    pub fn apply(&mut self, event: &watcher::Event<Pod>) {
-        match event {
-            watcher::Event::Apply(pod) => {
-                let key = key(pod);
-                self.forget(&key);
-                if let Some((node, requests)) = held(pod) {
-                    self.requested.entry(node.clone()).or_default().add(&requests);
-                    self.pods.insert(key, (node, requests));
-                }
-            }
-            watcher::Event::Delete(pod) => self.forget(&key(pod)),
-            watcher::Event::Init => self.relisting = Some(HashMap::new()),
-            watcher::Event::InitApply(pod) => {
-                let relisting = self.relisting.get_or_insert_default();
-                match held(pod) {
-                    Some(held) => relisting.insert(key(pod), held),
-                    None => relisting.remove(&key(pod)),
-                };
-            }
-            watcher::Event::InitDone => {
-                self.pods = self.relisting.take().unwrap_or_default();
-                self.requested = Requested::new();
-                for (node, requests) in self.pods.values() {
-                    self.requested.entry(node.clone()).or_default().add(requests);
-                }
-            }
-        }
+impl Derived for Sums {
+    type Entry = (String, Resources);
+
+    fn insert(&mut self, (node, requests): &Self::Entry) {
+        self.0.entry(node.clone()).or_default().add(requests);
     }
 
-    /// The requests of the pods bound to each node.
-    pub fn requested(&self) -> &Requested {
-        &self.requested
-    }
-
-    fn forget(&mut self, key: &str) {
-        let Some((node, requests)) = self.pods.remove(key) else {
-            return;
-        };
-        if let Some(sum) = self.requested.get_mut(&node) {
-            sum.take(&requests);
+    fn remove(&mut self, (node, requests): &Self::Entry) {
+        if let Some(sum) = self.0.get_mut(node) {
+            sum.take(requests);
             if sum.is_empty() {
-                self.requested.remove(&node);
+                self.0.remove(node);
             }
         }
     }
 }
 
-fn key(pod: &Pod) -> String {
-    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
+/// The requests per node, shared between the pods' watch and the reconciles.
+#[derive(Default)]
+pub struct Room(Shared<Sums>);
+
+impl Room {
+    pub fn apply(&self, event: &watcher::Event<Pod>) {
+        self.0.apply(event, held);
+    }
+
+    /// Waits until the first list is in.
+    pub async fn wait_until_filled(&self) {
+        self.0.wait_until_filled().await;
+    }
+
+    /// `read` of the requests per node, as they stand.
+    pub fn with<T>(&self, read: impl FnOnce(&Requested) -> T) -> T {
+        self.0.with(|sums| read(&sums.0))
+    }
 }
 
 /// What the pod holds of its node, as the core counts it ([`room::held`]).
@@ -82,7 +58,7 @@ fn held(pod: &Pod) -> Option<(String, Resources)> {
         Ok(value) => room::held(&value).map(|(node, requests)| (node.to_owned(), requests)),
         Err(e) => {
             // Cannot happen for a pod the API server sent; said, naming it, if it does.
-            warn!(pod = %key(pod), error = %e, "a pod cannot be read as JSON: its requests are not counted");
+            warn!(pod = %index::key(pod), error = %e, "a pod cannot be read as JSON: its requests are not counted");
             None
         }
     }
@@ -99,8 +75,20 @@ pub fn trim(pod: &mut Pod) {
         ..ObjectMeta::default()
     };
     let spec = pod.spec.take().unwrap_or_default();
-    let containers = spec
-        .containers
+    pod.spec = Some(PodSpec {
+        node_name: spec.node_name,
+        containers: requests_only(spec.containers),
+        ..PodSpec::default()
+    });
+    pod.status = pod.status.take().map(|status| PodStatus {
+        phase: status.phase,
+        ..PodStatus::default()
+    });
+}
+
+/// Containers as the room reads them: each one's name and requests.
+pub fn requests_only(containers: Vec<Container>) -> Vec<Container> {
+    containers
         .into_iter()
         .map(|container| Container {
             name: container.name,
@@ -110,67 +98,13 @@ pub fn trim(pod: &mut Pod) {
             }),
             ..Container::default()
         })
-        .collect();
-    pod.spec = Some(PodSpec {
-        node_name: spec.node_name,
-        containers,
-        ..PodSpec::default()
-    });
-    pod.status = pod.status.take().map(|status| PodStatus {
-        phase: status.phase,
-        ..PodStatus::default()
-    });
-}
-
-/// [`NodeRequests`] shared between the pods' watch and the reconciles, and whether its first
-/// list is in.
-#[derive(Debug)]
-pub struct Room {
-    requests: Mutex<NodeRequests>,
-    filled: watch::Sender<bool>,
-}
-
-impl Default for Room {
-    fn default() -> Self {
-        Self {
-            requests: Mutex::default(),
-            filled: watch::Sender::new(false),
-        }
-    }
-}
-
-impl Room {
-    pub fn apply(&self, event: &watcher::Event<Pod>) {
-        self.requests
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .apply(event);
-        if matches!(event, watcher::Event::InitDone) {
-            self.filled.send_replace(true);
-        }
-    }
-
-    /// Waits until the first list is in.
-    pub async fn wait_until_filled(&self) {
-        let mut filled = self.filled.subscribe();
-        // The sender lives as long as `self`: the wait ends only when filled.
-        let _ = filled.wait_for(|filled| *filled).await;
-    }
-
-    /// `read` of the requests per node, as they stand.
-    pub fn with<T>(&self, read: impl FnOnce(&Requested) -> T) -> T {
-        read(
-            self.requests
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .requested(),
-        )
-    }
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::Index;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -190,9 +124,13 @@ mod tests {
         pod
     }
 
+    fn requested(index: &Index<Sums>) -> &Requested {
+        &index.derived().0
+    }
+
     #[test]
     fn every_bound_unfinished_pod_holds_its_requests_whatever_its_workload() {
-        let mut index = NodeRequests::default();
+        let mut index = Index::<Sums>::default();
         for event in [
             watcher::Event::Init,
             watcher::Event::InitApply(pod("train-0", Some("n1"), 4, "Running")),
@@ -201,24 +139,24 @@ mod tests {
             watcher::Event::InitApply(pod("unbound", None, 8, "Pending")),
             watcher::Event::InitDone,
         ] {
-            index.apply(&event);
+            index.apply(&event, held);
         }
-        let held = |gpus: &str, cpu: &str, pods: &str| {
+        let holding = |gpus: &str, cpu: &str, pods: &str| {
             Resources::parsed([("nvidia.com/gpu", gpus), ("cpu", cpu), ("pods", pods)])
         };
         assert_eq!(
-            index.requested(),
-            &Requested::from([("n1".to_owned(), held("6", "1", "2"))])
+            requested(&index),
+            &Requested::from([("n1".to_owned(), holding("6", "1", "2"))])
         );
         // train-0 moves to n2, train-1 finishes, then train-0 goes: n1 and n2 hold nothing.
-        index.apply(&watcher::Event::Apply(pod("train-0", Some("n2"), 4, "Running")));
-        index.apply(&watcher::Event::Apply(pod("train-1", Some("n1"), 2, "Failed")));
+        index.apply(&watcher::Event::Apply(pod("train-0", Some("n2"), 4, "Running")), held);
+        index.apply(&watcher::Event::Apply(pod("train-1", Some("n1"), 2, "Failed")), held);
         assert_eq!(
-            index.requested(),
-            &Requested::from([("n2".to_owned(), held("4", "0.5", "1"))])
+            requested(&index),
+            &Requested::from([("n2".to_owned(), holding("4", "0.5", "1"))])
         );
-        index.apply(&watcher::Event::Delete(pod("train-0", Some("n2"), 4, "Running")));
-        assert_eq!(index.requested(), &Requested::new());
+        index.apply(&watcher::Event::Delete(pod("train-0", Some("n2"), 4, "Running")), held);
+        assert_eq!(requested(&index), &Requested::new());
     }
 
     #[test]
@@ -253,20 +191,13 @@ mod tests {
         /// reflector would hold after the same events.
         #[test]
         fn the_index_equals_a_full_count_of_the_pods_after_any_events(events in proptest::collection::vec(event(), 0..40)) {
-            let mut index = NodeRequests::default();
-            let (mut pods, mut relisting): (HashMap<String, Pod>, Option<HashMap<String, Pod>>) = (HashMap::new(), None);
+            let mut index = Index::<Sums>::default();
             for event in &events {
-                index.apply(event);
-                match event {
-                    watcher::Event::Apply(pod) => { pods.insert(key(pod), pod.clone()); }
-                    watcher::Event::Delete(pod) => { pods.remove(&key(pod)); }
-                    watcher::Event::Init => relisting = Some(HashMap::new()),
-                    watcher::Event::InitApply(pod) => { relisting.get_or_insert_default().insert(key(pod), pod.clone()); }
-                    watcher::Event::InitDone => pods = relisting.take().unwrap_or_default(),
-                }
+                index.apply(event, held);
             }
+            let pods = index::reflected(&events);
             let values: Vec<serde_json::Value> = pods.values().map(|p| serde_json::to_value(p).expect("json")).collect();
-            prop_assert_eq!(index.requested(), &room::requested(&values));
+            prop_assert_eq!(requested(&index), &room::requested(&values));
         }
     }
 }

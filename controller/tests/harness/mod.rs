@@ -15,16 +15,15 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
-use ome_spread_controller::cache::{
-    NodeSnapshot, PodSnapshot, RecordSnapshot, RequestSnapshot, nodes, pods_by_component, records, requests,
-};
+use ome_spread_controller::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, nodes, records, requests};
 use ome_spread_controller::metrics::Metrics;
+use ome_spread_controller::pods::{self, Pods};
 use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::reconcile::Context;
 use ome_spread_controller::resources::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
 };
-use ome_spread_controller::room::Room;
+use ome_spread_controller::room::{self, Room};
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
@@ -83,7 +82,6 @@ pub type Writers = (
     Writer<InferenceService>,
     Writer<ServingRuntime>,
     Writer<ClusterServingRuntime>,
-    Writer<Pod>,
     Writer<Node>,
     Writer<InferenceReplica>,
 );
@@ -103,7 +101,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
     let (services, w1) = cache(of_kind::<InferenceService>(objects, "InferenceService"));
     let (runtimes, w2) = cache(of_kind::<ServingRuntime>(objects, "ServingRuntime"));
     let (cluster_runtimes, w3) = cache(of_kind::<ClusterServingRuntime>(objects, "ClusterServingRuntime"));
-    let (pods, w4) = cache(of_kind::<Pod>(objects, "Pod"));
+    let pods = of_kind::<Pod>(objects, "Pod");
     let (node_store, w5) = cache(of_kind::<Node>(objects, "Node"));
     let (replicas, w6) = cache(of_kind::<InferenceReplica>(objects, "InferenceReplica"));
     let ctx = Context {
@@ -118,9 +116,9 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         services: services.clone(),
         runtimes,
         cluster_runtimes,
-        pods: PodSnapshot::new(pods, Arc::new(AtomicU64::new(0)), pods_by_component),
+        pods: listed(&pods, pods::trim, |index: &Pods, event| index.apply(event)),
         nodes: NodeSnapshot::new(node_store, Arc::new(AtomicU64::new(0)), nodes),
-        room: room(&of_kind::<Pod>(objects, "Pod")),
+        room: listed(&pods, room::trim, |index: &Room, event| index.apply(event)),
         keys: Arc::default(),
         settings: Settings::default(),
         metrics: Arc::new(Metrics::default()),
@@ -141,19 +139,22 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         ctx: Arc::new(ctx),
         replica,
         server,
-        _writers: (w1, w2, w3, w4, w5, w6),
+        _writers: (w1, w2, w3, w5, w6),
     }
 }
 
-/// The room of `pods` (every pod of the fixture, of any workload), their list done.
-fn room(pods: &[Pod]) -> Room {
-    let room = Room::default();
-    room.apply(&watcher::Event::Init);
+/// An index of `pods` (every pod of the fixture, of any workload) after their list, each pod
+/// trimmed by `trim` as its watch trims it.
+fn listed<T: Default>(pods: &[Pod], trim: fn(&mut Pod), apply: impl Fn(&T, &watcher::Event<Pod>)) -> T {
+    let index = T::default();
+    apply(&index, &watcher::Event::Init);
     for pod in pods {
-        room.apply(&watcher::Event::InitApply(pod.clone()));
+        let mut pod = pod.clone();
+        trim(&mut pod);
+        apply(&index, &watcher::Event::InitApply(pod));
     }
-    room.apply(&watcher::Event::InitDone);
-    room
+    apply(&index, &watcher::Event::InitDone);
+    index
 }
 
 pub fn condition(status: &str, reason: &str, message: &str, at: &str) -> Condition {

@@ -1,0 +1,147 @@
+//! An index kept by a watch's own events, so that an event costs its own object and a relist
+//! rebuilds once: each object's entry by key (`namespace/name`), and what the index derives from
+//! the entries kept in step with them.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::ResourceExt;
+use kube::runtime::watcher;
+use tokio::sync::watch;
+
+/// What an index derives from its entries, updated one entry at a time.
+pub trait Derived: Default {
+    type Entry;
+    fn insert(&mut self, entry: &Self::Entry);
+    /// Takes away an entry inserted before.
+    fn remove(&mut self, entry: &Self::Entry);
+}
+
+pub struct Index<D: Derived> {
+    entries: HashMap<String, D::Entry>,
+    derived: D,
+    /// During a relist: the entries listed so far, which replace `entries` when it is done.
+    relisting: Option<HashMap<String, D::Entry>>,
+}
+
+impl<D: Derived> Default for Index<D> {
+    fn default() -> Self {
+        Self {
+            entries: HashMap::new(),
+            derived: D::default(),
+            relisting: None,
+        }
+    }
+}
+
+impl<D: Derived> Index<D> {
+    /// Applies a watch event; `entry` is what an object contributes (None: nothing).
+    pub fn apply<K: ResourceExt>(&mut self, event: &watcher::Event<K>, entry: impl Fn(&K) -> Option<D::Entry>) {
+        match event {
+            watcher::Event::Apply(object) => {
+                let key = key(object);
+                if let Some(old) = self.entries.remove(&key) {
+                    self.derived.remove(&old);
+                }
+                if let Some(new) = entry(object) {
+                    self.derived.insert(&new);
+                    self.entries.insert(key, new);
+                }
+            }
+            watcher::Event::Delete(object) => {
+                if let Some(old) = self.entries.remove(&key(object)) {
+                    self.derived.remove(&old);
+                }
+            }
+            watcher::Event::Init => self.relisting = Some(HashMap::new()),
+            watcher::Event::InitApply(object) => {
+                let relisting = self.relisting.get_or_insert_default();
+                match entry(object) {
+                    Some(new) => relisting.insert(key(object), new),
+                    None => relisting.remove(&key(object)),
+                };
+            }
+            watcher::Event::InitDone => {
+                self.entries = self.relisting.take().unwrap_or_default();
+                self.derived = D::default();
+                for entry in self.entries.values() {
+                    self.derived.insert(entry);
+                }
+            }
+        }
+    }
+
+    pub fn derived(&self) -> &D {
+        &self.derived
+    }
+}
+
+pub fn key<K: ResourceExt>(object: &K) -> String {
+    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
+}
+
+/// The objects a reflector would hold after `events`, by key: what a test rebuilds an index from.
+#[cfg(test)]
+pub fn reflected<K: ResourceExt + Clone>(events: &[watcher::Event<K>]) -> HashMap<String, K> {
+    let (mut objects, mut relisting) = (HashMap::new(), None::<HashMap<String, K>>);
+    for event in events {
+        match event {
+            watcher::Event::Apply(object) => {
+                objects.insert(key(object), object.clone());
+            }
+            watcher::Event::Delete(object) => {
+                objects.remove(&key(object));
+            }
+            watcher::Event::Init => relisting = Some(HashMap::new()),
+            watcher::Event::InitApply(object) => {
+                relisting.get_or_insert_default().insert(key(object), object.clone());
+            }
+            watcher::Event::InitDone => objects = relisting.take().unwrap_or_default(),
+        }
+    }
+    objects
+}
+
+/// An index shared between its watch and the reconciles, and whether its first list is in.
+pub struct Shared<D: Derived> {
+    index: Mutex<Index<D>>,
+    filled: watch::Sender<bool>,
+}
+
+impl<D: Derived> Default for Shared<D> {
+    fn default() -> Self {
+        Self {
+            index: Mutex::default(),
+            filled: watch::Sender::new(false),
+        }
+    }
+}
+
+impl<D: Derived> Shared<D> {
+    pub fn apply<K: ResourceExt>(&self, event: &watcher::Event<K>, entry: impl Fn(&K) -> Option<D::Entry>) {
+        self.index
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .apply(event, entry);
+        if matches!(event, watcher::Event::InitDone) {
+            self.filled.send_replace(true);
+        }
+    }
+
+    /// Waits until the first list is in.
+    pub async fn wait_until_filled(&self) {
+        let mut filled = self.filled.subscribe();
+        // The sender lives as long as `self`: the wait ends only when filled.
+        let _ = filled.wait_for(|filled| *filled).await;
+    }
+
+    /// `read` of what is derived, as it stands.
+    pub fn with<T>(&self, read: impl FnOnce(&D) -> T) -> T {
+        read(
+            self.index
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .derived(),
+        )
+    }
+}

@@ -1,0 +1,236 @@
+//! The OMENative pods of each component, as the core reads them (JSON), kept by the pods' own
+//! watch events ([`crate::index`]): a pod event converts that pod alone, and a reconcile reads its
+//! own component's pods only. The pods are trimmed on the way in to what the diagnosis reads.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::watcher;
+use ome_spread_core::instance::component_of;
+use serde_json::Value;
+use tracing::warn;
+
+use crate::index::{self, Derived, Shared};
+use crate::room::requests_only;
+
+/// (namespace, InferenceService, component).
+pub type ComponentKey = (String, String, String);
+
+/// Each component's pods, by name.
+#[derive(Debug, Default, PartialEq)]
+pub struct ByComponent(HashMap<ComponentKey, BTreeMap<String, Arc<Value>>>);
+
+impl Derived for ByComponent {
+    /// A pod's component, its name, and the pod.
+    type Entry = (ComponentKey, String, Arc<Value>);
+
+    fn insert(&mut self, (component, name, pod): &Self::Entry) {
+        self.0
+            .entry(component.clone())
+            .or_default()
+            .insert(name.clone(), pod.clone());
+    }
+
+    fn remove(&mut self, (component, name, _): &Self::Entry) {
+        if let Some(pods) = self.0.get_mut(component) {
+            pods.remove(name);
+            if pods.is_empty() {
+                self.0.remove(component);
+            }
+        }
+    }
+}
+
+/// The pods of every component, shared between the pods' watch and the reconciles.
+#[derive(Default)]
+pub struct Pods(Shared<ByComponent>);
+
+impl Pods {
+    pub fn apply(&self, event: &watcher::Event<Pod>) {
+        self.0.apply(event, entry);
+    }
+
+    /// Waits until the first list is in.
+    pub async fn wait_until_filled(&self) {
+        self.0.wait_until_filled().await;
+    }
+
+    /// The pods of `component`, by name.
+    pub fn of(&self, component: &ComponentKey) -> Vec<Value> {
+        self.0.with(|by_component| {
+            let pods = by_component.0.get(component).into_iter().flat_map(BTreeMap::values);
+            pods.map(|pod| Value::clone(pod)).collect()
+        })
+    }
+}
+
+/// A pod's entry: its component by OME's labels (None: no component's), as JSON.
+fn entry(pod: &Pod) -> Option<(ComponentKey, String, Arc<Value>)> {
+    let value = match serde_json::to_value(pod) {
+        Ok(value) => value,
+        Err(e) => {
+            // Cannot happen for a pod the API server sent; said, naming it, if it does.
+            warn!(pod = %index::key(pod), error = %e, "a pod cannot be read as JSON: it is left out of its component");
+            return None;
+        }
+    };
+    let (namespace, service, component) = component_of(&value)?;
+    let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
+    let name = value["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    Some((key, name, Arc::new(value)))
+}
+
+/// The pod as the diagnosis, the plan and the triggers read it: its name, labels and owners; its
+/// node, scheduler, node selection, tolerations, spread constraints and containers' requests; its
+/// phase and conditions. Env, volumes, probes, annotations and managed fields are dropped before
+/// it is kept: most of an OME pod's size.
+pub fn trim(pod: &mut Pod) {
+    let metadata = std::mem::take(&mut pod.metadata);
+    pod.metadata = ObjectMeta {
+        name: metadata.name,
+        namespace: metadata.namespace,
+        labels: metadata.labels,
+        owner_references: metadata.owner_references,
+        resource_version: metadata.resource_version,
+        ..ObjectMeta::default()
+    };
+    let spec = pod.spec.take().unwrap_or_default();
+    pod.spec = Some(PodSpec {
+        node_name: spec.node_name,
+        scheduler_name: spec.scheduler_name,
+        node_selector: spec.node_selector,
+        affinity: spec.affinity,
+        tolerations: spec.tolerations,
+        topology_spread_constraints: spec.topology_spread_constraints,
+        containers: requests_only(spec.containers),
+        ..PodSpec::default()
+    });
+    pod.status = pod.status.take().map(|status| PodStatus {
+        phase: status.phase,
+        conditions: status.conditions,
+        ..PodStatus::default()
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Index;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// An OME pod of component `component` of InferenceService `m` (none: unlabelled), Instance
+    /// `index`, on `node`.
+    fn pod(name: &str, component: Option<&str>, node: &str) -> Pod {
+        let mut labels = json!({"ome.io/managed-by": "OMENative"});
+        if let Some(component) = component {
+            labels["ome.io/inferenceservice"] = json!("m");
+            labels["component"] = json!(component);
+        }
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns", "labels": labels,
+            "annotations": {"a": "b"}, "managedFields": [{"manager": "ome"}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "sglang", "env": [{"name": "A", "value": "b"}],
+                "resources": {"requests": {"nvidia.com/gpu": "1"}}, "readinessProbe": {"httpGet": {"port": 8080}}}],
+                "nodeSelector": {"models.ome.io/clusterbasemodel.m": "Ready"}, "volumes": [{"name": "v", "emptyDir": {}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.0.0.1"}}))
+        .expect("a pod")
+    }
+
+    #[test]
+    fn a_trimmed_pod_keeps_what_the_diagnosis_reads() {
+        let mut trimmed = pod("m-engine-0-default-0", Some("engine"), "n1");
+        trim(&mut trimmed);
+        assert_eq!(
+            serde_json::to_value(trimmed).expect("json"),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "m-engine-0-default-0", "namespace": "ns",
+                    "labels": {"component": "engine", "ome.io/inferenceservice": "m", "ome.io/managed-by": "OMENative"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}],
+                    "nodeName": "n1", "nodeSelector": {"models.ome.io/clusterbasemodel.m": "Ready"}},
+                "status": {"conditions": [{"status": "True", "type": "Ready"}], "phase": "Running"}})
+        );
+    }
+
+    #[test]
+    fn a_pod_event_moves_its_pod_alone_and_a_component_reads_its_own_pods_by_name() {
+        let pods = Pods::default();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(pod("m-engine-1-default-0", Some("engine"), "n1")),
+            watcher::Event::InitApply(pod("m-engine-0-default-0", Some("engine"), "n2")),
+            watcher::Event::InitApply(pod("m-decoder-0-default-0", Some("decoder"), "n1")),
+            watcher::Event::InitApply(pod("stray", None, "n1")),
+            watcher::Event::InitDone,
+        ] {
+            pods.apply(&event);
+        }
+        let engine = ("ns".to_owned(), "m".to_owned(), "engine".to_owned());
+        let placed = |pods: &Pods| -> Vec<(String, String)> {
+            pods.of(&engine)
+                .iter()
+                .map(|p| {
+                    (
+                        p["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+                        p["spec"]["nodeName"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        };
+        let named = |name: &str, node: &str| (name.to_owned(), node.to_owned());
+        assert_eq!(
+            placed(&pods),
+            [named("m-engine-0-default-0", "n2"), named("m-engine-1-default-0", "n1")]
+        );
+        pods.apply(&watcher::Event::Apply(pod(
+            "m-engine-1-default-0",
+            Some("engine"),
+            "n3",
+        )));
+        pods.apply(&watcher::Event::Delete(pod(
+            "m-engine-0-default-0",
+            Some("engine"),
+            "n2",
+        )));
+        assert_eq!(placed(&pods), [named("m-engine-1-default-0", "n3")]);
+        assert_eq!(
+            pods.of(&("ns".to_owned(), "m".to_owned(), "decoder".to_owned())).len(),
+            1
+        );
+    }
+
+    /// A watch event on pods named 0..4, of the engine, the decoder or none, on nodes 0..2.
+    fn event() -> impl Strategy<Value = watcher::Event<Pod>> {
+        let pod = (0..4u8, 0..3usize, 0..2u8).prop_map(|(name, component, node)| {
+            let component = [Some("engine"), Some("decoder"), None][component];
+            pod(&format!("p{name}"), component, &format!("n{node}"))
+        });
+        prop_oneof![
+            4 => pod.clone().prop_map(watcher::Event::Apply),
+            2 => pod.clone().prop_map(watcher::Event::Delete),
+            1 => Just(watcher::Event::Init),
+            2 => pod.prop_map(watcher::Event::InitApply),
+            1 => Just(watcher::Event::InitDone),
+        ]
+    }
+
+    proptest! {
+        /// After any sequence of watch events the index equals one built anew from the pods a
+        /// reflector would hold after the same events.
+        #[test]
+        fn the_index_equals_a_rebuild_after_any_events(events in proptest::collection::vec(event(), 0..40)) {
+            let mut index = Index::<ByComponent>::default();
+            for event in &events {
+                index.apply(event, entry);
+            }
+            let mut rebuilt = ByComponent::default();
+            for pod in index::reflected(&events).values() {
+                if let Some(entry) = entry(pod) {
+                    rebuilt.insert(&entry);
+                }
+            }
+            prop_assert_eq!(index.derived(), &rebuilt);
+        }
+    }
+}
