@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tracing::info;
 
 use crate::cache::{migrations, named};
-use crate::rebalance::Announcement;
+use crate::rebalance::{Announcement, recommendation};
 use crate::reconcile::{Context, Error, Objects, within_timeout};
 use crate::resources::{InferenceReplica, InferenceService};
 
@@ -46,7 +46,7 @@ pub(crate) async fn request(asked: &Next<'_>, ctx: &Context) -> Result<Announcem
     written.retain(|(_, e)| now.duration_since(e.at) < ome_spread_core::migration::ACKNOWLEDGE_WITHIN);
     let held = guardrails(asked, &service_name, &written, now, ctx);
     if let Err(held) = held {
-        return Ok(say_held(replica, &held, described));
+        return Ok(say_held(replica, &held, described, asked.objects));
     }
     let request = Request::new(&replica.spec.component, next, now);
     let uuid = uuid::Uuid::new_v4().to_string();
@@ -122,10 +122,15 @@ fn guardrails(
 }
 
 /// A held request: the recommendation when the InferenceService lowers the mode, else why it
-/// waits and the move it waits to request.
-fn say_held(replica: &InferenceReplica, held: &Hold, described: String) -> Announcement {
+/// waits and the move it waits to request (a Warning when something is wrong: OME's caps unset
+/// among them, which only the operator can fix).
+fn say_held(replica: &InferenceReplica, held: &Hold, described: String, objects: &Objects) -> Announcement {
     let (type_, reason, note) = match held {
-        Hold::ModeLowered { .. } => (EventType::Normal, "RebalanceRecommended", described),
+        Hold::ModeLowered { .. } => (
+            EventType::Normal,
+            "RebalanceRecommended",
+            recommendation(described, objects),
+        ),
         held if held.is_warning() => (
             EventType::Warning,
             "RebalanceHeld",

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
+use ome_spread_core::migration::Unconfigured;
 use ome_spread_core::rebalance::{NoPlan, Plan};
 
 use crate::migrate;
@@ -107,11 +108,23 @@ pub async fn recommend(
         (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
             type_: EventType::Normal,
             reason: "RebalanceRecommended",
-            note: first.describe(&service.name_any(), &replica.spec.component, &namespace),
+            note: recommendation(
+                first.describe(&service.name_any(), &replica.spec.component, &namespace),
+                objects,
+            ),
             regarding: replica.object_ref(&()),
         }),
     };
     announce(replica, announcement, ctx).await
+}
+
+/// A recommended move as its Event says it: the move and its command, then, when OME would hold
+/// the request for its caps, why and what to set (as `explain`'s "What to do" says it).
+pub(crate) fn recommendation(described: String, objects: &Objects) -> String {
+    match Unconfigured::of(objects.component().replica) {
+        Some(unconfigured) => format!("{described}. {unconfigured}"),
+        None => described,
+    }
 }
 
 /// Publishes an announcement unless it is the one last published for the replica.

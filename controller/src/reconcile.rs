@@ -292,7 +292,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
             Some(_) => rooms(&component, &report, requested, 0),
             None => Vec::new(),
         };
-        let action = what_to_do(&report, &plan, &rooms);
+        let action = what_to_do(&report, &plan, &rooms, &objects.replica);
         (plan, action)
     });
     Ok(Some(Diagnosed {

@@ -599,11 +599,12 @@ struct Seen {
 
 /// One step of the fake OME (the `sim` crate's: OME's migration, the scheduler) over the API
 /// server's objects, its changes written as OME writes them, beside the controller's own.
-fn ome_step(server: &ApiServer) -> Seen {
+fn ome_step(server: &ApiServer, caps: bool) -> Seen {
     let objects: Vec<Value> = server.objects.lock().unwrap().values().cloned().collect();
     let ome = Ome {
         settings: json!({}),
         deadline: jiff::SignedDuration::from_mins(10),
+        caps,
     };
     let (changes, _) = ome.step(&objects, jiff::Timestamp::now());
     apply(&mut Served(server), changes);
@@ -672,7 +673,11 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
 
     // OME takes it, creates the surge and has it placed and Ready; a restart while the source
     // still runs sends nothing more.
-    let mut seen = vec![ome_step(&server), ome_step(&server), ome_step(&server)];
+    let seen = vec![
+        ome_step(&server, true),
+        ome_step(&server, true),
+        ome_step(&server, true),
+    ];
     controller.abort();
     let active = format!("migration {uuid} of InferenceReplica spread-demo/qwen3-0-6b-engine is SurgeReady");
     let before = said(&active);
@@ -683,7 +688,13 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
     .await;
     assert_eq!(requests(&server).len(), 1, "no duplicate while the migration runs");
 
-    // OME goes on, one step every 100 ms, until the spread holds and nothing is under way.
+    converges(&server, seen).await;
+    controller.abort();
+}
+
+/// OME goes on, one step every 100 ms, until the spread holds and nothing is under way: 3,0,0
+/// ends 1,1,1 in exactly two requests, never two in flight, serving Instances never below 3.
+async fn converges(server: &ApiServer, mut seen: Vec<Seen>) {
     let done = |server: &ApiServer| {
         let satisfied = server
             .spread_conditions()
@@ -692,19 +703,19 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
         satisfied && requests(server).len() >= 2
     };
     for _ in 0..600 {
-        seen.push(ome_step(&server));
-        if done(&server) && seen.last().is_some_and(|s| s.in_flight == 0) {
+        seen.push(ome_step(server, true));
+        if done(server) && seen.last().is_some_and(|s| s.in_flight == 0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(done(&server), "{:?}", server.spread_conditions());
+    assert!(done(server), "{:?}", server.spread_conditions());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        requests(&server).len(),
+        requests(server).len(),
         2,
         "two moves, two requests: {:?}",
-        requests(&server)
+        requests(server)
     );
     assert!(seen.iter().all(|s| s.in_flight <= 1), "one migration at a time");
     assert_eq!(seen.iter().map(|s| s.serving).min(), Some(3), "serving never drops");
@@ -745,6 +756,56 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
             ("qwen3-0-6b-engine-3-default-0".to_owned(), "gpu-node-2".to_owned()),
         ])
     );
+}
+
+/// Without OME's migration caps (issue 20, a kustomize install): OME takes the request and holds
+/// it in Accepted with its message and `MigrationPolicyUnconfigured` True; the controller says why
+/// (a Warning, in OME's words, and what to set) and requests nothing more; once the caps are set,
+/// OME runs the held request and the controller carries on to the same spread.
+#[tokio::test]
+async fn migrate_waits_while_ome_holds_it_for_caps_then_converges() {
+    let server = Arc::new(ApiServer::default());
+    for object in skewed_and_ready() {
+        server.put(object);
+    }
+    let controller = running(&server, Mode::Migrate);
+    until("a request", || !requests(&server).is_empty()).await;
+    let (key, _) = requests(&server).remove(0);
+    let uuid = key.trim_start_matches("ome.io/migration-request-v1-").to_owned();
+    let mut seen = vec![ome_step(&server, false), ome_step(&server, false)];
+    let held = format!(
+        "OME holds every migration request of InferenceReplica spread-demo/qwen3-0-6b-engine in Accepted (migration {uuid} among them): \
+        waiting for migration capacity policy (no lifecycle.audit configured). \
+        Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, \
+        or the same audit block under lifecycle in its inferenceservice-config ConfigMap. \
+        Next: Move Instance 2 from gpu-node-1 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-2 -n spread-demo"
+    );
+    until("the hold for caps said", || {
+        notes(&server, "RebalanceHeld").contains(&held)
+    })
+    .await;
+    for _ in 0..20 {
+        seen.push(ome_step(&server, false));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(requests(&server).len(), 1, "no request while OME holds one for caps");
+    assert_eq!(
+        notes(&server, "RebalanceHeld").iter().filter(|n| **n == held).count(),
+        1,
+        "said once"
+    );
+    let replica = server.get("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");
+    assert_eq!(
+        (
+            &replica["status"]["migrations"][0]["phase"],
+            &replica["status"]["migrations"][0]["message"]
+        ),
+        (
+            &json!("Accepted"),
+            &json!("waiting for migration capacity policy (no lifecycle.audit configured)")
+        )
+    );
+    converges(&server, seen).await;
     controller.abort();
 }
 

@@ -717,6 +717,33 @@ fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
     );
 }
 
+const FIRST_MOVE: &str = "  1. Move Instance 2 from gpu-node-1 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-2 -n spread-demo\n";
+
+/// OME v1.3 without its migration caps holds every request in Accepted (issue 20): the plan is
+/// still printed, and What to do says so in OME's words, and what to set. The replica's own
+/// record that OME holds names the request.
+#[test]
+fn explain_prints_the_plan_and_says_ome_holds_every_migration_for_its_caps() {
+    let mut held = Case::of(Reason::Skewed).objects;
+    find(&mut held, "InferenceReplica", "qwen3-0-6b-engine")["status"] = json!({
+        "conditions": [{"type": "MigrationPolicyUnconfigured", "status": "True", "reason": "MigrationCapacityUnconfigured",
+            "message": "lifecycle.audit is not configured; migration requests wait instead of executing",
+            "lastTransitionTime": "2026-11-30T12:00:00Z"}],
+        "migrations": [{"requestUUID": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "trigger": "Manual", "sourceInstance": 1,
+            "phase": "Accepted", "message": "waiting for migration capacity policy (no lifecycle.audit configured)"}]});
+    let text = explained(held);
+    let expected = [
+        "What to do: Request an Instance migration to move an Instance out of the fullest domain. \
+            OME holds every migration request of InferenceReplica spread-demo/qwen3-0-6b-engine in Accepted (migration 7c9e6679-7425-40de-944b-e07fc1f90ae7 among them): \
+            waiting for migration capacity policy (no lifecycle.audit configured). \
+            Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, \
+            or the same audit block under lifecycle in its inferenceservice-config ConfigMap.\n",
+        FIRST_MOVE,
+    ]
+    .concat();
+    assert!(text.ends_with(&expected), "{text}");
+}
+
 /// More than 20 nodes: a line per domain, with how many nodes and the whole Instances it can
 /// still start (each node of the seed's shape has room for one engine pod); `--nodes` lists them.
 #[test]

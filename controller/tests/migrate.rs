@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::reconcile::reconcile;
 use ome_spread_controller::resources::InferenceReplica;
@@ -280,6 +281,151 @@ async fn each_guardrail_holds_the_request_and_says_so_once() {
     }
 }
 
+/// OME's words for a request it holds without its caps (upstream `migrationCapacityUnconfiguredMessage`).
+const HELD_FOR_CAPS: &str = "waiting for migration capacity policy (no lifecycle.audit configured)";
+/// What the hold says to set (the docs' "The request stays Accepted").
+const SET_CAPS: &str = "Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, or the same audit block under lifecycle in its inferenceservice-config ConfigMap";
+
+/// The replica as reconciled under OME's hold for caps: its `Spread` condition already says so
+/// (the Skewed fixture's message, then the hold), OME's `MigrationPolicyUnconfigured` condition
+/// `True` if `condition`, and its records.
+fn held_for_caps(
+    replica: InferenceReplica,
+    condition: bool,
+    migrations: Option<Value>,
+    hold: &str,
+) -> Arc<InferenceReplica> {
+    let skewed = condition_of(
+        "False",
+        "Skewed",
+        &format!("{} {hold}.", expected_message(Reason::Skewed)),
+    );
+    let mut replica = with_condition(replica, skewed);
+    if let Some(status) = replica.status.as_mut() {
+        if condition {
+            status.conditions.push(Condition {
+                type_: "MigrationPolicyUnconfigured".into(),
+                status: "True".into(),
+                reason: "MigrationCapacityUnconfigured".into(),
+                message: "lifecycle.audit is not configured; migration requests wait instead of executing".into(),
+                observed_generation: Some(3),
+                last_transition_time: Time("2026-11-01T10:00:00Z".parse().expect("a time")),
+            });
+        }
+        status.migrations = migrations;
+    }
+    Arc::new(replica)
+}
+
+fn condition_of(status: &str, reason: &str, message: &str) -> Condition {
+    condition(status, reason, message, "2026-11-01T10:00:00Z")
+}
+
+/// OME v1.3 without `lifecycle.audit` holds every migration request (issue 20): a replica whose
+/// `MigrationPolicyUnconfigured` condition is True, or whose own record OME holds for that
+/// reason, gets no request; a Warning says why in OME's words and what to set, once. Under
+/// `recommend` (here the InferenceService's annotation) the plan is still recommended, with the
+/// same words.
+#[tokio::test(start_paused = true)]
+async fn under_omes_hold_for_caps_no_request_and_the_hold_says_why_once() {
+    let hold = format!(
+        "OME holds every migration request of InferenceReplica spread-demo/qwen3-0-6b-engine in Accepted: {HELD_FOR_CAPS}. {SET_CAPS}"
+    );
+    let held_record = json!([{"requestUUID": "r-7", "trigger": "Manual", "sourceInstance": 2, "phase": "Accepted",
+        "message": HELD_FOR_CAPS, "startedAt": minutes_ago(3)}]);
+    let hold_naming_r7 = format!(
+        "OME holds every migration request of InferenceReplica spread-demo/qwen3-0-6b-engine in Accepted (migration r-7 among them): {HELD_FOR_CAPS}. {SET_CAPS}"
+    );
+    let cases = [
+        ("OME's condition True", true, None, hold.clone()),
+        (
+            "the component's record held, no condition yet",
+            false,
+            Some(held_record),
+            hold_naming_r7,
+        ),
+    ];
+    for (case, condition, migrations, said) in cases {
+        let Harness {
+            ctx,
+            replica,
+            mut server,
+            _writers,
+        } = harness(&ready_cluster(), Mode::Migrate);
+        let replica = held_for_caps(replica, condition, migrations, &said);
+        let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+        let note = format!("{said}. Next: {FIRST_MOVE}");
+        let event = expect_event(&mut server, "Warning", "RebalanceHeld", &note).await;
+        assert_eq!(event["regarding"]["name"], "qwen3-0-6b-engine", "{case}");
+        reconciling.await.expect("no panic").expect(case);
+        // The resync: the same hold, no second Event, no write (one would go unanswered).
+        reconcile(replica, ctx).await.expect(case);
+    }
+
+    let lowered = changed(ready_cluster(), "InferenceService", "qwen3-0-6b", |service| {
+        service["metadata"]["annotations"] = json!({"spread.ome.io/rebalance": "recommend"});
+    });
+    for mode in [Mode::Recommend, Mode::Migrate] {
+        let objects = if mode == Mode::Migrate {
+            lowered.clone()
+        } else {
+            ready_cluster()
+        };
+        let Harness {
+            ctx,
+            replica,
+            mut server,
+            _writers,
+        } = harness(&objects, mode);
+        let replica = held_for_caps(replica, true, None, &hold);
+        let reconciling = tokio::spawn(reconcile(replica, ctx));
+        expect_event(
+            &mut server,
+            "Normal",
+            "RebalanceRecommended",
+            &format!("{FIRST_MOVE}. {hold}"),
+        )
+        .await;
+        reconciling.await.expect("no panic").expect("recommended");
+    }
+}
+
+/// A request OME holds for caps on another component is not in flight (issue 20): it holds no
+/// surge, and holding every other component behind it would stall them until its deadline. This
+/// component's request is written.
+#[tokio::test(start_paused = true)]
+async fn a_request_held_for_caps_elsewhere_does_not_hold_this_one_back() {
+    let mut objects = ready_cluster();
+    let mut other = objects
+        .iter()
+        .find(|o| o["kind"] == "InferenceReplica")
+        .expect("the replica")
+        .clone();
+    other["metadata"] = json!({"name": "llama-decoder", "namespace": "team-b"});
+    other["spec"]["component"] = json!("decoder");
+    other["spec"]["parentRef"] = json!({"name": "llama"});
+    other["status"] = json!({"migrations": [{"requestUUID": "o-1", "trigger": "Manual", "sourceInstance": 0,
+        "phase": "Accepted", "message": HELD_FOR_CAPS, "startedAt": minutes_ago(4)}]});
+    objects.push(other);
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness(&objects, Mode::Migrate);
+    let reconciling = tokio::spawn(reconcile(reconciled(replica, None), ctx));
+    let (method, uri, body, respond) = next(&mut server).await;
+    assert_eq!((method.as_str(), uri.as_str()), ("PATCH", SERVICE_PATH), "{body}");
+    answer(respond, StatusCode::OK, &patched());
+    let (_, _, event, respond) = next(&mut server).await;
+    assert_eq!(
+        (&event["type"], &event["reason"]),
+        (&json!("Normal"), &json!("RebalanceRequested"))
+    );
+    answer(respond, StatusCode::CREATED, &event);
+    reconciling.await.expect("no panic").expect("reconciled");
+}
+
 /// Under migrationPolicy Never there is no plan to request, and the annotation `recommend`
 /// lowers migrate to a recommendation: no write either way.
 #[tokio::test(start_paused = true)]
@@ -293,16 +439,15 @@ async fn never_and_a_lowered_mode_write_nothing() {
         server,
         _writers,
     } = harness(&never, Mode::Migrate);
-    // The condition already says why no migration: no write.
-    let never = condition(
+    // The condition already says why no migration can fix the skew: no write at all.
+    let never_said = condition_of(
         "False",
         "Skewed",
-        "Instances per domain (zone-a: 3, zone-b: 0) differ by 3, more than maxSkew 1. No migration can fix it now: \
-         the engine's migrationPolicy.mode is Never: OME fails every migration request. \
-         Change the engine's migrationPolicy.mode to one that lets OME migrate its Instances.",
-        "2026-11-01T10:00:00Z",
+        "Instances per domain (zone-a: 3, zone-b: 0) differ by 3, more than maxSkew 1. \
+        No migration can fix it now: the engine's migrationPolicy.mode is Never: OME fails every migration request. \
+        Change the engine's migrationPolicy.mode to one that lets OME migrate its Instances.",
     );
-    reconcile(Arc::new(with_condition(replica, never)), ctx)
+    reconcile(Arc::new(with_condition(replica, never_said)), ctx)
         .await
         .expect("no plan, no request");
     drop(server);

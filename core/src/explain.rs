@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::columns;
 use crate::diagnosis::{self, DiagnosisError, Report, domain_of, is_anchor, same_instance};
 use crate::instance::{COMPONENTS, component_of};
+use crate::migration::Unconfigured;
 use crate::nodes::{Node, Nodes, Selection};
 use crate::rebalance::{self, Domain, NoPlan, Plan};
 use crate::replica::{ReplicaRef, RuntimeRef};
@@ -215,7 +216,7 @@ impl Explained<'_> {
 
     /// What to do: see [`what_to_do`].
     pub fn what_to_do(&self) -> String {
-        what_to_do(&self.report, &self.plan, &self.rooms)
+        what_to_do(&self.report, &self.plan, &self.rooms, self.replica)
     }
 }
 
@@ -230,11 +231,15 @@ pub fn no_move(plan: &Result<Plan, NoPlan>) -> Option<String> {
 
 /// What to do, as `explain`, the condition and the Event say it: the reason's action, or, when a
 /// skew has no migration, why and what would make one possible. `rooms`: the eligible domains,
-/// for those where no node takes the pods ([`rebalance::rooms`], any `most`).
-pub fn what_to_do(report: &Report, plan: &Result<Plan, NoPlan>, rooms: &[Domain]) -> String {
-    match no_move(plan) {
-        None => report.action.to_owned(),
-        Some(why) => format!("No migration can fix it now: {why}. {}", unblock(report, plan, rooms)),
+/// for those where no node takes the pods ([`rebalance::rooms`], any `most`). A plan that OME
+/// would hold for its caps (the `replica`'s [`Unconfigured`]) is still shown, with what to set.
+pub fn what_to_do(report: &Report, plan: &Result<Plan, NoPlan>, rooms: &[Domain], replica: &Value) -> String {
+    match (no_move(plan), plan) {
+        (Some(why), _) => format!("No migration can fix it now: {why}. {}", unblock(report, plan, rooms)),
+        (None, Ok(_)) if let Some(unconfigured) = Unconfigured::of(replica) => {
+            format!("{} {unconfigured}.", report.action)
+        }
+        (None, _) => report.action.to_owned(),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Migration requests (SPEC section 4, issue 11): OME's request annotation on the
 //! InferenceService, the records OME keeps of it in the InferenceReplica's `status.migrations`,
 //! ome-spread's own ledger of the requests it wrote, and [`hold`]: the first guardrail that holds
-//! the next request back.
+//! the next request back. [`unconfigured`] reads OME's own hold: without its migration caps
+//! (`lifecycle.audit`) OME keeps every request in Accepted (issue 20).
 //!
 //! The ledger (`spread.ome.io/rebalance-requests`, a JSON list on the InferenceService) is written
 //! in the same merge patch as OME's request, so a request and its count land together or not at
@@ -37,6 +38,12 @@ pub const LEDGER_KEEPS: SignedDuration = SignedDuration::from_hours(24);
 pub const BACKOFF: SignedDuration = SignedDuration::from_mins(5);
 pub const MAX_BACKOFF: SignedDuration = SignedDuration::from_hours(1);
 const HOUR: SignedDuration = SignedDuration::from_hours(1);
+/// The condition OME v1.3 sets `True` on an InferenceReplica while a migration request of it
+/// waits for caps the operator has not configured (upstream `workload/types/conditions.go`).
+pub const POLICY_UNCONFIGURED: &str = "MigrationPolicyUnconfigured";
+/// The message OME keeps on each record it holds in Accepted for that reason (upstream
+/// `migrationCapacityUnconfiguredMessage`).
+pub const HELD_FOR_CAPS: &str = "waiting for migration capacity policy (no lifecycle.audit configured)";
 
 /// OME's request, field for field as its `kubectl ome migration start` and Alfred write it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,6 +188,65 @@ pub struct Record {
     pub message: String,
     /// When it reached a terminal phase (`completedAt`).
     pub completed_at: Option<Timestamp>,
+}
+
+impl Record {
+    /// OME holds it in Accepted for caps nobody configured, and says so in its message.
+    pub fn held_for_caps(&self) -> bool {
+        self.phase == Phase::Accepted && self.message == HELD_FOR_CAPS
+    }
+
+    /// Under way, or waiting its turn. A record held for caps is neither: OME allocates it no
+    /// surge and runs nothing for it until the operator configures the caps ("queued Accepted
+    /// records ... hold nothing"), so it does not hold other components' requests back; its own
+    /// component is held by [`unconfigured`] instead.
+    fn in_flight(&self) -> bool {
+        self.phase.active() && !self.held_for_caps()
+    }
+}
+
+/// OME holds every migration request of a component until its caps are configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "OME holds every migration request of InferenceReplica {replica} in Accepted{}: {HELD_FOR_CAPS}. Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, or the same audit block under lifecycle in its inferenceservice-config ConfigMap",
+    .held.as_ref().map(|uuid| format!(" (migration {uuid} among them)")).unwrap_or_default()
+)]
+pub struct Unconfigured {
+    /// `namespace/name`.
+    pub replica: String,
+    /// The first record of it that OME holds, if one does.
+    pub held: Option<String>,
+}
+
+/// Whether OME holds the component's migration requests for caps: its replica's
+/// `MigrationPolicyUnconfigured` condition is `True`, or one of `records` (the replica's) is held
+/// for them. OME sets the condition only when it judges a request, so a record can say it first.
+pub fn unconfigured<'a>(replica: &Value, records: impl IntoIterator<Item = &'a Record>) -> Option<Unconfigured> {
+    let conditions = replica["status"]["conditions"].as_array().into_iter().flatten();
+    let condition = conditions
+        .filter(|c| c["type"] == POLICY_UNCONFIGURED)
+        .any(|c| c["status"] == "True");
+    let held = records.into_iter().find(|r| r.held_for_caps()).map(|r| r.uuid.clone());
+    (condition || held.is_some()).then(|| {
+        let name = replica["metadata"]["name"].as_str().unwrap_or_default();
+        Unconfigured {
+            replica: format!(
+                "{}/{name}",
+                replica["metadata"]["namespace"].as_str().unwrap_or_default()
+            ),
+            held,
+        }
+    })
+}
+
+impl Unconfigured {
+    /// [`unconfigured`] over the replica's own `status.migrations` (a malformed list counts as
+    /// none here: the guardrails name it).
+    pub fn of(replica: &Value) -> Option<Self> {
+        let name = replica["metadata"]["name"].as_str().unwrap_or_default();
+        let own = records(name, replica["status"].get("migrations")).unwrap_or_default();
+        unconfigured(replica, &own)
+    }
 }
 
 /// A record OME would not have written: named by replica, place, field and value.
@@ -332,6 +398,8 @@ pub enum Hold {
     Paused { replica: String },
     #[error("InferenceService {service}'s {component} migrationPolicy.mode is Never: OME fails every request")]
     MigrationNever { service: String, component: String },
+    #[error(transparent)]
+    Unconfigured(#[from] Unconfigured),
     #[error("pod {pod} is Pending: every pod of the component must be placed first")]
     PodPending { pod: String },
     #[error("pod {pod} is not Ready: every Instance of the component must be Ready first")]
@@ -379,7 +447,7 @@ impl Hold {
     pub fn is_warning(&self) -> bool {
         matches!(
             self,
-            Self::BadRecord(_) | Self::BadLedger(_) | Self::Backoff { .. } | Self::Tried { .. }
+            Self::BadRecord(_) | Self::BadLedger(_) | Self::Backoff { .. } | Self::Tried { .. } | Self::Unconfigured(_)
         )
     }
 }
@@ -401,20 +469,25 @@ impl Recorded<'_> {
         }
     }
 
-    /// The first migration still active at its furthest phase, with its replica.
-    fn active(&self) -> Option<(&str, &Record)> {
+    /// Every record, with its replica, each at its furthest phase.
+    fn furthest(&self) -> impl Iterator<Item = (&str, &Record)> {
         let own = self.own.iter().map(|r| (self.replica, r));
         let read = self.cluster.all.iter().map(|(name, r)| (name.as_str(), r));
         own.chain(read)
             .filter_map(|(replica, r)| Some((replica, self.get(&r.uuid)?)))
-            .find(|(_, r)| r.phase.active())
+    }
+
+    /// The first migration still in flight, with its replica.
+    fn active(&self) -> Option<(&str, &Record)> {
+        self.furthest().find(|(_, r)| r.in_flight())
     }
 }
 
 /// The first guardrail that holds the next request back, in this order: the component's own
-/// (mode, pause, migrationPolicy, its pods), then one migration at a time cluster-wide (records
-/// active, requests pending, ours not yet recorded), then the pace (the hourly limit, the tries
-/// of the move, the backoff after a failure). None: the request may be written.
+/// (mode, pause, migrationPolicy, its pods, OME's caps), then one migration at a time
+/// cluster-wide (records in flight, requests pending, ours not yet recorded), then the pace (the
+/// hourly limit, the tries of the move, the backoff after a failure). None: the request may be
+/// written.
 pub fn hold(situation: &Situation) -> Result<(), Hold> {
     component_holds(situation)?;
     let recorded = Recorded {
@@ -422,6 +495,10 @@ pub fn hold(situation: &Situation) -> Result<(), Hold> {
         own: records(&situation.replica.name, situation.replica.migrations)?,
         cluster: situation.records.as_ref().map_err(|e| e.clone())?,
     };
+    let own = recorded.furthest().filter(|(replica, _)| *replica == recorded.replica);
+    if let Some(unconfigured) = unconfigured(situation.component.replica, own.map(|(_, r)| r)) {
+        return Err(unconfigured.into());
+    }
     let requests = situation.requests.as_ref().map_err(|e| e.clone())?;
     let ours = our_requests(situation, requests);
     one_at_a_time(situation, &recorded, requests, &ours)?;

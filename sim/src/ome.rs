@@ -6,7 +6,11 @@
 //! fails; not placed or not Ready, it waits); creates the surge Instance at the lowest unused
 //! index, its pods admitted by the policy itself; has the [`scheduler`](crate::scheduler) place
 //! them, and fails the record at its deadline if they are not all placed; marks them Ready;
-//! deletes the source's pods; completes. One phase per [`Ome::step`], so that a test can look at
+//! deletes the source's pods; completes. Without its migration caps (`lifecycle.audit`, which
+//! OME's chart sets and its kustomize manifests leave out: [`Ome::caps`]) it holds every request
+//! it would start in Accepted, with upstream's message, a Warning Event once per hold and the
+//! replica's `MigrationPolicyUnconfigured` condition `True`, until the caps are set or the
+//! request's deadline passes. One phase per [`Ome::step`], so that a test can look at
 //! every state in between. Who admits and places the surge's pods is a [`World`]: this crate's
 //! models ([`Models`], what [`Ome::step`] uses), or a real cluster's admission, kube-scheduler and
 //! node stand-in (the OME stand-in's, through [`Ome::step_in`]); the phases are the same.
@@ -27,12 +31,22 @@ use crate::scheduler;
 const INSTANCE_INDEX: &str = "ome.io/instance-index";
 const RUNNER: &str = "ome.io/runner";
 
-/// OME, with the policy's settings (for the surge's pods) and the time a record may stay
-/// non-terminal (its `deadline`, from its acceptance).
+/// OME, with the policy's settings (for the surge's pods), the time a record may stay
+/// non-terminal (its `deadline`, from its acceptance), and whether the operator configured its
+/// migration caps.
 pub struct Ome {
     pub settings: Value,
     pub deadline: SignedDuration,
+    /// `ome.controller.lifecycle.audit` is set (`maxInFlightMigrations`, `maxMigrationsPerWindow`,
+    /// `window`): without it OME holds every request in Accepted.
+    pub caps: bool,
 }
+
+/// OME's condition on an InferenceReplica, `True` while a request of it waits for caps (upstream
+/// `workload/types/conditions.go`).
+const POLICY_UNCONFIGURED: &str = "MigrationPolicyUnconfigured";
+/// What a record OME holds for caps says (upstream `migrationCapacityUnconfiguredMessage`).
+const HELD_FOR_CAPS: &str = "waiting for migration capacity policy (no lifecycle.audit configured)";
 
 /// What a step changes, each as small as OME writes it (so that a fake API server can apply
 /// it beside the controller's own writes).
@@ -49,6 +63,12 @@ pub enum Change {
         namespace: String,
         replica: String,
         migrations: Value,
+    },
+    /// One condition of an InferenceReplica, in its type's place (the others kept).
+    Condition {
+        namespace: String,
+        replica: String,
+        condition: Value,
     },
     /// A pod created, bound or marked Ready: the whole pod.
     Pod(Value),
@@ -227,6 +247,11 @@ impl Ome {
                 record["fromNode"], source[0]["spec"]["nodeName"]
             ));
         }
+        // Upstream judges the caps after the source's guards; the condition says its last verdict.
+        step.condition(replica, self.caps, now);
+        if !self.caps {
+            return hold_for_caps(record, now, step, parent(replica));
+        }
         let used: Vec<u64> = pods
             .iter()
             .filter_map(|p| p["metadata"]["labels"][INSTANCE_INDEX].as_str()?.parse().ok())
@@ -245,6 +270,25 @@ impl Ome {
         Ok("SurgePending")
     }
 }
+/// A request held for caps nobody configured: Accepted with upstream's message, a Warning Event
+/// when the hold starts; Failed once its deadline passes.
+fn hold_for_caps(record: &mut Value, now: Timestamp, step: &mut Step, service: &str) -> Result<&'static str, String> {
+    let deadline: Option<Timestamp> = record["deadline"].as_str().and_then(|d| d.parse().ok());
+    if deadline.is_some_and(|d| now >= d) {
+        return Err("deadline exceeded in phase Accepted: surge never allocated".into());
+    }
+    if record["message"] != HELD_FOR_CAPS {
+        record["message"] = json!(HELD_FOR_CAPS);
+        let uuid = record["requestUUID"].as_str().unwrap_or_default();
+        step.event(
+            POLICY_UNCONFIGURED,
+            service,
+            format!("OMENative migration uuid={uuid} held: {HELD_FOR_CAPS}"),
+        );
+    }
+    Ok("Accepted")
+}
+
 fn hints(record: &Value) -> Vec<String> {
     serde_json::from_value(record["hintTargetNodes"].clone()).unwrap_or_default()
 }
@@ -479,6 +523,37 @@ impl Step {
         });
     }
 
+    /// The replica's `MigrationPolicyUnconfigured` as a pass that judged a request under caps
+    /// (`caps`) or without them leaves it, written when its status changes.
+    fn condition(&mut self, replica: &Value, caps: bool, now: Timestamp) {
+        let (status, reason, message) = if caps {
+            (
+                "False",
+                "MigrationCapacityConfigured",
+                "Migration capacity policy is configured",
+            )
+        } else {
+            (
+                "True",
+                "MigrationCapacityUnconfigured",
+                "lifecycle.audit is not configured; migration requests wait instead of executing",
+            )
+        };
+        let conditions = replica["status"]["conditions"].as_array().into_iter().flatten();
+        if conditions
+            .clone()
+            .any(|c| c["type"] == POLICY_UNCONFIGURED && c["status"] == status)
+        {
+            return;
+        }
+        self.changes.push(Change::Condition {
+            namespace: namespace_of(replica).into(),
+            replica: name(replica).into(),
+            condition: json!({"type": POLICY_UNCONFIGURED, "status": status, "reason": reason,
+                "message": message, "lastTransitionTime": now.to_string()}),
+        });
+    }
+
     fn event(&mut self, reason: &'static str, service: &str, message: String) {
         self.events.push(Event {
             reason,
@@ -518,10 +593,33 @@ pub fn apply(cluster: &mut impl Cluster, changes: Vec<Change>) {
             } => cluster.edit("InferenceReplica", &namespace, &replica, &mut |replica| {
                 replica["status"]["migrations"] = migrations.clone()
             }),
+            Change::Condition {
+                namespace,
+                replica,
+                condition,
+            } => cluster.edit("InferenceReplica", &namespace, &replica, &mut |replica| {
+                replica["status"]["conditions"] = with_condition(&replica["status"]["conditions"], condition.clone());
+            }),
             Change::Pod(pod) => cluster.put_pod(pod),
             Change::PodDeleted { namespace, name } => cluster.delete_pod(&namespace, &name),
         }
     }
+}
+
+/// `conditions` with `condition` in its type's place (or added), its transition time kept when
+/// its status did not change.
+pub fn with_condition(conditions: &Value, mut condition: Value) -> Value {
+    let mut conditions = conditions.as_array().cloned().unwrap_or_default();
+    match conditions.iter_mut().find(|c| c["type"] == condition["type"]) {
+        Some(old) => {
+            if old["status"] == condition["status"] && old["lastTransitionTime"].is_string() {
+                condition["lastTransitionTime"] = old["lastTransitionTime"].clone();
+            }
+            *old = condition;
+        }
+        None => conditions.push(condition),
+    }
+    Value::Array(conditions)
 }
 
 impl Cluster for Vec<Value> {
@@ -601,6 +699,7 @@ mod tests {
 
     fn ome() -> Ome {
         Ome {
+            caps: true,
             settings: json!({}),
             deadline: SignedDuration::from_mins(10),
         }
@@ -608,9 +707,13 @@ mod tests {
 
     /// Steps at the given minutes; the record after each, and every Event.
     fn run(objects: &mut Vec<Value>, minutes: &[i64]) -> (Vec<Value>, Vec<String>) {
+        run_with(&ome(), objects, minutes)
+    }
+
+    fn run_with(ome: &Ome, objects: &mut Vec<Value>, minutes: &[i64]) -> (Vec<Value>, Vec<String>) {
         let (mut records, mut said) = (Vec::new(), Vec::new());
         for minute in minutes {
-            let (changes, events) = ome().step(objects, at(*minute));
+            let (changes, events) = ome.step(objects, at(*minute));
             apply(objects, changes);
             records.push(objects[1]["status"]["migrations"][0].clone());
             said.extend(
@@ -674,6 +777,69 @@ mod tests {
                 "MigrationRequestAccepted s: migration request r-1 accepted",
                 "MigrationCompleted s: migration r-1 completed"
             ]
+        );
+    }
+
+    /// Without `lifecycle.audit` (upstream's `holdMigrationForUnconfiguredCapacity`): the request
+    /// stays Accepted with OME's message, one Warning when the hold starts, the replica's
+    /// `MigrationPolicyUnconfigured` True; once the caps are set the surge starts and the
+    /// condition turns False; a request still held at its deadline fails.
+    #[test]
+    fn without_caps_a_request_is_held_in_accepted_until_they_are_set_or_its_deadline() {
+        let unconfigured = Ome { caps: false, ..ome() };
+        let held = "waiting for migration capacity policy (no lifecycle.audit configured)";
+        let condition = |objects: &[Value]| {
+            let c = &objects[1]["status"]["conditions"][0];
+            (c["type"].clone(), c["status"].clone(), c["reason"].clone())
+        };
+        let mut objects = cluster("1", None);
+        let (records, said) = run_with(&unconfigured, &mut objects, &[0, 1, 2, 3]);
+        let phases: Vec<(&Value, &Value)> = records.iter().map(|r| (&r["phase"], &r["message"])).collect();
+        assert_eq!(
+            phases,
+            [
+                (&json!("Accepted"), &Value::Null),
+                (&json!("Accepted"), &json!(held)),
+                (&json!("Accepted"), &json!(held)),
+                (&json!("Accepted"), &json!(held)),
+            ]
+        );
+        assert_eq!(
+            said,
+            [
+                "MigrationRequestAccepted s: migration request r-1 accepted".to_owned(),
+                format!("MigrationPolicyUnconfigured s: OMENative migration uuid=r-1 held: {held}"),
+            ]
+        );
+        assert_eq!(
+            condition(&objects),
+            (
+                json!("MigrationPolicyUnconfigured"),
+                json!("True"),
+                json!("MigrationCapacityUnconfigured")
+            )
+        );
+        assert_eq!(pods(&objects).len(), 2, "no surge");
+
+        let (records, _) = run(&mut objects, &[4]);
+        assert_eq!(records[0]["phase"], "SurgePending");
+        assert_eq!(
+            condition(&objects),
+            (
+                json!("MigrationPolicyUnconfigured"),
+                json!("False"),
+                json!("MigrationCapacityConfigured")
+            )
+        );
+
+        let mut expired = cluster("1", None);
+        let (records, _) = run_with(&unconfigured, &mut expired, &[0, 1, 10]);
+        assert_eq!(
+            (&records[2]["phase"], &records[2]["message"]),
+            (
+                &json!("Failed"),
+                &json!("deadline exceeded in phase Accepted: surge never allocated")
+            )
         );
     }
 

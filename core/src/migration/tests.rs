@@ -243,6 +243,12 @@ fn record(uuid: &str, phase: &str) -> Value {
     json!({"requestUUID": uuid, "trigger": "Manual", "sourceInstance": 2, "phase": phase})
 }
 
+/// A record OME holds in Accepted for caps nobody configured, as upstream writes it.
+fn held_for_caps(uuid: &str) -> Value {
+    json!({"requestUUID": uuid, "trigger": "Manual", "sourceInstance": 2, "phase": "Accepted",
+        "message": "waiting for migration capacity policy (no lifecycle.audit configured)"})
+}
+
 /// A record that ended Failed at `completed_at`.
 fn failed(uuid: &str, completed_at: &str) -> Value {
     json!({"requestUUID": uuid, "trigger": "Manual", "sourceInstance": 0, "phase": "Failed",
@@ -320,6 +326,12 @@ fn each_guardrail_holds_the_request_back_naming_its_object() {
         entry("u2", 2, "gpu-node-1", 200, Some("migration request: no")),
         entry("u3", 2, "gpu-node-1", 100, Some("migration request: no")),
     ];
+    let mut unconfigured_replica = quiet();
+    unconfigured_replica.replica["status"]["conditions"] = json!([
+        {"type": "Spread", "status": "False", "reason": "Skewed"},
+        {"type": "MigrationPolicyUnconfigured", "status": "True", "reason": "MigrationCapacityUnconfigured",
+            "message": "lifecycle.audit is not configured; migration requests wait instead of executing"},
+    ]);
     let rows: Vec<(&str, Cluster, Hold)> = vec![
         (
             "the service's annotation lowers the mode",
@@ -357,6 +369,22 @@ fn each_guardrail_holds_the_request_back_naming_its_object() {
             Hold::NotReady {
                 pod: "qwen3-0-6b-engine-2-default-0".into(),
             },
+        ),
+        (
+            "OME's MigrationPolicyUnconfigured condition on the replica",
+            unconfigured_replica,
+            Hold::Unconfigured(Unconfigured {
+                replica: "spread-demo/qwen3-0-6b-engine".into(),
+                held: None,
+            }),
+        ),
+        (
+            "a record of the component held for caps, before OME's condition says so",
+            with_records(quiet(), 0, json!([held_for_caps("u4")])),
+            Hold::Unconfigured(Unconfigured {
+                replica: "spread-demo/qwen3-0-6b-engine".into(),
+                held: Some("u4".into()),
+            }),
         ),
         (
             "a record of the component is active",
@@ -499,4 +527,49 @@ fn backoff_ends_and_an_old_failure_holds_nothing() {
             .collect::<Vec<_>>()
     );
     assert_eq!(held(&with_records(with_ledger(quiet(), 1, &nine), 1, done)), Ok(()));
+}
+
+/// OME's hold for caps, in its own words and with what to set.
+#[test]
+fn the_hold_for_caps_says_omes_message_and_what_to_set() {
+    let unconfigured = Unconfigured {
+        replica: "spread-demo/qwen3-0-6b-engine".into(),
+        held: Some("u4".into()),
+    };
+    assert_eq!(
+        unconfigured.to_string(),
+        "OME holds every migration request of InferenceReplica spread-demo/qwen3-0-6b-engine in Accepted (migration u4 among them): waiting for migration capacity policy (no lifecycle.audit configured). Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, or the same audit block under lifecycle in its inferenceservice-config ConfigMap"
+    );
+    // The condition False (OME judged a request under caps since) holds nothing.
+    let mut configured = quiet();
+    configured.replica["status"]["conditions"] =
+        json!([{"type": "MigrationPolicyUnconfigured", "status": "False", "reason": "MigrationCapacityConfigured"}]);
+    assert_eq!(held(&configured), Ok(()));
+    // A record that OME held once and has since taken on is not held.
+    let running =
+        json!([{"requestUUID": "u4", "phase": "SurgePending", "message": "surge allocated; waiting for surge pods"}]);
+    assert_eq!(
+        Unconfigured::of(&json!({"metadata": {"name": "r", "namespace": "n"}, "status": {"migrations": running}})),
+        None
+    );
+}
+
+/// A request held for caps on another component is not in flight: OME gives it no surge, so it
+/// does not hold this component's request back (issue 20), while one under way still does.
+#[test]
+fn a_request_held_for_caps_elsewhere_holds_no_other_component_back() {
+    let ledger = [entry("o1", 0, "gpu-node-7", 20, None)];
+    let held_elsewhere = with_records(with_ledger(quiet(), 1, &ledger), 1, json!([held_for_caps("o1")]));
+    assert_eq!(held(&held_elsewhere), Ok(()));
+    let mut accepted = held_for_caps("o1");
+    accepted["message"] = json!("");
+    let waiting_its_turn = with_records(with_ledger(quiet(), 1, &ledger), 1, json!([accepted]));
+    assert_eq!(
+        held(&waiting_its_turn),
+        Err(Hold::Active {
+            replica: "other/llama-engine".into(),
+            uuid: "o1".into(),
+            phase: Phase::Accepted,
+        })
+    );
 }

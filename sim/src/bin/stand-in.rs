@@ -58,6 +58,10 @@ enum Command {
         /// How long a migration may take before OME fails it, in seconds.
         #[arg(long, default_value_t = 600)]
         migration_deadline: i64,
+        /// Run as OME without its migration caps (`lifecycle.audit`, as its kustomize manifests
+        /// leave them out): every migration request is held in Accepted.
+        #[arg(long)]
+        no_lifecycle_audit: bool,
     },
 }
 
@@ -110,6 +114,7 @@ async fn main() -> ExitCode {
             Command::Ome {
                 no_in_tree_terms,
                 migration_deadline,
+                no_lifecycle_audit,
             } => {
                 let options = ome_stand_in::Options {
                     terms: if no_in_tree_terms {
@@ -118,6 +123,7 @@ async fn main() -> ExitCode {
                         Terms::InTree
                     },
                     deadline: jiff::SignedDuration::from_secs(migration_deadline),
+                    caps: !no_lifecycle_audit,
                     exit_after,
                     give_up,
                     ..ome_stand_in::Options::default()

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::render::{self, REVISION_HASH, Terms};
 use super::{MANAGER, WHO};
 use crate::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
-use crate::ome::{Change, Event, Placement, World};
+use crate::ome::{Change, Event, Placement, World, with_condition};
 
 /// The cluster as the surge's world.
 pub struct Cluster {
@@ -131,6 +131,11 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
                         )
                     })
             }
+            Change::Condition {
+                namespace,
+                replica,
+                condition,
+            } => write_condition(client, namespace, replica, condition).await,
             Change::Pod(pod) => {
                 let (namespace, name) = api::identity(pod);
                 match api::create(client, POD, pod).await {
@@ -147,6 +152,32 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
             Err(e) => api::log(WHO, format!("{change:?} failed: {e}")),
         }
     }
+}
+
+/// One condition of a replica, in its type's place among those stored (the ome-spread
+/// controller's `Spread` kept), guarded by the resourceVersion read: a conflict is logged, and
+/// the model, reading the cluster again, asks again.
+async fn write_condition(
+    client: &Client,
+    namespace: &str,
+    replica: &str,
+    condition: &Value,
+) -> Result<String, api::ApiError> {
+    let Some(stored) = api::get(client, INFERENCE_REPLICA, namespace, replica).await? else {
+        return Ok(format!("InferenceReplica {namespace}/{replica} is gone: no condition"));
+    };
+    let conditions = with_condition(&stored["status"]["conditions"], condition.clone());
+    let patch = json!({"metadata": {"resourceVersion": stored["metadata"]["resourceVersion"]},
+        "status": {"conditions": conditions}});
+    api::merge(client, INFERENCE_REPLICA, (namespace, replica), &patch, MANAGER, true)
+        .await
+        .map(|()| {
+            format!(
+                "InferenceReplica {namespace}/{replica} {}: {}",
+                condition["type"].as_str().unwrap_or_default(),
+                condition["status"].as_str().unwrap_or_default()
+            )
+        })
 }
 
 /// A delete as OME sends it, with the pod's grace period (the node stand-in ends it).
@@ -173,7 +204,7 @@ pub async fn record_event(client: &Client, event: &Event, objects: &[Value]) {
     };
     let (namespace, name) = api::identity(service);
     let now = api::now();
-    let kind = if event.reason == "MigrationFailed" {
+    let kind = if matches!(event.reason, "MigrationFailed" | "MigrationPolicyUnconfigured") {
         "Warning"
     } else {
         "Normal"

@@ -53,6 +53,9 @@ pub struct Options {
     pub interval: Duration,
     /// How long a migration record may stay under way (upstream's `deadline`).
     pub deadline: SignedDuration,
+    /// OME's migration caps (`lifecycle.audit`) are configured, as its chart sets them; without
+    /// them (its kustomize manifests) every migration request is held in Accepted.
+    pub caps: bool,
     /// Stop after this long (None: until the task is dropped).
     pub exit_after: Option<Duration>,
     /// Stop when the API server has not answered for this long: its cluster is gone, and a
@@ -66,6 +69,7 @@ impl Default for Options {
             terms: Terms::InTree,
             interval: Duration::from_secs(1),
             deadline: SignedDuration::from_mins(10),
+            caps: true,
             exit_after: None,
             give_up: Some(GIVE_UP),
         }
@@ -164,6 +168,7 @@ impl StandIn {
         let ome = Ome {
             settings: json!({}),
             deadline: self.options.deadline,
+            caps: self.options.caps,
         };
         let world = cluster::Cluster {
             terms: self.options.terms,

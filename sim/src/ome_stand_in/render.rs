@@ -15,6 +15,8 @@ use ome_spread_core::labels::{COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANA
 use ome_spread_core::spread::SpreadSettings;
 use serde_json::{Map, Value, json};
 
+use crate::ome::with_condition;
+
 pub const INSTANCE_INCARNATION: &str = "ome.io/instance-incarnation";
 pub const POD_ORDINAL: &str = "ome.io/pod-ordinal";
 pub const REVISION_HASH: &str = "ome.io/revision-hash";
@@ -423,22 +425,6 @@ pub fn service_conditions(service: &Value, replicas: &[&Value], now: &str) -> Va
 fn condition(kind: &str, status: bool, reason: &str, message: String, now: &str) -> Value {
     let status = if status { "True" } else { "False" };
     json!({"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": now})
-}
-
-/// `conditions` with `condition` in its type's place (or added), its transition time kept when
-/// its status did not change.
-fn with_condition(conditions: &Value, mut condition: Value) -> Value {
-    let mut conditions = conditions.as_array().cloned().unwrap_or_default();
-    match conditions.iter_mut().find(|c| c["type"] == condition["type"]) {
-        Some(old) => {
-            if old["status"] == condition["status"] && old["lastTransitionTime"].is_string() {
-                condition["lastTransitionTime"] = old["lastTransitionTime"].clone();
-            }
-            *old = condition;
-        }
-        None => conditions.push(condition),
-    }
-    Value::Array(conditions)
 }
 
 #[cfg(test)]
