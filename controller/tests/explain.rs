@@ -744,6 +744,25 @@ fn explain_prints_the_plan_and_says_ome_holds_every_migration_for_its_caps() {
     assert!(text.ends_with(&expected), "{text}");
 }
 
+/// Alfred refuses to relocate an Instance whose anchor carries a constraint with OME's selector
+/// and a maxSkew other than 1 (issue 20): explain names it, after the plan.
+#[test]
+fn explain_names_the_instances_alfred_will_not_relocate() {
+    let mut objects = Case::of(Reason::Skewed).objects;
+    find(&mut objects, "Pod", "qwen3-0-6b-engine-1-default-0")["spec"]["topologySpreadConstraints"][0]["maxSkew"] =
+        json!(2);
+    let text = explained(objects);
+    let expected = [
+        SKEWED_ACTION,
+        FIRST_MOVE,
+        "Note: Alfred will not simulate or relocate Instance 1 (pod qwen3-0-6b-engine-1-default-0, maxSkew 2): \
+            the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 \
+            (\"configured topology spread does not match observed Pod constraints\").\n",
+    ]
+    .concat();
+    assert!(text.ends_with(&expected), "{text}");
+}
+
 /// More than 20 nodes: a line per domain, with how many nodes and the whole Instances it can
 /// still start (each node of the seed's shape has room for one engine pod); `--nodes` lists them.
 #[test]

@@ -177,7 +177,7 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
     })
 }
 
-fn service_name<'a>(component: &Component<'a>) -> &'a str {
+pub(crate) fn service_name<'a>(component: &Component<'a>) -> &'a str {
     component.service["metadata"]["name"].as_str().unwrap_or_default()
 }
 
@@ -234,6 +234,19 @@ pub(crate) fn is_anchor(pod: &Value, service: &str, kind: &str) -> bool {
     labels[labels::INFERENCE_SERVICE] == service
         && labels[labels::COMPONENT] == kind
         && matches!(labels[labels::RUNNER].as_str(), Some("default" | "leader"))
+}
+
+/// The Instance labels of an anchor pod (leader or only pod) of the `kind` component of `service`.
+pub(crate) fn anchor_labels<'a>(pod: &Value, service: &'a str, kind: &'a str) -> InstanceLabels<'a> {
+    let runner = match pod["metadata"]["labels"][labels::RUNNER].as_str() {
+        Some("leader") => Runner::Leader,
+        _ => Runner::Default,
+    };
+    InstanceLabels {
+        service: service.into(),
+        component: kind.into(),
+        runner,
+    }
 }
 
 /// Are both pods of the same Instance (its InferenceService, component and Instance index)?
@@ -358,15 +371,7 @@ fn pods_predate_or_conflict(
 ) -> Option<Finding> {
     let (mut predating, mut conflicting) = (Vec::new(), Vec::new());
     for pod in anchors {
-        let runner = match pod["metadata"]["labels"][labels::RUNNER].as_str() {
-            Some("leader") => Runner::Leader,
-            _ => Runner::Default,
-        };
-        let instance = InstanceLabels {
-            service: service.into(),
-            component: kind.into(),
-            runner,
-        };
+        let instance = anchor_labels(pod, service, kind);
         let expected = spread_constraint(&instance, spread, key, settings);
         let constraints = pod["spec"]["topologySpreadConstraints"]
             .as_array()

@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
+use crate::alfred;
 use crate::columns;
 use crate::diagnosis::{self, DiagnosisError, Report, domain_of, is_anchor, same_instance};
 use crate::instance::{COMPONENTS, component_of};
@@ -192,6 +193,8 @@ pub struct Explained<'a> {
     pub rooms: Vec<Domain>,
     /// The Instances as the diagnosis counts them, for the playground's picture.
     pub instances: Vec<Drawn<'a>>,
+    /// The Instances OME's caretaker Alfred refuses to relocate, named ([`alfred::remark`]).
+    pub alfred: Option<String>,
 }
 
 /// An Instance as the playground draws it: its leader or only pod first, then its workers, and
@@ -342,6 +345,7 @@ pub fn explain<'a>(
         let rooms = rebalance::rooms(&diagnosed, &report, &objects.requested, usize::MAX);
         let tables = tables(replica, &pods, nodes, &report, &rooms, every_node);
         let instances = drawn(&pods, service, component, nodes, &report);
+        let alfred = alfred::remark(&alfred::refused(&diagnosed));
         explained.push(Explained {
             service,
             namespace,
@@ -353,6 +357,7 @@ pub fn explain<'a>(
             plan,
             rooms,
             instances,
+            alfred,
         });
     }
     if explained.is_empty() {
@@ -381,6 +386,9 @@ pub fn text(explained: &[Explained]) -> String {
         let _ = writeln!(text, "Why: {}.", report.message);
         let _ = writeln!(text, "What to do: {}", component.what_to_do());
         write_plan(&mut text, component);
+        if let Some(alfred) = &component.alfred {
+            let _ = writeln!(text, "Note: {alfred}");
+        }
     }
     text
 }

@@ -10,11 +10,12 @@
 //! - [`rules`]: P5 to P12, what a pod gets; [`diagnosis`] and [`nodes`]: whether the spread
 //!   holds, and why not; [`explain`]: what `explain` and the playground show of a service;
 //!   [`rebalance`]: the fewest Instance moves that fix a skew, into the [`room`] nodes have;
-//!   [`migration`]: OME's migration request, its records, and the guardrails before one; [`columns`]: the
-//!   seed's tables.
+//!   [`migration`]: OME's migration request, its records, and the guardrails before one;
+//!   [`alfred`]: the Instances OME's caretaker refuses; [`columns`]: the seed's tables.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod alfred;
 pub mod columns;
 pub mod diagnosis;
 pub mod explain;

@@ -247,16 +247,21 @@ pub fn spread_constraint<'a>(
         max_skew: settings.max_skew,
         topology_key: key,
         when_unsatisfiable: spread.when_unsatisfiable(),
-        label_selector: Selector {
-            match_labels: MatchLabels {
-                service: &instance.service,
-                component: &instance.component,
-                instance_index: None,
-                runner: instance.runner.as_str(),
-            },
-        },
+        label_selector: spread_selector(instance),
         min_domains: settings.min_domains.filter(|_| spread == Spread::Required),
         node_taints_policy: settings.node_taints_policy.map(|policy| policy.as_str()),
+    }
+}
+
+/// The Instances P5's constraint counts: OME's own selector for them, exactly.
+pub fn spread_selector<'a>(instance: &'a InstanceLabels) -> Selector<'a> {
+    Selector {
+        match_labels: MatchLabels {
+            service: &instance.service,
+            component: &instance.component,
+            instance_index: None,
+            runner: instance.runner.as_str(),
+        },
     }
 }
 

@@ -1,0 +1,129 @@
+//! What OME's caretaker Alfred refuses (issue 20). Its `validateObservedTopology` (OME v1.3,
+//! `pkg/alfred/scheduling/input/relocation.go`) takes every spread constraint whose selector is
+//! exactly OME's three labels for OME's own, and refuses to simulate or relocate an Instance whose
+//! anchor pod carries one with a `maxSkew` other than 1 ("configured topology spread does not
+//! match observed Pod constraints"). The policy writes its constraint with that very selector, so
+//! a `maxSkew` setting other than 1, on the pods it reaches, takes their Instances out of Alfred's
+//! hands.
+
+use crate::diagnosis::{Component, anchor_labels, anchors, service_name};
+use crate::labels;
+use crate::rules::spread_selector;
+use crate::shown::shown;
+
+/// Alfred's own word for what it refuses.
+pub const ALFRED_REFUSES: &str = "configured topology spread does not match observed Pod constraints";
+
+/// An anchor pod whose constraint with OME's selector has another `maxSkew`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused<'a> {
+    /// Its `ome.io/instance-index`, as labelled.
+    pub instance: &'a str,
+    pub pod: &'a str,
+    /// The constraint's `maxSkew`, as JSON shows it.
+    pub max_skew: String,
+}
+
+/// The component's anchor pods, in the pods' order, that carry a constraint with OME's selector
+/// for their runner and a `maxSkew` other than 1.
+pub fn refused<'a>(component: &Component<'a>) -> Vec<Refused<'a>> {
+    let (service, kind) = (
+        service_name(component),
+        component.replica["spec"]["component"].as_str().unwrap_or_default(),
+    );
+    let mut refused = Vec::new();
+    for pod in anchors(component, kind) {
+        let instance = anchor_labels(pod, service, kind);
+        let omes = spread_selector(&instance);
+        let constraints = pod["spec"]["topologySpreadConstraints"]
+            .as_array()
+            .into_iter()
+            .flatten();
+        let other = constraints
+            .filter(|c| omes.is_exactly_in(c))
+            .find(|c| c["maxSkew"] != 1);
+        if let Some(constraint) = other {
+            refused.push(Refused {
+                instance: pod["metadata"]["labels"][labels::INSTANCE_INDEX]
+                    .as_str()
+                    .unwrap_or_default(),
+                pod: pod["metadata"]["name"].as_str().unwrap_or_default(),
+                max_skew: shown(&constraint["maxSkew"]),
+            });
+        }
+    }
+    refused
+}
+
+/// What `explain` says of them, or None when Alfred refuses none.
+pub fn remark(refused: &[Refused]) -> Option<String> {
+    let named: Vec<String> = refused
+        .iter()
+        .map(|r| format!("Instance {} (pod {}, maxSkew {})", r.instance, r.pod, r.max_skew))
+        .collect();
+    (!named.is_empty()).then(|| {
+        format!(
+            "Alfred will not simulate or relocate {}: the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"{ALFRED_REFUSES}\").",
+            named.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::nodes::Nodes;
+
+    fn pod(index: u32, runner: &str, constraints: Value) -> Value {
+        json!({"metadata": {"name": format!("s-engine-{index}-{runner}-0"),
+            "labels": {"ome.io/inferenceservice": "s", "component": "engine", "ome.io/runner": runner,
+                "ome.io/instance-index": index.to_string()}},
+            "spec": {"topologySpreadConstraints": constraints}})
+    }
+
+    fn constraint(max_skew: Value, labels: Value) -> Value {
+        json!({"maxSkew": max_skew, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": labels}})
+    }
+
+    /// Alfred's test: the selector exactly OME's three labels for the pod's own runner, then
+    /// maxSkew other than 1. An operator's selector, a worker, and maxSkew 1 are not refused.
+    #[test]
+    fn the_instances_alfred_refuses_are_those_whose_anchor_has_omes_selector_with_another_max_skew() {
+        let omes =
+            |runner: &str| json!({"ome.io/inferenceservice": "s", "component": "engine", "ome.io/runner": runner});
+        let mut operators = omes("default");
+        operators["team"] = json!("a");
+        let pods = vec![
+            pod(0, "default", json!([constraint(json!(1), omes("default"))])),
+            pod(1, "default", json!([constraint(json!(2), omes("default"))])),
+            pod(2, "default", json!([constraint(json!(2), operators)])),
+            pod(3, "leader", json!([constraint(json!(3), omes("leader"))])),
+            pod(3, "worker", json!([constraint(json!(2), omes("worker"))])),
+            // OME's selector for another runner is not this pod's.
+            pod(4, "default", json!([constraint(json!(2), omes("leader"))])),
+        ];
+        let (service, replica) = (
+            json!({"metadata": {"name": "s"}}),
+            json!({"spec": {"component": "engine"}}),
+        );
+        let nodes = Nodes::from_json(&[]);
+        let component = Component {
+            service: &service,
+            runtime: None,
+            replica: &replica,
+            pods: &pods,
+            nodes: &nodes,
+        };
+        let refused = refused(&component);
+        assert_eq!(
+            remark(&refused).as_deref(),
+            Some(
+                "Alfred will not simulate or relocate Instance 1 (pod s-engine-1-default-0, maxSkew 2), Instance 3 (pod s-engine-3-leader-0, maxSkew 3): the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"configured topology spread does not match observed Pod constraints\")."
+            )
+        );
+        assert_eq!(remark(&[]), None);
+    }
+}
