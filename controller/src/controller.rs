@@ -21,10 +21,11 @@ use ome_spread_core::settings::Settings;
 use tracing::{debug, error, info, warn};
 
 use crate::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, records, requests};
+use crate::context::Mode;
+use crate::context::{Context, within_timeout};
 use crate::metrics::Metrics;
 use crate::pods::{self, Pods};
-use crate::rebalance::Mode;
-use crate::reconcile::{Context, error_policy, reconcile, within_timeout};
+use crate::reconcile::{error_policy, reconcile};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room::{self, Room};
 use crate::schema;

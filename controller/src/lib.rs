@@ -3,6 +3,7 @@
 //! the same diagnosis for one InferenceService. Both are shells around `ome_spread_core::diagnosis`.
 
 pub mod cache;
+pub mod context;
 pub mod controller;
 pub mod explain;
 pub mod index;

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::objects;
-use ome_spread_controller::rebalance::Mode;
 use ome_spread_controller::{explain, resources, serve};
 use ome_spread_core::explain::{Objects, namespace_of_service};
 use tracing::{error, info};

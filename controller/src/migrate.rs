@@ -15,8 +15,7 @@ use serde_json::{Value, json};
 use tracing::info;
 
 use crate::cache::{migrations, named};
-use crate::rebalance::{Announcement, recommendation};
-use crate::reconcile::{Context, Error, Objects, within_timeout};
+use crate::context::{Announcement, Context, Error, Objects, recommendation, within_timeout};
 use crate::resources::{InferenceReplica, InferenceService};
 
 /// The next move of a component, and what the guardrails read of it.

@@ -3,56 +3,14 @@
 //! still needed as a metric; in `migrate`, the move requested of OME ([`crate::migrate`]) or
 //! why it is held back.
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use ome_spread_core::migration::Unconfigured;
 use ome_spread_core::rebalance::{NoPlan, Plan};
 
+use crate::context::{ANNOTATION, Announcement, Context, Error, Mode, Objects, recommendation, within_timeout};
 use crate::migrate;
-use crate::reconcile::{Context, Error, Objects, within_timeout};
 use crate::resources::{InferenceReplica, InferenceService};
-
-/// An InferenceService's own mode, which can only lower the controller's.
-pub const ANNOTATION: &str = "spread.ome.io/rebalance";
-
-/// Ordered: a lower mode does less.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
-pub enum Mode {
-    Off,
-    Recommend,
-    Migrate,
-}
-
-impl Mode {
-    /// The name the flag and the annotation spell it with.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Off => "off",
-            Self::Recommend => "recommend",
-            Self::Migrate => "migrate",
-        }
-    }
-
-    /// The mode for `service`: its annotation's, if lower. An unknown value is returned as Err.
-    pub fn for_service(self, service: &InferenceService) -> Result<Self, String> {
-        match service.annotations().get(ANNOTATION) {
-            None => Ok(self),
-            Some(value) => <Self as clap::ValueEnum>::from_str(value, false)
-                .map(|own| own.min(self))
-                .map_err(|_| value.clone()),
-        }
-    }
-}
-
-/// What the rebalance says of a replica once: the Event, and the object it is about.
-pub(crate) struct Announcement {
-    pub type_: EventType,
-    pub reason: &'static str,
-    pub note: String,
-    pub regarding: ObjectReference,
-}
 
 /// Shows the plan as far as the mode allows: the moves still needed as a metric, and the first
 /// move as an Event `RebalanceRecommended` when the recommendation changes (not on every
@@ -116,15 +74,6 @@ pub async fn recommend(
         }),
     };
     announce(replica, announcement, ctx).await
-}
-
-/// A recommended move as its Event says it: the move and its command, then, when OME would hold
-/// the request for its caps, why and what to set (as `explain`'s "What to do" says it).
-pub(crate) fn recommendation(described: String, objects: &Objects) -> String {
-    match Unconfigured::of(objects.component().replica) {
-        Some(unconfigured) => format!("{described}. {unconfigured}"),
-        None => described,
-    }
 }
 
 /// Publishes an announcement unless it is the one last published for the replica.

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ome_spread_controller::rebalance::Mode;
+use ome_spread_controller::context::Mode;
 use serde_json::{Value, json};
 
 fn deploy(file: &str) -> PathBuf {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use ome_spread_controller::rebalance::Mode;
+use ome_spread_controller::context::Mode;
 use ome_spread_controller::reconcile::reconcile;
 use ome_spread_controller::resources::InferenceReplica;
 use ome_spread_core::diagnosis::Reason;

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use http::StatusCode;
 use kube::runtime::controller::Action;
-use ome_spread_controller::rebalance::Mode;
-use ome_spread_controller::reconcile::{Error, error_policy, reconcile, retry_after};
+use ome_spread_controller::context::Error;
+use ome_spread_controller::context::Mode;
+use ome_spread_controller::reconcile::{error_policy, reconcile, retry_after};
 use ome_spread_core::diagnosis::Reason;
 use serde_json::json;
 

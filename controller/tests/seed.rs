@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use live::{Process, kubectl, table};
+use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
-use ome_spread_controller::rebalance::Mode;
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::nodes::{self, NodeShape};
 

@@ -16,10 +16,10 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use ome_spread_controller::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, nodes, records, requests};
+use ome_spread_controller::context::Context;
+use ome_spread_controller::context::Mode;
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::pods::{self, Pods};
-use ome_spread_controller::rebalance::Mode;
-use ome_spread_controller::reconcile::Context;
 use ome_spread_controller::resources::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
 };
