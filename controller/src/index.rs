@@ -11,7 +11,10 @@ use tokio::sync::watch;
 
 /// What an index derives from its entries, updated one entry at a time.
 pub trait Derived: Default {
+    type Object: ResourceExt;
     type Entry;
+    /// What an object contributes (None: nothing).
+    fn entry(object: &Self::Object) -> Option<Self::Entry>;
     fn insert(&mut self, entry: &Self::Entry);
     /// Takes away an entry inserted before.
     fn remove(&mut self, entry: &Self::Entry);
@@ -35,8 +38,8 @@ impl<D: Derived> Default for Index<D> {
 }
 
 impl<D: Derived> Index<D> {
-    /// Applies a watch event; `entry` is what an object contributes (None: nothing).
-    pub fn apply<K: ResourceExt>(&mut self, event: &watcher::Event<K>, entry: impl Fn(&K) -> Option<D::Entry>) {
+    pub fn apply(&mut self, event: &watcher::Event<D::Object>) {
+        let entry = D::entry;
         match event {
             watcher::Event::Apply(object) => {
                 let key = key(object);
@@ -118,11 +121,11 @@ impl<D: Derived> Default for Shared<D> {
 }
 
 impl<D: Derived> Shared<D> {
-    pub fn apply<K: ResourceExt>(&self, event: &watcher::Event<K>, entry: impl Fn(&K) -> Option<D::Entry>) {
+    pub fn apply(&self, event: &watcher::Event<D::Object>) {
         self.index
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .apply(event, entry);
+            .apply(event);
         if matches!(event, watcher::Event::InitDone) {
             self.filled.send_replace(true);
         }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::watcher;
 use ome_spread_core::instance::component_of;
 use serde_json::Value;
 use tracing::warn;
@@ -22,9 +21,34 @@ pub type ComponentKey = (String, String, String);
 #[derive(Debug, Default, PartialEq)]
 pub struct ByComponent(HashMap<ComponentKey, BTreeMap<String, Arc<Value>>>);
 
+impl ByComponent {
+    /// The pods of `component`, by name.
+    pub fn of(&self, component: &ComponentKey) -> Vec<Value> {
+        let pods = self.0.get(component).into_iter().flat_map(BTreeMap::values);
+        pods.map(|pod| Value::clone(pod)).collect()
+    }
+}
+
 impl Derived for ByComponent {
+    type Object = Pod;
     /// A pod's component, its name, and the pod.
     type Entry = (ComponentKey, String, Arc<Value>);
+
+    /// Its component by OME's labels (None: no component's), as JSON.
+    fn entry(pod: &Pod) -> Option<Self::Entry> {
+        let value = match serde_json::to_value(pod) {
+            Ok(value) => value,
+            Err(e) => {
+                // Cannot happen for a pod the API server sent; said, naming it, if it does.
+                warn!(pod = %index::key(pod), error = %e, "a pod cannot be read as JSON: it is left out of its component");
+                return None;
+            }
+        };
+        let (namespace, service, component) = component_of(&value)?;
+        let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
+        let name = value["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        Some((key, name, Arc::new(value)))
+    }
 
     fn insert(&mut self, (component, name, pod): &Self::Entry) {
         self.0
@@ -44,43 +68,7 @@ impl Derived for ByComponent {
 }
 
 /// The pods of every component, shared between the pods' watch and the reconciles.
-#[derive(Default)]
-pub struct Pods(Shared<ByComponent>);
-
-impl Pods {
-    pub fn apply(&self, event: &watcher::Event<Pod>) {
-        self.0.apply(event, entry);
-    }
-
-    /// Waits until the first list is in.
-    pub async fn wait_until_filled(&self) {
-        self.0.wait_until_filled().await;
-    }
-
-    /// The pods of `component`, by name.
-    pub fn of(&self, component: &ComponentKey) -> Vec<Value> {
-        self.0.with(|by_component| {
-            let pods = by_component.0.get(component).into_iter().flat_map(BTreeMap::values);
-            pods.map(|pod| Value::clone(pod)).collect()
-        })
-    }
-}
-
-/// A pod's entry: its component by OME's labels (None: no component's), as JSON.
-fn entry(pod: &Pod) -> Option<(ComponentKey, String, Arc<Value>)> {
-    let value = match serde_json::to_value(pod) {
-        Ok(value) => value,
-        Err(e) => {
-            // Cannot happen for a pod the API server sent; said, naming it, if it does.
-            warn!(pod = %index::key(pod), error = %e, "a pod cannot be read as JSON: it is left out of its component");
-            return None;
-        }
-    };
-    let (namespace, service, component) = component_of(&value)?;
-    let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
-    let name = value["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-    Some((key, name, Arc::new(value)))
-}
+pub type Pods = Shared<ByComponent>;
 
 /// The pod as the diagnosis, the plan and the triggers read it: its name, labels and owners; its
 /// node, scheduler, node selection, tolerations, spread constraints and containers' requests; its
@@ -118,6 +106,7 @@ pub fn trim(pod: &mut Pod) {
 mod tests {
     use super::*;
     use crate::index::Index;
+    use kube::runtime::watcher;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -168,7 +157,7 @@ mod tests {
         }
         let engine = ("ns".to_owned(), "m".to_owned(), "engine".to_owned());
         let placed = |pods: &Pods| -> Vec<(String, String)> {
-            pods.of(&engine)
+            pods.with(|pods| pods.of(&engine))
                 .iter()
                 .map(|p| {
                     (
@@ -195,7 +184,7 @@ mod tests {
         )));
         assert_eq!(placed(&pods), [named("m-engine-1-default-0", "n3")]);
         assert_eq!(
-            pods.of(&("ns".to_owned(), "m".to_owned(), "decoder".to_owned())).len(),
+            pods.with(|pods| pods.of(&("ns".to_owned(), "m".to_owned(), "decoder".to_owned())).len()),
             1
         );
     }
@@ -222,11 +211,11 @@ mod tests {
         fn the_index_equals_a_rebuild_after_any_events(events in proptest::collection::vec(event(), 0..40)) {
             let mut index = Index::<ByComponent>::default();
             for event in &events {
-                index.apply(event, entry);
+                index.apply(event);
             }
             let mut rebuilt = ByComponent::default();
             for pod in index::reflected(&events).values() {
-                if let Some(entry) = entry(pod) {
+                if let Some(entry) = ByComponent::entry(pod) {
                     rebuilt.insert(&entry);
                 }
             }

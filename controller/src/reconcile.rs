@@ -124,14 +124,15 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         replica: serde_json::to_value(replica).map_err(Error::Json)?,
         pods: ctx
             .pods
-            .of(&(namespace.clone(), parent, replica.spec.component.clone())),
+            .with(|pods| pods.of(&(namespace.clone(), parent, replica.spec.component.clone()))),
         nodes: ctx.nodes.current(),
     };
     let component = objects.component();
     let report = diagnose(&component, &ctx.settings)?;
     ctx.keys
         .set(ObjectRef::from_obj(replica), node_keys(&component, &report));
-    let (plan, action) = ctx.room.with(|requested| {
+    let (plan, action) = ctx.room.with(|sums| {
+        let requested = sums.requested();
         let plan = recommend(&component, &report, requested, &ctx.settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
         let rooms = match no_move(&plan) {

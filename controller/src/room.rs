@@ -4,7 +4,6 @@
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::watcher;
 use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
 
@@ -15,8 +14,28 @@ use crate::index::{self, Derived, Shared};
 #[derive(Debug, Default)]
 pub struct Sums(Requested);
 
+impl Sums {
+    /// The requests of the pods bound to each node.
+    pub fn requested(&self) -> &Requested {
+        &self.0
+    }
+}
+
 impl Derived for Sums {
+    type Object = Pod;
     type Entry = (String, Resources);
+
+    /// What the pod holds of its node, as the core counts it ([`room::held`]).
+    fn entry(pod: &Pod) -> Option<Self::Entry> {
+        match serde_json::to_value(pod) {
+            Ok(value) => room::held(&value).map(|(node, requests)| (node.to_owned(), requests)),
+            Err(e) => {
+                // Cannot happen for a pod the API server sent; said, naming it, if it does.
+                warn!(pod = %index::key(pod), error = %e, "a pod cannot be read as JSON: its requests are not counted");
+                None
+            }
+        }
+    }
 
     fn insert(&mut self, (node, requests): &Self::Entry) {
         self.0.entry(node.clone()).or_default().add(requests);
@@ -33,36 +52,7 @@ impl Derived for Sums {
 }
 
 /// The requests per node, shared between the pods' watch and the reconciles.
-#[derive(Default)]
-pub struct Room(Shared<Sums>);
-
-impl Room {
-    pub fn apply(&self, event: &watcher::Event<Pod>) {
-        self.0.apply(event, held);
-    }
-
-    /// Waits until the first list is in.
-    pub async fn wait_until_filled(&self) {
-        self.0.wait_until_filled().await;
-    }
-
-    /// `read` of the requests per node, as they stand.
-    pub fn with<T>(&self, read: impl FnOnce(&Requested) -> T) -> T {
-        self.0.with(|sums| read(&sums.0))
-    }
-}
-
-/// What the pod holds of its node, as the core counts it ([`room::held`]).
-fn held(pod: &Pod) -> Option<(String, Resources)> {
-    match serde_json::to_value(pod) {
-        Ok(value) => room::held(&value).map(|(node, requests)| (node.to_owned(), requests)),
-        Err(e) => {
-            // Cannot happen for a pod the API server sent; said, naming it, if it does.
-            warn!(pod = %index::key(pod), error = %e, "a pod cannot be read as JSON: its requests are not counted");
-            None
-        }
-    }
-}
+pub type Room = Shared<Sums>;
 
 /// The pod as the room reads it: its name, node, phase and its containers' requests. Every other
 /// field (env, volumes, probes, managed fields) is dropped before it is kept.
@@ -105,6 +95,7 @@ pub fn requests_only(containers: Vec<Container>) -> Vec<Container> {
 mod tests {
     use super::*;
     use crate::index::Index;
+    use kube::runtime::watcher;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -125,7 +116,7 @@ mod tests {
     }
 
     fn requested(index: &Index<Sums>) -> &Requested {
-        &index.derived().0
+        index.derived().requested()
     }
 
     #[test]
@@ -139,7 +130,7 @@ mod tests {
             watcher::Event::InitApply(pod("unbound", None, 8, "Pending")),
             watcher::Event::InitDone,
         ] {
-            index.apply(&event, held);
+            index.apply(&event);
         }
         let holding = |gpus: &str, cpu: &str, pods: &str| {
             Resources::parsed([("nvidia.com/gpu", gpus), ("cpu", cpu), ("pods", pods)])
@@ -149,13 +140,13 @@ mod tests {
             &Requested::from([("n1".to_owned(), holding("6", "1", "2"))])
         );
         // train-0 moves to n2, train-1 finishes, then train-0 goes: n1 and n2 hold nothing.
-        index.apply(&watcher::Event::Apply(pod("train-0", Some("n2"), 4, "Running")), held);
-        index.apply(&watcher::Event::Apply(pod("train-1", Some("n1"), 2, "Failed")), held);
+        index.apply(&watcher::Event::Apply(pod("train-0", Some("n2"), 4, "Running")));
+        index.apply(&watcher::Event::Apply(pod("train-1", Some("n1"), 2, "Failed")));
         assert_eq!(
             requested(&index),
             &Requested::from([("n2".to_owned(), holding("4", "0.5", "1"))])
         );
-        index.apply(&watcher::Event::Delete(pod("train-0", Some("n2"), 4, "Running")), held);
+        index.apply(&watcher::Event::Delete(pod("train-0", Some("n2"), 4, "Running")));
         assert_eq!(requested(&index), &Requested::new());
     }
 
@@ -193,7 +184,7 @@ mod tests {
         fn the_index_equals_a_full_count_of_the_pods_after_any_events(events in proptest::collection::vec(event(), 0..40)) {
             let mut index = Index::<Sums>::default();
             for event in &events {
-                index.apply(event, held);
+                index.apply(event);
             }
             let pods = index::reflected(&events);
             let values: Vec<serde_json::Value> = pods.values().map(|p| serde_json::to_value(p).expect("json")).collect();

@@ -79,9 +79,15 @@ fn leader_and_worker(objects: &mut Vec<Value>, index: usize, leader: &str, worke
     objects.push(pod);
 }
 
+/// `change` made to the engine's fields in the InferenceService and in its replica, as OME
+/// would project them.
+fn as_projected(objects: &mut [Value], change: impl Fn(&mut Value)) {
+    change(&mut find(objects, "InferenceService", "qwen3-0-6b")["spec"]["engine"]);
+    change(&mut find(objects, "InferenceReplica", "qwen3-0-6b-engine")["spec"]);
+}
+
 fn set_spread(objects: &mut [Value], spread: Value, when: &str) {
-    find(objects, "InferenceService", "qwen3-0-6b")["spec"]["engine"]["topologySpread"] = spread.clone();
-    find(objects, "InferenceReplica", "qwen3-0-6b-engine")["spec"]["topologySpread"] = spread;
+    as_projected(objects, |fields| fields["topologySpread"] = spread.clone());
     for pod in [POD_0, POD_1] {
         find(objects, "Pod", pod)["spec"]["topologySpreadConstraints"][0]["whenUnsatisfiable"] = json!(when);
     }
@@ -131,18 +137,7 @@ fn cases() -> Vec<Case> {
         case(
             Reason::InstanceSplit,
             |o| {
-                for (kind, name, fields) in [
-                    ("InferenceService", "qwen3-0-6b", "engine"),
-                    ("InferenceReplica", "qwen3-0-6b-engine", ""),
-                ] {
-                    let object = find(o, kind, name);
-                    let spec = if fields.is_empty() {
-                        &mut object["spec"]
-                    } else {
-                        &mut object["spec"][fields]
-                    };
-                    spec["topologyKey"] = json!(CLIQUE);
-                }
+                as_projected(o, |fields| fields["topologyKey"] = json!(CLIQUE));
                 find(o, "Node", "gpu-node-1")["metadata"]["labels"][CLIQUE] = json!("cq-a1");
                 find(o, "Node", "gpu-node-2")["metadata"]["labels"][CLIQUE] = json!("cq-b1");
                 for (name, zone, clique) in [("gpu-node-3", "zone-a", "cq-a1"), ("gpu-node-4", "zone-b", "cq-b2")] {
@@ -161,18 +156,9 @@ fn cases() -> Vec<Case> {
         case(
             Reason::NotRequested,
             |o| {
-                for (kind, name, fields) in [
-                    ("InferenceService", "qwen3-0-6b", "engine"),
-                    ("InferenceReplica", "qwen3-0-6b-engine", ""),
-                ] {
-                    let object = find(o, kind, name);
-                    let spec = if fields.is_empty() {
-                        &mut object["spec"]
-                    } else {
-                        &mut object["spec"][fields]
-                    };
-                    spec.as_object_mut().expect("spec").remove("topologySpread");
-                }
+                as_projected(o, |fields| {
+                    fields.as_object_mut().expect("fields").remove("topologySpread");
+                });
             },
             &[],
             0,
@@ -180,14 +166,9 @@ fn cases() -> Vec<Case> {
         case(
             Reason::NoKey,
             |o| {
-                find(o, "InferenceService", "qwen3-0-6b")["spec"]["engine"]
-                    .as_object_mut()
-                    .expect("engine")
-                    .remove("topologySpreadKey");
-                find(o, "InferenceReplica", "qwen3-0-6b-engine")["spec"]
-                    .as_object_mut()
-                    .expect("spec")
-                    .remove("topologySpreadKey");
+                as_projected(o, |fields| {
+                    fields.as_object_mut().expect("fields").remove("topologySpreadKey");
+                });
             },
             &[],
             0,
