@@ -79,9 +79,10 @@ pub fn cluster() -> Cluster {
                         json!([spread_constraint(&labels, Spread::Required, ZONE, &settings)])
                     }
                 };
-                // Instances land round-robin over the model's nodes, so zones stay balanced.
+                // Instances land round-robin over the model's nodes, so zones stay balanced; an
+                // Instance's workers beside its leader, on its node, so that it is in one rack.
                 let model = r % MODELS;
-                let node = (model + (instance * size + ordinal) * 10) % NODES;
+                let node = (model + instance * size * 10) % NODES;
                 pods.push(json!({"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": format!("{service}-engine-{instance}-{runner_name}-{ordinal}"), "namespace": "serving",
                         "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": service, "component": "engine",
