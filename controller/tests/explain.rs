@@ -389,7 +389,7 @@ fn bad_input_exits_2_with_a_message() {
         (
             Some(2),
             format!(
-                "error: ClusterServingRuntime srt-qwen3-0-6b is not among the objects in {no_runtime}: InferenceService spread-demo/qwen3-0-6b runs on it\n"
+                "error: ClusterServingRuntime srt-qwen3-0-6b is not in {no_runtime}: InferenceService spread-demo/qwen3-0-6b runs on it\n"
             )
         )
     );

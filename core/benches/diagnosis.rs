@@ -35,7 +35,7 @@ fn pass(cluster: &Cluster, settings: &Settings) -> BTreeMap<Reason, usize> {
         let pods = pods_of.get(&(name, "engine")).map(Vec::as_slice).unwrap_or_default();
         let component = Component {
             service,
-            runtime: None,
+            runtime: Some(&cluster.runtime),
             replica,
             pods,
             nodes: &nodes,

@@ -156,7 +156,7 @@ fn pass(
         let name = service["metadata"]["name"].as_str().unwrap_or_default();
         let component = Component {
             service,
-            runtime: None,
+            runtime: Some(&cluster.runtime),
             replica,
             pods: pods_of.get(name).map(Vec::as_slice).unwrap_or_default(),
             nodes: &nodes,

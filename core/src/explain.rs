@@ -131,7 +131,7 @@ pub enum ExplainError {
         origin: String,
         namespaces: String,
     },
-    #[error("{runtime} is not among the objects in {origin}: InferenceService {namespace}/{service} runs on it")]
+    #[error("{runtime} is not in {origin}: InferenceService {namespace}/{service} runs on it")]
     NoRuntime {
         /// Its kind and name, as kubectl names it.
         runtime: String,

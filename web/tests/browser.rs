@@ -265,7 +265,14 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
 #[ignore = "a benchmark: make bench runs it"]
 async fn diagnosis_of_the_large_cluster_natively_and_in_chromium() {
     let cluster = cluster::cluster();
-    let objects = [&cluster.services, &cluster.replicas, &cluster.pods, &cluster.nodes];
+    let runtimes = vec![cluster.runtime.clone()];
+    let objects = [
+        &runtimes,
+        &cluster.services,
+        &cluster.replicas,
+        &cluster.pods,
+        &cluster.nodes,
+    ];
     // As `kubectl get -o yaml` prints several objects: a List of each kind.
     let text: Vec<String> = objects
         .iter()

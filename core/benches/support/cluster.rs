@@ -18,6 +18,8 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 const CLIQUE: &str = "nvidia.com/gpu.clique";
 
 pub struct Cluster {
+    /// The ClusterServingRuntime every InferenceService names: no spread fields of its own.
+    pub runtime: Value,
     pub services: Vec<Value>,
     pub replicas: Vec<Value>,
     pub pods: Vec<Value>,
@@ -95,6 +97,8 @@ pub fn cluster() -> Cluster {
         }
     }
     Cluster {
+        runtime: json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime", "metadata": {"name": "srt"},
+            "spec": {"engineConfig": {}}}),
         services,
         replicas,
         pods,
