@@ -484,13 +484,22 @@ fn selections(anchors: &[&Value]) -> Vec<Selection> {
 /// The nodes whose domains count, by Kubernetes' rules: those the anchors select, and under
 /// their constraint's `nodeTaintsPolicy: Honor` only those they tolerate.
 pub(crate) fn eligible_nodes<'a>(nodes: &'a Nodes, anchors: &[&Value], key: &str) -> Vec<&'a Node> {
-    let honor_taints = anchors.iter().any(|pod| {
+    selected_nodes(nodes, anchors, honors_taints(anchors, key))
+}
+
+/// Does the anchors' constraint on `key` say `nodeTaintsPolicy: Honor`?
+pub(crate) fn honors_taints(anchors: &[&Value], key: &str) -> bool {
+    anchors.iter().any(|pod| {
         let constraints = pod["spec"]["topologySpreadConstraints"].as_array();
         constraints.is_some_and(|cs| {
             cs.iter()
                 .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
         })
-    });
+    })
+}
+
+/// The nodes the anchors select, and under `honor_taints` only those they tolerate.
+pub(crate) fn selected_nodes<'a>(nodes: &'a Nodes, anchors: &[&Value], honor_taints: bool) -> Vec<&'a Node> {
     nodes.selected(&selections(anchors), honor_taints)
 }
 

@@ -10,6 +10,7 @@
 //! - [`rules`]: P5 to P12, what a pod gets; [`diagnosis`] and [`nodes`]: whether the spread
 //!   holds, and why not; [`explain`]: what `explain` and the playground show of a service;
 //!   [`rebalance`]: the fewest Instance moves that fix a skew, into the [`room`] nodes have;
+//!   [`loss`]: what losing one domain leaves serving, and which lost Instances fit elsewhere;
 //!   [`migration`]: OME's migration request, its records, and the guardrails before one;
 //!   [`alfred`]: the Instances OME's caretaker refuses; [`columns`]: the seed's tables.
 
@@ -21,6 +22,7 @@ pub mod diagnosis;
 pub mod explain;
 pub mod instance;
 pub mod labels;
+pub mod loss;
 pub mod migration;
 pub mod nodes;
 pub mod rebalance;

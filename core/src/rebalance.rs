@@ -152,14 +152,25 @@ pub fn recommend(
 /// still start, at most `most` a rack (none without a key): the room a plan counts on, and
 /// `explain` shows.
 pub fn rooms(component: &Component, report: &Report, requested: &Requested, most: usize) -> Vec<Domain> {
+    rooms_on(component, report, requested, most, &|_| true)
+}
+
+/// As [`rooms`], counting only the nodes `up` keeps: a failed domain's nodes stay in their
+/// domain, but take no pod.
+pub(crate) fn rooms_on(
+    component: &Component,
+    report: &Report,
+    requested: &Requested,
+    most: usize,
+    up: &dyn Fn(&Node) -> bool,
+) -> Vec<Domain> {
     let Some(key) = report.in_effect.domain_key() else {
         return Vec::new();
     };
     let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
     let anchors = anchors(component, kind);
-    let eligible = eligible_nodes(component.nodes, &anchors, key);
     let rack_key = report.in_effect.topology_key.as_deref();
-    domains_with_room(component, &anchors, key, rack_key, &eligible, requested, most)
+    domains_with_room(component, &anchors, key, rack_key, requested, most, up)
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
@@ -187,16 +198,16 @@ fn instance(component: &Component, pod: &Value, key: &str) -> Result<Instance, N
 }
 
 /// Each eligible domain with its racks of nodes that can start the Instance's pods: labelled,
-/// and accepting them (the scheduler always honours taints and cordons, whatever the constraint
-/// counts). `key`: the spread key; `rack_key`: `topologyKey`.
+/// up, and accepting them (the scheduler always honours taints and cordons, whatever the
+/// constraint counts). `key`: the spread key; `rack_key`: `topologyKey`.
 fn domains_with_room(
     component: &Component,
     anchors: &[&Value],
     key: &str,
     rack_key: Option<&str>,
-    eligible: &[&Node],
     requested: &Requested,
     most: usize,
+    up: &dyn Fn(&Node) -> bool,
 ) -> Vec<Domain> {
     let Some(anchor) = anchors.first() else {
         return Vec::new();
@@ -205,11 +216,11 @@ fn domains_with_room(
     // A single pod keeps to no rack: the domain is its one rack.
     let rack_key = rack_key.filter(|_| pods.len() > 1);
     let mut domains: BTreeMap<&str, BTreeMap<&str, Vec<&Node>>> = BTreeMap::new();
-    for node in eligible {
+    for node in eligible_nodes(component.nodes, anchors, key) {
         let Some(domain) = node.labels.get(key) else { continue };
         let racks = domains.entry(domain).or_default();
         let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
-        if let (Some(rack), true) = (rack, selection.tolerates(node)) {
+        if let (Some(rack), true) = (rack, selection.tolerates(node) && up(node)) {
             racks.entry(rack).or_default().push(node);
         }
     }
@@ -381,7 +392,7 @@ fn working_domains<'a>(instances: &'a [Instance], domains: &'a [Domain]) -> Vec<
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::{BTreeMap, BTreeSet};
 
@@ -663,7 +674,7 @@ mod tests {
     }
 
     /// A tiny seeded PRNG (xorshift64), so the generated clusters are the same on every run.
-    pub(super) struct XorShift(pub(super) u64);
+    pub(crate) struct XorShift(pub(crate) u64);
 
     impl XorShift {
         fn next(&mut self) -> u64 {
@@ -673,7 +684,7 @@ mod tests {
             self.0
         }
 
-        pub(super) fn below(&mut self, n: usize) -> usize {
+        pub(crate) fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
     }

@@ -1,0 +1,705 @@
+//! What losing a domain leaves (SPEC section 4, issue 19): for each domain of the spread key, and
+//! each rack of `topologyKey`, the Instances lost if it fails, those left serving, and how many
+//! of the lost ones kube-scheduler could place again, whole, under the constraint a repaired pod
+//! gets. A failed domain's nodes stay, tainted `node.kubernetes.io/unreachable` (NoSchedule,
+//! NoExecute), which repaired pods do not tolerate: they take no pod, and under
+//! `nodeTaintsPolicy: Ignore` (Kubernetes' default) they still count for the spread.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::diagnosis::{
+    Component, Report, anchors, domain_of, eligible_nodes, honors_taints, same_instance, selected_nodes,
+};
+use crate::nodes::Node;
+use crate::rebalance::rooms_on;
+use crate::room::Requested;
+use crate::settings::{NodeTaintsPolicy, Settings};
+use crate::spread::Spread;
+
+/// One domain's failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loss {
+    /// A value of the spread key, or of `topologyKey` (a rack).
+    pub domain: String,
+    /// The Instances with a pod there: leader, only pod or worker.
+    pub lost: usize,
+    /// The Instances with no pod there and none Pending.
+    pub left_serving: usize,
+    /// Every Instance of the component.
+    pub instances: usize,
+    /// How many lost Instances the scheduler could place again, whole.
+    pub replaceable: usize,
+    /// When the domain still counts for a Required spread (`nodeTaintsPolicy: Ignore`), with none
+    /// of the Instances: how many `Honor`, which stops it counting, would place again.
+    pub with_honor: Option<usize>,
+}
+
+impl Loss {
+    /// RE-PLACEABLE as `explain` shows it: `-` when nothing is lost.
+    pub fn replaceable_cell(&self) -> String {
+        if self.lost == 0 {
+            return "-".into();
+        }
+        match self.with_honor {
+            Some(honor) => format!(
+                "{} of {} ({} still counts; with Honor: {honor} of {})",
+                self.replaceable, self.lost, self.domain, self.lost
+            ),
+            None => format!("{} of {}", self.replaceable, self.lost),
+        }
+    }
+}
+
+/// The table `explain` and the playground show, header first, worst loss first.
+pub fn table(losses: &[Loss]) -> Vec<Vec<String>> {
+    let header = ["IF LOST", "INSTANCES LOST", "LEFT SERVING", "RE-PLACEABLE"].map(String::from);
+    let rows = losses.iter().map(|loss| {
+        vec![
+            loss.domain.clone(),
+            loss.lost.to_string(),
+            format!("{} of {}", loss.left_serving, loss.instances),
+            loss.replaceable_cell(),
+        ]
+    });
+    std::iter::once(header.to_vec()).chain(rows).collect()
+}
+
+/// The worst single-domain loss in one sentence, and whether it can be absorbed; None when no
+/// domain holds an Instance.
+pub fn sentence(losses: &[Loss]) -> Option<String> {
+    let worst = losses.first().filter(|loss| loss.lost > 0)?;
+    let Loss {
+        domain,
+        lost,
+        left_serving,
+        instances,
+        replaceable,
+        with_honor,
+    } = worst;
+    let left = format!("Losing {domain} leaves {left_serving} of {instances} Instances serving");
+    if replaceable == lost {
+        return Some(format!(
+            "{left}, and the {lost} lost can be placed again elsewhere: the loss is absorbed."
+        ));
+    }
+    let honor = match with_honor {
+        Some(honor) if honor != replaceable => format!(
+            "; {domain} still counts for the spread, so Required keeps the repairs Pending: with nodeTaintsPolicy: Honor in the policy's settings, {honor} of them could be"
+        ),
+        _ => String::new(),
+    };
+    Some(format!(
+        "{left}, and only {replaceable} of the {lost} lost can be placed again elsewhere{honor}."
+    ))
+}
+
+/// The constraint a repaired pod gets: OME's, completed by the policy's settings (P5, P12).
+struct Repair {
+    required: bool,
+    max_skew: usize,
+    min_domains: usize,
+}
+
+impl Repair {
+    /// Can a domain the spread counts, with `count` of the Instances, take one more? Required:
+    /// only while it stays within maxSkew of the fewest; else always.
+    fn allows(&self, count: Option<usize>, fewest: usize) -> bool {
+        match count {
+            _ if !self.required => true,
+            Some(count) => count < fewest + self.max_skew,
+            None => false,
+        }
+    }
+
+    /// The fewest Instances of a counted domain, as kube-scheduler reads them: 0 while fewer
+    /// domains count than `minDomains`.
+    fn fewest(&self, counts: &BTreeMap<&str, usize>) -> usize {
+        match counts.values().min() {
+            Some(fewest) if counts.len() >= self.min_domains => *fewest,
+            _ => 0,
+        }
+    }
+}
+
+/// An Instance as a failure reads it: its anchor's domain, the nodes its placed pods run on, and
+/// whether any of its pods is Pending.
+struct Placed<'a> {
+    domain: Option<&'a str>,
+    nodes: Vec<&'a Node>,
+    pending: bool,
+}
+
+/// The losses of every domain of the spread key and rack of `topologyKey` that holds an eligible
+/// node or a node the Instances run on, worst first: fewest left serving, then fewest placed
+/// again, then by name. Empty without a key or an Instance (no anchor selects a node).
+pub fn losses(component: &Component, report: &Report, requested: &Requested, settings: &Settings) -> Vec<Loss> {
+    let Some(key) = report.in_effect.domain_key() else {
+        return Vec::new();
+    };
+    let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
+    let anchors = anchors(component, kind);
+    let instances: Vec<Placed> = anchors.iter().map(|anchor| placed(component, anchor, key)).collect();
+    // The settings' nodeTaintsPolicy completes a repaired pod's constraint; an operator's
+    // constraint that honours taints is kept on it as it is on the anchors.
+    let honor = settings.node_taints_policy == Some(NodeTaintsPolicy::Honor) || honors_taints(&anchors, key);
+    let repair = Repair {
+        required: report.in_effect.spread == Some(Spread::Required),
+        max_skew: usize::try_from(settings.max_skew).unwrap_or(1),
+        min_domains: settings.min_domains.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
+    };
+    let rack = report.in_effect.topology_key.as_deref().filter(|rack| *rack != key);
+    let mut nodes = eligible_nodes(component.nodes, &anchors, key);
+    nodes.extend(instances.iter().flat_map(|i| i.nodes.iter().copied()));
+    let mut losses = Vec::new();
+    for failed_key in std::iter::once(key).chain(rack) {
+        let domains: BTreeSet<&String> = nodes.iter().filter_map(|n| n.labels.get(failed_key)).collect();
+        for domain in domains {
+            let failed = |node: &Node| node.labels.get(failed_key) == Some(domain);
+            let is_lost: Vec<bool> = instances.iter().map(|i| i.nodes.iter().any(|n| failed(n))).collect();
+            let lost = is_lost.iter().filter(|lost| **lost).count();
+            let left_serving = instances
+                .iter()
+                .zip(&is_lost)
+                .filter(|(i, lost)| !i.pending && !**lost)
+                .count();
+            let mut loss = Loss {
+                domain: domain.clone(),
+                lost,
+                left_serving,
+                instances: instances.len(),
+                replaceable: 0,
+                with_honor: None,
+            };
+            if lost == 0 {
+                losses.push(loss);
+                continue;
+            }
+            let rooms = rooms_on(component, report, requested, lost, &|node| !failed(node));
+            let room: BTreeMap<&str, usize> = rooms.iter().map(|d| (d.name.as_str(), d.room())).collect();
+            // The domains the spread counts once `domain` fails, with the Instances left in each.
+            let counts = |honor: bool| {
+                let counted = selected_nodes(component.nodes, &anchors, honor);
+                let mut counts: BTreeMap<&str, usize> = counted
+                    .into_iter()
+                    .filter(|node| !(honor && failed(node)))
+                    .filter_map(|node| Some((node.labels.get(key)?.as_str(), 0)))
+                    .collect();
+                let left = instances.iter().zip(&is_lost).filter(|(_, lost)| !**lost);
+                for domain in left.filter_map(|(i, _)| i.domain) {
+                    if let Some(count) = counts.get_mut(domain) {
+                        *count += 1;
+                    }
+                }
+                counts
+            };
+            let replaceable = |honor: bool| place(lost, counts(honor), &room, &repair);
+            // Only a domain of the spread key itself can go on counting with none of the Instances.
+            let still_counts = repair.required && !honor && failed_key == key;
+            loss.replaceable = replaceable(honor);
+            loss.with_honor = still_counts.then(|| replaceable(true));
+            losses.push(loss);
+        }
+    }
+    losses.sort_by(|a, b| (a.left_serving, a.replaceable, &a.domain).cmp(&(b.left_serving, b.replaceable, &b.domain)));
+    losses
+}
+
+/// The Instance of `anchor`: its pods are those of the same Instance (its workers and itself).
+fn placed<'a>(component: &Component<'a>, anchor: &Value, key: &str) -> Placed<'a> {
+    let pods = component.pods.iter().filter(|pod| same_instance(pod, anchor));
+    let (mut nodes, mut pending) = (Vec::new(), false);
+    for pod in pods {
+        match pod["spec"]["nodeName"].as_str() {
+            Some(name) => nodes.extend(component.nodes.get(name)),
+            None => pending = true,
+        }
+    }
+    Placed {
+        domain: domain_of(component.nodes, anchor, key).map(String::as_str),
+        nodes,
+        pending,
+    }
+}
+
+/// How many of `lost` Instances the scheduler places again, one after another, each into a
+/// domain with the fewest Instances among those with room that the repair's constraint allows:
+/// as kube-scheduler's spread scoring prefers.
+fn place<'a>(
+    lost: usize,
+    mut counts: BTreeMap<&'a str, usize>,
+    room: &BTreeMap<&'a str, usize>,
+    repair: &Repair,
+) -> usize {
+    let mut room = room.clone();
+    for placed in 0..lost {
+        let fewest = repair.fewest(&counts);
+        let to = room
+            .iter()
+            .filter(|(domain, left)| **left > 0 && repair.allows(counts.get(*domain).copied(), fewest))
+            .min_by_key(|(domain, _)| counts.get(*domain).copied().unwrap_or(0))
+            .map(|(domain, _)| *domain);
+        let Some(to) = to else {
+            return placed;
+        };
+        *counts.entry(to).or_default() += 1;
+        if let Some(left) = room.get_mut(to) {
+            *left -= 1;
+        }
+    }
+    lost
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnosis::diagnose;
+    use crate::nodes::Nodes;
+    use crate::room::requested;
+    use serde_json::json;
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+    const CLIQUE: &str = "nvidia.com/gpu.clique";
+
+    /// A node of `zone` in rack `clique`, that can give its pods `gpus` GPUs.
+    fn node(name: &str, zone: &str, clique: &str, gpus: usize, spec: Value) -> Value {
+        json!({"metadata": {"name": name, "labels": {ZONE: zone, CLIQUE: clique, "gpu": "true"}}, "spec": spec,
+            "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "pods": "110"}}})
+    }
+
+    /// A pod of Instance `index` requesting one GPU, on `node` (None: Pending).
+    fn pod(index: usize, runner: &str, node: Option<&str>) -> Value {
+        let mut pod = json!({"metadata": {"name": format!("m-engine-{index}-{runner}-0"), "namespace": "ns",
+            "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": "m", "component": "engine",
+                "ome.io/runner": runner, "ome.io/instance-index": index.to_string()}},
+            "spec": {"nodeSelector": {"gpu": "true"},
+                "containers": [{"name": "engine", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        pod
+    }
+
+    /// Instance `index` as its only pod on `node`.
+    fn single(index: usize, node: &str) -> Value {
+        pod(index, "default", Some(node))
+    }
+
+    struct Cluster {
+        fields: Value,
+        pods: Vec<Value>,
+        nodes: Vec<Value>,
+        settings: Settings,
+    }
+
+    impl Cluster {
+        fn new(spread: &str, pods: Vec<Value>, nodes: Vec<Value>) -> Self {
+            Self {
+                fields: json!({"topologySpread": spread, "topologySpreadKey": ZONE}),
+                pods,
+                nodes,
+                settings: Settings::default(),
+            }
+        }
+
+        fn in_cliques(mut self) -> Self {
+            self.fields["topologyKey"] = json!(CLIQUE);
+            self
+        }
+
+        fn losses(&self) -> Vec<Loss> {
+            let service = json!({"metadata": {"name": "m", "namespace": "ns"},
+                "spec": {"deploymentMode": "OMENative", "engine": self.fields}});
+            let mut replica = json!({"metadata": {"name": "m-engine", "namespace": "ns"}, "spec": self.fields});
+            replica["spec"]["component"] = json!("engine");
+            let nodes = Nodes::from_json(&self.nodes);
+            let component = Component {
+                service: &service,
+                runtime: None,
+                replica: &replica,
+                pods: &self.pods,
+                nodes: &nodes,
+            };
+            let report = diagnose(&component, &self.settings).expect("a report");
+            losses(&component, &report, &requested(&self.pods), &self.settings)
+        }
+
+        fn table(&self) -> Vec<Vec<String>> {
+            table(&self.losses())
+        }
+    }
+
+    fn rows(rows: &[[&str; 4]]) -> Vec<Vec<String>> {
+        let header = [["IF LOST", "INSTANCES LOST", "LEFT SERVING", "RE-PLACEABLE"]];
+        header
+            .iter()
+            .chain(rows)
+            .map(|r| r.map(String::from).to_vec())
+            .collect()
+    }
+
+    /// The seed's example: one Instance in each of two zones, each node with room for one engine
+    /// pod. Losing either zone leaves 1 of 2; the lost one waits: Required keeps it off zone-b
+    /// while the failed zone-a still counts with none, and zone-b is full besides, so Honor
+    /// would not place it either.
+    #[test]
+    fn the_seeds_example_loses_one_of_two_and_a_full_zone_takes_no_repair() {
+        let nodes = vec![
+            node("gpu-node-1", "zone-a", "cq-a", 1, json!({})),
+            node("gpu-node-2", "zone-b", "cq-b", 1, json!({})),
+        ];
+        let seed = Cluster::new(
+            "Required",
+            vec![single(0, "gpu-node-1"), single(1, "gpu-node-2")],
+            nodes,
+        );
+        assert_eq!(
+            seed.table(),
+            rows(&[
+                [
+                    "zone-a",
+                    "1",
+                    "1 of 2",
+                    "0 of 1 (zone-a still counts; with Honor: 0 of 1)"
+                ],
+                [
+                    "zone-b",
+                    "1",
+                    "1 of 2",
+                    "0 of 1 (zone-b still counts; with Honor: 0 of 1)"
+                ],
+            ])
+        );
+        assert_eq!(
+            sentence(&seed.losses()).as_deref(),
+            Some(
+                "Losing zone-a leaves 1 of 2 Instances serving, and only 0 of the 1 lost can be placed again elsewhere."
+            )
+        );
+    }
+
+    /// zone-b with room for one more: under the default nodeTaintsPolicy the repair waits for
+    /// zone-a (placing it in zone-b makes 2 against zone-a's 0), under Honor it fits.
+    #[test]
+    fn a_required_repair_waits_for_the_failed_zone_unless_taints_are_honoured() {
+        let nodes = vec![
+            node("gpu-node-1", "zone-a", "cq-a", 1, json!({})),
+            node("gpu-node-2", "zone-b", "cq-b", 2, json!({})),
+        ];
+        let mut cluster = Cluster::new(
+            "Required",
+            vec![single(0, "gpu-node-1"), single(1, "gpu-node-2")],
+            nodes,
+        );
+        assert_eq!(
+            cluster.table(),
+            rows(&[
+                [
+                    "zone-a",
+                    "1",
+                    "1 of 2",
+                    "0 of 1 (zone-a still counts; with Honor: 1 of 1)"
+                ],
+                [
+                    "zone-b",
+                    "1",
+                    "1 of 2",
+                    "0 of 1 (zone-b still counts; with Honor: 0 of 1)"
+                ],
+            ])
+        );
+        assert_eq!(
+            sentence(&cluster.losses()).as_deref(),
+            Some(
+                "Losing zone-a leaves 1 of 2 Instances serving, and only 0 of the 1 lost can be placed again elsewhere; \
+                 zone-a still counts for the spread, so Required keeps the repairs Pending: \
+                 with nodeTaintsPolicy: Honor in the policy's settings, 1 of them could be."
+            )
+        );
+        cluster.settings.node_taints_policy = Some(NodeTaintsPolicy::Honor);
+        assert_eq!(
+            cluster.table(),
+            rows(&[["zone-b", "1", "1 of 2", "0 of 1"], ["zone-a", "1", "1 of 2", "1 of 1"]])
+        );
+        assert_eq!(
+            sentence(&cluster.losses()[1..]).as_deref(),
+            Some(
+                "Losing zone-a leaves 1 of 2 Instances serving, and the 1 lost can be placed again elsewhere: the loss is absorbed."
+            )
+        );
+    }
+
+    /// A leader and a worker per Instance, kept in one rack (clique) of a zone. A rack's failure
+    /// loses the Instances with any pod there; the repair needs one rack with room for both pods.
+    #[test]
+    fn a_rack_failure_loses_every_instance_with_a_pod_there() {
+        let nodes = vec![
+            node("a1", "zone-a", "cq-a1", 2, json!({})),
+            node("a2", "zone-a", "cq-a1", 2, json!({})),
+            node("a3", "zone-a", "cq-a2", 2, json!({})),
+            node("b1", "zone-b", "cq-b1", 2, json!({})),
+            node("b2", "zone-b", "cq-b1", 2, json!({})),
+        ];
+        let pods = vec![
+            pod(0, "leader", Some("a1")),
+            pod(0, "worker", Some("a2")),
+            pod(1, "leader", Some("b1")),
+            pod(1, "worker", Some("b2")),
+        ];
+        let mut cluster = Cluster::new("Required", pods, nodes).in_cliques();
+        // cq-a1 lost: zone-a still counts through cq-a2, whose a3 takes the leader and worker.
+        // zone-a lost: zone-b's rack has one GPU left on each node, one pair, but zone-a still
+        // counts. zone-b or cq-b1 lost: zone-a has room for two, but zone-b still counts.
+        assert_eq!(
+            cluster.table(),
+            rows(&[
+                ["cq-b1", "1", "1 of 2", "0 of 1"],
+                [
+                    "zone-a",
+                    "1",
+                    "1 of 2",
+                    "0 of 1 (zone-a still counts; with Honor: 1 of 1)"
+                ],
+                [
+                    "zone-b",
+                    "1",
+                    "1 of 2",
+                    "0 of 1 (zone-b still counts; with Honor: 1 of 1)"
+                ],
+                ["cq-a1", "1", "1 of 2", "1 of 1"],
+                ["cq-a2", "0", "2 of 2", "-"],
+            ])
+        );
+        // Instance 0's worker in the other rack (from before topologyKey was set): losing cq-a2,
+        // where only that worker runs, takes Instance 0 down whole.
+        cluster.pods[1]["spec"]["nodeName"] = json!("a3");
+        let cq_a2 = cluster
+            .losses()
+            .into_iter()
+            .find(|l| l.domain == "cq-a2")
+            .expect("cq-a2");
+        assert_eq!((cq_a2.lost, cq_a2.left_serving), (1, 1));
+    }
+
+    /// zone-c's only node cordoned: it takes no pod, but under the default nodeTaintsPolicy it
+    /// still counts with no Instance, so neither zone's loss can be repaired in the other.
+    #[test]
+    fn a_cordoned_zone_holds_the_repairs_back_unless_taints_are_honoured() {
+        let nodes = vec![
+            node("a1", "zone-a", "cq-a", 2, json!({})),
+            node("b1", "zone-b", "cq-b", 2, json!({})),
+            node("c1", "zone-c", "cq-c", 2, json!({"unschedulable": true})),
+        ];
+        let cluster = Cluster::new("Required", vec![single(0, "a1"), single(1, "b1")], nodes);
+        assert_eq!(
+            cluster.table(),
+            rows(&[
+                [
+                    "zone-a",
+                    "1",
+                    "1 of 2",
+                    "0 of 1 (zone-a still counts; with Honor: 1 of 1)"
+                ],
+                [
+                    "zone-b",
+                    "1",
+                    "1 of 2",
+                    "0 of 1 (zone-b still counts; with Honor: 1 of 1)"
+                ],
+                ["zone-c", "0", "2 of 2", "-"],
+            ])
+        );
+    }
+
+    /// Preferred piled into zone-a: losing it leaves none; zone-b has room for two of the three.
+    #[test]
+    fn preferred_piled_into_one_zone_leaves_nothing_when_it_fails() {
+        let nodes = vec![
+            node("a1", "zone-a", "cq-a", 3, json!({})),
+            node("b1", "zone-b", "cq-b", 2, json!({})),
+        ];
+        let pods = vec![single(0, "a1"), single(1, "a1"), single(2, "a1")];
+        let cluster = Cluster::new("Preferred", pods, nodes);
+        assert_eq!(
+            cluster.table(),
+            rows(&[["zone-a", "3", "0 of 3", "2 of 3"], ["zone-b", "0", "3 of 3", "-"]])
+        );
+        assert_eq!(
+            sentence(&cluster.losses()).as_deref(),
+            Some(
+                "Losing zone-a leaves 0 of 3 Instances serving, and only 2 of the 3 lost can be placed again elsewhere."
+            )
+        );
+    }
+
+    /// A Pending Instance serves nowhere: it is never left serving, and lost nowhere.
+    #[test]
+    fn pending_instances_are_not_serving() {
+        let nodes = vec![
+            node("a1", "zone-a", "cq-a", 1, json!({})),
+            node("b1", "zone-b", "cq-b", 1, json!({})),
+        ];
+        let pods = vec![single(0, "a1"), single(1, "b1"), pod(2, "default", None)];
+        let cluster = Cluster::new("Required", pods, nodes);
+        assert_eq!(
+            cluster.table(),
+            rows(&[
+                [
+                    "zone-a",
+                    "1",
+                    "1 of 3",
+                    "0 of 1 (zone-a still counts; with Honor: 0 of 1)"
+                ],
+                [
+                    "zone-b",
+                    "1",
+                    "1 of 3",
+                    "0 of 1 (zone-b still counts; with Honor: 0 of 1)"
+                ],
+            ])
+        );
+        // With its worker Pending, a placed leader's Instance does not serve either: losing
+        // zone-b leaves none serving, losing zone-a (where that leader is) leaves Instance 1.
+        let pods = vec![pod(0, "leader", Some("a1")), pod(0, "worker", None), single(1, "b1")];
+        let cluster = Cluster::new("Required", pods, cluster.nodes);
+        let left: Vec<(String, usize)> = cluster
+            .losses()
+            .into_iter()
+            .map(|l| (l.domain, l.left_serving))
+            .collect();
+        assert_eq!(left, [("zone-b".to_owned(), 0), ("zone-a".to_owned(), 1)]);
+    }
+
+    /// No key, or no Instance: nothing to lose, no table and no sentence.
+    #[test]
+    fn without_a_key_or_an_instance_nothing_is_lost() {
+        let nodes = vec![node("a1", "zone-a", "cq-a", 1, json!({}))];
+        let none = Cluster::new("Required", Vec::new(), nodes.clone());
+        assert_eq!(none.losses(), []);
+        let mut keyless = Cluster::new("Required", vec![single(0, "a1")], nodes);
+        keyless.fields = json!({"topologySpread": "Required"});
+        assert_eq!(keyless.losses(), []);
+        assert_eq!(sentence(&[]), None);
+    }
+
+    /// Generated clusters (2-4 zones of 1-3 nodes in 1-2 racks, 0-3 GPUs each, some cordoned or
+    /// without status; 1-6 Instances of one pod or a leader and a worker, each pod on any node
+    /// or Pending; other workloads' pods), Required or Preferred: every zone and rack has its
+    /// row, worst first; "lost" and "left serving" are the Instances with a pod there, and those
+    /// with none there and none Pending, counted by hand; "re-placeable" never exceeds the room
+    /// counted by hand (free GPUs of the surviving nodes that take pods, per rack in pairs for a
+    /// leader and a worker), and under Preferred is all that room can hold.
+    #[test]
+    fn generated_clusters_lose_the_instances_with_a_pod_there_and_replace_no_more_than_the_room() {
+        let mut rng = crate::rebalance::tests::XorShift(0x1055_d0a1);
+        let (mut short, mut absorbed, mut preferred) = (0, 0, 0);
+        for case in 0..600 {
+            let size = 1 + case % 2;
+            let spread = if rng.below(2) == 0 { "Required" } else { "Preferred" };
+            let mut nodes = Vec::new();
+            // Per node: its zone, its rack, whether it takes pods, and its GPUs.
+            let mut layout: Vec<(String, String, bool, usize)> = Vec::new();
+            for zone in 0..2 + rng.below(3) {
+                for n in 0..1 + rng.below(3) {
+                    let (gpus, trait_) = (rng.below(4), rng.below(6));
+                    let spec = if trait_ == 0 {
+                        json!({"unschedulable": true})
+                    } else {
+                        json!({})
+                    };
+                    let (zone, rack) = (format!("zone-{zone}"), format!("z{zone}-c{}", rng.below(2)));
+                    let mut node = node(&format!("z{zone}-n{n}"), &zone, &rack, gpus, spec);
+                    if trait_ == 1 {
+                        node.as_object_mut().unwrap().remove("status");
+                    }
+                    layout.push((zone, rack, trait_ > 1, gpus));
+                    nodes.push(node);
+                }
+            }
+            let mut used = vec![0usize; nodes.len()];
+            let mut pods = Vec::new();
+            // Per Instance, the nodes of its pods (None: Pending).
+            let mut placed: Vec<Vec<Option<usize>>> = Vec::new();
+            for index in 0..1 + rng.below(6) {
+                let runners: &[&str] = if size == 1 { &["default"] } else { &["leader", "worker"] };
+                let mut at = Vec::new();
+                for runner in runners {
+                    let node = (rng.below(6) != 0).then(|| rng.below(nodes.len()));
+                    if let Some(n) = node {
+                        used[n] += 1;
+                    }
+                    pods.push(pod(
+                        index,
+                        runner,
+                        node.map(|n| nodes[n]["metadata"]["name"].as_str().unwrap()),
+                    ));
+                    at.push(node);
+                }
+                placed.push(at);
+            }
+            for _ in 0..rng.below(3) {
+                let n = rng.below(nodes.len());
+                used[n] += 1;
+                pods.push(json!({"metadata": {"name": format!("other-{n}")}, "spec": {"nodeName": nodes[n]["metadata"]["name"],
+                    "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
+            }
+            let cluster = Cluster::new(spread, pods, nodes).in_cliques();
+            let losses = cluster.losses();
+            let why = format!("case {case}: {layout:?} used {used:?} Instances {placed:?} {spread}: {losses:?}");
+
+            let mut names: Vec<&str> = layout
+                .iter()
+                .flat_map(|(z, r, _, _)| [z.as_str(), r.as_str()])
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            let mut rows: Vec<&str> = losses.iter().map(|l| l.domain.as_str()).collect();
+            rows.sort_unstable();
+            assert_eq!(rows, names, "{why}");
+            let worst: Vec<(usize, usize)> = losses.iter().map(|l| (l.left_serving, l.replaceable)).collect();
+            assert!(worst.is_sorted(), "{why}");
+            for loss in &losses {
+                let failed = |n: usize| layout[n].0 == loss.domain || layout[n].1 == loss.domain;
+                let lost = placed
+                    .iter()
+                    .filter(|pods| pods.iter().flatten().any(|&n| failed(n)))
+                    .count();
+                let left = placed
+                    .iter()
+                    .filter(|pods| pods.iter().all(|n| n.is_some_and(|n| !failed(n))))
+                    .count();
+                assert_eq!(
+                    (loss.lost, loss.left_serving, loss.instances),
+                    (lost, left, placed.len()),
+                    "{}: {why}",
+                    loss.domain
+                );
+                let mut free: BTreeMap<&str, usize> = BTreeMap::new();
+                for (n, (_, rack, takes, gpus)) in layout.iter().enumerate() {
+                    if *takes && !failed(n) {
+                        *free.entry(rack).or_default() += gpus.saturating_sub(used[n]);
+                    }
+                }
+                let room: usize = match size {
+                    1 => free.values().sum(),
+                    _ => free.values().map(|gpus| gpus / 2).sum(),
+                };
+                assert!(loss.replaceable <= lost.min(room), "{}: {why}", loss.domain);
+                if spread == "Preferred" {
+                    assert_eq!(loss.replaceable, lost.min(room), "{}: {why}", loss.domain);
+                    preferred += 1;
+                }
+                match loss.lost {
+                    0 => {}
+                    lost if loss.replaceable == lost => absorbed += 1,
+                    _ => short += 1,
+                }
+            }
+        }
+        assert!(
+            short >= 200 && absorbed >= 200 && preferred >= 500,
+            "{short} {absorbed} {preferred}"
+        );
+    }
+}
