@@ -11,6 +11,7 @@ use crate::alfred;
 use crate::columns;
 use crate::diagnosis::{self, DiagnosisError, Report, domain_of, is_anchor, same_instance};
 use crate::instance::{COMPONENTS, component_of};
+use crate::loss::{self, Loss};
 use crate::migration::Unconfigured;
 use crate::nodes::{Node, Nodes, Selection};
 use crate::rebalance::{self, Domain, NoPlan, Plan};
@@ -191,6 +192,8 @@ pub struct Explained<'a> {
     pub plan: Result<Plan, NoPlan>,
     /// The eligible domains and the whole Instances each can still start.
     pub rooms: Vec<Domain>,
+    /// What losing each domain or rack leaves, worst first.
+    pub losses: Vec<Loss>,
     /// The Instances as the diagnosis counts them, for the playground's picture.
     pub instances: Vec<Drawn<'a>>,
     /// The Instances OME's caretaker Alfred refuses to relocate, named ([`alfred::remark`]).
@@ -343,6 +346,7 @@ pub fn explain<'a>(
         let report = diagnosis::diagnose(&diagnosed, settings)?;
         let plan = rebalance::recommend(&diagnosed, &report, &objects.requested, settings);
         let rooms = rebalance::rooms(&diagnosed, &report, &objects.requested, usize::MAX);
+        let losses = loss::losses(&diagnosed, &report, &objects.requested, settings);
         let tables = tables(replica, &pods, nodes, &report, &rooms, every_node);
         let instances = drawn(&pods, service, component, nodes, &report);
         let alfred = alfred::remark(&alfred::refused(&diagnosed));
@@ -356,6 +360,7 @@ pub fn explain<'a>(
             report,
             plan,
             rooms,
+            losses,
             instances,
             alfred,
         });
@@ -370,7 +375,8 @@ pub fn explain<'a>(
     Ok(explained)
 }
 
-/// The text `explain` prints: each component's tables, then its reason, why and what to do.
+/// The text `explain` prints: each component's tables, what losing a domain leaves, then its
+/// reason, why and what to do.
 pub fn text(explained: &[Explained]) -> String {
     let mut text = String::new();
     for (i, component) in explained.iter().enumerate() {
@@ -379,6 +385,13 @@ pub fn text(explained: &[Explained]) -> String {
         }
         for table in &component.tables {
             text.push_str(&columns::table(table));
+            text.push('\n');
+        }
+        if !component.losses.is_empty() {
+            text.push_str(&columns::table(&loss::table(&component.losses)));
+            if let Some(sentence) = loss::sentence(&component.losses) {
+                let _ = writeln!(text, "{sentence}");
+            }
             text.push('\n');
         }
         let report = &component.report;

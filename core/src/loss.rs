@@ -81,17 +81,19 @@ pub fn sentence(losses: &[Loss]) -> Option<String> {
     let left = format!("Losing {domain} leaves {left_serving} of {instances} Instances serving");
     if replaceable == lost {
         return Some(format!(
-            "{left}, and the {lost} lost can be placed again elsewhere: the loss is absorbed."
+            "{left}, and every lost Instance ({lost}) can be placed again elsewhere: the loss is absorbed."
         ));
     }
+    // Say so only when Honor would change the answer: it is the reason to set it.
     let honor = match with_honor {
         Some(honor) if honor != replaceable => format!(
-            "; {domain} still counts for the spread, so Required keeps the repairs Pending: with nodeTaintsPolicy: Honor in the policy's settings, {honor} of them could be"
+            " ({domain} still counts for the spread, so Required keeps the repairs Pending; \
+             with nodeTaintsPolicy: Honor in the policy's settings, {honor} of {lost} could be)"
         ),
         _ => String::new(),
     };
     Some(format!(
-        "{left}, and only {replaceable} of the {lost} lost can be placed again elsewhere{honor}."
+        "{left}, and {replaceable} of the {lost} lost can be placed again elsewhere: the loss is not absorbed{honor}."
     ))
 }
 
@@ -374,7 +376,7 @@ mod tests {
         assert_eq!(
             sentence(&seed.losses()).as_deref(),
             Some(
-                "Losing zone-a leaves 1 of 2 Instances serving, and only 0 of the 1 lost can be placed again elsewhere."
+                "Losing zone-a leaves 1 of 2 Instances serving, and 0 of the 1 lost can be placed again elsewhere: the loss is not absorbed."
             )
         );
     }
@@ -412,9 +414,9 @@ mod tests {
         assert_eq!(
             sentence(&cluster.losses()).as_deref(),
             Some(
-                "Losing zone-a leaves 1 of 2 Instances serving, and only 0 of the 1 lost can be placed again elsewhere; \
-                 zone-a still counts for the spread, so Required keeps the repairs Pending: \
-                 with nodeTaintsPolicy: Honor in the policy's settings, 1 of them could be."
+                "Losing zone-a leaves 1 of 2 Instances serving, and 0 of the 1 lost can be placed again elsewhere: \
+                 the loss is not absorbed (zone-a still counts for the spread, so Required keeps the repairs Pending; \
+                 with nodeTaintsPolicy: Honor in the policy's settings, 1 of 1 could be)."
             )
         );
         cluster.settings.node_taints_policy = Some(NodeTaintsPolicy::Honor);
@@ -425,7 +427,7 @@ mod tests {
         assert_eq!(
             sentence(&cluster.losses()[1..]).as_deref(),
             Some(
-                "Losing zone-a leaves 1 of 2 Instances serving, and the 1 lost can be placed again elsewhere: the loss is absorbed."
+                "Losing zone-a leaves 1 of 2 Instances serving, and every lost Instance (1) can be placed again elsewhere: the loss is absorbed."
             )
         );
     }
@@ -528,7 +530,7 @@ mod tests {
         assert_eq!(
             sentence(&cluster.losses()).as_deref(),
             Some(
-                "Losing zone-a leaves 0 of 3 Instances serving, and only 2 of the 3 lost can be placed again elsewhere."
+                "Losing zone-a leaves 0 of 3 Instances serving, and 2 of the 3 lost can be placed again elsewhere: the loss is not absorbed."
             )
         );
     }
