@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ome_spread_core::diagnosis::{Reason, Report};
+use ome_spread_core::loss::Loss;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -44,6 +45,8 @@ pub struct Metrics {
     skew: Family<ReplicaLabels, Gauge>,
     reason: Family<ReasonLabels, Gauge>,
     rebalance_moves: Family<ReplicaLabels, Gauge>,
+    worst_left_serving: Family<ReplicaLabels, Gauge>,
+    worst_replaceable: Family<ReplicaLabels, Gauge>,
     reconciles: Counter,
     errors: Family<ErrorLabels, Counter>,
     duration: Histogram,
@@ -58,6 +61,8 @@ impl Default for Metrics {
         let skew = Family::default();
         let reason = Family::default();
         let rebalance_moves = Family::default();
+        let worst_left_serving = Family::default();
+        let worst_replaceable = Family::default();
         let reconciles = Counter::default();
         let errors = Family::default();
         let duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
@@ -81,6 +86,16 @@ impl Default for Metrics {
             "Instance migrations the rebalance plan still needs (0: none can help); no series when rebalance is off",
             rebalance_moves.clone(),
         );
+        registry.register(
+            "worst_domain_left_serving",
+            "Instances of a replica left serving after losing the domain or rack whose loss leaves the fewest",
+            worst_left_serving.clone(),
+        );
+        registry.register(
+            "worst_domain_replaceable",
+            "How many of the Instances lost with that domain the scheduler could place again, whole",
+            worst_replaceable.clone(),
+        );
         registry.register("reconciles", "Reconciles run", reconciles.clone());
         registry.register(
             "reconcile_errors",
@@ -98,6 +113,8 @@ impl Default for Metrics {
             skew,
             reason,
             rebalance_moves,
+            worst_left_serving,
+            worst_replaceable,
             reconciles,
             errors,
             duration,
@@ -117,8 +134,9 @@ impl Metrics {
         self.errors.get_or_create(&ErrorLabels { error: error.into() }).inc();
     }
 
-    /// Shows a replica's report, replacing what was shown for it before.
-    pub fn show(&self, namespace: &str, replica: &str, report: &Report) {
+    /// Shows a replica's report and what losing its worst domain leaves (None: no key or no
+    /// Instance, no series), replacing what was shown for it before.
+    pub fn show(&self, namespace: &str, replica: &str, report: &Report, worst_loss: Option<&Loss>) {
         let labels = ReplicaLabels {
             namespace: namespace.into(),
             replica: replica.into(),
@@ -134,6 +152,14 @@ impl Metrics {
             self.skew.get_or_create(&labels).set(report.skew as i64);
         }
         self.reason.get_or_create(&reason_labels(&labels, report.reason)).set(1);
+        if let Some(loss) = worst_loss {
+            self.worst_left_serving
+                .get_or_create(&labels)
+                .set(loss.left_serving as i64);
+            self.worst_replaceable
+                .get_or_create(&labels)
+                .set(loss.replaceable as i64);
+        }
         let domains = report.instances_per_domain.keys().cloned().collect();
         if let Ok(mut shown) = self.shown.lock() {
             shown.insert(labels, (report.reason, domains));
@@ -174,6 +200,8 @@ impl Metrics {
             self.instances.remove(&domain_labels(labels, domain));
         }
         self.skew.remove(labels);
+        self.worst_left_serving.remove(labels);
+        self.worst_replaceable.remove(labels);
         self.reason.remove(&reason_labels(labels, reason));
     }
 
@@ -239,6 +267,7 @@ mod tests {
             "ns",
             "m-engine",
             &report(Reason::Skewed, &[("zone-a", 3), ("zone-b", 0)], 3),
+            None,
         );
         let mut shown = series(&metrics);
         shown.sort();
@@ -255,6 +284,7 @@ mod tests {
             "ns",
             "m-engine",
             &report(Reason::Satisfied, &[("zone-a", 2), ("zone-c", 1)], 1),
+            None,
         );
         let mut shown = series(&metrics);
         shown.sort();
@@ -268,7 +298,7 @@ mod tests {
             ],
             "no stale domain or reason"
         );
-        metrics.show("ns", "m-engine", &report(Reason::NoKey, &[], 0));
+        metrics.show("ns", "m-engine", &report(Reason::NoKey, &[], 0), None);
         assert_eq!(
             series(&metrics),
             [r#"ome_spread_reason{namespace="ns",replica="m-engine",reason="NoKey"} 1"#],
@@ -286,6 +316,40 @@ mod tests {
             !metrics.encode().contains("ome_spread_rebalance_moves{"),
             "forgotten with the replica"
         );
+    }
+
+    /// What losing the worst domain leaves: shown with the report, gone with no loss to show
+    /// and with the replica.
+    #[test]
+    fn a_replica_shows_what_losing_its_worst_domain_leaves() {
+        let metrics = Metrics::default();
+        let worst = Loss {
+            domain: "zone-a".into(),
+            lost: 2,
+            left_serving: 3,
+            instances: 5,
+            replaceable: 1,
+            with_honor: Some(2),
+        };
+        let satisfied = report(Reason::Satisfied, &[("zone-a", 2), ("zone-b", 3)], 1);
+        let lines = |metrics: &Metrics| {
+            let text = metrics.encode();
+            let worst = text.lines().filter(|l| l.starts_with("ome_spread_worst_domain_"));
+            worst.map(String::from).collect::<Vec<_>>()
+        };
+        metrics.show("ns", "m-engine", &satisfied, Some(&worst));
+        assert_eq!(
+            lines(&metrics),
+            [
+                r#"ome_spread_worst_domain_left_serving{namespace="ns",replica="m-engine"} 3"#,
+                r#"ome_spread_worst_domain_replaceable{namespace="ns",replica="m-engine"} 1"#,
+            ]
+        );
+        metrics.show("ns", "m-engine", &satisfied, None);
+        assert_eq!(lines(&metrics), Vec::<String>::new(), "no stale loss");
+        metrics.show("ns", "m-engine", &satisfied, Some(&worst));
+        metrics.forget("ns", "m-engine");
+        assert_eq!(lines(&metrics), Vec::<String>::new(), "forgotten with the replica");
     }
 
     #[test]

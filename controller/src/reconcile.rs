@@ -13,6 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use ome_spread_core::diagnosis::{Report, diagnose, node_keys};
 use ome_spread_core::explain::{no_move, what_to_do};
+use ome_spread_core::loss::{Loss, losses};
 use ome_spread_core::rebalance::{NoPlan, Plan, recommend, rooms};
 use ome_spread_core::replica::RuntimeRef;
 use serde_json::{Value, json};
@@ -69,6 +70,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         report,
         action,
         plan,
+        worst_loss,
         objects,
     }) = diagnosed(replica, ctx)?
     else {
@@ -80,7 +82,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         }
         return Ok(Action::await_change());
     };
-    ctx.metrics.show(&namespace, &name, &report);
+    ctx.metrics.show(&namespace, &name, &report, worst_loss.as_ref());
     record(replica, &report, &action, ctx).await?;
     rebalance::recommend(replica, &service, &plan, &objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
@@ -93,6 +95,8 @@ struct Diagnosed {
     /// What to do, knowing the plan (`explain`'s words).
     action: String,
     plan: Result<Plan, NoPlan>,
+    /// What losing the worst domain leaves; None without a key or an Instance.
+    worst_loss: Option<Loss>,
     objects: Objects,
 }
 
@@ -131,7 +135,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     let report = diagnose(&component, &ctx.settings)?;
     ctx.keys
         .set(ObjectRef::from_obj(replica), node_keys(&component, &report));
-    let (plan, action) = ctx.room.with(|sums| {
+    let (plan, action, worst_loss) = ctx.room.with(|sums| {
         let requested = sums.requested();
         let plan = recommend(&component, &report, requested, &ctx.settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
@@ -140,13 +144,15 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
             None => Vec::new(),
         };
         let action = what_to_do(&report, &plan, &rooms, &objects.replica);
-        (plan, action)
+        let worst_loss = losses(&component, &report, requested, &ctx.settings).into_iter().next();
+        (plan, action, worst_loss)
     });
     Ok(Some(Diagnosed {
         service,
         report,
         action,
         plan,
+        worst_loss,
         objects,
     }))
 }

@@ -97,6 +97,41 @@ async fn no_write_when_the_condition_is_already_there() {
     assert!(ctx.metrics.encode().contains("ome_spread_reconciles_total 1\n"));
 }
 
+/// What losing the worst domain leaves, per replica (issue 19). The seed's example: losing
+/// zone-a leaves 1 of 2, and the lost one cannot be placed again (zone-b's node is full, and
+/// zone-a still counts). Skewed (Preferred, 3 in zone-a, room for one in zone-b): losing zone-a
+/// leaves none, and one of the three fits in zone-b.
+#[tokio::test(start_paused = true)]
+async fn the_worst_domain_loss_is_exported_per_replica() {
+    const LEFT: &str = "ome_spread_worst_domain_left_serving{namespace=\"spread-demo\",replica=\"qwen3-0-6b-engine\"}";
+    const REPLACEABLE: &str =
+        "ome_spread_worst_domain_replaceable{namespace=\"spread-demo\",replica=\"qwen3-0-6b-engine\"}";
+    for (reason, status, left, replaceable) in [(Reason::Satisfied, "True", 1, 0), (Reason::Skewed, "False", 0, 1)] {
+        let Harness {
+            ctx, replica, server, ..
+        } = harness(&fixture(reason), Mode::Off);
+        let message = expected_message(reason);
+        // The condition is already there: no request at all.
+        let replica = with_condition(
+            replica,
+            condition(status, reason.as_str(), &message, "2026-11-01T10:00:00Z"),
+        );
+        reconcile(Arc::new(replica), ctx.clone()).await.expect("reconciled");
+        drop(server);
+        let metrics = ctx.metrics.encode();
+        assert!(
+            metrics.contains(&format!("{LEFT} {left}\n")),
+            "{}: {metrics}",
+            reason.as_str()
+        );
+        assert!(
+            metrics.contains(&format!("{REPLACEABLE} {replaceable}\n")),
+            "{}: {metrics}",
+            reason.as_str()
+        );
+    }
+}
+
 /// The same reason with another message (an Instance moved): the condition is applied again,
 /// keeping its transition time since its status did not change, and no Event is recorded.
 #[tokio::test]
