@@ -257,6 +257,13 @@ pub(crate) fn same_instance(pod: &Value, other: &Value) -> bool {
         .all(|l| mine[l] == theirs[l])
 }
 
+/// The workers of `anchor`'s Instance among `pods`. Only workers: another leader with the same
+/// index (a surge migration's replacement) is an Instance of its own, as the spread counts it.
+pub(crate) fn workers_of<'a>(pods: &'a [Value], anchor: &Value) -> impl Iterator<Item = &'a Value> {
+    pods.iter()
+        .filter(move |pod| pod["metadata"]["labels"][labels::RUNNER] == "worker" && same_instance(pod, anchor))
+}
+
 fn names(pods: &[&Value]) -> String {
     let names: Vec<&str> = pods
         .iter()

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::diagnosis::{
-    Component, Report, anchors, domain_of, eligible_nodes, honors_taints, same_instance, selected_nodes,
+    Component, Report, anchors, domain_of, eligible_nodes, honors_taints, selected_nodes, workers_of,
 };
 use crate::nodes::Node;
 use crate::rebalance::rooms_on;
@@ -208,9 +208,9 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
     losses
 }
 
-/// The Instance of `anchor`: its pods are those of the same Instance (its workers and itself).
-fn placed<'a>(component: &Component<'a>, anchor: &Value, key: &str) -> Placed<'a> {
-    let pods = component.pods.iter().filter(|pod| same_instance(pod, anchor));
+/// The Instance of `anchor`: itself and its workers.
+fn placed<'a>(component: &Component<'a>, anchor: &'a Value, key: &str) -> Placed<'a> {
+    let pods = std::iter::once(anchor).chain(workers_of(component.pods, anchor));
     let (mut nodes, mut pending) = (Vec::new(), false);
     for pod in pods {
         match pod["spec"]["nodeName"].as_str() {
@@ -571,6 +571,24 @@ mod tests {
             .map(|l| (l.domain, l.left_serving))
             .collect();
         assert_eq!(left, [("zone-b".to_owned(), 0), ("zone-a".to_owned(), 1)]);
+    }
+
+    /// Two leaders of one Instance index (a surge migration's replacement beside the pod it
+    /// replaces, or pods without the label) are two Instances, as the spread counts them: losing
+    /// one's zone loses one.
+    #[test]
+    fn leaders_of_one_index_are_lost_apart() {
+        let nodes = vec![
+            node("a1", "zone-a", "cq-a", 1, json!({})),
+            node("b1", "zone-b", "cq-b", 1, json!({})),
+        ];
+        let cluster = Cluster::new("Required", vec![single(0, "a1"), single(0, "b1")], nodes);
+        let lost: Vec<(String, usize, usize)> = cluster
+            .losses()
+            .into_iter()
+            .map(|l| (l.domain, l.lost, l.left_serving))
+            .collect();
+        assert_eq!(lost, [("zone-a".to_owned(), 1, 1), ("zone-b".to_owned(), 1, 1)]);
     }
 
     /// No key, or no Instance: nothing to lose, no table and no sentence.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::diagnosis::{Component, Reason, Report, anchors, domain_of, eligible_nodes, same_instance};
+use crate::diagnosis::{Component, Reason, Report, anchors, domain_of, eligible_nodes, workers_of};
 use crate::labels;
 use crate::nodes::{Node, Selection};
 use crate::room::{Requested, Resources};
@@ -240,11 +240,7 @@ fn domains_with_room(
 /// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
 /// the order in which OME creates them and the scheduler places them.
 fn instance_requests(component: &Component, anchor: &Value) -> Vec<Resources> {
-    let mut workers: Vec<&Value> = component
-        .pods
-        .iter()
-        .filter(|pod| same_instance(pod, anchor) && pod["metadata"]["labels"][labels::RUNNER] == "worker")
-        .collect();
+    let mut workers: Vec<&Value> = workers_of(component.pods, anchor).collect();
     workers.sort_by_key(|pod| pod["metadata"]["name"].as_str());
     std::iter::once(anchor).chain(workers).map(Resources::of_pod).collect()
 }
