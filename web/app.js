@@ -76,16 +76,27 @@ function component(c) {
     element("p", {}, "What to do: " + c.action),
     plan(c),
     picture(c),
-    ...c.tables.map(table),
+    ...c.tables.map((rows) => table(rows)),
+    losses(c),
     element("details", {}, element("summary", {}, "As ome-spread explain prints it"), element("pre", {}, c.text)),
   );
 }
 
-// One of the seed's Step 2 tables, its first row the header.
-function table([header, ...rows]) {
-  return element("table", { class: "step2" },
+// One of the seed's Step 2 tables (or another of explain's), its first row the header.
+function table([header, ...rows], kind = "step2") {
+  return element("table", { class: kind },
     element("thead", {}, element("tr", {}, ...header.map((cell) => element("th", { scope: "col" }, cell)))),
     element("tbody", {}, ...rows.map((row) => element("tr", {}, ...row.map((cell) => element("td", {}, cell))))));
+}
+
+// What losing each domain or rack leaves, worst first, and the worst loss in one sentence.
+function losses(c) {
+  if (!c.losses) {
+    return "";
+  }
+  return element("section", { class: "losses" },
+    table(c.losses.table, "losses"),
+    c.losses.sentence ? element("p", { class: "loss-sentence" }, c.losses.sentence) : "");
 }
 
 // The rebalance plan: each move with the command that requests it (why a skew has none is

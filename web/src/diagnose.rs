@@ -1,10 +1,12 @@
-//! The diagnosis of each InferenceService pasted, as `ome-spread explain` prints it, and the
-//! picture of its spread: one column per eligible domain, one box per Instance.
+//! The diagnosis of each InferenceService pasted, as `ome-spread explain` prints it, the
+//! picture of its spread (one column per eligible domain, one box per Instance), and what losing
+//! each domain leaves.
 
 use std::collections::BTreeMap;
 
 use ome_spread_core::explain::{Explained, Objects, explain, namespace_of, text};
 use ome_spread_core::labels;
+use ome_spread_core::loss;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
@@ -62,6 +64,19 @@ fn component(explained: &Explained, settings: &Settings) -> Value {
         "maxSkew": settings.max_skew,
         "domains": picture(explained),
         "moves": moves(explained),
+        "losses": losses(explained),
+    })
+}
+
+/// What losing each domain or rack leaves, as `explain` prints it: the table (header first) and
+/// the sentence on the worst loss; null when nothing can be lost (no key, no Instance).
+fn losses(explained: &Explained) -> Value {
+    if explained.losses.is_empty() {
+        return Value::Null;
+    }
+    json!({
+        "table": loss::table(&explained.losses),
+        "sentence": loss::sentence(&explained.losses),
     })
 }
 

@@ -350,6 +350,35 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
     assert_eq!(component["reason"], "Satisfied");
 }
 
+/// What losing each domain leaves, beside the picture (issue 19): on the seed's example, losing
+/// either zone leaves 1 of 2, and the lost Instance fits nowhere (zone-b's node is full, and under
+/// the default nodeTaintsPolicy the failed zone still counts); without a key, nothing to lose.
+/// Written by hand.
+#[test]
+fn the_losses_of_each_domain_are_shown_beside_the_picture() {
+    let seed = read(&repository().join("controller/tests/data/seed.yaml"));
+    let answer = diagnose(&seed, "");
+    assert_eq!(
+        answer["services"][0]["components"][0]["losses"],
+        json!({
+            "table": [
+                ["IF LOST", "INSTANCES LOST", "LEFT SERVING", "RE-PLACEABLE"],
+                ["zone-a", "1", "1 of 2", "0 of 1 (zone-a still counts; with Honor: 0 of 1)"],
+                ["zone-b", "1", "1 of 2", "0 of 1 (zone-b still counts; with Honor: 0 of 1)"],
+            ],
+            "sentence": "Losing zone-a leaves 1 of 2 Instances serving, and 0 of the 1 lost can be placed again elsewhere: the loss is not absorbed.",
+        }),
+        "{answer}"
+    );
+    let no_key = read(&repository().join("controller/tests/data/reasons/NoKey.yaml"));
+    let answer = diagnose(&no_key, "");
+    assert_eq!(
+        answer["services"][0]["components"][0]["losses"],
+        Value::Null,
+        "{answer}"
+    );
+}
+
 /// The lines marked as the policy's: P12 completes OME's own constraint in place (two lines
 /// inside it), P6 keeps it as it is (no line marked, nothing mutated).
 #[test]

@@ -189,6 +189,14 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
             "gpu-node-2 zone-b",
         ]
     );
+    // What losing each zone leaves (issue 19): one of two, and the lost one fits nowhere.
+    assert_eq!(
+        texts(&client, "table.losses tbody tr").await,
+        [
+            "zone-a 1 1 of 2 0 of 1 (zone-a still counts; with Honor: 0 of 1)",
+            "zone-b 1 1 of 2 0 of 1 (zone-b still counts; with Honor: 0 of 1)",
+        ]
+    );
     assert_eq!(
         texts(&client, "#verdict").await,
         ["Accepted, with the terms below added or completed"]
