@@ -329,7 +329,7 @@ mod tests {
             left_serving: 3,
             instances: 5,
             replaceable: 1,
-            with_honor: Some(2),
+            still_counts: None,
         };
         let satisfied = report(Reason::Satisfied, &[("zone-a", 2), ("zone-b", 3)], 1);
         let lines = |metrics: &Metrics| {

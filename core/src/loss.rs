@@ -31,9 +31,26 @@ pub struct Loss {
     pub instances: usize,
     /// How many lost Instances the scheduler could place again, whole.
     pub replaceable: usize,
-    /// When the domain still counts for a Required spread (`nodeTaintsPolicy: Ignore`), with none
-    /// of the Instances: how many `Honor`, which stops it counting, would place again.
-    pub with_honor: Option<usize>,
+    /// Under a Required spread and `nodeTaintsPolicy: Ignore`, the spread domains the failure
+    /// takes whole, which still count with none of the Instances.
+    pub still_counts: Option<StillCounts>,
+}
+
+/// Spread domains a failure takes whole that still count (`nodeTaintsPolicy: Ignore`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StillCounts {
+    /// The failed zone itself, or the zone a failed rack was all of.
+    pub domains: Vec<String>,
+    /// How many lost Instances `Honor`, which stops them counting, would place again.
+    pub with_honor: usize,
+}
+
+impl StillCounts {
+    /// `zone-a still counts`, `zone-a and zone-b still count`.
+    fn still_count(&self) -> String {
+        let verb = if self.domains.len() == 1 { "counts" } else { "count" };
+        format!("{} still {verb}", self.domains.join(" and "))
+    }
 }
 
 impl Loss {
@@ -42,10 +59,14 @@ impl Loss {
         if self.lost == 0 {
             return "-".into();
         }
-        match self.with_honor {
-            Some(honor) => format!(
-                "{} of {} ({} still counts; with Honor: {honor} of {})",
-                self.replaceable, self.lost, self.domain, self.lost
+        match &self.still_counts {
+            Some(still) => format!(
+                "{} of {} ({}; with Honor: {} of {})",
+                self.replaceable,
+                self.lost,
+                still.still_count(),
+                still.with_honor,
+                self.lost
             ),
             None => format!("{} of {}", self.replaceable, self.lost),
         }
@@ -76,7 +97,7 @@ pub fn sentence(losses: &[Loss]) -> Option<String> {
         left_serving,
         instances,
         replaceable,
-        with_honor,
+        still_counts,
     } = worst;
     let left = format!("Losing {domain} leaves {left_serving} of {instances} Instances serving");
     if replaceable == lost {
@@ -85,10 +106,12 @@ pub fn sentence(losses: &[Loss]) -> Option<String> {
         ));
     }
     // Say so only when Honor would change the answer: it is the reason to set it.
-    let honor = match with_honor {
-        Some(honor) if honor != replaceable => format!(
-            " ({domain} still counts for the spread, so Required keeps the repairs Pending; \
-             with nodeTaintsPolicy: Honor in the policy's settings, {honor} of {lost} could be)"
+    let honor = match still_counts {
+        Some(still) if still.with_honor != *replaceable => format!(
+            " ({} for the spread, so Required keeps the repairs Pending; \
+             with nodeTaintsPolicy: Honor in the policy's settings, {} of {lost} could be)",
+            still.still_count(),
+            still.with_honor
         ),
         _ => String::new(),
     };
@@ -152,6 +175,8 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
         min_domains: settings.min_domains.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
     };
     let rack = report.in_effect.topology_key.as_deref().filter(|rack| *rack != key);
+    // The nodes whose spread domains count under Ignore.
+    let counted = selected_nodes(component.nodes, &anchors, false);
     let mut nodes = eligible_nodes(component.nodes, &anchors, key);
     nodes.extend(instances.iter().flat_map(|i| i.nodes.iter().copied()));
     let mut losses = Vec::new();
@@ -172,7 +197,7 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
                 left_serving,
                 instances: instances.len(),
                 replaceable: 0,
-                with_honor: None,
+                still_counts: None,
             };
             if lost == 0 {
                 losses.push(loss);
@@ -197,15 +222,34 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
                 counts
             };
             let replaceable = |honor: bool| place(lost, counts(honor), &room, &repair);
-            // Only a domain of the spread key itself can go on counting with none of the Instances.
-            let still_counts = repair.required && !honor && failed_key == key;
             loss.replaceable = replaceable(honor);
-            loss.with_honor = still_counts.then(|| replaceable(true));
+            let emptied = emptied(&counted, key, &failed);
+            if repair.required && !honor && !emptied.is_empty() {
+                loss.still_counts = Some(StillCounts {
+                    domains: emptied,
+                    with_honor: replaceable(true),
+                });
+            }
             losses.push(loss);
         }
     }
     losses.sort_by(|a, b| (a.left_serving, a.replaceable, &a.domain).cmp(&(b.left_serving, b.replaceable, &b.domain)));
     losses
+}
+
+/// The spread domains (values of `key`) of `counted` nodes whose nodes have all `failed`.
+fn emptied(counted: &[&Node], key: &str, failed: &dyn Fn(&Node) -> bool) -> Vec<String> {
+    let mut all_failed: BTreeMap<&String, bool> = BTreeMap::new();
+    for node in counted {
+        if let Some(domain) = node.labels.get(key) {
+            *all_failed.entry(domain).or_insert(true) &= failed(node);
+        }
+    }
+    all_failed
+        .into_iter()
+        .filter(|(_, all)| *all)
+        .map(|(domain, _)| domain.clone())
+        .collect()
 }
 
 /// The Instance of `anchor`: itself and its workers.
@@ -452,11 +496,17 @@ mod tests {
         let mut cluster = Cluster::new("Required", pods, nodes).in_cliques();
         // cq-a1 lost: zone-a still counts through cq-a2, whose a3 takes the leader and worker.
         // zone-a lost: zone-b's rack has one GPU left on each node, one pair, but zone-a still
-        // counts. zone-b or cq-b1 lost: zone-a has room for two, but zone-b still counts.
+        // counts. zone-b or cq-b1 (all of zone-b) lost: zone-a has room for two, but zone-b
+        // still counts.
         assert_eq!(
             cluster.table(),
             rows(&[
-                ["cq-b1", "1", "1 of 2", "0 of 1"],
+                [
+                    "cq-b1",
+                    "1",
+                    "1 of 2",
+                    "0 of 1 (zone-b still counts; with Honor: 1 of 1)"
+                ],
                 [
                     "zone-a",
                     "1",
@@ -472,6 +522,14 @@ mod tests {
                 ["cq-a1", "1", "1 of 2", "1 of 1"],
                 ["cq-a2", "0", "2 of 2", "-"],
             ])
+        );
+        assert_eq!(
+            sentence(&cluster.losses()).as_deref(),
+            Some(
+                "Losing cq-b1 leaves 1 of 2 Instances serving, and 0 of the 1 lost can be placed again elsewhere: \
+                 the loss is not absorbed (zone-b still counts for the spread, so Required keeps the repairs Pending; \
+                 with nodeTaintsPolicy: Honor in the policy's settings, 1 of 1 could be)."
+            )
         );
         // Instance 0's worker in the other rack (from before topologyKey was set): losing cq-a2,
         // where only that worker runs, takes Instance 0 down whole.
