@@ -158,7 +158,7 @@ impl Metrics {
                 .set(loss.left_serving as i64);
             self.worst_replaceable
                 .get_or_create(&labels)
-                .set(loss.replaceable as i64);
+                .set(loss.placed_again.len() as i64);
         }
         let domains = report.instances_per_domain.keys().cloned().collect();
         if let Ok(mut shown) = self.shown.lock() {
@@ -325,10 +325,10 @@ mod tests {
         let metrics = Metrics::default();
         let worst = Loss {
             domain: "zone-a".into(),
-            lost: 2,
+            lost: vec!["m-engine-0-default-0".into(), "m-engine-3-default-0".into()],
             left_serving: 3,
             instances: 5,
-            replaceable: 1,
+            placed_again: vec!["zone-b".into()],
             still_counts: None,
         };
         let satisfied = report(Reason::Satisfied, &[("zone-a", 2), ("zone-b", 3)], 1);

@@ -23,14 +23,15 @@ use crate::spread::Spread;
 pub struct Loss {
     /// A value of the spread key, or of `topologyKey` (a rack).
     pub domain: String,
-    /// The Instances with a pod there: leader, only pod or worker.
-    pub lost: usize,
+    /// The Instances with a pod there (leader, only pod or worker), by their leader or only pod.
+    pub lost: Vec<String>,
     /// The Instances with no pod there and none Pending.
     pub left_serving: usize,
     /// Every Instance of the component.
     pub instances: usize,
-    /// How many lost Instances the scheduler could place again, whole.
-    pub replaceable: usize,
+    /// The spread domain each lost Instance the scheduler could place again, whole, would go to,
+    /// in the order it would place them: re-placeable are as many as these.
+    pub placed_again: Vec<String>,
     /// Under a Required spread and `nodeTaintsPolicy: Ignore`, the spread domains the failure
     /// takes whole, which still count with none of the Instances.
     pub still_counts: Option<StillCounts>,
@@ -56,19 +57,17 @@ impl StillCounts {
 impl Loss {
     /// RE-PLACEABLE as `explain` shows it: `-` when nothing is lost.
     pub fn replaceable_cell(&self) -> String {
-        if self.lost == 0 {
+        let (replaceable, lost) = (self.placed_again.len(), self.lost.len());
+        if lost == 0 {
             return "-".into();
         }
         match &self.still_counts {
             Some(still) => format!(
-                "{} of {} ({}; with Honor: {} of {})",
-                self.replaceable,
-                self.lost,
+                "{replaceable} of {lost} ({}; with Honor: {} of {lost})",
                 still.still_count(),
-                still.with_honor,
-                self.lost
+                still.with_honor
             ),
-            None => format!("{} of {}", self.replaceable, self.lost),
+            None => format!("{replaceable} of {lost}"),
         }
     }
 }
@@ -79,7 +78,7 @@ pub fn table(losses: &[Loss]) -> Vec<Vec<String>> {
     let rows = losses.iter().map(|loss| {
         vec![
             loss.domain.clone(),
-            loss.lost.to_string(),
+            loss.lost.len().to_string(),
             format!("{} of {}", loss.left_serving, loss.instances),
             loss.replaceable_cell(),
         ]
@@ -90,15 +89,15 @@ pub fn table(losses: &[Loss]) -> Vec<Vec<String>> {
 /// The worst single-domain loss in one sentence, and whether it can be absorbed; None when no
 /// domain holds an Instance.
 pub fn sentence(losses: &[Loss]) -> Option<String> {
-    let worst = losses.first().filter(|loss| loss.lost > 0)?;
+    let worst = losses.first().filter(|loss| !loss.lost.is_empty())?;
     let Loss {
         domain,
-        lost,
         left_serving,
         instances,
-        replaceable,
         still_counts,
+        ..
     } = worst;
+    let (replaceable, lost) = (worst.placed_again.len(), worst.lost.len());
     let left = format!("Losing {domain} leaves {left_serving} of {instances} Instances serving");
     if replaceable == lost {
         return Some(format!(
@@ -107,7 +106,7 @@ pub fn sentence(losses: &[Loss]) -> Option<String> {
     }
     // Say so only when Honor would change the answer: it is the reason to set it.
     let honor = match still_counts {
-        Some(still) if still.with_honor != *replaceable => format!(
+        Some(still) if still.with_honor != replaceable => format!(
             " ({} for the spread, so Required keeps the repairs Pending; \
              with nodeTaintsPolicy: Honor in the policy's settings, {} of {lost} could be)",
             still.still_count(),
@@ -151,6 +150,8 @@ impl Repair {
 /// An Instance as a failure reads it: its anchor's domain, the nodes its placed pods run on, and
 /// whether any of its pods is Pending.
 struct Placed<'a> {
+    /// Its leader or only pod's name.
+    anchor: &'a str,
     domain: Option<&'a str>,
     nodes: Vec<&'a Node>,
     pending: bool,
@@ -185,7 +186,12 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
         for domain in domains {
             let failed = |node: &Node| node.labels.get(failed_key) == Some(domain);
             let is_lost: Vec<bool> = instances.iter().map(|i| i.nodes.iter().any(|n| failed(n))).collect();
-            let lost = is_lost.iter().filter(|lost| **lost).count();
+            let lost: Vec<String> = instances
+                .iter()
+                .zip(&is_lost)
+                .filter(|(_, lost)| **lost)
+                .map(|(i, _)| i.anchor.to_owned())
+                .collect();
             let left_serving = instances
                 .iter()
                 .zip(&is_lost)
@@ -196,13 +202,14 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
                 lost,
                 left_serving,
                 instances: instances.len(),
-                replaceable: 0,
+                placed_again: Vec::new(),
                 still_counts: None,
             };
-            if lost == 0 {
+            if loss.lost.is_empty() {
                 losses.push(loss);
                 continue;
             }
+            let lost = loss.lost.len();
             let rooms = rooms_on(component, report, requested, lost, &|node| !failed(node));
             let room: BTreeMap<&str, usize> = rooms.iter().map(|d| (d.name.as_str(), d.room())).collect();
             // The domains the spread counts once `domain` fails, with the Instances left in each.
@@ -222,18 +229,19 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
                 counts
             };
             let replaceable = |honor: bool| place(lost, counts(honor), &room, &repair);
-            loss.replaceable = replaceable(honor);
+            loss.placed_again = replaceable(honor);
             let emptied = emptied(&counted, key, &failed);
             if repair.required && !honor && !emptied.is_empty() {
                 loss.still_counts = Some(StillCounts {
                     domains: emptied,
-                    with_honor: replaceable(true),
+                    with_honor: replaceable(true).len(),
                 });
             }
             losses.push(loss);
         }
     }
-    losses.sort_by(|a, b| (a.left_serving, a.replaceable, &a.domain).cmp(&(b.left_serving, b.replaceable, &b.domain)));
+    let worst = |loss: &Loss| (loss.left_serving, loss.placed_again.len());
+    losses.sort_by(|a, b| (worst(a), &a.domain).cmp(&(worst(b), &b.domain)));
     losses
 }
 
@@ -263,38 +271,39 @@ fn placed<'a>(component: &Component<'a>, anchor: &'a Value, key: &str) -> Placed
         }
     }
     Placed {
+        anchor: anchor["metadata"]["name"].as_str().unwrap_or_default(),
         domain: domain_of(component.nodes, anchor, key).map(String::as_str),
         nodes,
         pending,
     }
 }
 
-/// How many of `lost` Instances the scheduler places again, one after another, each into a
-/// domain with the fewest Instances among those with room that the repair's constraint allows:
-/// as kube-scheduler's spread scoring prefers.
+/// Where the scheduler places `lost` Instances again, one after another (as many as it can),
+/// each into a domain with the fewest Instances among those with room that the repair's
+/// constraint allows: as kube-scheduler's spread scoring prefers.
 fn place<'a>(
     lost: usize,
     mut counts: BTreeMap<&'a str, usize>,
     room: &BTreeMap<&'a str, usize>,
     repair: &Repair,
-) -> usize {
+) -> Vec<String> {
     let mut room = room.clone();
-    for placed in 0..lost {
+    let mut placed = Vec::new();
+    while placed.len() < lost {
         let fewest = repair.fewest(&counts);
         let to = room
             .iter()
             .filter(|(domain, left)| **left > 0 && repair.allows(counts.get(*domain).copied(), fewest))
             .min_by_key(|(domain, _)| counts.get(*domain).copied().unwrap_or(0))
             .map(|(domain, _)| *domain);
-        let Some(to) = to else {
-            return placed;
-        };
+        let Some(to) = to else { break };
         *counts.entry(to).or_default() += 1;
         if let Some(left) = room.get_mut(to) {
             *left -= 1;
         }
+        placed.push(to.to_owned());
     }
-    lost
+    placed
 }
 
 #[cfg(test)]
@@ -539,7 +548,10 @@ mod tests {
             .into_iter()
             .find(|l| l.domain == "cq-a2")
             .expect("cq-a2");
-        assert_eq!((cq_a2.lost, cq_a2.left_serving), (1, 1));
+        assert_eq!(
+            (cq_a2.lost, cq_a2.left_serving),
+            (vec!["m-engine-0-leader-0".to_owned()], 1)
+        );
     }
 
     /// zone-c's only node cordoned: it takes no pod, but under the default nodeTaintsPolicy it
@@ -591,6 +603,16 @@ mod tests {
                 "Losing zone-a leaves 0 of 3 Instances serving, and 2 of the 3 lost can be placed again elsewhere: the loss is not absorbed."
             )
         );
+        // With zone-c's room for one too, each repair goes to a zone with the fewest: zone-b
+        // (first by name among 0 and 0), zone-c (0 against 1), zone-b (first among 1 and 1).
+        let mut cluster = cluster;
+        cluster.nodes.push(node("c1", "zone-c", "cq-c", 1, json!({})));
+        let zone_a = cluster
+            .losses()
+            .into_iter()
+            .find(|l| l.domain == "zone-a")
+            .expect("zone-a");
+        assert_eq!(zone_a.placed_again, ["zone-b", "zone-c", "zone-b"]);
     }
 
     /// A Pending Instance serves nowhere: it is never left serving, and lost nowhere.
@@ -644,7 +666,7 @@ mod tests {
         let lost: Vec<(String, usize, usize)> = cluster
             .losses()
             .into_iter()
-            .map(|l| (l.domain, l.lost, l.left_serving))
+            .map(|l| (l.domain, l.lost.len(), l.left_serving))
             .collect();
         assert_eq!(lost, [("zone-a".to_owned(), 1, 1), ("zone-b".to_owned(), 1, 1)]);
     }
@@ -735,7 +757,7 @@ mod tests {
             let mut rows: Vec<&str> = losses.iter().map(|l| l.domain.as_str()).collect();
             rows.sort_unstable();
             assert_eq!(rows, names, "{why}");
-            let worst: Vec<(usize, usize)> = losses.iter().map(|l| (l.left_serving, l.replaceable)).collect();
+            let worst: Vec<(usize, usize)> = losses.iter().map(|l| (l.left_serving, l.placed_again.len())).collect();
             assert!(worst.is_sorted(), "{why}");
             for loss in &losses {
                 let failed = |n: usize| layout[n].0 == loss.domain || layout[n].1 == loss.domain;
@@ -748,7 +770,7 @@ mod tests {
                     .filter(|pods| pods.iter().all(|n| n.is_some_and(|n| !failed(n))))
                     .count();
                 assert_eq!(
-                    (loss.lost, loss.left_serving, loss.instances),
+                    (loss.lost.len(), loss.left_serving, loss.instances),
                     (lost, left, placed.len()),
                     "{}: {why}",
                     loss.domain
@@ -763,14 +785,15 @@ mod tests {
                     1 => free.values().sum(),
                     _ => free.values().map(|gpus| gpus / 2).sum(),
                 };
-                assert!(loss.replaceable <= lost.min(room), "{}: {why}", loss.domain);
+                let replaceable = loss.placed_again.len();
+                assert!(replaceable <= lost.min(room), "{}: {why}", loss.domain);
                 if spread == "Preferred" {
-                    assert_eq!(loss.replaceable, lost.min(room), "{}: {why}", loss.domain);
+                    assert_eq!(replaceable, lost.min(room), "{}: {why}", loss.domain);
                     preferred += 1;
                 }
-                match loss.lost {
+                match loss.lost.len() {
                     0 => {}
-                    lost if loss.replaceable == lost => absorbed += 1,
+                    lost if replaceable == lost => absorbed += 1,
                     _ => short += 1,
                 }
             }
