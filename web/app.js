@@ -122,8 +122,13 @@ function picture(c) {
   for (const d of c.domains) {
     const column = element("div", { class: "domain", "data-domain": d.domain ?? "" },
       element("h5", {}, d.domain === null ? "not in an eligible domain" : `${d.domain} (${d.instances.length})`));
+    if (d.domain !== null && c.losses) {
+      column.title = `Click to show ${d.domain} lost`;
+      column.addEventListener("click", () => showLoss(columns, c, d.domain));
+    }
     for (const instance of d.instances) {
-      const box = element("div", { class: "instance", "data-instance": String(instance.index) },
+      const box = element("div", { class: "instance", "data-instance": String(instance.index),
+        "data-anchor": instance.pods[0]?.name ?? "" },
         element("div", { class: "instance-title" }, instance.index === null ? "no Instance index" : `Instance ${instance.index}`));
       for (const pod of instance.pods) {
         const pending = pod.node === null;
@@ -140,29 +145,57 @@ function picture(c) {
     });
     columns.append(column);
   }
-  if (c.moves.length) requestAnimationFrame(() => arrows(columns, c.moves));
+  if (c.moves.length) {
+    requestAnimationFrame(() => arrows(columns, c.moves.map((m, step) => [
+      columns.querySelector(`.instance[data-instance="${m.instance}"]`),
+      columns.querySelector(`.planned[data-move="${step}"]`),
+    ])));
+  }
   const key = c.key.split("/").pop();
   figure.append(columns, element("figcaption", {},
     `Instances per ${key}: skew ${c.skew}, maxSkew ${c.maxSkew}`));
   return figure;
 }
 
-// An arrow per move, drawn once the columns are laid out: from the Instance's box to its
-// planned place.
+// A domain shown as lost (issue 19), or back as it is when clicked again: the Instances with a
+// pod there greyed, and an arrow from each one the scheduler could place again to where it
+// would go, as the rebalance moves are drawn.
+function showLoss(columns, c, domain) {
+  const shown = columns.dataset.lost;
+  for (const node of columns.querySelectorAll(".lost, .replaced, .arrows.loss")) {
+    if (node.classList.contains("replaced") || node.classList.contains("arrows")) node.remove();
+    else node.classList.remove("lost");
+  }
+  delete columns.dataset.lost;
+  const loss = c.losses.domains.find((l) => l.domain === domain);
+  if (shown === domain || !loss) return;
+  columns.dataset.lost = domain;
+  columns.querySelector(`.domain[data-domain="${CSS.escape(domain)}"]`)?.classList.add("lost");
+  const lost = loss.lost.map((anchor) => columns.querySelector(`.instance[data-anchor="${CSS.escape(anchor)}"]`));
+  for (const box of lost) box?.classList.add("lost");
+  const pairs = loss.placedAgain.map((zone, i) => {
+    const place = element("div", { class: "instance replaced" },
+      `${lost[i]?.querySelector(".instance-title")?.textContent ?? "An Instance"}, placed again`);
+    columns.querySelector(`.domain[data-domain="${CSS.escape(zone)}"]`)?.append(place);
+    return [lost[i], place];
+  });
+  arrows(columns, pairs, "loss");
+}
+
+// An arrow per pair of boxes, drawn once the columns are laid out: from an Instance's box to its
+// planned place (a move's, or a repair's when `kind` is "loss").
 let drawings = 0;
-function arrows(columns, moves) {
+function arrows(columns, pairs, kind = "") {
   const head = `head-${++drawings}`;
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-  svg.setAttribute("class", "arrows");
+  svg.setAttribute("class", `arrows ${kind}`.trim());
   svg.setAttribute("width", columns.scrollWidth);
   svg.setAttribute("height", columns.scrollHeight);
   svg.innerHTML = `<defs><marker id="${head}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" ` +
     `markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z"/></marker></defs>`;
   const origin = columns.getBoundingClientRect();
-  moves.forEach((m, step) => {
-    const from = columns.querySelector(`.instance[data-instance="${m.instance}"]`);
-    const to = columns.querySelector(`.planned[data-move="${step}"]`);
-    if (!from || !to) return;
+  for (const [from, to] of pairs) {
+    if (!from || !to) continue;
     const [a, b] = [from.getBoundingClientRect(), to.getBoundingClientRect()];
     const rightward = b.left > a.left;
     const x1 = (rightward ? a.right : a.left) - origin.left, y1 = a.top + a.height / 2 - origin.top;
@@ -171,7 +204,7 @@ function arrows(columns, moves) {
     path.setAttribute("d", `M ${x1} ${y1} C ${(x1 + x2) / 2} ${y1}, ${(x1 + x2) / 2} ${y2}, ${x2} ${y2}`);
     path.setAttribute("marker-end", `url(#${head})`);
     svg.append(path);
-  });
+  }
   columns.append(svg);
 }
 

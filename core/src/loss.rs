@@ -176,8 +176,11 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
         min_domains: settings.min_domains.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
     };
     let rack = report.in_effect.topology_key.as_deref().filter(|rack| *rack != key);
-    // The nodes whose spread domains count under Ignore.
-    let counted = selected_nodes(component.nodes, &anchors, false);
+    // The nodes whose spread domains count, under Ignore and under Honor.
+    let (under_ignore, under_honor) = (
+        selected_nodes(component.nodes, &anchors, false),
+        selected_nodes(component.nodes, &anchors, true),
+    );
     let mut nodes = eligible_nodes(component.nodes, &anchors, key);
     nodes.extend(instances.iter().flat_map(|i| i.nodes.iter().copied()));
     let mut losses = Vec::new();
@@ -214,9 +217,9 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
             let room: BTreeMap<&str, usize> = rooms.iter().map(|d| (d.name.as_str(), d.room())).collect();
             // The domains the spread counts once `domain` fails, with the Instances left in each.
             let counts = |honor: bool| {
-                let counted = selected_nodes(component.nodes, &anchors, honor);
+                let counted = if honor { &under_honor } else { &under_ignore };
                 let mut counts: BTreeMap<&str, usize> = counted
-                    .into_iter()
+                    .iter()
                     .filter(|node| !(honor && failed(node)))
                     .filter_map(|node| Some((node.labels.get(key)?.as_str(), 0)))
                     .collect();
@@ -230,7 +233,7 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
             };
             let replaceable = |honor: bool| place(lost, counts(honor), &room, &repair);
             loss.placed_again = replaceable(honor);
-            let emptied = emptied(&counted, key, &failed);
+            let emptied = emptied(&under_ignore, key, &failed);
             if repair.required && !honor && !emptied.is_empty() {
                 loss.still_counts = Some(StillCounts {
                     domains: emptied,

@@ -69,14 +69,22 @@ fn component(explained: &Explained, settings: &Settings) -> Value {
 }
 
 /// What losing each domain or rack leaves, as `explain` prints it: the table (header first) and
-/// the sentence on the worst loss; null when nothing can be lost (no key, no Instance).
+/// the sentence on the worst loss; and for the picture, each domain's lost Instances (by their
+/// leader or only pod) and the zone each repair would go to. Null when nothing can be lost (no
+/// key, no Instance).
 fn losses(explained: &Explained) -> Value {
     if explained.losses.is_empty() {
         return Value::Null;
     }
+    let domains: Vec<Value> = explained
+        .losses
+        .iter()
+        .map(|l| json!({ "domain": l.domain, "lost": l.lost, "placedAgain": l.placed_again }))
+        .collect();
     json!({
         "table": loss::table(&explained.losses),
         "sentence": loss::sentence(&explained.losses),
+        "domains": domains,
     })
 }
 

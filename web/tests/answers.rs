@@ -352,8 +352,8 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
 
 /// What losing each domain leaves, beside the picture (issue 19): on the seed's example, losing
 /// either zone leaves 1 of 2, and the lost Instance fits nowhere (zone-b's node is full, and under
-/// the default nodeTaintsPolicy the failed zone still counts); without a key, nothing to lose.
-/// Written by hand.
+/// the default nodeTaintsPolicy the failed zone still counts), so the picture draws no repair;
+/// without a key, nothing to lose. Written by hand.
 #[test]
 fn the_losses_of_each_domain_are_shown_beside_the_picture() {
     let seed = read(&repository().join("controller/tests/data/seed.yaml"));
@@ -367,6 +367,10 @@ fn the_losses_of_each_domain_are_shown_beside_the_picture() {
                 ["zone-b", "1", "1 of 2", "0 of 1 (zone-b still counts; with Honor: 0 of 1)"],
             ],
             "sentence": "Losing zone-a leaves 1 of 2 Instances serving, and 0 of the 1 lost can be placed again elsewhere: the loss is not absorbed.",
+            "domains": [
+                {"domain": "zone-a", "lost": ["qwen3-0-6b-engine-0-default-0"], "placedAgain": []},
+                {"domain": "zone-b", "lost": ["qwen3-0-6b-engine-1-default-0"], "placedAgain": []},
+            ],
         }),
         "{answer}"
     );

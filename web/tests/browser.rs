@@ -239,6 +239,30 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
     );
     let arrows = client.find_all(Locator::Css(".arrows > path")).await.expect("arrows");
     assert_eq!(arrows.len(), 1);
+    // zone-a's column clicked: it is lost, its three Instances greyed; zone-b's free GPU takes
+    // one of them again (Preferred), drawn as an arrow. Clicked again: as it was.
+    let zone_a = client
+        .find(Locator::Css(".domain[data-domain='zone-a']"))
+        .await
+        .expect("zone-a's column");
+    zone_a.click().await.expect("zone-a clicked");
+    assert_eq!(texts(&client, ".domain.lost h5").await, ["zone-a (3)"]);
+    assert_eq!(
+        texts(&client, ".instance.lost .instance-title").await,
+        ["Instance 0", "Instance 1", "Instance 2"]
+    );
+    assert_eq!(
+        texts(&client, ".domain[data-domain='zone-b'] .replaced").await,
+        ["Instance 0, placed again"]
+    );
+    let repairs = client
+        .find_all(Locator::Css(".arrows.loss > path"))
+        .await
+        .expect("arrows");
+    assert_eq!(repairs.len(), 1);
+    screenshot(&client, "skewed-zone-a-lost.png").await;
+    zone_a.click().await.expect("zone-a clicked again");
+    assert!(texts(&client, ".lost, .replaced").await.is_empty());
     client
         .execute("document.getElementById('diagnosis').scrollIntoView()", vec![])
         .await
