@@ -488,6 +488,32 @@ mod tests {
         );
     }
 
+    /// minDomains 2 under Honor: with zone-a lost only zone-b counts, fewer than two domains, so
+    /// kube-scheduler reads the fewest as 0 and zone-b's one Instance already reaches maxSkew.
+    #[test]
+    fn min_domains_keeps_the_repair_pending_when_too_few_domains_count() {
+        let nodes = vec![
+            node("gpu-node-1", "zone-a", "cq-a", 1, json!({})),
+            node("gpu-node-2", "zone-b", "cq-b", 2, json!({})),
+        ];
+        let mut cluster = Cluster::new(
+            "Required",
+            vec![single(0, "gpu-node-1"), single(1, "gpu-node-2")],
+            nodes,
+        );
+        cluster.settings.node_taints_policy = Some(NodeTaintsPolicy::Honor);
+        let zone_a = |cluster: &Cluster| {
+            let losses = cluster.losses();
+            losses
+                .into_iter()
+                .find(|l| l.domain == "zone-a")
+                .map(|l| l.placed_again)
+        };
+        assert_eq!(zone_a(&cluster), Some(vec!["zone-b".to_owned()]));
+        cluster.settings.min_domains = Some(2);
+        assert_eq!(zone_a(&cluster), Some(Vec::new()));
+    }
+
     /// A leader and a worker per Instance, kept in one rack (clique) of a zone. A rack's failure
     /// loses the Instances with any pod there; the repair needs one rack with room for both pods.
     #[test]
