@@ -182,6 +182,10 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
         selected_nodes(component.nodes, &anchors, true),
     );
     let mut nodes = eligible_nodes(component.nodes, &anchors, key);
+    // The room with every node up, reused for the domains a failure leaves whole: only those it
+    // touches are counted again.
+    let whole = rooms_on(component, report, requested, instances.len(), &|_| true, &|_| true);
+    let counted = nodes.clone();
     nodes.extend(instances.iter().flat_map(|i| i.nodes.iter().copied()));
     let mut losses = Vec::new();
     for failed_key in std::iter::once(key).chain(rack) {
@@ -213,8 +217,20 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
                 continue;
             }
             let lost = loss.lost.len();
-            let rooms = rooms_on(component, report, requested, lost, &|node| !failed(node));
-            let room: BTreeMap<&str, usize> = rooms.iter().map(|d| (d.name.as_str(), d.room())).collect();
+            let touched: BTreeSet<&str> = counted
+                .iter()
+                .filter(|node| failed(node))
+                .filter_map(|node| node.labels.get(key).map(String::as_str))
+                .collect();
+            let rooms = rooms_on(component, report, requested, lost, &|node| !failed(node), &|d| {
+                touched.contains(d)
+            });
+            let untouched = whole.iter().filter(|d| !touched.contains(d.name.as_str()));
+            let room: BTreeMap<&str, usize> = rooms
+                .iter()
+                .chain(untouched)
+                .map(|d| (d.name.as_str(), d.room()))
+                .collect();
             // The domains the spread counts once `domain` fails, with the Instances left in each.
             let counts = |honor: bool| {
                 let counted = if honor { &under_honor } else { &under_ignore };

@@ -152,17 +152,18 @@ pub fn recommend(
 /// still start, at most `most` a rack (none without a key): the room a plan counts on, and
 /// `explain` shows.
 pub fn rooms(component: &Component, report: &Report, requested: &Requested, most: usize) -> Vec<Domain> {
-    rooms_on(component, report, requested, most, &|_| true)
+    rooms_on(component, report, requested, most, &|_| true, &|_| true)
 }
 
-/// As [`rooms`], counting only the nodes `up` keeps: a failed domain's nodes stay in their
-/// domain, but take no pod.
+/// As [`rooms`], for the domains `of` names, counting only the nodes `up` keeps: a failed
+/// domain's nodes stay in their domain, but take no pod.
 pub(crate) fn rooms_on(
     component: &Component,
     report: &Report,
     requested: &Requested,
     most: usize,
     up: &dyn Fn(&Node) -> bool,
+    of: &dyn Fn(&str) -> bool,
 ) -> Vec<Domain> {
     let Some(key) = report.in_effect.domain_key() else {
         return Vec::new();
@@ -170,7 +171,7 @@ pub(crate) fn rooms_on(
     let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
     let anchors = anchors(component, kind);
     let rack_key = report.in_effect.topology_key.as_deref();
-    domains_with_room(component, &anchors, key, rack_key, requested, most, up)
+    domains_with_room(component, &anchors, key, rack_key, requested, most, up, of)
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
@@ -208,6 +209,7 @@ fn domains_with_room(
     requested: &Requested,
     most: usize,
     up: &dyn Fn(&Node) -> bool,
+    of: &dyn Fn(&str) -> bool,
 ) -> Vec<Domain> {
     let Some(anchor) = anchors.first() else {
         return Vec::new();
@@ -217,7 +219,9 @@ fn domains_with_room(
     let rack_key = rack_key.filter(|_| pods.len() > 1);
     let mut domains: BTreeMap<&str, BTreeMap<&str, Vec<&Node>>> = BTreeMap::new();
     for node in eligible_nodes(component.nodes, anchors, key) {
-        let Some(domain) = node.labels.get(key) else { continue };
+        let Some(domain) = node.labels.get(key).filter(|domain| of(domain)) else {
+            continue;
+        };
         let racks = domains.entry(domain).or_default();
         let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
         if let (Some(rack), true) = (rack, selection.tolerates(node) && up(node)) {
