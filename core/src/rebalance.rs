@@ -171,7 +171,37 @@ pub(crate) fn rooms_on(
     let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
     let anchors = anchors(component, kind);
     let rack_key = report.in_effect.topology_key.as_deref();
-    domains_with_room(component, &anchors, key, rack_key, requested, most, up, of)
+    // Each eligible domain with its racks of nodes that can start the Instance's pods:
+    // labelled, up, and accepting them (the scheduler always honours taints and cordons,
+    // whatever the constraint counts).
+    let Some(anchor) = anchors.first() else {
+        return Vec::new();
+    };
+    let (pods, selection) = (instance_requests(component, anchor), Selection::of_pod(anchor));
+    // A single pod keeps to no rack: the domain is its one rack.
+    let rack_key = rack_key.filter(|_| pods.len() > 1);
+    let mut domains: BTreeMap<&str, BTreeMap<&str, Vec<&Node>>> = BTreeMap::new();
+    for node in eligible_nodes(component.nodes, &anchors, key) {
+        let Some(domain) = node.labels.get(key).filter(|domain| of(domain)) else {
+            continue;
+        };
+        let racks = domains.entry(domain).or_default();
+        let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
+        if let (Some(rack), true) = (rack, selection.tolerates(node) && up(node)) {
+            racks.entry(rack).or_default().push(node);
+        }
+    }
+    let domain = |(name, racks): (&str, BTreeMap<&str, Vec<&Node>>)| Domain {
+        name: name.to_owned(),
+        racks: racks
+            .into_iter()
+            .map(|(rack, nodes)| Rack {
+                name: rack.to_owned(),
+                starts: starts(&nodes, requested, &pods, most),
+            })
+            .collect(),
+    };
+    domains.into_iter().map(domain).collect()
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
@@ -196,49 +226,6 @@ fn instance(component: &Component, pod: &Value, key: &str) -> Result<Instance, N
         node: pod["spec"]["nodeName"].as_str().map(str::to_owned),
         domain: domain_of(component.nodes, pod, key).cloned(),
     })
-}
-
-/// Each eligible domain with its racks of nodes that can start the Instance's pods: labelled,
-/// up, and accepting them (the scheduler always honours taints and cordons, whatever the
-/// constraint counts). `key`: the spread key; `rack_key`: `topologyKey`.
-fn domains_with_room(
-    component: &Component,
-    anchors: &[&Value],
-    key: &str,
-    rack_key: Option<&str>,
-    requested: &Requested,
-    most: usize,
-    up: &dyn Fn(&Node) -> bool,
-    of: &dyn Fn(&str) -> bool,
-) -> Vec<Domain> {
-    let Some(anchor) = anchors.first() else {
-        return Vec::new();
-    };
-    let (pods, selection) = (instance_requests(component, anchor), Selection::of_pod(anchor));
-    // A single pod keeps to no rack: the domain is its one rack.
-    let rack_key = rack_key.filter(|_| pods.len() > 1);
-    let mut domains: BTreeMap<&str, BTreeMap<&str, Vec<&Node>>> = BTreeMap::new();
-    for node in eligible_nodes(component.nodes, anchors, key) {
-        let Some(domain) = node.labels.get(key).filter(|domain| of(domain)) else {
-            continue;
-        };
-        let racks = domains.entry(domain).or_default();
-        let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
-        if let (Some(rack), true) = (rack, selection.tolerates(node) && up(node)) {
-            racks.entry(rack).or_default().push(node);
-        }
-    }
-    let domain = |(name, racks): (&str, BTreeMap<&str, Vec<&Node>>)| Domain {
-        name: name.to_owned(),
-        racks: racks
-            .into_iter()
-            .map(|(rack, nodes)| Rack {
-                name: rack.to_owned(),
-                starts: starts(&nodes, requested, &pods, most),
-            })
-            .collect(),
-    };
-    domains.into_iter().map(domain).collect()
 }
 
 /// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
