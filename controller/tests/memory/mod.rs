@@ -1,0 +1,334 @@
+//! The in-memory API server of the controller's tests and of `make bench-churn`: it lists,
+//! watches, creates and patches objects held as JSON, behind tower-test's mock service
+//! (tests/controller.rs) or over HTTP on 127.0.0.1 (benches/churn.rs).
+
+#![allow(dead_code)] // each user takes its part
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::channel::mpsc;
+use http::{Request, Response};
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
+use serde_json::{Value, json};
+
+type Chunks = mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>;
+pub type ResponseBody = StreamBody<mpsc::UnboundedReceiver<Result<Frame<Bytes>, Infallible>>>;
+
+/// Where an object lives: its API prefix (`/api/v1`, `/apis/ome.io/v1beta1`), resource, namespace, name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key {
+    prefix: String,
+    resource: String,
+    namespace: Option<String>,
+    name: String,
+}
+
+struct Watch {
+    prefix: String,
+    resource: String,
+    namespace: Option<String>,
+    selector: Option<(String, String)>,
+    chunks: Chunks,
+}
+
+#[derive(Default)]
+pub struct ApiServer {
+    pub objects: Mutex<BTreeMap<Key, Value>>,
+    watches: Mutex<Vec<Watch>>,
+    /// Every write, in order.
+    pub writes: Mutex<Vec<Write>>,
+    version: AtomicU64,
+    /// Serve the InferenceReplica schema of OME's minimal CRD, not of its full one.
+    pub minimal_crd: AtomicBool,
+}
+
+/// A write the API server took: method, path, body, and when.
+#[derive(Clone, Debug)]
+pub struct Write {
+    pub method: String,
+    pub path: String,
+    pub body: Value,
+    pub at: Instant,
+}
+
+/// The OpenAPI v3 document kube-apiserver v1.35.8 served for OME's full or minimal
+/// InferenceReplica CRD (cut to its status).
+fn served_schema(minimal: bool) -> Value {
+    let file = if minimal { "minimal.json" } else { "full.json" };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/openapi")
+        .join(file);
+    serde_json::from_str(&std::fs::read_to_string(path).expect("recorded document")).expect("json")
+}
+
+fn selected(object: &Value, selector: &Option<(String, String)>) -> bool {
+    selector
+        .as_ref()
+        .is_none_or(|(k, v)| object["metadata"]["labels"][k.as_str()] == v.as_str())
+}
+
+impl ApiServer {
+    fn resource_of(kind: &str) -> (&'static str, String) {
+        match kind {
+            "Pod" | "Node" => ("/api/v1", format!("{}s", kind.to_lowercase())),
+            "Lease" => ("/apis/coordination.k8s.io/v1", "leases".into()),
+            _ => ("/apis/ome.io/v1beta1", format!("{}s", kind.to_lowercase())),
+        }
+    }
+
+    /// Stores an object, or replaces it, and tells the watches.
+    pub fn put(&self, mut object: Value) -> Value {
+        let (prefix, resource) = Self::resource_of(object["kind"].as_str().unwrap_or_default());
+        let version = self.version.fetch_add(1, Ordering::SeqCst) + 1;
+        object["metadata"]["resourceVersion"] = json!(version.to_string());
+        let key = Key {
+            prefix: prefix.into(),
+            resource: resource.clone(),
+            namespace: object["metadata"]["namespace"].as_str().map(String::from),
+            name: object["metadata"]["name"].as_str().unwrap_or_default().into(),
+        };
+        let kind = if self
+            .objects
+            .lock()
+            .unwrap()
+            .insert(key.clone(), object.clone())
+            .is_some()
+        {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        self.notify(&key, kind, &object);
+        object
+    }
+
+    pub fn delete(&self, kind: &str, namespace: Option<&str>, name: &str) {
+        let (prefix, resource) = Self::resource_of(kind);
+        let key = Key {
+            prefix: prefix.into(),
+            resource,
+            namespace: namespace.map(String::from),
+            name: name.into(),
+        };
+        let object = self.objects.lock().unwrap().remove(&key).expect(name);
+        self.notify(&key, "DELETED", &object);
+    }
+
+    fn notify(&self, key: &Key, kind: &str, object: &Value) {
+        let line = format!("{}\n", json!({"type": kind, "object": object}));
+        self.watches.lock().unwrap().retain(|w| {
+            let matches = w.prefix == key.prefix
+                && w.resource == key.resource
+                && (w.namespace.is_none() || w.namespace == key.namespace)
+                && selected(object, &w.selector);
+            !matches
+                || w.chunks
+                    .unbounded_send(Ok(Frame::data(Bytes::from(line.clone()))))
+                    .is_ok()
+        });
+    }
+
+    pub fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Value {
+        let (prefix, resource) = Self::resource_of(kind);
+        let key = Key {
+            prefix: prefix.into(),
+            resource,
+            namespace: namespace.map(String::from),
+            name: name.into(),
+        };
+        self.objects.lock().unwrap().get(&key).cloned().expect(name)
+    }
+
+    pub fn edit(&self, kind: &str, namespace: Option<&str>, name: &str, edit: impl FnOnce(&mut Value)) {
+        let mut object = self.get(kind, namespace, name);
+        edit(&mut object);
+        self.put(object);
+    }
+
+    /// The status conditions applied so far, as (reason, message).
+    pub fn spread_conditions(&self) -> Vec<(String, String)> {
+        self.writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|w| w.method == "PATCH" && w.path.ends_with("/status"))
+            .map(|w| {
+                let c = &w.body["status"]["conditions"][0];
+                (
+                    c["reason"].as_str().unwrap_or_default().into(),
+                    c["message"].as_str().unwrap_or_default().into(),
+                )
+            })
+            .collect()
+    }
+
+    fn wrote(&self, method: &str, path: String, body: &Value) {
+        self.writes.lock().unwrap().push(Write {
+            method: method.into(),
+            path,
+            body: body.clone(),
+            at: Instant::now(),
+        });
+    }
+
+    pub async fn answer<B: http_body::Body>(self: Arc<Self>, request: Request<B>) -> Response<ResponseBody> {
+        let (parts, body) = request.into_parts();
+        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let mut body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let path = parts.uri.path().to_owned();
+        if path == ome_spread_controller::schema::OPENAPI_PATH {
+            return reply(200, &served_schema(self.minimal_crd.load(Ordering::Relaxed)));
+        }
+        let query = parts
+            .uri
+            .query()
+            .unwrap_or_default()
+            .replace("%2F", "/")
+            .replace("%3D", "=");
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let api_len = if segments[0] == "api" { 2 } else { 3 };
+        let prefix = format!("/{}", segments[..api_len].join("/"));
+        let mut rest = &segments[api_len..];
+        let namespace = match rest {
+            ["namespaces", ns, tail @ ..] if !tail.is_empty() => {
+                rest = tail;
+                Some((*ns).to_owned())
+            }
+            _ => None,
+        };
+        let (resource, name, status) = (
+            rest[0].to_owned(),
+            rest.get(1).map(|n| (*n).to_owned()),
+            rest.get(2) == Some(&"status"),
+        );
+        let respond = reply;
+        let key = |name: &str| Key {
+            prefix: prefix.clone(),
+            resource: resource.clone(),
+            namespace: namespace.clone(),
+            name: name.into(),
+        };
+        let not_found =
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404});
+        match (parts.method.as_str(), name) {
+            ("GET", Some(name)) => match self.objects.lock().unwrap().get(&key(&name)) {
+                Some(object) => respond(200, object),
+                None => respond(404, &not_found),
+            },
+            ("GET", None) => {
+                let selector = query.split('&').find_map(|p| {
+                    let (k, v) = p.strip_prefix("labelSelector=")?.split_once('=')?;
+                    Some((k.to_owned(), v.to_owned()))
+                });
+                if query.contains("watch=true") {
+                    let (chunks, receiver) = mpsc::unbounded();
+                    self.watches.lock().unwrap().push(Watch {
+                        prefix,
+                        resource,
+                        namespace,
+                        selector,
+                        chunks,
+                    });
+                    return Response::builder().status(200).body(StreamBody::new(receiver)).unwrap();
+                }
+                let items: Vec<Value> = self
+                    .objects
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|(k, o)| {
+                        k.prefix == prefix
+                            && k.resource == resource
+                            && (namespace.is_none() || k.namespace == namespace)
+                            && selected(o, &selector)
+                    })
+                    .map(|(_, o)| o.clone())
+                    .collect();
+                let version = self.version.load(Ordering::SeqCst).to_string();
+                respond(
+                    200,
+                    &json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": version}, "items": items}),
+                )
+            }
+            ("POST", None) => {
+                // As the API server does: the namespace comes from the path.
+                if let Some(namespace) = &namespace {
+                    body["metadata"]["namespace"] = json!(namespace);
+                }
+                self.wrote("POST", path, &body);
+                let stored = self.put(body);
+                respond(201, &stored)
+            }
+            ("PATCH", Some(name)) => {
+                self.wrote("PATCH", path, &body);
+                let existing = self.objects.lock().unwrap().get(&key(&name)).cloned();
+                let mut object = match existing {
+                    Some(object) => object,
+                    None if resource == "leases" => body.clone(),
+                    None => return respond(404, &not_found),
+                };
+                if status {
+                    // Conditions are a map keyed by type: replace ours, keep the others.
+                    let mut conditions = object["status"]["conditions"].as_array().cloned().unwrap_or_default();
+                    for applied in body["status"]["conditions"].as_array().into_iter().flatten() {
+                        conditions.retain(|c| c["type"] != applied["type"]);
+                        conditions.push(applied.clone());
+                    }
+                    object["status"]["conditions"] = json!(conditions);
+                } else if let Some(spec) = body["spec"].as_object() {
+                    for (field, value) in spec {
+                        object["spec"][field] = value.clone();
+                    }
+                }
+                if resource == "inferenceservices" {
+                    // A merge patch of annotations, refused when its resourceVersion is stale.
+                    let version = &body["metadata"]["resourceVersion"];
+                    if !version.is_null() && *version != object["metadata"]["resourceVersion"] {
+                        let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409});
+                        return respond(409, &conflict);
+                    }
+                    for (key, value) in body["metadata"]["annotations"].as_object().into_iter().flatten() {
+                        object["metadata"]["annotations"][key] = value.clone();
+                    }
+                }
+                let stored = self.put(object);
+                respond(200, &stored)
+            }
+            _ => respond(404, &not_found),
+        }
+    }
+}
+
+/// A whole answer: the body ends after the value.
+fn reply(code: u16, value: &Value) -> Response<ResponseBody> {
+    let (chunks, receiver) = mpsc::unbounded();
+    let _ = chunks.unbounded_send(Ok(Frame::data(Bytes::from(value.to_string()))));
+    Response::builder()
+        .status(code)
+        .body(StreamBody::new(receiver))
+        .unwrap()
+}
+
+/// Serves `server` over HTTP/1.1 on `listener` (bound to 127.0.0.1 by the caller) until the task
+/// is dropped.
+pub async fn serve(server: Arc<ApiServer>, listener: tokio::net::TcpListener) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let server = server.clone();
+        tokio::spawn(async move {
+            let answer = hyper::service::service_fn(move |request| {
+                let server = server.clone();
+                async move { Ok::<_, Infallible>(server.answer(request).await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), answer);
+            let _ = connection.await;
+        });
+    }
+}
