@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench fuzz fmt lint clean cluster-bin cluster-up cluster-down e2e-cluster
+.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin cluster-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -198,6 +198,7 @@ bench: wasm-target web
 	$(CARGO) bench -p ome-spread-core --bench rebalance
 	$(CARGO) bench -p ome-spread-controller --bench pods
 	$(CARGO) test --release -p ome-spread-web --test browser -- --ignored --nocapture
+	$(MAKE) bench-churn
 	@$(NEED_KUBEWARDEN); \
 	if [ -n "$$missing" ]; then \
 		echo "policy-server load benchmark skipped: $$missing not installed ($(KWCTL_RELEASES), $(POLICY_SERVER_RELEASES))"; \
@@ -205,6 +206,26 @@ bench: wasm-target web
 		$(MAKE) annotated-policy.wasm $(ANNOTATED_FLOOR) && \
 		$(CARGO) run --release -p ome-spread-controller --example policy_server_load; \
 	fi
+
+# The controller as built, its own process, against the in-memory API server under a minute of
+# pod and node churn (controller/benches/churn.rs), beside the controller as it was before issue
+# 21 (the commit CHURN_BASELINE_REV, taken from git history and built once under
+# target/churn-baseline), which rebuilt its pod snapshot on every pod change. CHURN_SECONDS sets
+# the churn's length.
+CHURN_BASELINE_REV := 604ee3a2600a71fffe94b1d2d1dab42521e44de9
+CHURN_BASELINE := target/churn-baseline/target/release/ome-spread
+
+$(CHURN_BASELINE):
+	@git cat-file -e $(CHURN_BASELINE_REV)^{commit} 2>/dev/null || { echo "bench-churn needs the git history holding $(CHURN_BASELINE_REV)"; exit 1; }
+	rm -rf target/churn-baseline/src && mkdir -p target/churn-baseline/src
+	git archive $(CHURN_BASELINE_REV) | tar -x -C target/churn-baseline/src
+	$(CARGO) build --release --locked --quiet -p ome-spread-controller --bin ome-spread \
+		--manifest-path target/churn-baseline/src/Cargo.toml --target-dir target/churn-baseline/target
+
+bench-churn: $(CHURN_BASELINE)
+	$(CARGO) build --release --quiet -p ome-spread-controller --bin ome-spread
+	OME_SPREAD_CHURN_CONTROLLER=$(CURDIR)/target/release/ome-spread OME_SPREAD_CHURN_BASELINE=$(CURDIR)/$(CHURN_BASELINE) \
+		$(CARGO) bench -p ome-spread-controller --bench churn
 
 # cargo-fuzz on nightly: both targets, FUZZ_SECONDS each, the corpus seeded from the rule
 # table's fixtures. libFuzzer prints the executions it ran ("Done N runs").

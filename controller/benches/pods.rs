@@ -1,6 +1,7 @@
 //! `make bench`: what a pod event costs the controller (issue 21). The 10,000 OME pods of the
-//! benchmarks' large cluster (core/benches/support/cluster.rs), each shaped as OME v1.3 creates a
-//! leader (the repository's fixture: env, volumes, probes, its rendered terms), in the pods index
+//! benchmarks' large cluster (core/benches/support/cluster.rs), each shaped as OME v1.3 creates it
+//! (benches/support: the repository's fixture leader, its env, volumes and probes, with the pod's
+//! own rendered terms), in the pods index
 //! and the room's. Side by side in one run: one pod's status update, trimmed and indexed in both,
 //! and a relist of all 10,000: what every pod event cost before, when the pod snapshot was built
 //! anew from the whole cache.
@@ -14,30 +15,13 @@ use kube::runtime::watcher::Event;
 use ome_spread_controller::pods::{self, Pods};
 use ome_spread_controller::room::{self, Room};
 
-#[path = "../../core/benches/support/cluster.rs"]
-#[allow(dead_code)] // the core's benchmarks read the rest of it
-mod cluster;
+mod support;
 
-/// The fixture leader, renamed and placed as the large cluster places its pods.
+/// The large cluster's pods as OME creates them.
 fn pods() -> Vec<Pod> {
-    let request = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/data/requests/deepseek-v3-engine-0-leader-0.json"
-    ))
-    .expect("the fixture");
-    let request: serde_json::Value = serde_json::from_str(&request).expect("JSON");
-    let fixture = request["request"]["object"].clone();
-    cluster::cluster()
-        .pods
-        .iter()
-        .map(|shape| {
-            let mut pod = fixture.clone();
-            pod["metadata"]["name"] = shape["metadata"]["name"].clone();
-            pod["metadata"]["namespace"] = shape["metadata"]["namespace"].clone();
-            pod["metadata"]["labels"] = shape["metadata"]["labels"].clone();
-            pod["spec"]["nodeName"] = shape["spec"]["nodeName"].clone();
-            serde_json::from_value(pod).expect("a pod")
-        })
+    let pods = support::ome_pods(&support::cluster::cluster());
+    pods.into_iter()
+        .map(|pod| serde_json::from_value(pod).expect("a pod"))
         .collect()
 }
 

@@ -52,6 +52,11 @@ where
         self.store.wait_until_ready().await
     }
 
+    /// The next [`Self::current`] builds anew.
+    pub fn refresh(&self) {
+        self.version.fetch_add(1, Ordering::AcqRel);
+    }
+
     pub fn current(&self) -> Arc<T> {
         let mut built = self.built.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // Read under the lock, so that a slower caller never tags a newer build with an older

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -100,6 +101,10 @@ pub struct Context {
     /// The reason last told by an Event per replica whose condition was held back, so that the
     /// Event is not told again, then or once the condition can be written.
     pub held: Mutex<HashMap<ObjectRef<InferenceReplica>, String>>,
+    /// The condition this process last wrote per replica, until the replica's cache shows it: a
+    /// change that comes before the cache does is compared with what was written, not with what
+    /// the cache still says (its own write triggers no reconcile).
+    pub conditions: Mutex<HashMap<ObjectRef<InferenceReplica>, Condition>>,
 }
 
 impl Context {

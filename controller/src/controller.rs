@@ -11,7 +11,7 @@ use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::utils::Backoff;
+use kube::runtime::utils::{Backoff, PredicateConfig};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use kube_lease_manager::LeaseManagerBuilder;
@@ -30,7 +30,9 @@ use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService
 use crate::room::{self, Room};
 use crate::schema;
 use crate::serve::Health;
-use crate::triggers::{KeysInUse, NodeChange, NodeChanges, replica_of_pod, replicas_of_service, replicas_using};
+use crate::triggers::{
+    KeysInUse, NodeChange, NodeChanges, all_but_the_condition, replica_of_pod, replicas_of_service, replicas_using,
+};
 
 pub struct Options {
     pub settings: Settings,
@@ -146,6 +148,7 @@ async fn reconcile_all(client: Client, options: Options) {
         written: tokio::sync::Mutex::default(),
         no_condition: Mutex::new(no_condition),
         held: Mutex::default(),
+        conditions: Mutex::default(),
     });
     // A refusal lifted: every replica is reconciled again, so that the conditions held back are
     // written.
@@ -191,7 +194,8 @@ async fn reconcile_all(client: Client, options: Options) {
     }
 }
 
-/// The OMENative pods' watch, trimmed, filling `context.pods`: each pod a trigger of its replica.
+/// The OMENative pods' watch, trimmed, filling `context.pods`: each pod whose trimmed self
+/// changed a trigger of its replica.
 fn pod_changes(
     client: Client,
     omenative: watcher::Config,
@@ -200,7 +204,9 @@ fn pod_changes(
     watcher(Api::<Pod>::all(client), omenative)
         .default_backoff()
         .modify(pods::trim)
-        .inspect_ok(move |event| context.pods.apply(event))
+        // An event that changes nothing the diagnosis reads of the pod (a container restarted,
+        // a probe's status) triggers no reconcile.
+        .try_filter(move |event| future::ready(context.pods.apply(event)))
         .touched_objects()
 }
 
@@ -213,7 +219,9 @@ async fn every_pods_requests(client: Client, context: Arc<Context>) {
         .modify(room::trim)
         .for_each(|event| {
             match event {
-                Ok(event) => context.room.apply(&event),
+                Ok(event) => {
+                    context.room.apply(&event);
+                }
                 Err(e) => warn!(error = %e, "watching every pod's requests"),
             }
             future::ready(())
@@ -283,7 +291,8 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
 }
 
 /// The node watch, filling the node cache: one item (a reconcile of every replica) for each change
-/// the diagnosis reads, and `version` moved with it so that the node snapshot is rebuilt.
+/// the diagnosis reads, and `version` moved with it so that the node snapshot is rebuilt (a
+/// label no replica reads moves neither: GPU Feature Discovery rewrites one a minute per node).
 fn node_changes(
     client: Client,
     writer: reflector::store::Writer<KubeNode>,
@@ -311,7 +320,7 @@ fn node_changes(
                     NodeChange::Nothing
                 }
             };
-            if changed != NodeChange::Nothing {
+            if changed == NodeChange::Read {
                 version.fetch_add(1, Ordering::AcqRel);
             }
             future::ready((changed == NodeChange::Read).then_some(()))
@@ -345,7 +354,13 @@ fn replica_changes(
                     .metrics
                     .forget(&replica.namespace().unwrap_or_default(), &replica.name_any());
                 context.keys.forget(&ObjectRef::from_obj(replica));
+                context
+                    .conditions
+                    .lock()
+                    .expect("the conditions written")
+                    .remove(&ObjectRef::from_obj(replica));
             }
         })
         .touched_objects()
+        .predicate_filter(all_but_the_condition, PredicateConfig::default())
 }

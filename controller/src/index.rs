@@ -37,32 +37,48 @@ impl<D: Derived> Default for Index<D> {
     }
 }
 
-impl<D: Derived> Index<D> {
-    pub fn apply(&mut self, event: &watcher::Event<D::Object>) {
+impl<D: Derived> Index<D>
+where
+    D::Entry: PartialEq,
+{
+    /// Applies a watch event; true when it changed what the index keeps of the object (a
+    /// relist: when it is done, and each object listed that differs from what was kept).
+    pub fn apply(&mut self, event: &watcher::Event<D::Object>) -> bool {
         let entry = D::entry;
         match event {
             watcher::Event::Apply(object) => {
-                let key = key(object);
-                if let Some(old) = self.entries.remove(&key) {
+                let (key, new) = (key(object), entry(object));
+                let old = self.entries.remove(&key);
+                let changed = old != new;
+                if let Some(old) = old {
                     self.derived.remove(&old);
                 }
-                if let Some(new) = entry(object) {
+                if let Some(new) = new {
                     self.derived.insert(&new);
                     self.entries.insert(key, new);
                 }
+                changed
             }
-            watcher::Event::Delete(object) => {
-                if let Some(old) = self.entries.remove(&key(object)) {
+            watcher::Event::Delete(object) => match self.entries.remove(&key(object)) {
+                Some(old) => {
                     self.derived.remove(&old);
+                    true
                 }
+                None => false,
+            },
+            watcher::Event::Init => {
+                self.relisting = Some(HashMap::new());
+                false
             }
-            watcher::Event::Init => self.relisting = Some(HashMap::new()),
             watcher::Event::InitApply(object) => {
+                let (key, new) = (key(object), entry(object));
+                let changed = self.entries.get(&key) != new.as_ref();
                 let relisting = self.relisting.get_or_insert_default();
-                match entry(object) {
-                    Some(new) => relisting.insert(key(object), new),
-                    None => relisting.remove(&key(object)),
+                match new {
+                    Some(new) => relisting.insert(key, new),
+                    None => relisting.remove(&key),
                 };
+                changed
             }
             watcher::Event::InitDone => {
                 self.entries = self.relisting.take().unwrap_or_default();
@@ -70,6 +86,7 @@ impl<D: Derived> Index<D> {
                 for entry in self.entries.values() {
                     self.derived.insert(entry);
                 }
+                true
             }
         }
     }
@@ -120,15 +137,21 @@ impl<D: Derived> Default for Shared<D> {
     }
 }
 
-impl<D: Derived> Shared<D> {
-    pub fn apply(&self, event: &watcher::Event<D::Object>) {
-        self.index
+impl<D: Derived> Shared<D>
+where
+    D::Entry: PartialEq,
+{
+    /// As [`Index::apply`].
+    pub fn apply(&self, event: &watcher::Event<D::Object>) -> bool {
+        let changed = self
+            .index
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .apply(event);
         if matches!(event, watcher::Event::InitDone) {
             self.filled.send_replace(true);
         }
+        changed
     }
 
     /// Waits until the first list is in.

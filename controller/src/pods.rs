@@ -72,8 +72,9 @@ pub type Pods = Shared<ByComponent>;
 
 /// The pod as the diagnosis, the plan and the triggers read it: its name, labels and owners; its
 /// node, scheduler, node selection, tolerations, spread constraints and containers' requests; its
-/// phase and conditions. Env, volumes, probes, annotations and managed fields are dropped before
-/// it is kept: most of an OME pod's size.
+/// phase and conditions. Env, volumes, probes, annotations, managed fields and the resourceVersion
+/// are dropped before it is kept: most of an OME pod's size, and what changes in an event that
+/// changes nothing the diagnosis reads (which then triggers no reconcile).
 pub fn trim(pod: &mut Pod) {
     let metadata = std::mem::take(&mut pod.metadata);
     pod.metadata = ObjectMeta {
@@ -81,7 +82,6 @@ pub fn trim(pod: &mut Pod) {
         namespace: metadata.namespace,
         labels: metadata.labels,
         owner_references: metadata.owner_references,
-        resource_version: metadata.resource_version,
         ..ObjectMeta::default()
     };
     let spec = pod.spec.take().unwrap_or_default();
@@ -139,6 +139,41 @@ mod tests {
                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}],
                     "nodeName": "n1", "nodeSelector": {"models.ome.io/clusterbasemodel.m": "Ready"}},
                 "status": {"conditions": [{"status": "True", "type": "Ready"}], "phase": "Running"}})
+        );
+    }
+
+    #[test]
+    fn only_an_event_that_changes_what_is_kept_of_a_pod_triggers() {
+        // As the watch takes it: a new resourceVersion, a container's restarts, then trimmed.
+        let seen = |node: &str, restarts: u32| {
+            let mut value = serde_json::to_value(pod("m-engine-0-default-0", Some("engine"), node)).expect("json");
+            value["metadata"]["resourceVersion"] = json!(restarts.to_string());
+            value["status"]["containerStatuses"] =
+                json!([{"name": "c", "image": "sglang", "imageID": "", "ready": true, "restartCount": restarts}]);
+            let mut pod: Pod = serde_json::from_value(value).expect("a pod");
+            trim(&mut pod);
+            pod
+        };
+        let pods = Pods::default();
+        let triggers: Vec<bool> = [
+            watcher::Event::Init,
+            watcher::Event::InitApply(seen("n1", 0)),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(seen("n1", 1)),
+            watcher::Event::Apply(seen("n2", 1)),
+            watcher::Event::Init,
+            watcher::Event::InitApply(seen("n2", 2)),
+            watcher::Event::InitApply(pod("stray", None, "n1")),
+            watcher::Event::InitDone,
+            watcher::Event::Delete(seen("n2", 2)),
+            watcher::Event::Delete(seen("n2", 2)),
+        ]
+        .iter()
+        .map(|event| pods.apply(event))
+        .collect();
+        assert_eq!(
+            triggers,
+            [false, true, true, false, true, false, false, false, true, true, false]
         );
     }
 

@@ -21,11 +21,10 @@ use tracing::{debug, info, warn};
 
 use crate::context::{Context, Error, Objects, within_timeout};
 use crate::rebalance;
-use crate::resources::{InferenceReplica, InferenceService};
+use crate::resources::{CONDITION, InferenceReplica, InferenceService};
 
 /// The field manager of the `Spread` condition.
 pub const FIELD_MANAGER: &str = "ome-spread";
-pub const CONDITION: &str = "Spread";
 /// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
 const RESYNC: Duration = Duration::from_secs(600);
 pub async fn reconcile(replica: Arc<InferenceReplica>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -133,8 +132,14 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     };
     let component = objects.component();
     let report = diagnose(&component, &ctx.settings)?;
-    ctx.keys
-        .set(ObjectRef::from_obj(replica), node_keys(&component, &report));
+    if ctx
+        .keys
+        .set(ObjectRef::from_obj(replica), node_keys(&component, &report))
+    {
+        // A label no replica read before: the nodes were built without its changes since.
+        ctx.nodes.refresh();
+        return diagnosed(replica, ctx);
+    }
     let (plan, action, worst_loss) = ctx.room.with(|sums| {
         let requested = sums.requested();
         let plan = recommend(&component, &report, requested, &ctx.settings);
@@ -160,10 +165,19 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
 /// The Event when the reason changes, then the condition when it changes.
 async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: &Context) -> Result<(), Error> {
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
-    let previous = replica
+    let key = ObjectRef::from_obj(replica);
+    let cached = replica
         .status
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
+    let written = {
+        let mut written = ctx.conditions.lock().expect("the conditions written");
+        if written.get(&key).zip(cached).is_some_and(|(w, c)| same(w, c)) {
+            written.remove(&key);
+        }
+        written.get(&key).cloned()
+    };
+    let previous = written.as_ref().or(cached);
     let condition = spread_condition(
         report,
         action,
@@ -212,6 +226,10 @@ async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: 
         )
         .await?;
         info!(replica = %format!("{namespace}/{name}"), reason = %condition.reason, status = %condition.status, "Spread condition set");
+        ctx.conditions
+            .lock()
+            .expect("the conditions written")
+            .insert(key, condition);
     }
     Ok(())
 }

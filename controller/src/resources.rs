@@ -94,6 +94,9 @@ pub struct Runner {
     pub template: Option<Value>,
 }
 
+/// The type of ome-spread's condition on an InferenceReplica.
+pub const CONDITION: &str = "Spread";
+
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 pub struct InferenceReplicaStatus {
     /// A map keyed by `type`, so that OME's conditions and ome-spread's `Spread` have one owner

@@ -3,7 +3,7 @@
 //! the diagnosis reads of it changed).
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +15,7 @@ use ome_spread_core::instance::COMPONENTS;
 use ome_spread_core::labels;
 use ome_spread_core::replica::{ReplicaRef, RuntimeRef, is_controlling_replica};
 
-use crate::resources::{InferenceReplica, InferenceService};
+use crate::resources::{CONDITION, InferenceReplica, InferenceService};
 
 /// The node labels some replica's diagnosis reads ([`ome_spread_core::diagnosis::node_keys`]),
 /// as each replica's last reconcile found them.
@@ -27,11 +27,24 @@ struct Keys {
     by_replica: HashMap<ObjectRef<InferenceReplica>, BTreeSet<String>>,
     /// Their union, made anew when a replica's keys change.
     all: Arc<BTreeSet<String>>,
+    /// A label no replica read changed since a replica last started to read a new key.
+    unread: bool,
 }
 
 impl KeysInUse {
-    pub fn set(&self, replica: ObjectRef<InferenceReplica>, keys: BTreeSet<String>) {
+    /// Records a replica's keys. True when the nodes the diagnosis read must be built again for
+    /// it: a key no replica read before is among them, and a label no replica read changed since
+    /// (such a change does not rebuild them, [`NodeChange::Unread`]).
+    pub fn set(&self, replica: ObjectRef<InferenceReplica>, keys: BTreeSet<String>) -> bool {
+        let before = self.all();
         self.update(|by_replica| by_replica.insert(replica, keys.clone()) != Some(keys));
+        let mut keys = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        !keys.all.is_subset(&before) && std::mem::take(&mut keys.unread)
+    }
+
+    /// A label no replica reads changed.
+    fn unread(&self) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).unread = true;
     }
 
     pub fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
@@ -61,8 +74,9 @@ pub enum NodeChange {
     /// Nothing that is kept of a node (a heartbeat, an image pulled).
     Nothing,
     /// What is kept, but nothing a diagnosis reads: a label no replica reads (GPU Feature
-    /// Discovery rewrites its timestamp every minute). The node cache moves, no replica is
-    /// reconciled; one that starts to read the label reconciles on its own change.
+    /// Discovery rewrites its timestamp every minute). The node cache moves, but no replica is
+    /// reconciled and the nodes the diagnosis reads are not built again; a replica that starts
+    /// to read the label builds them anew (its reconcile, when it records a new key).
     Unread,
     /// A label in use, taints, cordon or allocatable, a node deleted, or a relist done (which may
     /// drop nodes): every replica is reconciled.
@@ -72,10 +86,38 @@ pub enum NodeChange {
 /// Tells what each node event changed, from the nodes seen so far.
 pub struct NodeChanges {
     keys: Arc<KeysInUse>,
-    /// Each node's fingerprints: of all it keeps, and of what the diagnosis reads.
-    seen: HashMap<String, (u64, u64)>,
+    seen: HashMap<String, Seen>,
     /// During a relist: the nodes listed so far, which replace `seen` when it is done.
-    relisting: Option<HashMap<String, (u64, u64)>>,
+    relisting: Option<HashMap<String, Seen>>,
+}
+
+/// What is kept of a node: its labels, whole, so that a change is read against the keys in use
+/// now (a replica may start to read a label after the node was seen), and a fingerprint of the
+/// rest the diagnosis and the room read.
+#[derive(PartialEq)]
+struct Seen {
+    labels: BTreeMap<String, String>,
+    /// Taints, cordon, allocatable.
+    rest: u64,
+}
+
+impl Seen {
+    fn of(node: &KubeNode) -> Self {
+        let mut hasher = DefaultHasher::new();
+        let spec = node.spec.as_ref();
+        spec.and_then(|s| s.unschedulable).hash(&mut hasher);
+        for taint in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+            (&taint.key, &taint.value, &taint.effect).hash(&mut hasher);
+        }
+        // The room a rebalance plan counts on.
+        for (name, quantity) in node.status.iter().flat_map(|s| s.allocatable.iter().flatten()) {
+            (name, &quantity.0).hash(&mut hasher);
+        }
+        Seen {
+            labels: node.labels().clone(),
+            rest: hasher.finish(),
+        }
+    }
 }
 
 impl NodeChanges {
@@ -88,17 +130,24 @@ impl NodeChanges {
     }
 
     pub fn changed(&mut self, event: &watcher::Event<KubeNode>) -> NodeChange {
-        let keys = self.keys.all();
-        let fingerprints = |node: &KubeNode| (node_fingerprint(node, None), node_fingerprint(node, Some(&keys)));
         match event {
             watcher::Event::Apply(node) => {
-                let (kept, read) = fingerprints(node);
-                match self.seen.insert(node.name_any(), (kept, read)) {
-                    Some((_, was_read)) if was_read != read => NodeChange::Read,
+                let now = Seen::of(node);
+                let change = match self.seen.get(&node.name_any()) {
                     None => NodeChange::Read,
-                    Some((was_kept, _)) if was_kept != kept => NodeChange::Unread,
-                    Some(_) => NodeChange::Nothing,
-                }
+                    Some(was) if was == &now => NodeChange::Nothing,
+                    Some(was) => {
+                        let keys = self.keys.all();
+                        if was.rest != now.rest || keys.iter().any(|key| was.labels.get(key) != now.labels.get(key)) {
+                            NodeChange::Read
+                        } else {
+                            self.keys.unread();
+                            NodeChange::Unread
+                        }
+                    }
+                };
+                self.seen.insert(node.name_any(), now);
+                change
             }
             watcher::Event::Delete(node) => {
                 self.seen.remove(&node.name_any());
@@ -111,7 +160,7 @@ impl NodeChanges {
             watcher::Event::InitApply(node) => {
                 self.relisting
                     .get_or_insert_default()
-                    .insert(node.name_any(), fingerprints(node));
+                    .insert(node.name_any(), Seen::of(node));
                 NodeChange::Nothing
             }
             watcher::Event::InitDone => {
@@ -122,25 +171,28 @@ impl NodeChanges {
     }
 }
 
-/// What the diagnosis reads of a node, and the room model: the labels `keys` names (all of them
-/// when None), taints, cordon, allocatable.
-fn node_fingerprint(node: &KubeNode, keys: Option<&BTreeSet<String>>) -> u64 {
+/// A replica as a trigger reads it: all but its resourceVersion and the `Spread` condition, so
+/// that the condition a reconcile writes does not reconcile the replica again (kube-runtime's
+/// predicate filter drops an event whose value is the one seen last).
+pub fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
-    for (key, value) in node.labels() {
-        if keys.is_none_or(|keys| keys.contains(key)) {
-            (key, value).hash(&mut hasher);
+    let metadata = &replica.metadata;
+    (
+        &metadata.uid,
+        metadata.generation,
+        &metadata.labels,
+        &metadata.annotations,
+    )
+        .hash(&mut hasher);
+    serde_json::to_string(&replica.spec).ok()?.hash(&mut hasher);
+    if let Some(status) = &replica.status {
+        let others = status.conditions.iter().filter(|c| c.type_ != CONDITION);
+        for c in others {
+            (&c.type_, &c.status, &c.reason, &c.message, c.observed_generation).hash(&mut hasher);
         }
+        serde_json::to_string(&status.migrations).ok()?.hash(&mut hasher);
     }
-    let spec = node.spec.as_ref();
-    spec.and_then(|s| s.unschedulable).hash(&mut hasher);
-    for taint in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten() {
-        (&taint.key, &taint.value, &taint.effect).hash(&mut hasher);
-    }
-    // The room a rebalance plan counts on.
-    for (name, quantity) in node.status.iter().flat_map(|s| s.allocatable.iter().flatten()) {
-        (name, &quantity.0).hash(&mut hasher);
-    }
-    hasher.finish()
+    Some(hasher.finish())
 }
 
 /// The replica of a pod: its controller owner, else the one its OME labels name (P3).
@@ -195,6 +247,40 @@ mod tests {
 
     fn kube_node(value: serde_json::Value) -> KubeNode {
         serde_json::from_value(value).expect("a node")
+    }
+
+    #[test]
+    fn the_spread_condition_written_alone_triggers_nothing_else_does() {
+        let replica = |generation: i64, conditions: serde_json::Value, migrations: serde_json::Value| {
+            let replica: InferenceReplica = serde_json::from_value(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+                "metadata": {"name": "m-engine", "namespace": "ns", "uid": "u1", "generation": generation, "resourceVersion": "7"},
+                "spec": {"parentRef": {"name": "m"}, "component": "engine", "replicas": 2},
+                "status": {"conditions": conditions, "migrations": migrations}}))
+            .expect("a replica");
+            all_but_the_condition(&replica)
+        };
+        let condition = |type_: &str, reason: &str| json!({"type": type_, "status": "True", "reason": reason, "message": "", "lastTransitionTime": "2026-12-01T10:00:00Z"});
+        let ready = condition("Ready", "Available");
+        let before = replica(3, json!([ready]), json!(null));
+        // Ours, written or changed: the same value, so the filter drops the event.
+        assert_eq!(
+            replica(3, json!([ready, condition("Spread", "Satisfied")]), json!(null)),
+            before
+        );
+        assert_eq!(
+            replica(3, json!([ready, condition("Spread", "Skewed")]), json!(null)),
+            before
+        );
+        // OME's condition, its migrations, a new generation: each reconciles.
+        assert_ne!(
+            replica(3, json!([condition("Ready", "Progressing")]), json!(null)),
+            before
+        );
+        assert_ne!(
+            replica(3, json!([ready]), json!([{"id": "m1", "phase": "Running"}])),
+            before
+        );
+        assert_ne!(replica(4, json!([ready]), json!(null)), before);
     }
 
     #[test]
@@ -276,6 +362,14 @@ mod tests {
         );
         let mut changes = NodeChanges::new(keys.clone());
         assert_eq!(changes.changed(&event(&base)), Read, "a new node");
+        // Seen before any replica read a key (the list at start): a label no replica reads
+        // changes, and nothing read did.
+        let mut early = NodeChanges::new(Arc::default());
+        assert_eq!(early.changed(&event(&base)), Read);
+        early.keys = keys.clone();
+        let mut stamped = base.clone();
+        stamped["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590060");
+        assert_eq!(early.changed(&event(&stamped)), Unread);
         let mut heartbeat = base.clone();
         heartbeat["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
         heartbeat["metadata"]["resourceVersion"] = json!("42");
@@ -286,7 +380,16 @@ mod tests {
         assert_eq!(changes.changed(&event(&rewritten)), Unread);
         // Once a replica reads it (its node selection names it), its change is read.
         let decoder = ObjectRef::new("m-decoder").within("ns");
-        keys.set(decoder.clone(), BTreeSet::from(["nvidia.com/gfd.timestamp".to_owned()]));
+        let timestamp = BTreeSet::from(["nvidia.com/gfd.timestamp".to_owned()]);
+        assert!(
+            keys.set(decoder.clone(), timestamp.clone()),
+            "a key no replica read before, after an unread change"
+        );
+        assert!(!keys.set(decoder.clone(), timestamp), "the same keys again");
+        let gpu = ObjectRef::new("g-engine").within("ns");
+        let product = BTreeSet::from(["nvidia.com/gpu.product".to_owned()]);
+        assert!(!keys.set(gpu.clone(), product), "a new key, but no unread change since");
+        keys.forget(&gpu);
         rewritten["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590120");
         assert_eq!(changes.changed(&event(&rewritten)), Read);
         keys.forget(&decoder);

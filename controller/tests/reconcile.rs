@@ -8,9 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
+use kube::runtime::watcher;
 use ome_spread_controller::context::Error;
 use ome_spread_controller::context::Mode;
+use ome_spread_controller::pods;
 use ome_spread_controller::reconcile::{error_policy, reconcile, retry_after};
 use ome_spread_core::diagnosis::Reason;
 use serde_json::json;
@@ -593,4 +596,52 @@ async fn a_reconcile_records_the_node_labels_its_diagnosis_reads() {
             "topology.kubernetes.io/zone"
         ]
     );
+}
+
+/// A change that comes before the replica's cache shows the condition last written is compared
+/// with that write, not with the cache: the condition never stays on a count that is gone (its
+/// own write triggers no reconcile, issue 21). Skewed's three Instances: one pod goes (a new
+/// count written), then comes back while the cache still shows the first condition.
+#[tokio::test]
+async fn a_change_before_the_cache_shows_the_last_write_is_compared_with_that_write() {
+    let objects = fixture(Reason::Skewed);
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        ..
+    } = harness(&objects, Mode::Off);
+    let message = expected_message(Reason::Skewed);
+    let cached = Arc::new(with_condition(
+        replica,
+        condition("False", "Skewed", &message, "2026-11-01T10:00:00Z"),
+    ));
+    let mut pod: Pod = of_kind::<Pod>(&objects, "Pod")
+        .into_iter()
+        .find(|p| p.metadata.name.as_deref() == Some("qwen3-0-6b-engine-2-default-0"))
+        .expect("the fixture's third pod");
+    pods::trim(&mut pod);
+    ctx.pods.apply(&watcher::Event::Delete(pod.clone()));
+    let reconciling = tokio::spawn(reconcile(cached.clone(), ctx.clone()));
+    let (_, _, body, respond) = next(&mut server).await;
+    assert_ne!(
+        body["status"]["conditions"][0]["message"],
+        json!(message),
+        "two Instances"
+    );
+    answer(respond, StatusCode::OK, &serde_json::to_value(&*cached).expect("json"));
+    reconciling.await.expect("no panic").expect("reconciled");
+
+    ctx.pods.apply(&watcher::Event::Apply(pod));
+    let reconciling = tokio::spawn(reconcile(cached.clone(), ctx));
+    let (method, uri, body, respond) = next(&mut server).await;
+    assert_eq!(
+        (method.as_str(), uri.as_str()),
+        ("PATCH", &*format!("{STATUS_PATH}{APPLY_QUERY}"))
+    );
+    let expected = json!({"type": "Spread", "status": "False", "reason": "Skewed", "message": message,
+        "observedGeneration": 3, "lastTransitionTime": "2026-11-01T10:00:00Z"});
+    assert_eq!(body, apply_body(&expected));
+    answer(respond, StatusCode::OK, &serde_json::to_value(&*cached).expect("json"));
+    reconciling.await.expect("no panic").expect("reconciled");
 }

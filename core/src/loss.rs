@@ -9,11 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::diagnosis::{
-    Component, Report, anchors, domain_of, eligible_nodes, honors_taints, selected_nodes, workers_of,
-};
+use crate::diagnosis::{Component, Report, anchors, domain_of, honors_taints, selected_nodes, workers_of};
 use crate::nodes::Node;
-use crate::rebalance::rooms_on;
+use crate::rebalance::Candidates;
 use crate::room::Requested;
 use crate::settings::{NodeTaintsPolicy, Settings};
 use crate::spread::Spread;
@@ -160,7 +158,7 @@ struct Placed<'a> {
 /// The losses of every domain of the spread key and rack of `topologyKey` that holds an eligible
 /// node or a node the Instances run on, worst first: fewest left serving, then fewest placed
 /// again, then by name. Empty without a key or an Instance (no anchor selects a node).
-pub fn losses(component: &Component, report: &Report, requested: &Requested, settings: &Settings) -> Vec<Loss> {
+pub fn losses<'a>(component: &Component<'a>, report: &Report, requested: &Requested, settings: &Settings) -> Vec<Loss> {
     let Some(key) = report.in_effect.domain_key() else {
         return Vec::new();
     };
@@ -176,22 +174,44 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
         min_domains: settings.min_domains.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
     };
     let rack = report.in_effect.topology_key.as_deref().filter(|rack| *rack != key);
-    // The nodes whose spread domains count, under Ignore and under Honor.
+    // The nodes whose spread domains count, under Ignore and under Honor, each with the two
+    // labels every failure below tests, read once.
+    let labelled = |nodes: &[&'a Node]| -> Vec<Labelled<'a>> {
+        let label = |node: &'a Node, key: Option<&str>| key.and_then(|key| node.labels.get(key)).map(String::as_str);
+        nodes
+            .iter()
+            .map(|&node| Labelled {
+                domain: label(node, Some(key)),
+                rack: label(node, rack),
+            })
+            .collect()
+    };
     let (under_ignore, under_honor) = (
-        selected_nodes(component.nodes, &anchors, false),
-        selected_nodes(component.nodes, &anchors, true),
+        labelled(&selected_nodes(component.nodes, &anchors, false)),
+        labelled(&selected_nodes(component.nodes, &anchors, true)),
     );
-    let mut nodes = eligible_nodes(component.nodes, &anchors, key);
+    let counted = if honors_taints(&anchors, key) {
+        &under_honor
+    } else {
+        &under_ignore
+    };
     // The room with every node up, reused for the domains a failure leaves whole: only those it
     // touches are counted again.
-    let whole = rooms_on(component, report, requested, instances.len(), &|_| true, &|_| true);
-    let counted = nodes.clone();
-    nodes.extend(instances.iter().flat_map(|i| i.nodes.iter().copied()));
+    let candidates = Candidates::of(component, report);
+    let whole = candidates.rooms(requested, instances.len(), &|_| true, &|_| true);
+    let instance_nodes: Vec<&Node> = instances.iter().flat_map(|i| i.nodes.iter().copied()).collect();
     let mut losses = Vec::new();
     for failed_key in std::iter::once(key).chain(rack) {
-        let domains: BTreeSet<&String> = nodes.iter().filter_map(|n| n.labels.get(failed_key)).collect();
+        let on_rack = failed_key != key;
+        let of = |node: &Labelled<'a>| if on_rack { node.rack } else { node.domain };
+        let domains: BTreeSet<&str> = counted
+            .iter()
+            .filter_map(of)
+            .chain(labelled(&instance_nodes).iter().filter_map(of))
+            .collect();
         for domain in domains {
-            let failed = |node: &Node| node.labels.get(failed_key) == Some(domain);
+            let failed = |node: &Node| node.labels.get(failed_key).map(String::as_str) == Some(domain);
+            let in_failed = |node: &Labelled<'a>| of(node) == Some(domain);
             let is_lost: Vec<bool> = instances.iter().map(|i| i.nodes.iter().any(|n| failed(n))).collect();
             let lost: Vec<String> = instances
                 .iter()
@@ -205,7 +225,7 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
                 .filter(|(i, lost)| !i.pending && !**lost)
                 .count();
             let mut loss = Loss {
-                domain: domain.clone(),
+                domain: domain.to_owned(),
                 lost,
                 left_serving,
                 instances: instances.len(),
@@ -219,12 +239,10 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
             let lost = loss.lost.len();
             let touched: BTreeSet<&str> = counted
                 .iter()
-                .filter(|node| failed(node))
-                .filter_map(|node| node.labels.get(key).map(String::as_str))
+                .filter(|node| in_failed(node))
+                .filter_map(|node| node.domain)
                 .collect();
-            let rooms = rooms_on(component, report, requested, lost, &|node| !failed(node), &|d| {
-                touched.contains(d)
-            });
+            let rooms = candidates.rooms(requested, lost, &|node| !failed(node), &|d| touched.contains(d));
             let untouched = whole.iter().filter(|d| !touched.contains(d.name.as_str()));
             let room: BTreeMap<&str, usize> = rooms
                 .iter()
@@ -236,8 +254,8 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
                 let counted = if honor { &under_honor } else { &under_ignore };
                 let mut counts: BTreeMap<&str, usize> = counted
                     .iter()
-                    .filter(|node| !(honor && failed(node)))
-                    .filter_map(|node| Some((node.labels.get(key)?.as_str(), 0)))
+                    .filter(|node| !(honor && in_failed(node)))
+                    .filter_map(|node| Some((node.domain?, 0)))
                     .collect();
                 let left = instances.iter().zip(&is_lost).filter(|(_, lost)| !**lost);
                 for domain in left.filter_map(|(i, _)| i.domain) {
@@ -249,7 +267,7 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
             };
             let replaceable = |honor: bool| place(lost, counts(honor), &room, &repair);
             loss.placed_again = replaceable(honor);
-            let emptied = emptied(&under_ignore, key, &failed);
+            let emptied = emptied(&under_ignore, &in_failed);
             if repair.required && !honor && !emptied.is_empty() {
                 loss.still_counts = Some(StillCounts {
                     domains: emptied,
@@ -264,18 +282,24 @@ pub fn losses(component: &Component, report: &Report, requested: &Requested, set
     losses
 }
 
-/// The spread domains (values of `key`) of `counted` nodes whose nodes have all `failed`.
-fn emptied(counted: &[&Node], key: &str, failed: &dyn Fn(&Node) -> bool) -> Vec<String> {
-    let mut all_failed: BTreeMap<&String, bool> = BTreeMap::new();
+/// The two labels of a node every failure tests: its spread domain and its rack.
+struct Labelled<'a> {
+    domain: Option<&'a str>,
+    rack: Option<&'a str>,
+}
+
+/// The spread domains of `counted` nodes whose nodes have all `failed`.
+fn emptied<'a>(counted: &[Labelled<'a>], failed: &dyn Fn(&Labelled<'a>) -> bool) -> Vec<String> {
+    let mut all_failed: BTreeMap<&str, bool> = BTreeMap::new();
     for node in counted {
-        if let Some(domain) = node.labels.get(key) {
+        if let Some(domain) = node.domain {
             *all_failed.entry(domain).or_insert(true) &= failed(node);
         }
     }
     all_failed
         .into_iter()
         .filter(|(_, all)| *all)
-        .map(|(domain, _)| domain.clone())
+        .map(|(domain, _)| domain.to_owned())
         .collect()
 }
 

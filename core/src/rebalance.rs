@@ -4,6 +4,7 @@
 //! [`recommend`] reads them from a diagnosed component (which reasons a move fixes, the
 //! Instances, the room of [`crate::room`]); [`plan`] is the planning itself.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
@@ -152,56 +153,77 @@ pub fn recommend(
 /// still start, at most `most` a rack (none without a key): the room a plan counts on, and
 /// `explain` shows.
 pub fn rooms(component: &Component, report: &Report, requested: &Requested, most: usize) -> Vec<Domain> {
-    rooms_on(component, report, requested, most, &|_| true, &|_| true)
+    Candidates::of(component, report).rooms(requested, most, &|_| true, &|_| true)
 }
 
-/// As [`rooms`], for the domains `of` names, counting only the nodes `up` keeps: a failed
-/// domain's nodes stay in their domain, but take no pod.
-pub(crate) fn rooms_on(
-    component: &Component,
-    report: &Report,
-    requested: &Requested,
-    most: usize,
-    up: &dyn Fn(&Node) -> bool,
-    of: &dyn Fn(&str) -> bool,
-) -> Vec<Domain> {
-    let Some(key) = report.in_effect.domain_key() else {
-        return Vec::new();
-    };
-    let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
-    let anchors = anchors(component, kind);
-    let rack_key = report.in_effect.topology_key.as_deref();
-    // Each eligible domain with its racks of nodes that can start the Instance's pods:
-    // labelled, up, and accepting them (the scheduler always honours taints and cordons,
-    // whatever the constraint counts).
-    let Some(anchor) = anchors.first() else {
-        return Vec::new();
-    };
-    let (pods, selection) = (instance_requests(component, anchor), Selection::of_pod(anchor));
-    // A single pod keeps to no rack: the domain is its one rack.
-    let rack_key = rack_key.filter(|_| pods.len() > 1);
-    let mut domains: BTreeMap<&str, BTreeMap<&str, Vec<&Node>>> = BTreeMap::new();
-    for node in eligible_nodes(component.nodes, &anchors, key) {
-        let Some(domain) = node.labels.get(key).filter(|domain| of(domain)) else {
-            continue;
+/// The nodes a component's room is counted on, read once for all the counts of its losses: each
+/// eligible domain's racks of the nodes that can start the Instance's pods (labelled, and
+/// accepting them: the scheduler always honours taints and cordons, whatever the constraint
+/// counts), and what those pods request.
+pub(crate) struct Candidates<'a> {
+    domains: BTreeMap<&'a str, BTreeMap<&'a str, Vec<&'a Node>>>,
+    pods: Vec<Resources>,
+}
+
+impl<'a> Candidates<'a> {
+    pub(crate) fn of(component: &Component<'a>, report: &Report) -> Self {
+        let mut candidates = Candidates {
+            domains: BTreeMap::new(),
+            pods: Vec::new(),
         };
-        let racks = domains.entry(domain).or_default();
-        let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
-        if let (Some(rack), true) = (rack, selection.tolerates(node) && up(node)) {
-            racks.entry(rack).or_default().push(node);
+        let Some(key) = report.in_effect.domain_key() else {
+            return candidates;
+        };
+        let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
+        let anchors = anchors(component, kind);
+        let Some(anchor) = anchors.first() else {
+            return candidates;
+        };
+        let selection = Selection::of_pod(anchor);
+        candidates.pods = instance_requests(component, anchor);
+        // A single pod keeps to no rack: the domain is its one rack.
+        let rack_key = report
+            .in_effect
+            .topology_key
+            .as_deref()
+            .filter(|_| candidates.pods.len() > 1);
+        for node in eligible_nodes(component.nodes, &anchors, key) {
+            let Some(domain) = node.labels.get(key) else {
+                continue;
+            };
+            let racks = candidates.domains.entry(domain).or_default();
+            let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
+            if let (Some(rack), true) = (rack, selection.tolerates(node)) {
+                racks.entry(rack).or_default().push(node);
+            }
         }
+        candidates
     }
-    let domain = |(name, racks): (&str, BTreeMap<&str, Vec<&Node>>)| Domain {
-        name: name.to_owned(),
-        racks: racks
-            .into_iter()
-            .map(|(rack, nodes)| Rack {
-                name: rack.to_owned(),
-                starts: starts(&nodes, requested, &pods, most),
-            })
-            .collect(),
-    };
-    domains.into_iter().map(domain).collect()
+
+    /// As [`rooms`], for the domains `of` names, counting only the nodes `up` keeps: a failed
+    /// domain's nodes stay in their domain, but take no pod.
+    pub(crate) fn rooms(
+        &self,
+        requested: &Requested,
+        most: usize,
+        up: &dyn Fn(&Node) -> bool,
+        of: &dyn Fn(&str) -> bool,
+    ) -> Vec<Domain> {
+        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<&Node>>)| Domain {
+            name: (*name).to_owned(),
+            racks: racks
+                .iter()
+                .filter_map(|(rack, nodes)| {
+                    let up: Vec<&Node> = nodes.iter().copied().filter(|node| up(node)).collect();
+                    (!up.is_empty()).then(|| Rack {
+                        name: (*rack).to_owned(),
+                        starts: starts(&up, requested, &self.pods, most),
+                    })
+                })
+                .collect(),
+        };
+        self.domains.iter().filter(|(name, _)| of(name)).map(domain).collect()
+    }
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
@@ -243,13 +265,14 @@ fn instance_requests(component: &Component, anchor: &Value) -> Vec<Resources> {
 /// The nodes an Instance takes lead its hints, in that order, so that a scheduler taking the
 /// first hint that fits places it as counted here.
 fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usize) -> Vec<Vec<String>> {
-    let mut used: Vec<Resources> = nodes
+    // Borrowed until a start takes a node: most nodes are only read.
+    let mut used: Vec<Cow<Resources>> = nodes
         .iter()
-        .map(|n| requested.get(&n.name).cloned().unwrap_or_default())
+        .map(|n| requested.get(&n.name).map_or_else(Cow::default, Cow::Borrowed))
         .collect();
     let mut starts = Vec::new();
     while starts.len() < most {
-        let room = |used: &[Resources], at: usize, pod: &Resources| nodes[at].allocatable.slots(&used[at], pod);
+        let room = |used: &[Cow<Resources>], at: usize, pod: &Resources| nodes[at].allocatable.slots(&used[at], pod);
         let mut order: Vec<usize> = (0..nodes.len())
             .filter(|&at| pods.iter().any(|pod| room(&used, at, pod) > 0))
             .collect();
@@ -262,7 +285,7 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
             let Some(&at) = order.iter().find(|&&at| room(&used, at, pod) > 0) else {
                 return starts;
             };
-            used[at].add(pod);
+            used[at].to_mut().add(pod);
             taken.push(at);
         }
         // Stable: the taken nodes first, in their order, so a first fit over the hints takes them.

@@ -132,6 +132,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         written: tokio::sync::Mutex::default(),
         no_condition: std::sync::Mutex::new(None),
         held: std::sync::Mutex::default(),
+        conditions: std::sync::Mutex::default(),
     };
     let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
     replica.metadata.generation = Some(3);
@@ -145,7 +146,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
 
 /// An index of `pods` (every pod of the fixture, of any workload) after their list, each pod
 /// trimmed by `trim` as its watch trims it.
-fn listed<T: Default>(pods: &[Pod], trim: fn(&mut Pod), apply: impl Fn(&T, &watcher::Event<Pod>)) -> T {
+fn listed<T: Default>(pods: &[Pod], trim: fn(&mut Pod), apply: impl Fn(&T, &watcher::Event<Pod>) -> bool) -> T {
     let index = T::default();
     apply(&index, &watcher::Event::Init);
     for pod in pods {

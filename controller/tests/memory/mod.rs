@@ -79,6 +79,7 @@ impl ApiServer {
         match kind {
             "Pod" | "Node" => ("/api/v1", format!("{}s", kind.to_lowercase())),
             "Lease" => ("/apis/coordination.k8s.io/v1", "leases".into()),
+            "Event" => ("/apis/events.k8s.io/v1", "events".into()),
             _ => ("/apis/ome.io/v1beta1", format!("{}s", kind.to_lowercase())),
         }
     }
@@ -238,23 +239,36 @@ impl ApiServer {
                     });
                     return Response::builder().status(200).body(StreamBody::new(receiver)).unwrap();
                 }
-                let items: Vec<Value> = self
-                    .objects
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .filter(|(k, o)| {
-                        k.prefix == prefix
-                            && k.resource == resource
-                            && (namespace.is_none() || k.namespace == namespace)
-                            && selected(o, &selector)
-                    })
+                // Pages of `limit` as kube-apiserver serves them, `continue` the offset of the next.
+                let param = |name: &str| {
+                    query
+                        .split('&')
+                        .find_map(|p| p.strip_prefix(name)?.strip_prefix('=')?.parse::<usize>().ok())
+                };
+                let (offset, limit) = (param("continue").unwrap_or(0), param("limit").unwrap_or(usize::MAX));
+                let objects = self.objects.lock().unwrap();
+                let mut matching = objects.iter().filter(|(k, o)| {
+                    k.prefix == prefix
+                        && k.resource == resource
+                        && (namespace.is_none() || k.namespace == namespace)
+                        && selected(o, &selector)
+                });
+                let items: Vec<Value> = matching
+                    .by_ref()
+                    .skip(offset)
+                    .take(limit)
                     .map(|(_, o)| o.clone())
                     .collect();
+                let more = matching.next().is_some();
+                drop(objects);
                 let version = self.version.load(Ordering::SeqCst).to_string();
+                let mut metadata = json!({"resourceVersion": version});
+                if more {
+                    metadata["continue"] = json!((offset + items.len()).to_string());
+                }
                 respond(
                     200,
-                    &json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": version}, "items": items}),
+                    &json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items}),
                 )
             }
             ("POST", None) => {
