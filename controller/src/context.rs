@@ -24,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::pods::Pods;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room::Room;
+use crate::serve::Health;
 use crate::triggers::KeysInUse;
 
 /// How long one API write may take before the reconcile counts as failed and is retried.
@@ -78,8 +79,11 @@ pub struct Context {
     pub room: Room,
     /// The node labels each replica's diagnosis reads, for the node watch.
     pub keys: Arc<KeysInUse>,
-    pub settings: Settings,
+    /// The policy's settings, as last read (`--settings`, or the ClusterAdmissionPolicy followed).
+    pub settings: tokio::sync::watch::Receiver<Settings>,
     pub metrics: Arc<Metrics>,
+    /// Each reconcile's start and end, for `/healthz`.
+    pub health: Arc<Health>,
     /// Failures in a row per replica, for the retry's backoff.
     pub failures: Mutex<HashMap<ObjectRef<InferenceReplica>, u32>>,
     /// The controller's rebalance mode (`--rebalance`).

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt, future};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node as KubeNode, NodeStatus, Pod};
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
@@ -18,6 +19,7 @@ use kube_lease_manager::LeaseManagerBuilder;
 use ome_spread_core::labels;
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
+use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 use crate::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, records, requests};
@@ -25,6 +27,7 @@ use crate::context::Mode;
 use crate::context::{Context, within_timeout};
 use crate::metrics::Metrics;
 use crate::pods::{self, Pods};
+use crate::policy::{self, Source};
 use crate::reconcile::{error_policy, reconcile};
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room::{self, Room};
@@ -34,8 +37,11 @@ use crate::triggers::{
     KeysInUse, NodeChange, NodeChanges, all_but_the_condition, replica_of_pod, replicas_of_service, replicas_using,
 };
 
+/// The leader-election Lease, in `--lease-namespace`.
+pub const LEASE: &str = "ome-spread-controller";
+
 pub struct Options {
-    pub settings: Settings,
+    pub settings: Source,
     pub lease_namespace: String,
     pub identity: String,
     pub health: Arc<Health>,
@@ -46,20 +52,43 @@ pub struct Options {
 }
 
 /// Runs the controller while this process holds the Lease; returns when asked to stop, or fails
-/// when the Lease is lost (the Deployment restarts the process, which stands by again).
+/// when the Lease is lost (the Deployment restarts the process, which stands by again). It stands
+/// for the Lease once the settings are read.
 pub async fn run(client: Client, options: Options) -> Result<(), String> {
-    let lease = LeaseManagerBuilder::new(client.clone(), "ome-spread-controller")
+    let (sender, mut settings) = watch::channel(Settings::default());
+    let _following = match &options.settings {
+        Source::Fixed(fixed) => {
+            sender.send_replace(fixed.clone());
+            None
+        }
+        Source::Policy(name) => Some(Scoped(tokio::spawn(policy::follow(
+            client.clone(),
+            name.clone(),
+            sender.clone(),
+            options.health.clone(),
+        )))),
+    };
+    let stop = tokio::signal::ctrl_c();
+    tokio::pin!(stop);
+    tokio::select! {
+        read = settings.changed() => read.map_err(|_| "the settings' watch stopped".to_owned())?,
+        _ = &mut stop => return Ok(()),
+    }
+    let lease = LeaseManagerBuilder::new(client.clone(), LEASE)
         .with_namespace(&options.lease_namespace)
         .with_identity(&options.identity)
         .with_field_manager(format!("ome-spread/{}", options.identity))
         .build()
         .await
         .map_err(|e| format!("leader election: {e}"))?;
+    let _watching = Scoped(tokio::spawn(watch_lease(
+        client.clone(),
+        options.lease_namespace.clone(),
+        options.health.clone(),
+    )));
     let (mut leading, lease_task) = lease.watch().await;
-    info!(identity = %options.identity, "standing by for the Lease ome-spread-controller");
+    info!(identity = %options.identity, "standing by for the Lease {LEASE}");
     options.health.set_ready(true);
-    let stop = tokio::signal::ctrl_c();
-    tokio::pin!(stop);
     loop {
         if *leading.borrow_and_update() {
             break;
@@ -71,8 +100,9 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     }
     info!("leading: watching InferenceReplicas");
     options.health.set_ready(false);
-    let health = options.health.clone();
-    let controller = reconcile_all(client, options);
+    options.metrics.set_leading(true);
+    let (health, metrics) = (options.health.clone(), options.metrics.clone());
+    let controller = reconcile_all(client, options, settings);
     let lost = async {
         while leading.changed().await.is_ok() {
             if !*leading.borrow_and_update() {
@@ -85,6 +115,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
         () = lost => Err("lost the Lease: another replica leads now".to_owned()),
     };
     health.set_ready(false);
+    metrics.set_leading(false);
     drop(leading);
     if let Ok(Err(e)) = lease_task.await {
         warn!(error = %e, "releasing the Lease");
@@ -92,7 +123,33 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     outcome
 }
 
-async fn reconcile_all(client: Client, options: Options) {
+/// A task that ends with the scope that spawned it.
+struct Scoped(tokio::task::JoinHandle<()>);
+
+impl Drop for Scoped {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The Lease's watch, for `/healthz`: whoever leads renews the Lease every 25 s, so that each
+/// replica, leading or standing by, sees an event while its watches work.
+async fn watch_lease(client: Client, namespace: String, health: Arc<Health>) {
+    health.watched();
+    let config = watcher::Config::default().fields(&format!("metadata.name={LEASE}"));
+    watcher(Api::<Lease>::namespaced(client, &namespace), config)
+        .default_backoff()
+        .for_each(|event| {
+            match event {
+                Ok(_) => health.watched(),
+                Err(e) => warn!(error = %e, "watching the Lease {LEASE}"),
+            }
+            future::ready(())
+        })
+        .await;
+}
+
+async fn reconcile_all(client: Client, options: Options, settings: watch::Receiver<Settings>) {
     let no_condition = condition_refused(&client).await;
     let unversioned = Arc::<AtomicU64>::default;
     let service_version = Arc::new(AtomicU64::new(0));
@@ -137,8 +194,9 @@ async fn reconcile_all(client: Client, options: Options) {
         nodes: NodeSnapshot::new(node_store, node_version, nodes),
         room: Room::default(),
         keys,
-        settings: options.settings,
+        settings: settings.clone(),
         metrics: options.metrics,
+        health: options.health.clone(),
         failures: Mutex::default(),
         rebalance: options.rebalance,
         announced: Mutex::default(),
@@ -155,6 +213,10 @@ async fn reconcile_all(client: Client, options: Options) {
     let (lifted, lifts) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(recheck_schema(client.clone(), context.clone(), lifted));
     let lifts = futures::stream::unfold(lifts, |mut lifts| async { lifts.recv().await.map(|()| ((), lifts)) });
+    // The settings changed (the policy's, followed): every diagnosis reads them.
+    let settings_changes = futures::stream::unfold(settings, |mut settings| async {
+        settings.changed().await.ok().map(|()| ((), settings))
+    });
     tokio::spawn(ready_when_filled(context.clone(), health));
     let room = every_pods_requests(client.clone(), context.clone());
     let pod_changes = pod_changes(client.clone(), omenative, context.clone());
@@ -173,7 +235,10 @@ async fn reconcile_all(client: Client, options: Options) {
         .watches_stream(cluster_runtime_changes, move |runtime| {
             replicas_using(&for_cluster_runtimes, RuntimeRef::Cluster(&runtime.name_any()), None)
         })
-        .reconcile_all_on(futures::stream::select(node_changes, lifts))
+        .reconcile_all_on(futures::stream::select(
+            node_changes,
+            futures::stream::select(lifts, settings_changes),
+        ))
         .trigger_backoff(EachWatchBacksOff)
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)

@@ -1,8 +1,6 @@
 //! `ome-spread explain`: reads the objects (a live cluster's, or saved ones) and prints what the
 //! core's [`explain`] makes of them.
 
-use std::path::Path;
-
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -15,16 +13,6 @@ use serde_json::Value;
 
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room;
-
-/// The policy's settings from a file (YAML or JSON, as in policy.yaml), else the defaults.
-pub fn read_settings(path: Option<&Path>) -> Result<Settings, String> {
-    let Some(path) = path else {
-        return Ok(Settings::default());
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let value: Value = serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Settings::from_json(&value).map_err(|e| format!("{}: {e}", path.display()))
-}
 
 /// What `explain` reads of a live cluster: the InferenceService, its runtime, its replicas, its
 /// pods and the nodes.

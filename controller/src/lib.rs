@@ -11,6 +11,7 @@ pub mod metrics;
 mod migrate;
 pub mod objects;
 pub mod pods;
+pub mod policy;
 pub mod rebalance;
 pub mod reconcile;
 pub mod resources;

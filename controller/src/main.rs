@@ -1,16 +1,19 @@
 //! `ome-spread`: says whether the spread of an OMENative component holds, and if not, why.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
-use ome_spread_controller::objects;
-use ome_spread_controller::{explain, resources, serve};
+use ome_spread_controller::policy::{self, Source};
+use ome_spread_controller::serve::Health;
+use ome_spread_controller::{explain, objects, resources, serve};
 use ome_spread_core::explain::{Objects, namespace_of_service};
+use ome_spread_core::settings::Settings;
 use tracing::{error, info};
 
 #[derive(Parser)]
@@ -28,8 +31,9 @@ struct Cli {
 enum Command {
     /// Show where an InferenceService's Instances landed, whether the spread holds, and what to do.
     ///
-    /// Prints the seed's Step 2 tables (the replica, its pods, their nodes), then the reason.
+    /// Prints the tables of OME's how-to (the replica, its pods, their nodes), then the reason.
     /// Reads the cluster of the current kubeconfig context, or saved objects with --from.
+    /// The policy's settings: --settings, else (live) the cluster's ClusterAdmissionPolicy.
     /// Exits 0 when the spread holds, 1 when it does not, 2 on bad input.
     Explain {
         /// The InferenceService's name.
@@ -45,9 +49,14 @@ enum Command {
         /// file, or a directory of .yaml/.yml/.json files.
         #[arg(long)]
         from: Option<PathBuf>,
-        /// The policy's settings (YAML or JSON), as in policy.yaml, if they are not the defaults.
+        /// The policy's settings: policy.yaml as it is (its ClusterAdmissionPolicy's
+        /// spec.settings), or the settings alone (YAML or JSON). Without it, live explain reads
+        /// the cluster's ClusterAdmissionPolicy (--policy), and --from uses the defaults.
         #[arg(long)]
         settings: Option<PathBuf>,
+        /// The ClusterAdmissionPolicy whose settings live explain reads.
+        #[arg(long, default_value = policy::DEFAULT_NAME, conflicts_with = "settings")]
+        policy: String,
         /// List every node; by default more than 20 are summed up, a line per domain.
         #[arg(long)]
         nodes: bool,
@@ -56,7 +65,11 @@ enum Command {
     ///
     /// Runs in the cluster (deploy/controller.yaml), one replica leading on a Lease.
     Controller {
-        /// The policy's settings (YAML or JSON), as in policy.yaml, if they are not the defaults.
+        /// Read the policy's settings from this ClusterAdmissionPolicy and follow their changes.
+        #[arg(long, env = "OME_SPREAD_POLICY", conflicts_with = "settings")]
+        policy: Option<String>,
+        /// Without --policy: the policy's settings, read once (policy.yaml as it is, or the
+        /// settings alone), if they are not the defaults.
         #[arg(long, env = "OME_SPREAD_SETTINGS")]
         settings: Option<PathBuf>,
         /// Where /metrics, /healthz and /readyz listen.
@@ -68,6 +81,10 @@ enum Command {
         /// This replica's name in the election (the pod's name).
         #[arg(long, env = "POD_NAME")]
         identity: String,
+        /// /healthz fails after this many seconds without an event of the Lease's watch, or with
+        /// a reconcile running this long.
+        #[arg(long, default_value_t = serve::STALLED_AFTER.as_secs(), value_name = "SECONDS")]
+        stalled_after: u64,
         /// Log one JSON object per line.
         #[arg(long)]
         log_json: bool,
@@ -97,21 +114,23 @@ fn main() -> ExitCode {
             component,
             from,
             settings,
+            policy,
             nodes,
         } => {
-            let explained = explain::read_settings(settings.as_deref()).and_then(|settings| {
-                let (objects, namespace, source) = match &from {
+            let explained = (|| {
+                let (objects, namespace, source, settings) = match &from {
                     Some(path) => {
                         let (objects, source) = (objects::load(path)?, path.display().to_string());
                         let namespace = match namespace {
                             Some(namespace) => namespace,
                             None => namespace_of_service(&objects, &service, &source).map_err(|e| e.to_string())?,
                         };
-                        (objects, namespace, source)
+                        (objects, namespace, source, policy::read_settings(settings.as_deref())?)
                     }
                     None => {
-                        let (objects, namespace) = runtime()?.block_on(fetch(&service, namespace))?;
-                        (objects, namespace, "the cluster".into())
+                        let (objects, namespace, settings) =
+                            runtime()?.block_on(fetch(&service, namespace, settings.as_deref(), &policy))?;
+                        (objects, namespace, "the cluster".into(), settings)
                     }
                 };
                 explain::run(
@@ -123,7 +142,7 @@ fn main() -> ExitCode {
                     &settings,
                     nodes,
                 )
-            });
+            })();
             match explained {
                 Ok((text, holds)) => {
                     print!("{text}");
@@ -136,6 +155,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Controller {
+            policy,
             settings,
             listen,
             lease_namespace,
@@ -143,15 +163,20 @@ fn main() -> ExitCode {
             log_json,
             rebalance,
             rebalance_max_per_hour,
+            stalled_after,
         } => {
             logs(log_json);
-            let run = explain::read_settings(settings.as_deref()).and_then(|settings| {
+            let source = match policy {
+                Some(name) => Ok(Source::Policy(name)),
+                None => policy::read_settings(settings.as_deref()).map(Source::Fixed),
+            };
+            let run = source.and_then(|settings| {
                 runtime()?.block_on(serve_and_lead(
                     controller::Options {
                         settings,
                         lease_namespace,
                         identity,
-                        health: Arc::default(),
+                        health: Arc::new(Health::new(Duration::from_secs(stalled_after))),
                         metrics: Arc::default(),
                         rebalance,
                         max_per_hour: rebalance_max_per_hour,
@@ -184,13 +209,23 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Runtime::new().map_err(|e| format!("starting the async runtime: {e}"))
 }
 
-/// The objects `explain` reads, in `namespace` or else the kubeconfig context's, as kubectl does.
-async fn fetch(service: &str, namespace: Option<String>) -> Result<(Objects, String), String> {
+/// The objects `explain` reads, in `namespace` or else the kubeconfig context's, as kubectl does,
+/// and the settings: from `settings`, else of the cluster's ClusterAdmissionPolicy `policy`.
+async fn fetch(
+    service: &str,
+    namespace: Option<String>,
+    settings: Option<&Path>,
+    policy: &str,
+) -> Result<(Objects, String, Settings), String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("connecting to the cluster of the kubeconfig: {e}"))?;
+    let settings = match settings {
+        Some(_) => policy::read_settings(settings)?,
+        None => policy::fetch_settings(client.clone(), policy).await?,
+    };
     let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
-    Ok((explain::fetch(client, service, &namespace).await?, namespace))
+    Ok((explain::fetch(client, service, &namespace).await?, namespace, settings))
 }
 
 async fn serve_and_lead(options: Options, listen: SocketAddr) -> Result<(), String> {

@@ -50,6 +50,7 @@ pub struct Metrics {
     reconciles: Counter,
     errors: Family<ErrorLabels, Counter>,
     duration: Histogram,
+    leader: Gauge,
     /// The series each replica has now, so that a domain or reason that goes away leaves no stale series.
     shown: Mutex<HashMap<ReplicaLabels, (Reason, Vec<String>)>>,
 }
@@ -66,6 +67,7 @@ impl Default for Metrics {
         let reconciles = Counter::default();
         let errors = Family::default();
         let duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
+        let leader = Gauge::default();
         registry.register(
             "instances",
             "Placed Instances (leaders or single pods) of a replica per eligible domain",
@@ -107,6 +109,11 @@ impl Default for Metrics {
             "Time a reconcile takes, API calls included",
             duration.clone(),
         );
+        registry.register(
+            "leader",
+            "1 while this process leads (holds the Lease), 0 while it stands by",
+            leader.clone(),
+        );
         Self {
             registry,
             instances,
@@ -118,6 +125,7 @@ impl Default for Metrics {
             reconciles,
             errors,
             duration,
+            leader,
             shown: Mutex::default(),
         }
     }
@@ -132,6 +140,10 @@ impl Metrics {
     pub fn failed(&self, error: &str, took: Duration) {
         self.reconciled(took);
         self.errors.get_or_create(&ErrorLabels { error: error.into() }).inc();
+    }
+
+    pub fn set_leading(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     /// Shows a replica's report and what losing its worst domain leaves (None: no key or no
@@ -350,6 +362,20 @@ mod tests {
         metrics.show("ns", "m-engine", &satisfied, Some(&worst));
         metrics.forget("ns", "m-engine");
         assert_eq!(lines(&metrics), Vec::<String>::new(), "forgotten with the replica");
+    }
+
+    #[test]
+    fn the_leader_gauge_is_0_standing_by_and_1_leading() {
+        let metrics = Metrics::default();
+        let leader = |metrics: &Metrics| {
+            let text = metrics.encode();
+            text.lines().filter(|l| l.starts_with("ome_spread_leader")).map(String::from).collect::<Vec<_>>()
+        };
+        assert_eq!(leader(&metrics), ["ome_spread_leader 0"]);
+        metrics.set_leading(true);
+        assert_eq!(leader(&metrics), ["ome_spread_leader 1"]);
+        metrics.set_leading(false);
+        assert_eq!(leader(&metrics), ["ome_spread_leader 0"]);
     }
 
     #[test]

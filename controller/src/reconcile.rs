@@ -29,6 +29,7 @@ pub const FIELD_MANAGER: &str = "ome-spread";
 const RESYNC: Duration = Duration::from_secs(600);
 pub async fn reconcile(replica: Arc<InferenceReplica>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
+    let _running = ctx.health.reconciling();
     let result = reconcile_replica(&replica, &ctx).await;
     match &result {
         Ok(_) => {
@@ -131,7 +132,8 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         nodes: ctx.nodes.current(),
     };
     let component = objects.component();
-    let report = diagnose(&component, &ctx.settings)?;
+    let settings = ctx.settings.borrow().clone();
+    let report = diagnose(&component, &settings)?;
     if ctx
         .keys
         .set(ObjectRef::from_obj(replica), node_keys(&component, &report))
@@ -142,14 +144,14 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     }
     let (plan, action, worst_loss) = ctx.room.with(|sums| {
         let requested = sums.requested();
-        let plan = recommend(&component, &report, requested, &ctx.settings);
+        let plan = recommend(&component, &report, requested, &settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
         let rooms = match no_move(&plan) {
             Some(_) => rooms(&component, &report, requested, 0),
             None => Vec::new(),
         };
         let action = what_to_do(&report, &plan, &rooms, &objects.replica);
-        let worst_loss = losses(&component, &report, requested, &ctx.settings).into_iter().next();
+        let worst_loss = losses(&component, &report, requested, &settings).into_iter().next();
         (plan, action, worst_loss)
     });
     Ok(Some(Diagnosed {

@@ -1,7 +1,9 @@
 //! `/metrics`, `/healthz` and `/readyz`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::State;
@@ -11,19 +13,117 @@ use axum::routing::get;
 
 use crate::metrics::Metrics;
 
-/// Ready: standing by for the Lease, or leading with every cache filled.
-#[derive(Default)]
+/// The default of `--stalled-after`: well above what a quiet, healthy cluster leaves between two
+/// events of the Lease's watch (the leader renews the Lease every 25 s; with no leader for a
+/// while, kube-runtime's watcher still relists after a failed re-watch).
+pub const STALLED_AFTER: Duration = Duration::from_secs(600);
+
+/// Ready: the policy's settings read, and standing by for the Lease or leading with every cache
+/// filled. Live: the Lease's watch brought an event within the bound (once it started), and no
+/// reconcile has run longer than the bound.
 pub struct Health {
     ready: AtomicBool,
+    /// Why the settings are not read yet, or None.
+    settings: Mutex<Option<String>>,
+    bound: Duration,
+    /// The last event of the Lease's watch; None until the watch starts.
+    watched: Mutex<Option<Instant>>,
+    /// The reconciles running, by when each started.
+    running: Mutex<HashMap<u64, Instant>>,
+    next: AtomicU64,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self::new(STALLED_AFTER)
+    }
 }
 
 impl Health {
+    /// Unhealthy after `bound` without an event of the Lease's watch, or with a reconcile running.
+    pub fn new(bound: Duration) -> Self {
+        Self {
+            ready: AtomicBool::new(false),
+            settings: Mutex::default(),
+            bound,
+            watched: Mutex::default(),
+            running: Mutex::default(),
+            next: AtomicU64::new(0),
+        }
+    }
+
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
     }
 
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+    /// Why the policy's settings are not read yet; None once they are.
+    pub fn waiting_for_settings(&self, why: Option<String>) {
+        *self.settings.lock().expect("the settings' state") = why;
+    }
+
+    /// Ok when ready, else why not.
+    pub fn ready(&self) -> Result<(), String> {
+        if let Some(why) = self.settings.lock().expect("the settings' state").clone() {
+            return Err(why);
+        }
+        match self.ready.load(Ordering::Acquire) {
+            true => Ok(()),
+            false => Err("filling caches".into()),
+        }
+    }
+
+    /// The Lease's watch brought an event (a renewal, or a relist).
+    pub fn watched(&self) {
+        *self.watched.lock().expect("the watch's state") = Some(Instant::now());
+    }
+
+    /// A reconcile runs until the guard is dropped.
+    pub fn reconciling(self: &Arc<Self>) -> Reconciling {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.running.lock().expect("the reconciles").insert(id, Instant::now());
+        Reconciling {
+            health: self.clone(),
+            id,
+        }
+    }
+
+    /// Ok while the controller makes progress, else why not.
+    pub fn live(&self) -> Result<(), String> {
+        let bound = self.bound;
+        if let Some(at) = *self.watched.lock().expect("the watch's state")
+            && at.elapsed() > bound
+        {
+            return Err(format!(
+                "no event of the Lease's watch for {}s (bound {}s)",
+                at.elapsed().as_secs(),
+                bound.as_secs()
+            ));
+        }
+        let running = self.running.lock().expect("the reconciles");
+        if let Some(oldest) = running.values().min()
+            && oldest.elapsed() > bound
+        {
+            return Err(format!(
+                "a reconcile has run for {}s (bound {}s)",
+                oldest.elapsed().as_secs(),
+                bound.as_secs()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A reconcile running: [`Health::reconciling`].
+pub struct Reconciling {
+    health: Arc<Health>,
+    id: u64,
+}
+
+impl Drop for Reconciling {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.health.running.lock() {
+            running.remove(&self.id);
+        }
     }
 }
 
@@ -41,18 +141,23 @@ pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
                 )
             }),
         )
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move { answer(health.live()) }),
+        )
         .route(
             "/readyz",
-            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move {
-                if health.is_ready() {
-                    (StatusCode::OK, "ok").into_response()
-                } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "filling caches").into_response()
-                }
-            }),
+            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move { answer(health.ready()) }),
         )
         .with_state((metrics, health))
+}
+
+/// 200 `ok`, or 503 with the reason on one line.
+fn answer(state: Result<(), String>) -> axum::response::Response {
+    match state {
+        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
+    }
 }
 
 #[cfg(test)]

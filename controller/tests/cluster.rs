@@ -19,6 +19,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use live::eventually;
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
+use ome_spread_controller::policy::Source;
 use ome_spread_controller::resources::{ClusterServingRuntime, InferenceReplica, InferenceService};
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
@@ -99,7 +100,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
     let controller = tokio::spawn(controller::run(
         client.clone(),
         Options {
-            settings: Settings::default(),
+            settings: Source::Fixed(Settings::default()),
             lease_namespace: NAMESPACE.into(),
             identity: "e2e".into(),
             health: Arc::default(),
@@ -257,7 +258,7 @@ async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
     let controller = tokio::spawn(controller::run(
         live::client_of(&kubeconfig).await,
         Options {
-            settings: Settings::default(),
+            settings: Source::Fixed(Settings::default()),
             lease_namespace: namespace.into(),
             identity: "e2e".into(),
             health: Arc::default(),

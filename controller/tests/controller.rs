@@ -15,6 +15,7 @@ use http::{Request, Response};
 use kube::client::Body;
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
+use ome_spread_controller::policy::Source;
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::ome::{Cluster, Ome, apply};
 use serde_json::{Value, json};
@@ -60,7 +61,7 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
     let controller = tokio::spawn(controller::run(
         client,
         Options {
-            settings: Settings::default(),
+            settings: Source::Fixed(Settings::default()),
             lease_namespace: "ome-spread".into(),
             identity: "ome-spread-controller-0".into(),
             health: Arc::default(),
@@ -161,7 +162,7 @@ async fn a_replica_stands_by_while_another_holds_the_lease() {
     let controller = tokio::spawn(controller::run(
         kube::Client::new(service, "default"),
         Options {
-            settings: Settings::default(),
+            settings: Source::Fixed(Settings::default()),
             lease_namespace: "ome-spread".into(),
             identity: "ome-spread-controller-0".into(),
             health: health.clone(),
@@ -177,7 +178,7 @@ async fn a_replica_stands_by_while_another_holds_the_lease() {
         "only the Lease is read: {paths:?}"
     );
     assert!(server.writes.lock().unwrap().is_empty(), "nothing written");
-    assert!(health.is_ready(), "a replica standing by is ready");
+    assert_eq!(health.ready(), Ok(()), "a replica standing by is ready");
     let lease = server.get("Lease", Some("ome-spread"), "ome-spread-controller");
     assert_eq!(lease["spec"]["holderIdentity"], "ome-spread-controller-1");
     controller.abort();
@@ -283,7 +284,7 @@ fn running(server: &Arc<ApiServer>, mode: Mode) -> tokio::task::JoinHandle<Resul
     tokio::spawn(controller::run(
         kube::Client::new(service, "default"),
         Options {
-            settings: Settings::default(),
+            settings: Source::Fixed(Settings::default()),
             lease_namespace: "ome-spread".into(),
             identity: "ome-spread-controller-0".into(),
             health: Arc::default(),

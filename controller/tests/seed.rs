@@ -16,6 +16,7 @@ use std::sync::Arc;
 use live::{Process, kubectl, table};
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
+use ome_spread_controller::policy::Source;
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::nodes::{self, NodeShape};
 
@@ -110,7 +111,7 @@ impl World {
             tokio::spawn(controller::run(
                 client,
                 Options {
-                    settings: Settings::default(),
+                    settings: Source::Fixed(Settings::default()),
                     lease_namespace: namespace.into(),
                     identity: "e2e".into(),
                     health: Arc::default(),
