@@ -179,8 +179,90 @@ async fn a_replica_stands_by_while_another_holds_the_lease() {
     );
     assert!(server.writes.lock().unwrap().is_empty(), "nothing written");
     assert_eq!(health.ready(), Ok(()), "a replica standing by is ready");
+    assert_eq!(health.live(), Ok(()), "and live");
     let lease = server.get("Lease", Some("ome-spread"), "ome-spread-controller");
     assert_eq!(lease["spec"]["holderIdentity"], "ome-spread-controller-1");
+    controller.abort();
+    api.abort();
+}
+
+/// Kubewarden's ClusterAdmissionPolicy `ome-spread` with `settings` as its spec.settings.
+fn policy(settings: Value) -> Value {
+    json!({"apiVersion": "policies.kubewarden.io/v1", "kind": "ClusterAdmissionPolicy",
+        "metadata": {"name": "ome-spread"},
+        "spec": {"module": "registry://ghcr.io/ome-spread/policies/ome-spread:v0.1.0", "settings": settings}})
+}
+
+/// With `--policy`, the controller stands for the Lease once the ClusterAdmissionPolicy is read
+/// (until then it is not ready, saying why), diagnoses with its settings, follows a change of them
+/// without a restart, and keeps the last good settings when a change does not parse.
+#[tokio::test]
+async fn the_settings_are_the_policys_and_follow_its_changes() {
+    let server = Arc::new(ApiServer::default());
+    for object in fixture() {
+        server.put(object);
+    }
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<ResponseBody>>();
+    let answering = server.clone();
+    let api = tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            let server = answering.clone();
+            tokio::spawn(async move { respond.send_response(server.answer(request).await) });
+        }
+    });
+    let health = Arc::new(ome_spread_controller::serve::Health::default());
+    let metrics = Arc::new(ome_spread_controller::metrics::Metrics::default());
+    let controller = tokio::spawn(controller::run(
+        kube::Client::new(service, "default"),
+        Options {
+            settings: Source::Policy("ome-spread".into()),
+            lease_namespace: "ome-spread".into(),
+            identity: "ome-spread-controller-0".into(),
+            health: health.clone(),
+            metrics: metrics.clone(),
+            rebalance: Mode::Recommend,
+            max_per_hour: 10,
+        },
+    ));
+    until("the policy's absence said", || {
+        health.ready() == Err("no ClusterAdmissionPolicy ome-spread in the cluster".into())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(server.writes.lock().unwrap().is_empty(), "no Lease taken, nothing written");
+    assert!(metrics.encode().contains("\nome_spread_leader 0\n"));
+
+    // The policy as policy.yaml ships it: Satisfied.
+    server.put(policy(json!({"onMissingReplica": "Reject"})));
+    let (reason, message) = condition_number(&server, 1).await;
+    assert_eq!(reason, "Satisfied", "{message}");
+    assert_eq!(health.ready(), Ok(()));
+    assert!(metrics.encode().contains("\nome_spread_leader 1\n"));
+
+    // nodeTaintsPolicy Honor: the pods carry OME's constraint without it, which the policy would
+    // no longer give them.
+    server.edit("ClusterAdmissionPolicy", None, "ome-spread", |policy| {
+        policy["spec"]["settings"] = json!({"nodeTaintsPolicy": "Honor"});
+    });
+    let (reason, message) = condition_number(&server, 2).await;
+    assert_eq!(reason, "PodsPredateChange", "{message}");
+
+    // Settings that do not parse: the last good ones stay (the defaults would write Satisfied).
+    server.edit("ClusterAdmissionPolicy", None, "ome-spread", |policy| {
+        policy["spec"]["settings"] = json!({"maxSkew": 0});
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(server.spread_conditions().len(), 2, "{:?}", server.spread_conditions());
+    // The policy deleted: the same.
+    server.delete("ClusterAdmissionPolicy", None, "ome-spread");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(server.spread_conditions().len(), 2, "{:?}", server.spread_conditions());
+
+    // Back to OME's terms: Satisfied again, with no restart.
+    server.put(policy(Value::Null));
+    let (reason, message) = condition_number(&server, 3).await;
+    assert_eq!(reason, "Satisfied", "{message}");
+    assert_eq!(health.live(), Ok(()));
     controller.abort();
     api.abort();
 }

@@ -34,7 +34,7 @@ struct Watch {
     prefix: String,
     resource: String,
     namespace: Option<String>,
-    selector: Option<(String, String)>,
+    selector: Selector,
     chunks: Chunks,
 }
 
@@ -68,10 +68,32 @@ fn served_schema(minimal: bool) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("recorded document")).expect("json")
 }
 
-fn selected(object: &Value, selector: &Option<(String, String)>) -> bool {
+/// An equality label selector, and a `metadata.name` field selector.
+#[derive(Clone, Default)]
+struct Selector {
+    label: Option<(String, String)>,
+    name: Option<String>,
+}
+
+impl Selector {
+    fn of(query: &str) -> Self {
+        let param = |name: &str| query.split('&').find_map(|p| p.strip_prefix(name).map(String::from));
+        Self {
+            label: param("labelSelector=").and_then(|s| {
+                let (k, v) = s.split_once('=')?;
+                Some((k.to_owned(), v.to_owned()))
+            }),
+            name: param("fieldSelector=metadata.name="),
+        }
+    }
+}
+
+fn selected(object: &Value, selector: &Selector) -> bool {
     selector
+        .label
         .as_ref()
         .is_none_or(|(k, v)| object["metadata"]["labels"][k.as_str()] == v.as_str())
+        && selector.name.as_ref().is_none_or(|name| object["metadata"]["name"] == name.as_str())
 }
 
 impl ApiServer {
@@ -79,7 +101,9 @@ impl ApiServer {
         match kind {
             "Pod" | "Node" => ("/api/v1", format!("{}s", kind.to_lowercase())),
             "Lease" => ("/apis/coordination.k8s.io/v1", "leases".into()),
+            // Where the recorder patches an Event that repeats.
             "Event" => ("/apis/events.k8s.io/v1", "events".into()),
+            "ClusterAdmissionPolicy" => ("/apis/policies.kubewarden.io/v1", "clusteradmissionpolicies".into()),
             _ => ("/apis/ome.io/v1beta1", format!("{}s", kind.to_lowercase())),
         }
     }
@@ -224,10 +248,7 @@ impl ApiServer {
                 None => respond(404, &not_found),
             },
             ("GET", None) => {
-                let selector = query.split('&').find_map(|p| {
-                    let (k, v) = p.strip_prefix("labelSelector=")?.split_once('=')?;
-                    Some((k.to_owned(), v.to_owned()))
-                });
+                let selector = Selector::of(&query);
                 if query.contains("watch=true") {
                     let (chunks, receiver) = mpsc::unbounded();
                     self.watches.lock().unwrap().push(Watch {
