@@ -60,11 +60,15 @@ pub fn read_settings(path: Option<&Path>) -> Result<Settings, String> {
         // One document that is no Kubernetes object: the settings alone.
         ([], [settings]) if settings.get("kind").is_none() => Settings::from_json(settings).map_err(failed),
         ([], _) => Err(failed(format!(
-            "no {KIND} among its {} documents, and not the settings alone",
-            documents.len()
+            "no {KIND} among its documents ({}), nor the settings alone",
+            documents
+                .iter()
+                .map(|d| d["kind"].as_str().unwrap_or("no kind"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
         (several, _) => Err(failed(format!(
-            "{} {KIND}s ({}): keep the one whose settings to read",
+            "{} ClusterAdmissionPolicies ({}): keep the one whose settings to read",
             several.len(),
             several
                 .iter()

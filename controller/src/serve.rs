@@ -191,7 +191,8 @@ mod tests {
         let health = Arc::new(Health::default());
         let router = router(Arc::default(), health.clone());
         assert_eq!(get(&router, "/healthz").await.0, StatusCode::OK);
-        assert_eq!(get(&router, "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
+        let (status, _, body) = get(&router, "/readyz").await;
+        assert_eq!((status, body.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "filling caches\n"));
         health.set_ready(true);
         assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
         let (status, content_type, body) = get(&router, "/metrics").await;
@@ -202,5 +203,76 @@ mod tests {
         );
         assert!(body.contains("# TYPE ome_spread_reconciles counter"), "{body}");
         assert_eq!(get(&router, "/nope").await.0, StatusCode::NOT_FOUND);
+    }
+
+    /// Not ready, saying why, while the policy's settings are not read; ready again once they are.
+    #[tokio::test]
+    async fn readiness_waits_for_the_settings() {
+        let health = Arc::new(Health::default());
+        let router = router(Arc::default(), health.clone());
+        health.set_ready(true);
+        health.waiting_for_settings(Some("no ClusterAdmissionPolicy ome-spread in the cluster".into()));
+        assert_eq!(
+            get(&router, "/readyz").await,
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain; charset=utf-8".into(),
+                "no ClusterAdmissionPolicy ome-spread in the cluster\n".into()
+            )
+        );
+        health.waiting_for_settings(None);
+        assert_eq!(get(&router, "/readyz").await.2, "ok");
+    }
+
+    /// Live until the bound passes without an event of the Lease's watch; live again at the next.
+    #[tokio::test]
+    async fn healthz_fails_when_the_lease_watch_goes_quiet() {
+        let health = Arc::new(Health::new(Duration::from_millis(200)));
+        let router = router(Arc::default(), health.clone());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(get(&router, "/healthz").await.2, "ok", "not armed before the watch starts");
+        health.watched();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        health.watched();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(get(&router, "/healthz").await.2, "ok", "an event within the bound");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            get(&router, "/healthz").await,
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain; charset=utf-8".into(),
+                "no event of the Lease's watch for 0s (bound 0s)\n".into()
+            )
+        );
+        health.watched();
+        assert_eq!(get(&router, "/healthz").await.0, StatusCode::OK);
+    }
+
+    /// Live while each reconcile ends within the bound; not while one runs longer.
+    #[tokio::test]
+    async fn healthz_fails_while_a_reconcile_runs_past_the_bound() {
+        let health = Arc::new(Health::new(Duration::from_millis(200)));
+        let router = router(Arc::default(), health.clone());
+        for _ in 0..3 {
+            let _done = health.reconciling();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let stuck = health.reconciling();
+        let quick = health.reconciling();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(get(&router, "/healthz").await.0, StatusCode::OK);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            get(&router, "/healthz").await,
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain; charset=utf-8".into(),
+                "a reconcile has run for 0s (bound 0s)\n".into()
+            )
+        );
+        drop(stuck);
+        drop(quick);
+        assert_eq!(get(&router, "/healthz").await.0, StatusCode::OK);
     }
 }

@@ -435,7 +435,14 @@ async fn serve_objects(
         let name = parts.get(version_end + 1);
         let matching: Vec<&Value> = objects
             .iter()
-            .filter(|o| format!("{}s", o["kind"].as_str().unwrap_or_default().to_lowercase()) == plural)
+            .filter(|o| {
+                let kind = o["kind"].as_str().unwrap_or_default().to_lowercase();
+                let plural_of = match kind.strip_suffix('y') {
+                    Some(stem) => format!("{stem}ies"),
+                    None => format!("{kind}s"),
+                };
+                plural_of == plural
+            })
             .filter(|o| namespace.as_deref().is_none_or(|ns| o["metadata"]["namespace"] == ns))
             .filter(|o| name.is_none_or(|n| o["metadata"]["name"] == *n))
             .filter(|o| {
@@ -872,6 +879,124 @@ async fn live_explain_counts_the_room_other_workloads_hold() {
     assert!(
         printed.ends_with("What to do: No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.\n"),
         "{printed}"
+    );
+    api.abort();
+}
+
+/// `explain` on the Satisfied fixture with `args`: its exit code, stdout and stderr.
+fn explain_satisfied(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_ome-spread"))
+        .args(["explain", "qwen3-0-6b", "--from"])
+        .arg(data().join("reasons/Satisfied.yaml"))
+        .args(args)
+        .output()
+        .expect("run");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn written(name: &str, text: &str) -> String {
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::write(&file, text).expect("written");
+    file.to_str().expect("path").to_owned()
+}
+
+/// `--settings` takes policy.yaml as it ships (its ClusterAdmissionPolicy's spec.settings among
+/// its documents), or the settings alone.
+#[test]
+fn explain_reads_the_settings_of_the_policy_in_policy_yaml() {
+    let policy_yaml = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy.yaml");
+    let shipped = std::fs::read_to_string(&policy_yaml).expect("policy.yaml");
+    let satisfied = std::fs::read_to_string(data().join("reasons/Satisfied.txt")).expect("expected");
+    assert_eq!(
+        explain_satisfied(&["--settings", policy_yaml.to_str().expect("path")]),
+        (Some(0), satisfied, String::new())
+    );
+    // Honor taints: the pods OME rendered without it predate the settings.
+    let honor = shipped.replace("# nodeTaintsPolicy: Honor", "nodeTaintsPolicy: Honor");
+    assert_ne!(honor, shipped);
+    let predate = "Spread: False (PodsPredateChange)\n";
+    let (code, out, err) = explain_satisfied(&["--settings", &written("honor-policy.yaml", &honor)]);
+    assert_eq!((code, err.as_str()), (Some(1), ""));
+    assert!(out.contains(predate), "{out}");
+    let (code, out, err) = explain_satisfied(&["--settings", &written("honor.yaml", "nodeTaintsPolicy: Honor\n")]);
+    assert_eq!((code, err.as_str()), (Some(1), ""));
+    assert!(out.contains(predate), "{out}");
+}
+
+/// A file whose settings are not to be told apart, or bad, is named with what is wrong.
+#[test]
+fn explain_names_a_settings_file_it_cannot_read() {
+    let policy = |name: &str, settings: &str| {
+        format!(
+            "apiVersion: policies.kubewarden.io/v1\nkind: ClusterAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n  module: registry://example/ome-spread:v0.1.0\n  settings: {settings}\n"
+        )
+    };
+    let role = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: x\n";
+    let two = written("two.yaml", &format!("{}---\n{}", policy("a", "{}"), policy("b", "{}")));
+    assert_eq!(
+        explain_satisfied(&["--settings", &two]),
+        (
+            Some(2),
+            String::new(),
+            format!("error: {two}: 2 ClusterAdmissionPolicies (a, b): keep the one whose settings to read\n")
+        )
+    );
+    let none = written("none.yaml", &format!("{role}---\n{role}"));
+    assert_eq!(
+        explain_satisfied(&["--settings", &none]),
+        (
+            Some(2),
+            String::new(),
+            format!("error: {none}: no ClusterAdmissionPolicy among its documents (ClusterRole, ClusterRole), nor the settings alone\n")
+        )
+    );
+    let alone = written("role.yaml", role);
+    assert_eq!(
+        explain_satisfied(&["--settings", &alone]),
+        (
+            Some(2),
+            String::new(),
+            format!("error: {alone}: no ClusterAdmissionPolicy among its documents (ClusterRole), nor the settings alone\n")
+        )
+    );
+    let bad = written("bad-policy.yaml", &format!("{role}---\n{}", policy("ome-spread", "{maxSkew: 0}")));
+    assert_eq!(
+        explain_satisfied(&["--settings", &bad]),
+        (
+            Some(2),
+            String::new(),
+            format!(
+                "error: {bad}: ClusterAdmissionPolicy ome-spread: spec.settings: maxSkew must be a whole number of at least 1, got 0\n"
+            )
+        )
+    );
+}
+
+/// Live explain reads the settings of the cluster's ClusterAdmissionPolicy; absent, it says so
+/// and how to pass them instead, rather than diagnose on the defaults.
+#[tokio::test]
+async fn live_explain_reads_the_settings_of_the_clusters_policy() {
+    let policy = json!({"apiVersion": "policies.kubewarden.io/v1", "kind": "ClusterAdmissionPolicy",
+        "metadata": {"name": "ome-spread"}, "spec": {"settings": {"nodeTaintsPolicy": "Honor"}}});
+    let (service, server) =
+        tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
+    let api = tokio::spawn(serve_objects(server, vec![policy]));
+    let client = kube::Client::new(service, "default");
+    let read = ome_spread_controller::policy::fetch_settings(client.clone(), "ome-spread").await;
+    assert_eq!(
+        read,
+        Ok(Settings::from_json(&json!({"nodeTaintsPolicy": "Honor"})).expect("settings"))
+    );
+    assert_eq!(
+        ome_spread_controller::policy::fetch_settings(client, "spread").await,
+        Err(
+            "no ClusterAdmissionPolicy spread in the cluster: name it with --policy, or pass the settings with --settings policy.yaml"
+                .into()
+        )
     );
     api.abort();
 }
