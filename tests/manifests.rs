@@ -222,6 +222,7 @@ fn the_controller_gets_only_what_spec_section_5_lists() {
         ("ome.io", "inferencereplicas"),
         ("", "pods"),
         ("", "nodes"),
+        ("policies.kubewarden.io", "clusteradmissionpolicies"),
     ] {
         for verb in ["get", "list", "watch"] {
             allowed.push((group, resource, verb));
@@ -232,6 +233,8 @@ fn the_controller_gets_only_what_spec_section_5_lists() {
         ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch"),
         ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "list"),
+        ("coordination.k8s.io", "leases", "watch"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "patch"),
     ]);
