@@ -277,3 +277,217 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-deployed"]).await;
 }
+
+const SETTINGS_NAMESPACE: &str = "ome-spread-settings";
+/// The policy the controller reads its settings from: not policy.yaml's name, so that a cluster
+/// that has that one keeps it.
+const POLICY: &str = "ome-spread-settings-e2e";
+
+/// Two Instances of a Required spread on the zone, placed one per zone on nodes of their own (a
+/// label no other test's node has), their pods as OME renders them: OME's constraint, without
+/// the settings' fields.
+fn placed() -> String {
+    let mut objects = String::from(
+        "apiVersion: ome.io/v1beta1
+kind: ClusterServingRuntime
+metadata: {name: srt-settings}
+spec: {engineConfig: {}}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceService
+metadata: {name: qwen3-0-6b, namespace: ome-spread-settings}
+spec:
+  deploymentMode: OMENative
+  runtime: {name: srt-settings}
+  engine: {minReplicas: 2, topologySpread: Required, topologySpreadKey: topology.kubernetes.io/zone}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceReplica
+metadata: {name: qwen3-0-6b-engine, namespace: ome-spread-settings}
+spec:
+  parentRef: {name: qwen3-0-6b}
+  component: engine
+  replicas: 2
+  topologySpread: Required
+  topologySpreadKey: topology.kubernetes.io/zone
+  runners: [{name: default, size: 1, template: {spec: {containers: [{name: ome-container, image: sglang}]}}}]
+",
+    );
+    for (index, zone) in ["zone-a", "zone-b"].iter().enumerate() {
+        objects.push_str(&format!(
+            "---
+apiVersion: v1
+kind: Node
+metadata:
+  name: settings-e2e-{zone}
+  labels: {{topology.kubernetes.io/zone: {zone}, e2e.ome-spread.io/settings: \"true\"}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: qwen3-0-6b-engine-{index}-default-0
+  namespace: ome-spread-settings
+  labels:
+    ome.io/managed-by: OMENative
+    ome.io/inferenceservice: qwen3-0-6b
+    component: engine
+    ome.io/runner: default
+    ome.io/instance-index: \"{index}\"
+spec:
+  nodeName: settings-e2e-{zone}
+  nodeSelector: {{e2e.ome-spread.io/settings: \"true\"}}
+  automountServiceAccountToken: false
+  containers: [{{name: engine, image: sglang}}]
+  topologySpreadConstraints:
+    - maxSkew: 1
+      topologyKey: topology.kubernetes.io/zone
+      whenUnsatisfiable: DoNotSchedule
+      labelSelector:
+        matchLabels: {{ome.io/inferenceservice: qwen3-0-6b, component: engine, ome.io/runner: default}}
+"
+        ));
+    }
+    objects
+}
+
+fn policy(settings: &str) -> String {
+    format!(
+        "apiVersion: policies.kubewarden.io/v1
+kind: ClusterAdmissionPolicy
+metadata: {{name: {POLICY}}}
+spec:
+  module: registry://ghcr.io/ome-spread/policies/ome-spread:v0.1.0
+  mutating: true
+  rules: [{{apiGroups: [\"\"], apiVersions: [v1], resources: [pods], operations: [CREATE]}}]
+  settings: {settings}
+"
+    )
+}
+
+async fn reason_in(admin: &Path, namespace: &str) -> Option<String> {
+    let printed = live::kubectl_with(
+        admin,
+        &[
+            "get",
+            "inferencereplica",
+            "qwen3-0-6b-engine",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Spread\")].reason}",
+        ],
+        None,
+    )
+    .await;
+    (printed.ok && !printed.stdout.is_empty()).then_some(printed.stdout)
+}
+
+async fn get(port: u16, path: &str) -> (String, String) {
+    let printed = tokio::process::Command::new("curl")
+        .args(["-s", "-o", "-", "-w", "%{http_code}", &format!("http://127.0.0.1:{port}{path}")])
+        .output()
+        .await
+        .expect("curl");
+    let text = String::from_utf8_lossy(&printed.stdout).into_owned();
+    let (body, code) = text.split_at(text.len().saturating_sub(3));
+    (code.to_owned(), body.to_owned())
+}
+
+/// `--policy`: the controller, under deploy/controller-rbac.yaml, reads the settings of a real
+/// ClusterAdmissionPolicy (Kubewarden's CRD: cluster/kubewarden-crds.yaml) and follows a change of
+/// them to the condition, with no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
+    let Some(admin) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    live::install_crds(&admin).await;
+    let crd = std::fs::read_to_string(live::workspace().join("cluster/kubewarden-crds.yaml")).expect("the CRD");
+    live::apply(&admin, &crd).await;
+    kubectl(
+        &admin,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/clusteradmissionpolicies.policies.kubewarden.io",
+            "--timeout=60s",
+        ],
+    )
+    .await;
+    live::apply(
+        &admin,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}\n",
+    )
+    .await;
+    let rbac = std::fs::read_to_string(live::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
+    live::apply(&admin, &rbac).await;
+    kubectl(
+        &admin,
+        &[
+            "delete",
+            "lease",
+            "ome-spread-controller",
+            "-n",
+            "ome-spread",
+            "--ignore-not-found",
+        ],
+    )
+    .await;
+    live::fresh_namespace(&admin, SETTINGS_NAMESPACE).await;
+    // Pods wait for the namespace's default ServiceAccount.
+    let objects = placed();
+    eventually("the objects applied", 60, || async {
+        let printed = live::kubectl_with(&admin, &["apply", "--server-side", "-f", "-"], Some(&objects)).await;
+        printed.ok.then_some(())
+    })
+    .await;
+    live::apply(&admin, &policy("{onMissingReplica: Reject}")).await;
+
+    let scratch = live::workspace().join(format!("target/e2e-cluster/{}-settings", std::process::id()));
+    let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let args = ["controller", "--policy", POLICY, "--listen", &listen, "--identity", "settings-e2e"];
+    let env = [
+        ("KUBECONFIG", token.as_path()),
+        ("POD_NAMESPACE", Path::new("ome-spread")),
+    ];
+    let (controller, _) = Process::start("settings-e2e", &live::binary("ome-spread"), &args, &env, "settings read").await;
+
+    let satisfied = || async { reason_in(&admin, SETTINGS_NAMESPACE).await.filter(|r| r == "Satisfied") };
+    eventually("Spread True (Satisfied) on the policy's settings", 60, satisfied).await;
+    assert_eq!(get(port, "/healthz").await, ("200".into(), "ok".into()));
+    // Ready is set by a task of its own once the caches are filled: a moment after the first
+    // condition can be written.
+    let ready = ("200".to_owned(), "ok".to_owned());
+    eventually("/readyz ok", 30, || async { (get(port, "/readyz").await == ready).then_some(()) }).await;
+    assert!(
+        metrics(port).await.is_some_and(|m| m.contains("\nome_spread_leader 1\n")),
+        "the leader gauge"
+    );
+
+    // Honor taints: the pods OME rendered without nodeTaintsPolicy predate the settings.
+    live::apply(&admin, &policy("{onMissingReplica: Reject, nodeTaintsPolicy: Honor}")).await;
+    eventually("Spread False (PodsPredateChange) after the policy's change", 60, || async {
+        reason_in(&admin, SETTINGS_NAMESPACE)
+            .await
+            .filter(|r| r == "PodsPredateChange")
+    })
+    .await;
+    // And back, still with no restart.
+    live::apply(&admin, &policy("{onMissingReplica: Reject}")).await;
+    eventually("Spread True (Satisfied) again", 60, satisfied).await;
+
+    controller.kill().await;
+    kubectl(&admin, &["delete", "clusteradmissionpolicy", POLICY]).await;
+    kubectl(
+        &admin,
+        &["delete", "pods", "--all", "-n", SETTINGS_NAMESPACE, "--force", "--grace-period=0"],
+    )
+    .await;
+    kubectl(&admin, &["delete", "namespace", SETTINGS_NAMESPACE, "--timeout=90s"]).await;
+    kubectl(&admin, &["delete", "node", "settings-e2e-zone-a", "settings-e2e-zone-b"]).await;
+    kubectl(&admin, &["delete", "clusterservingruntime", "srt-settings"]).await;
+}
