@@ -392,11 +392,23 @@ fn node_changes(
         })
 }
 
-/// Ready once the caches the diagnosis reads are filled.
+/// Ready once the caches the diagnosis reads are filled. Asked again after each bounded wait:
+/// kube-runtime's `Store::wait_until_ready` wakes only the task that polled it last, so that,
+/// waited for beside the first reconcile, this wait was seen never to end (a cluster test), the
+/// controller then never ready.
 async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>) {
-    if context.filled().await.is_ok() {
-        info!("caches filled");
-        health.set_ready(true);
+    loop {
+        match context.synced().await {
+            Ok(()) => {
+                info!("caches filled");
+                health.set_ready(true);
+                return;
+            }
+            Err(e) => {
+                warn!(error = %e, "not ready");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
     }
 }
 

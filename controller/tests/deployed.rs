@@ -459,10 +459,10 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     let satisfied = || async { reason_in(&admin, SETTINGS_NAMESPACE).await.filter(|r| r == "Satisfied") };
     eventually("Spread True (Satisfied) on the policy's settings", 60, satisfied).await;
     assert_eq!(get(port, "/healthz").await, ("200".into(), "ok".into()));
-    // Ready is set by a task of its own once the caches are filled: a moment after the first
-    // condition can be written.
+    // Ready is set by a task of its own once the caches are filled, within its bounded wait (30 s)
+    // and the next: a moment after the first condition can be written, or up to half a minute.
     let ready = ("200".to_owned(), "ok".to_owned());
-    eventually("/readyz ok", 30, || async { (get(port, "/readyz").await == ready).then_some(()) }).await;
+    eventually("/readyz ok", 75, || async { (get(port, "/readyz").await == ready).then_some(()) }).await;
     assert!(
         metrics(port).await.is_some_and(|m| m.contains("\nome_spread_leader 1\n")),
         "the leader gauge"
