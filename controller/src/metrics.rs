@@ -369,7 +369,10 @@ mod tests {
         let metrics = Metrics::default();
         let leader = |metrics: &Metrics| {
             let text = metrics.encode();
-            text.lines().filter(|l| l.starts_with("ome_spread_leader")).map(String::from).collect::<Vec<_>>()
+            text.lines()
+                .filter(|l| l.starts_with("ome_spread_leader"))
+                .map(String::from)
+                .collect::<Vec<_>>()
         };
         assert_eq!(leader(&metrics), ["ome_spread_leader 0"]);
         metrics.set_leading(true);

@@ -192,7 +192,10 @@ mod tests {
         let router = router(Arc::default(), health.clone());
         assert_eq!(get(&router, "/healthz").await.0, StatusCode::OK);
         let (status, _, body) = get(&router, "/readyz").await;
-        assert_eq!((status, body.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "filling caches\n"));
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "filling caches\n")
+        );
         health.set_ready(true);
         assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
         let (status, content_type, body) = get(&router, "/metrics").await;
@@ -230,7 +233,11 @@ mod tests {
         let health = Arc::new(Health::new(Duration::from_millis(200)));
         let router = router(Arc::default(), health.clone());
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(get(&router, "/healthz").await.2, "ok", "not armed before the watch starts");
+        assert_eq!(
+            get(&router, "/healthz").await.2,
+            "ok",
+            "not armed before the watch starts"
+        );
         health.watched();
         tokio::time::sleep(Duration::from_millis(100)).await;
         health.watched();

@@ -229,7 +229,10 @@ async fn the_settings_are_the_policys_and_follow_its_changes() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(server.writes.lock().unwrap().is_empty(), "no Lease taken, nothing written");
+    assert!(
+        server.writes.lock().unwrap().is_empty(),
+        "no Lease taken, nothing written"
+    );
     assert!(metrics.encode().contains("\nome_spread_leader 0\n"));
 
     // The policy as policy.yaml ships it: Satisfied.

@@ -167,9 +167,13 @@ fn the_deployment_runs_the_controller_with_its_probes_metrics_and_identity() {
     assert_eq!(<Mode as clap::ValueEnum>::from_str(mode, false), Ok(Mode::Recommend));
     // The settings are the policy's own: its ClusterAdmissionPolicy in policy.yaml, by name.
     let policy = args.windows(2).find(|w| w[0] == "--policy").map(|w| w[1]);
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy.yaml")).expect("policy.yaml");
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy.yaml")).expect("policy.yaml");
     let shipped: Vec<Value> = serde_saphyr::from_multiple(&text).expect("policy.yaml");
-    let shipped = shipped.iter().find(|d| d["kind"] == "ClusterAdmissionPolicy").expect("the policy");
+    let shipped = shipped
+        .iter()
+        .find(|d| d["kind"] == "ClusterAdmissionPolicy")
+        .expect("the policy");
     assert_eq!(policy, shipped["metadata"]["name"].as_str());
     assert!(!args.contains(&"--settings"), "{args:?}");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");

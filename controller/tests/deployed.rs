@@ -384,7 +384,14 @@ async fn reason_in(admin: &Path, namespace: &str) -> Option<String> {
 
 async fn get(port: u16, path: &str) -> (String, String) {
     let printed = tokio::process::Command::new("curl")
-        .args(["-s", "-o", "-", "-w", "%{http_code}", &format!("http://127.0.0.1:{port}{path}")])
+        .args([
+            "-s",
+            "-o",
+            "-",
+            "-w",
+            "%{http_code}",
+            &format!("http://127.0.0.1:{port}{path}"),
+        ])
         .output()
         .await
         .expect("curl");
@@ -449,12 +456,27 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let args = ["controller", "--policy", POLICY, "--listen", &listen, "--identity", "settings-e2e"];
+    let args = [
+        "controller",
+        "--policy",
+        POLICY,
+        "--listen",
+        &listen,
+        "--identity",
+        "settings-e2e",
+    ];
     let env = [
         ("KUBECONFIG", token.as_path()),
         ("POD_NAMESPACE", Path::new("ome-spread")),
     ];
-    let (controller, _) = Process::start("settings-e2e", &live::binary("ome-spread"), &args, &env, "settings read").await;
+    let (controller, _) = Process::start(
+        "settings-e2e",
+        &live::binary("ome-spread"),
+        &args,
+        &env,
+        "settings read",
+    )
+    .await;
 
     let satisfied = || async { reason_in(&admin, SETTINGS_NAMESPACE).await.filter(|r| r == "Satisfied") };
     eventually("Spread True (Satisfied) on the policy's settings", 60, satisfied).await;
@@ -462,19 +484,28 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     // Ready is set by a task of its own once the caches are filled, within its bounded wait (30 s)
     // and the next: a moment after the first condition can be written, or up to half a minute.
     let ready = ("200".to_owned(), "ok".to_owned());
-    eventually("/readyz ok", 75, || async { (get(port, "/readyz").await == ready).then_some(()) }).await;
+    eventually("/readyz ok", 75, || async {
+        (get(port, "/readyz").await == ready).then_some(())
+    })
+    .await;
     assert!(
-        metrics(port).await.is_some_and(|m| m.contains("\nome_spread_leader 1\n")),
+        metrics(port)
+            .await
+            .is_some_and(|m| m.contains("\nome_spread_leader 1\n")),
         "the leader gauge"
     );
 
     // Honor taints: the pods OME rendered without nodeTaintsPolicy predate the settings.
     live::apply(&admin, &policy("{onMissingReplica: Reject, nodeTaintsPolicy: Honor}")).await;
-    eventually("Spread False (PodsPredateChange) after the policy's change", 60, || async {
-        reason_in(&admin, SETTINGS_NAMESPACE)
-            .await
-            .filter(|r| r == "PodsPredateChange")
-    })
+    eventually(
+        "Spread False (PodsPredateChange) after the policy's change",
+        60,
+        || async {
+            reason_in(&admin, SETTINGS_NAMESPACE)
+                .await
+                .filter(|r| r == "PodsPredateChange")
+        },
+    )
     .await;
     // And back, still with no restart.
     live::apply(&admin, &policy("{onMissingReplica: Reject}")).await;
@@ -484,10 +515,22 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     kubectl(&admin, &["delete", "clusteradmissionpolicy", POLICY]).await;
     kubectl(
         &admin,
-        &["delete", "pods", "--all", "-n", SETTINGS_NAMESPACE, "--force", "--grace-period=0"],
+        &[
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            SETTINGS_NAMESPACE,
+            "--force",
+            "--grace-period=0",
+        ],
     )
     .await;
     kubectl(&admin, &["delete", "namespace", SETTINGS_NAMESPACE, "--timeout=90s"]).await;
-    kubectl(&admin, &["delete", "node", "settings-e2e-zone-a", "settings-e2e-zone-b"]).await;
+    kubectl(
+        &admin,
+        &["delete", "node", "settings-e2e-zone-a", "settings-e2e-zone-b"],
+    )
+    .await;
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-settings"]).await;
 }

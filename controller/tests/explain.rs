@@ -951,7 +951,9 @@ fn explain_names_a_settings_file_it_cannot_read() {
         (
             Some(2),
             String::new(),
-            format!("error: {none}: no ClusterAdmissionPolicy among its documents (ClusterRole, ClusterRole), nor the settings alone\n")
+            format!(
+                "error: {none}: no ClusterAdmissionPolicy among its documents (ClusterRole, ClusterRole), nor the settings alone\n"
+            )
         )
     );
     let alone = written("role.yaml", role);
@@ -960,10 +962,15 @@ fn explain_names_a_settings_file_it_cannot_read() {
         (
             Some(2),
             String::new(),
-            format!("error: {alone}: no ClusterAdmissionPolicy among its documents (ClusterRole), nor the settings alone\n")
+            format!(
+                "error: {alone}: no ClusterAdmissionPolicy among its documents (ClusterRole), nor the settings alone\n"
+            )
         )
     );
-    let bad = written("bad-policy.yaml", &format!("{role}---\n{}", policy("ome-spread", "{maxSkew: 0}")));
+    let bad = written(
+        "bad-policy.yaml",
+        &format!("{role}---\n{}", policy("ome-spread", "{maxSkew: 0}")),
+    );
     assert_eq!(
         explain_satisfied(&["--settings", &bad]),
         (

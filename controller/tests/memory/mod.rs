@@ -93,7 +93,10 @@ fn selected(object: &Value, selector: &Selector) -> bool {
         .label
         .as_ref()
         .is_none_or(|(k, v)| object["metadata"]["labels"][k.as_str()] == v.as_str())
-        && selector.name.as_ref().is_none_or(|name| object["metadata"]["name"] == name.as_str())
+        && selector
+            .name
+            .as_ref()
+            .is_none_or(|name| object["metadata"]["name"] == name.as_str())
 }
 
 impl ApiServer {
