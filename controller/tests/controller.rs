@@ -295,6 +295,30 @@ fn rebalance_migrate_starts_and_connects() {
     assert!(!printed.contains("not yet supported"), "{printed}");
 }
 
+/// The settings come from one place: --policy and --settings together are refused, naming both.
+#[test]
+fn policy_and_settings_together_are_refused() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ome-spread"))
+        .args([
+            "controller",
+            "--policy",
+            "ome-spread",
+            "--settings",
+            "policy.yaml",
+            "--identity",
+            "test",
+        ])
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .expect("run ome-spread");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.lines().next(),
+        Some("error: the argument '--policy <POLICY>' cannot be used with '--settings <SETTINGS>'")
+    );
+}
+
 /// The Skewed fixture (zone-a: 3 Instances, zone-b: 0) with every pod Ready, gpu-node-2 room for
 /// two, and a zone-c node with room for two: 3,0,0 takes two moves. While a surge runs, the
 /// emptiest zone could still take another move (zone-a counts its source until it drains),
