@@ -33,7 +33,7 @@ fn resource() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("policies.kubewarden.io", "v1", KIND))
 }
 
-pub fn api(client: Client) -> Api<DynamicObject> {
+fn api(client: Client) -> Api<DynamicObject> {
     Api::all_with(client, &resource())
 }
 
