@@ -164,12 +164,22 @@ async fn admission_host(admin: &Path, scratch: &Path) -> Process {
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: kubewarden}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: policy-server, namespace: kubewarden}\n",
     )
     .await;
+    // policy.yaml whole, on Kubewarden's CRD: its ClusterAdmissionPolicy is where `explain` reads
+    // the settings, as in a cluster that runs Kubewarden.
+    let crd = std::fs::read_to_string(live::workspace().join("cluster/kubewarden-crds.yaml")).expect("the CRD");
+    live::apply(admin, &crd).await;
+    live::kubectl(
+        admin,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/clusteradmissionpolicies.policies.kubewarden.io",
+            "--timeout=60s",
+        ],
+    )
+    .await;
     let policy = std::fs::read_to_string(live::workspace().join("policy.yaml")).expect("policy.yaml");
-    let rbac: Vec<&str> = policy
-        .split("\n---\n")
-        .filter(|doc| !doc.contains("ClusterAdmissionPolicy"))
-        .collect();
-    live::apply(admin, &rbac.join("\n---\n")).await;
+    live::apply(admin, &policy).await;
     let token = live::service_account_kubeconfig(admin, "kubewarden", "policy-server", scratch).await;
     let pki = live::run_dir()
         .expect("OME_SPREAD_E2E_RUN: cluster/up.sh's run directory")
