@@ -167,7 +167,24 @@ $(CLUSTER_BIN)/.built: cluster/go.mod cluster/go.sum
 	echo "cluster-bin: built $(K8S_VERSION) and etcd in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
-cluster-bin: $(CLUSTER_BIN)/.built
+# helm, for the chart's tests, from its own module (cluster/helm/go.mod: its Kubernetes libraries
+# are not those cluster/go.mod pins), with the version stamps helm's own Makefile sets; Go's build
+# cache is the one above.
+# The version go.mod $(1) requires of module $(2).
+required = $(shell awk '{ for (i = 1; i < NF; i++) if ($$i == "$(2)") print $$(i + 1) }' $(1))
+HELM_VERSION = $(call required,cluster/helm/go.mod,helm.sh/helm/v3)
+HELM_K8S_MINOR = $(word 2,$(subst ., ,$(call required,cluster/helm/go.mod,k8s.io/client-go)))
+HELM_LDFLAGS = -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	$(foreach pkg,helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil,\
+	-X $(pkg).k8sVersionMajor=1 -X $(pkg).k8sVersionMinor=$(HELM_K8S_MINOR))
+
+$(CLUSTER_BIN)/helm: cluster/helm/go.mod cluster/helm/go.sum
+	@start=$$(date +%s); \
+	CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
+		go -C cluster/helm build -trimpath -ldflags '$(HELM_LDFLAGS)' -o $(CURDIR)/$@ helm.sh/helm/v3/cmd/helm && \
+	echo "cluster-bin: built helm $(HELM_VERSION) in $$(( $$(date +%s) - start )) s"
+
+cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm
 
 # A control plane on 127.0.0.1 that stays up until `make cluster-down` (cluster/up.sh).
 cluster-up: cluster-bin
