@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin cluster-up cluster-down e2e-cluster
+.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -185,6 +185,10 @@ $(CLUSTER_BIN)/helm: cluster/helm/go.mod cluster/helm/go.sum
 	echo "cluster-bin: built helm $(HELM_VERSION) in $$(( $$(date +%s) - start )) s"
 
 cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm
+
+# deploy/'s plain manifests, rendered from the chart (charts/manifests.sh): after a chart change.
+manifests: $(CLUSTER_BIN)/helm
+	charts/manifests.sh $(CLUSTER_BIN)/helm deploy
 
 # A control plane on 127.0.0.1 that stays up until `make cluster-down` (cluster/up.sh).
 cluster-up: cluster-bin

@@ -222,6 +222,7 @@ fn the_controller_gets_only_what_spec_section_5_lists() {
         ("ome.io", "inferencereplicas"),
         ("", "pods"),
         ("", "nodes"),
+        // The settings, from the policy's ClusterAdmissionPolicy (`--policy`).
         ("policies.kubewarden.io", "clusteradmissionpolicies"),
     ] {
         for verb in ["get", "list", "watch"] {

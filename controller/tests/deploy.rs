@@ -259,3 +259,57 @@ fn migrate_alone_may_patch_inferenceservices_in_its_own_manifest() {
     );
     assert_eq!(rebalance_subjects, default_subjects, "the same controller");
 }
+
+/// The user of the image's final stage (deploy/Dockerfile's last `USER` after its last `FROM`).
+fn image_user() -> String {
+    let dockerfile = std::fs::read_to_string(deploy("Dockerfile")).expect("deploy/Dockerfile");
+    let last_stage = dockerfile
+        .rsplit_once("\nFROM ")
+        .map(|(_, stage)| stage)
+        .expect("a FROM");
+    last_stage
+        .lines()
+        .filter_map(|line| line.strip_prefix("USER "))
+        .last()
+        .expect("the final stage sets USER")
+        .trim()
+        .to_owned()
+}
+
+/// The kubelet enforces `runAsNonRoot` only against a numeric user: an image whose USER is a name
+/// (distroless's `nonroot`) and a pod without `runAsUser` is refused (CreateContainerConfigError).
+/// So the image's user is a number, not root, and every pod template deploy/ ships says so, by the
+/// same number.
+#[test]
+fn the_image_and_every_pod_template_run_as_a_numeric_non_root_user() {
+    let user = image_user();
+    let (uid, gid) = user.split_once(':').unwrap_or((&user, ""));
+    assert_eq!((uid, gid), ("65532", "65532"), "USER {user}");
+
+    let mut templates = Vec::new();
+    for file in ["controller.yaml", "controller-rbac.yaml", "controller-rbac-rebalance.yaml"] {
+        for object in documents(file) {
+            let pod = &object["spec"]["template"]["spec"];
+            if pod.is_object() {
+                templates.push(format!("{file}: {} {}", object["kind"], object["metadata"]["name"]));
+                let context = &pod["securityContext"];
+                assert_eq!(context["runAsNonRoot"], true, "{file}: {}", object["metadata"]["name"]);
+                assert_eq!(
+                    (context["runAsUser"].as_u64(), context["runAsGroup"].as_u64()),
+                    (Some(65532), Some(65532)),
+                    "{file}: the image's user"
+                );
+                for container in pod["containers"].as_array().expect("containers") {
+                    let own = &container["securityContext"];
+                    assert_eq!(own.get("runAsUser"), None, "{file}: {}", container["name"]);
+                    assert_eq!(own.get("runAsNonRoot"), None, "{file}: {}", container["name"]);
+                }
+            }
+        }
+    }
+    assert_eq!(
+        templates,
+        [r#"controller.yaml: "Deployment" "ome-spread-controller""#],
+        "every pod template deploy/ ships"
+    );
+}
