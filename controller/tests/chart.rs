@@ -1,0 +1,386 @@
+//! The Helm chart (charts/ome-spread) under the helm `make cluster-bin` builds: deploy/ and
+//! policy.yaml are what it renders, its required values say which to set, one `settings` value
+//! reaches the policy and, through it, the controller; then installed on a live cluster (`make
+//! e2e-cluster`), the controller started exactly as its Deployment says leads and writes the
+//! Spread condition.
+//!
+//!   OME_SPREAD_E2E_KUBECONFIG=... cargo test -p ome-spread-controller --test chart -- --ignored
+
+mod live;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use live::{Process, eventually, kubectl};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "ome-spread-chart";
+
+/// The values a user must set, as deploy/ is rendered with them (charts/manifests.sh).
+const REQUIRED: [&str; 6] = [
+    "--set",
+    "policy.module=registry://REGISTRY/ome-spread:v0.1.0",
+    "--set",
+    "controller.image.repository=REGISTRY/ome-spread-controller",
+    "--set",
+    "controller.image.tag=0.1.0",
+];
+
+fn helm_program() -> PathBuf {
+    let helm = live::workspace().join("target/cluster/bin/helm");
+    assert!(helm.is_file(), "{} not built: make cluster-bin builds it", helm.display());
+    helm
+}
+
+fn chart() -> PathBuf {
+    live::workspace().join("charts/ome-spread")
+}
+
+/// `helm template` of the chart in namespace ome-spread with `args`: its output, or its error.
+fn template(args: &[&str]) -> Result<String, String> {
+    let output = Command::new(helm_program())
+        .args(["template", "ome-spread"])
+        .arg(chart())
+        .args(["--namespace", "ome-spread"])
+        .args(args)
+        .output()
+        .expect("helm runs");
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).trim().to_owned())
+    }
+}
+
+fn objects(yaml: &str) -> Vec<Value> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("the render is YAML");
+    documents.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str) -> Option<&'a Value> {
+    objects.iter().find(|o| o["kind"] == kind)
+}
+
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn deploy_is_what_the_chart_renders() {
+    let dir = live::workspace().join(format!("target/chart-render/{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory for the render");
+    let rendered = Command::new(live::workspace().join("charts/manifests.sh"))
+        .arg(helm_program())
+        .arg(&dir)
+        .status()
+        .expect("charts/manifests.sh runs");
+    assert!(rendered.success(), "charts/manifests.sh");
+    for file in ["controller.yaml", "controller-rbac.yaml", "controller-rbac-rebalance.yaml"] {
+        let shipped = std::fs::read_to_string(live::workspace().join("deploy").join(file)).expect(file);
+        let render = std::fs::read_to_string(dir.join(file)).expect(file);
+        assert!(
+            shipped == render,
+            "deploy/{file} is not the chart's render: run make manifests"
+        );
+    }
+    std::fs::remove_dir_all(&dir).expect("the render removed");
+}
+
+/// policy.yaml, the file a user applies without Helm, is the chart's policy with its module.
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn policy_yaml_is_the_charts_policy_and_its_rbac() {
+    let shipped = objects(&std::fs::read_to_string(live::workspace().join("policy.yaml")).expect("policy.yaml"));
+    let module = shipped[0]["spec"]["module"].as_str().expect("policy.yaml's module");
+    let render = template(&[
+        "--show-only",
+        "templates/policy.yaml",
+        "--set",
+        &format!("policy.module={module}"),
+        "--set",
+        "controller.enabled=false",
+    ])
+    .expect("rendered");
+    // helm orders objects by kind.
+    let sorted = |mut objects: Vec<Value>| {
+        objects.sort_by_key(|o| (o["kind"].to_string(), o["metadata"]["name"].to_string()));
+        objects
+    };
+    assert_eq!(sorted(objects(&render)), sorted(shipped));
+}
+
+/// Where `helm template` stops, and why: the template file and the message, from its
+/// "Error: execution error at (FILE:LINE:COLUMN): MESSAGE".
+fn refusal(args: &[&str]) -> (String, String) {
+    let error = template(args).expect_err("refused");
+    let first = error.lines().next().unwrap_or_default();
+    let (place, message) = first
+        .strip_prefix("Error: execution error at (")
+        .and_then(|rest| rest.split_once("): "))
+        .unwrap_or_else(|| panic!("not a template's refusal: {error}"));
+    let file = place.split(':').next().unwrap_or_default();
+    (file.to_owned(), message.to_owned())
+}
+
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn the_chart_names_the_value_a_user_must_set_or_got_wrong() {
+    let owned = |file: &str, message: &str| (file.to_owned(), message.to_owned());
+    assert_eq!(
+        refusal(&[]),
+        owned(
+            "ome-spread/templates/policy.yaml",
+            "policy.module is required: push the annotated policy (kwctl push annotated-policy.wasm REGISTRY/ome-spread:v0.1.0) and set policy.module=registry://REGISTRY/ome-spread:v0.1.0"
+        )
+    );
+    assert_eq!(
+        refusal(&["--set", "policy.module=registry://r/p:v1"]),
+        owned(
+            "ome-spread/templates/controller.yaml",
+            "controller.image.repository is required: the image built from deploy/Dockerfile, pushed (e.g. REGISTRY/ome-spread-controller)"
+        )
+    );
+    assert_eq!(
+        refusal(&["--set", "policy.module=registry://r/p:v1", "--set", "controller.image.repository=r/c"]),
+        owned(
+            "ome-spread/templates/controller.yaml",
+            "controller.image.tag is required (e.g. 0.1.0)"
+        )
+    );
+    let mut bad_mode = REQUIRED.to_vec();
+    bad_mode.extend(["--set", "controller.rebalance=auto"]);
+    assert_eq!(
+        refusal(&bad_mode),
+        owned(
+            "ome-spread/templates/controller.yaml",
+            r#"controller.rebalance: "auto" is not a rebalance mode: off, recommend or migrate"#
+        )
+    );
+    // The policy alone needs no image.
+    assert!(template(&["--set", "policy.module=registry://r/p:v1", "--set", "controller.enabled=false"]).is_ok());
+}
+
+/// `settings` is rendered into the ClusterAdmissionPolicy, which the controller is told to read;
+/// `patch` on InferenceServices comes with `migrate` only.
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn one_settings_value_reaches_the_policy_and_the_controller_reads_that_policy() {
+    let mut args = REQUIRED.to_vec();
+    args.extend(["--set", "settings.maxSkew=2", "--set", "policy.name=spread"]);
+    let render = objects(&template(&args).expect("rendered"));
+    let policy = find(&render, "ClusterAdmissionPolicy").expect("the policy");
+    assert_eq!(policy["metadata"]["name"], "spread");
+    assert_eq!(policy["spec"]["settings"], json!({"onMissingReplica": "Reject", "maxSkew": 2}));
+    let deployment = find(&render, "Deployment").expect("the Deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"],
+        json!(["controller", "--policy", "spread", "--log-json", "--rebalance", "recommend"])
+    );
+    let migrate_role = |render: &[Value]| {
+        render
+            .iter()
+            .any(|o| o["metadata"]["name"] == "ome-spread-controller-rebalance")
+    };
+    assert!(!migrate_role(&render), "recommend: no patch of InferenceServices");
+    args.extend(["--set", "controller.rebalance=migrate"]);
+    let migrate = objects(&template(&args).expect("rendered"));
+    assert!(migrate_role(&migrate), "migrate: its RBAC");
+    assert_eq!(
+        find(&migrate, "Deployment").expect("the Deployment")["spec"]["template"]["spec"]["containers"][0]["args"][5],
+        "migrate"
+    );
+}
+
+/// helm with the admin's kubeconfig, which must succeed, bounded to two minutes.
+async fn helm(admin: &Path, args: &[&str]) {
+    let mut command = tokio::process::Command::new(helm_program());
+    command.args(args).env("KUBECONFIG", admin).kill_on_drop(true);
+    let output = tokio::time::timeout(std::time::Duration::from_secs(120), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("helm {args:?} did not finish in 2 minutes"))
+        .expect("helm runs");
+    assert!(
+        output.status.success(),
+        "helm {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+const OBJECTS: &str = "apiVersion: ome.io/v1beta1
+kind: ClusterServingRuntime
+metadata: {name: srt-chart}
+spec: {engineConfig: {}}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceService
+metadata: {name: qwen3-0-6b, namespace: ome-spread-chart}
+spec: {deploymentMode: OMENative, runtime: {name: srt-chart}, engine: {minReplicas: 2}}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceReplica
+metadata: {name: qwen3-0-6b-engine, namespace: ome-spread-chart}
+spec:
+  parentRef: {name: qwen3-0-6b}
+  component: engine
+  replicas: 2
+  runners: [{name: default, size: 1, template: {spec: {containers: [{name: ome-container, image: sglang}]}}}]
+";
+
+/// The value of an env entry of the container as the kubelet would set it for pod `pod` in
+/// namespace `namespace`: a plain value or one of the two fields the chart refers to.
+fn env_value(entry: &Value, pod: &str, namespace: &str) -> String {
+    if let Some(value) = entry["value"].as_str() {
+        return value.to_owned();
+    }
+    match entry["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+        Some("metadata.name") => pod.to_owned(),
+        Some("metadata.namespace") => namespace.to_owned(),
+        _ => panic!("an env entry this test cannot set: {entry}"),
+    }
+}
+
+/// No kubelet here (cluster/up.sh): the Deployment helm installed is read back from the API
+/// server, and its container run on this host as the pod would run it: its args (plus a listen
+/// address on 127.0.0.1), its env, a token of its ServiceAccount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_condition() {
+    let Some(admin) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    live::install_crds(&admin).await;
+    let kubewarden = std::fs::read_to_string(live::workspace().join("cluster/kubewarden-crds.yaml")).expect("the CRD");
+    live::apply(&admin, &kubewarden).await;
+    kubectl(
+        &admin,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/clusteradmissionpolicies.policies.kubewarden.io",
+            "--timeout=60s",
+        ],
+    )
+    .await;
+    // deploy/'s objects, where the deployed suite applied them, are taken over: the same names.
+    kubectl(
+        &admin,
+        &["delete", "lease", "ome-spread-controller", "-n", "ome-spread", "--ignore-not-found"],
+    )
+    .await;
+    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--ignore-not-found", "--wait"]).await;
+    let chart = chart();
+    let mut install = vec![
+        "install",
+        "ome-spread",
+        chart.to_str().expect("a path"),
+        "-n",
+        "ome-spread",
+        "--create-namespace",
+        "--take-ownership",
+    ];
+    install.extend(REQUIRED);
+    helm(&admin, &install).await;
+    let namespace: Value = serde_json::from_str(&kubectl(&admin, &["get", "namespace", "ome-spread", "-o", "json"]).await)
+        .expect("the namespace");
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+        "{namespace}"
+    );
+    live::fresh_namespace(&admin, NAMESPACE).await;
+    live::apply(&admin, OBJECTS).await;
+
+    let deployment: Value = serde_json::from_str(
+        &kubectl(
+            &admin,
+            &["get", "deployment", "ome-spread-controller", "-n", "ome-spread", "-o", "json"],
+        )
+        .await,
+    )
+    .expect("the Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let identity = "ome-spread-controller-chart-0";
+    let account = pod["serviceAccountName"].as_str().expect("a ServiceAccount");
+    let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
+    let token = live::service_account_kubeconfig(&admin, "ome-spread", account, &scratch).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("a string"))
+        .collect();
+    assert_eq!(args[..3], ["controller", "--policy", "ome-spread"], "the settings are the policy's");
+    args.extend(["--listen", &listen]);
+    let env: Vec<(String, PathBuf)> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| {
+            let name = e["name"].as_str().expect("a name").to_owned();
+            (name, PathBuf::from(env_value(e, identity, "ome-spread")))
+        })
+        .chain([("KUBECONFIG".to_owned(), token.clone())])
+        .collect();
+    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (k.as_str(), v.as_path())).collect();
+    let binary = live::binary("ome-spread");
+    let (controller, _) = Process::start(identity, &binary, &args, &env, "standing by for the Lease").await;
+
+    eventually("the Deployment's controller on the Lease", 60, || async {
+        let printed = live::kubectl_with(
+            &admin,
+            &[
+                "get",
+                "lease",
+                "ome-spread-controller",
+                "-n",
+                "ome-spread",
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+            ],
+            None,
+        )
+        .await;
+        (printed.stdout == identity).then_some(())
+    })
+    .await;
+    let condition = eventually("the Spread condition", 60, || async {
+        let replica: Value = serde_json::from_str(
+            &kubectl(
+                &admin,
+                &["get", "inferencereplica", "qwen3-0-6b-engine", "-n", NAMESPACE, "-o", "json"],
+            )
+            .await,
+        )
+        .expect("the replica");
+        replica["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Spread")
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        (&condition["status"], &condition["reason"]),
+        (&json!("True"), &json!("NotRequested")),
+        "{condition}"
+    );
+    // Its probes answer where the Deployment points the kubelet.
+    for probe in ["readinessProbe", "livenessProbe"] {
+        let path = container[probe]["httpGet"]["path"].as_str().expect("a path");
+        let answered = tokio::process::Command::new("curl")
+            .args(["-sf", "--max-time", "10", &format!("http://{listen}{path}")])
+            .output()
+            .await
+            .expect("curl runs");
+        assert!(answered.status.success(), "{probe} {path}");
+    }
+
+    controller.kill().await;
+    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
+    kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
+    kubectl(&admin, &["delete", "clusterservingruntime", "srt-chart"]).await;
+}
