@@ -13,21 +13,22 @@ echo "time: the control plane took $((SECONDS - start)) s to start"
 export OME_SPREAD_E2E_KUBECONFIG=$run/kubeconfig OME_SPREAD_E2E_RUN=$run
 # The controllers' debug lines (what was reconciled, and why not): shown only with a failing test.
 export RUST_LOG=${RUST_LOG:-info,ome_spread_controller=debug,kube_runtime::controller=debug}
-# The chart: helm lint (with the ServiceMonitor and PrometheusRule), then its render, migrate RBAC
-# included, applied as a dry run by the API server, which validates every field (strict) against
-# its schemas, Kubewarden's ClusterAdmissionPolicy CRD applied first. The ServiceMonitor and
-# PrometheusRule are not applied: prometheus-operator's CRDs are not on this cluster. The
-# namespace is made first: a dry run creates nothing to put the rest in.
+# The chart: helm lint, then its render (migrate RBAC, ServiceMonitor and PrometheusRule included)
+# applied as a dry run by the API server, which validates every field (strict) against the CRDs
+# written from Kubewarden's and prometheus-operator's, applied first. The namespace is made first:
+# a dry run creates nothing to put the rest in.
 start=$SECONDS
-kubectl=target/cluster/bin/kubectl helm=target/cluster/bin/helm
+kubectl=(target/cluster/bin/kubectl --kubeconfig "$run/kubeconfig") helm=target/cluster/bin/helm
 chart_values=(--set policy.module=registry://REGISTRY/ome-spread:v0.1.0
-  --set controller.image.repository=REGISTRY/ome-spread-controller --set controller.image.tag=0.1.0)
-"$helm" lint --strict charts/ome-spread "${chart_values[@]}" --set serviceMonitor.enabled=true --set prometheusRule.enabled=true
-KUBECONFIG=$run/kubeconfig "$kubectl" apply --server-side -f cluster/kubewarden-crds.yaml
-KUBECONFIG=$run/kubeconfig "$kubectl" wait --for=condition=Established --timeout=60s crd/clusteradmissionpolicies.policies.kubewarden.io
-KUBECONFIG=$run/kubeconfig "$kubectl" create namespace ome-spread
-"$helm" template ome-spread charts/ome-spread --namespace ome-spread "${chart_values[@]}" --set controller.rebalance=migrate |
-  KUBECONFIG=$run/kubeconfig "$kubectl" apply --dry-run=server --validate=strict -f -
+  --set controller.image.repository=REGISTRY/ome-spread-controller --set controller.image.tag=0.1.0
+  --set controller.rebalance=migrate --set serviceMonitor.enabled=true --set prometheusRule.enabled=true)
+"$helm" lint --strict charts/ome-spread "${chart_values[@]}"
+"${kubectl[@]}" apply --server-side -f cluster/kubewarden-crds.yaml -f cluster/prometheus-operator-crds.yaml
+"${kubectl[@]}" wait --for=condition=Established --timeout=60s crd/clusteradmissionpolicies.policies.kubewarden.io \
+  crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com
+"${kubectl[@]}" create namespace ome-spread --save-config
+"$helm" template ome-spread charts/ome-spread --namespace ome-spread "${chart_values[@]}" |
+  "${kubectl[@]}" apply --dry-run=server --validate=strict -f -
 echo "time: the chart's lint and dry run took $((SECONDS - start)) s"
 start=$SECONDS
 # One suite after another, each test alone: the webhook configuration and the nodes are
