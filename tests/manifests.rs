@@ -238,6 +238,9 @@ fn the_controller_gets_only_what_spec_section_5_lists() {
         ("coordination.k8s.io", "leases", "watch"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "patch"),
+        // Only the Lease ome-spread-controller (resourceNames), watched for /healthz.
+        ("coordination.k8s.io", "leases", "list"),
+        ("coordination.k8s.io", "leases", "watch"),
     ]);
     assert_eq!(grants("deploy/controller-rbac.yaml"), triples(&allowed));
     assert_eq!(

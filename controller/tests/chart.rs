@@ -368,15 +368,19 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         (&json!("True"), &json!("NotRequested")),
         "{condition}"
     );
-    // Its probes answer where the Deployment points the kubelet.
+    // Its probes answer 200 where the Deployment points the kubelet, which retries them too.
     for probe in ["readinessProbe", "livenessProbe"] {
         let path = container[probe]["httpGet"]["path"].as_str().expect("a path");
-        let answered = tokio::process::Command::new("curl")
-            .args(["-sf", "--max-time", "10", &format!("http://{listen}{path}")])
-            .output()
-            .await
-            .expect("curl runs");
-        assert!(answered.status.success(), "{probe} {path}");
+        let url = format!("http://{listen}{path}");
+        eventually(&format!("{probe} {path} 200"), 30, || async {
+            let answered = tokio::process::Command::new("curl")
+                .args(["-sf", "--max-time", "5", &url])
+                .output()
+                .await
+                .expect("curl runs");
+            answered.status.success().then_some(())
+        })
+        .await;
     }
 
     controller.kill().await;
