@@ -28,7 +28,11 @@ const REQUIRED: [&str; 6] = [
 
 fn helm_program() -> PathBuf {
     let helm = live::workspace().join("target/cluster/bin/helm");
-    assert!(helm.is_file(), "{} not built: make cluster-bin builds it", helm.display());
+    assert!(
+        helm.is_file(),
+        "{} not built: make cluster-bin builds it",
+        helm.display()
+    );
     helm
 }
 
@@ -72,7 +76,11 @@ fn deploy_is_what_the_chart_renders() {
         .status()
         .expect("charts/manifests.sh runs");
     assert!(rendered.success(), "charts/manifests.sh");
-    for file in ["controller.yaml", "controller-rbac.yaml", "controller-rbac-rebalance.yaml"] {
+    for file in [
+        "controller.yaml",
+        "controller-rbac.yaml",
+        "controller-rbac-rebalance.yaml",
+    ] {
         let shipped = std::fs::read_to_string(live::workspace().join("deploy").join(file)).expect(file);
         let render = std::fs::read_to_string(dir.join(file)).expect(file);
         assert!(
@@ -138,7 +146,12 @@ fn the_chart_names_the_value_a_user_must_set_or_got_wrong() {
         )
     );
     assert_eq!(
-        refusal(&["--set", "policy.module=registry://r/p:v1", "--set", "controller.image.repository=r/c"]),
+        refusal(&[
+            "--set",
+            "policy.module=registry://r/p:v1",
+            "--set",
+            "controller.image.repository=r/c"
+        ]),
         owned(
             "ome-spread/templates/controller.yaml",
             "controller.image.tag is required (e.g. 0.1.0)"
@@ -154,7 +167,15 @@ fn the_chart_names_the_value_a_user_must_set_or_got_wrong() {
         )
     );
     // The policy alone needs no image.
-    assert!(template(&["--set", "policy.module=registry://r/p:v1", "--set", "controller.enabled=false"]).is_ok());
+    assert!(
+        template(&[
+            "--set",
+            "policy.module=registry://r/p:v1",
+            "--set",
+            "controller.enabled=false"
+        ])
+        .is_ok()
+    );
 }
 
 /// `settings` is rendered into the ClusterAdmissionPolicy, which the controller is told to read;
@@ -167,11 +188,21 @@ fn one_settings_value_reaches_the_policy_and_the_controller_reads_that_policy() 
     let render = objects(&template(&args).expect("rendered"));
     let policy = find(&render, "ClusterAdmissionPolicy").expect("the policy");
     assert_eq!(policy["metadata"]["name"], "spread");
-    assert_eq!(policy["spec"]["settings"], json!({"onMissingReplica": "Reject", "maxSkew": 2}));
+    assert_eq!(
+        policy["spec"]["settings"],
+        json!({"onMissingReplica": "Reject", "maxSkew": 2})
+    );
     let deployment = find(&render, "Deployment").expect("the Deployment");
     assert_eq!(
         deployment["spec"]["template"]["spec"]["containers"][0]["args"],
-        json!(["controller", "--policy", "spread", "--log-json", "--rebalance", "recommend"])
+        json!([
+            "controller",
+            "--policy",
+            "spread",
+            "--log-json",
+            "--rebalance",
+            "recommend"
+        ])
     );
     let migrate_role = |render: &[Value]| {
         render
@@ -263,10 +294,28 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     // deploy/'s objects, where the deployed suite applied them, are taken over: the same names.
     kubectl(
         &admin,
-        &["delete", "lease", "ome-spread-controller", "-n", "ome-spread", "--ignore-not-found"],
+        &[
+            "delete",
+            "lease",
+            "ome-spread-controller",
+            "-n",
+            "ome-spread",
+            "--ignore-not-found",
+        ],
     )
     .await;
-    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--ignore-not-found", "--wait"]).await;
+    helm(
+        &admin,
+        &[
+            "uninstall",
+            "ome-spread",
+            "-n",
+            "ome-spread",
+            "--ignore-not-found",
+            "--wait",
+        ],
+    )
+    .await;
     let chart = chart();
     let mut install = vec![
         "install",
@@ -279,8 +328,9 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     ];
     install.extend(REQUIRED);
     helm(&admin, &install).await;
-    let namespace: Value = serde_json::from_str(&kubectl(&admin, &["get", "namespace", "ome-spread", "-o", "json"]).await)
-        .expect("the namespace");
+    let namespace: Value =
+        serde_json::from_str(&kubectl(&admin, &["get", "namespace", "ome-spread", "-o", "json"]).await)
+            .expect("the namespace");
     assert_eq!(
         namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
         "{namespace}"
@@ -291,7 +341,15 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     let deployment: Value = serde_json::from_str(
         &kubectl(
             &admin,
-            &["get", "deployment", "ome-spread-controller", "-n", "ome-spread", "-o", "json"],
+            &[
+                "get",
+                "deployment",
+                "ome-spread-controller",
+                "-n",
+                "ome-spread",
+                "-o",
+                "json",
+            ],
         )
         .await,
     )
@@ -313,7 +371,11 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         .iter()
         .map(|a| a.as_str().expect("a string"))
         .collect();
-    assert_eq!(args[..3], ["controller", "--policy", "ome-spread"], "the settings are the policy's");
+    assert_eq!(
+        args[..3],
+        ["controller", "--policy", "ome-spread"],
+        "the settings are the policy's"
+    );
     args.extend(["--listen", &listen]);
     let env: Vec<(String, PathBuf)> = container["env"]
         .as_array()
@@ -351,7 +413,15 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         let replica: Value = serde_json::from_str(
             &kubectl(
                 &admin,
-                &["get", "inferencereplica", "qwen3-0-6b-engine", "-n", NAMESPACE, "-o", "json"],
+                &[
+                    "get",
+                    "inferencereplica",
+                    "qwen3-0-6b-engine",
+                    "-n",
+                    NAMESPACE,
+                    "-o",
+                    "json",
+                ],
             )
             .await,
         )
@@ -372,7 +442,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     for probe in ["readinessProbe", "livenessProbe"] {
         let path = container[probe]["httpGet"]["path"].as_str().expect("a path");
         let url = format!("http://{listen}{path}");
-        eventually(&format!("{probe} {path} 200"), 30, || async {
+        eventually(&format!("{probe} {path} 200"), 60, || async {
             let answered = tokio::process::Command::new("curl")
                 .args(["-sf", "--max-time", "5", &url])
                 .output()

@@ -270,7 +270,7 @@ fn image_user() -> String {
     last_stage
         .lines()
         .filter_map(|line| line.strip_prefix("USER "))
-        .last()
+        .next_back()
         .expect("the final stage sets USER")
         .trim()
         .to_owned()
@@ -287,7 +287,11 @@ fn the_image_and_every_pod_template_run_as_a_numeric_non_root_user() {
     assert_eq!((uid, gid), ("65532", "65532"), "USER {user}");
 
     let mut templates = Vec::new();
-    for file in ["controller.yaml", "controller-rbac.yaml", "controller-rbac-rebalance.yaml"] {
+    for file in [
+        "controller.yaml",
+        "controller-rbac.yaml",
+        "controller-rbac-rebalance.yaml",
+    ] {
         for object in documents(file) {
             let pod = &object["spec"]["template"]["spec"];
             if pod.is_object() {
