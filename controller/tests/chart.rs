@@ -355,6 +355,20 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     )
     .expect("the Deployment");
     let pod = &deployment["spec"]["template"]["spec"];
+    // Its pod is admitted where Pod Security `restricted` is enforced (the API server's own
+    // PodSecurity admission, on a dry run: no kubelet would run it).
+    let admitted = live::kubectl_with(
+        &admin,
+        &["create", "--dry-run=server", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "ome-spread-controller-admitted", "namespace": "ome-spread"},
+            "spec": pod})
+            .to_string(),
+        ),
+    )
+    .await;
+    assert!(admitted.ok, "Pod Security: {}", admitted.stderr);
     let container = &pod["containers"][0];
     let identity = "ome-spread-controller-chart-0";
     let account = pod["serviceAccountName"].as_str().expect("a ServiceAccount");
