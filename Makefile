@@ -5,24 +5,42 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: wasm-target web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
+.PHONY: release wasm-target web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
 	cp $(BUILT_WASM) policy.wasm
 	@echo "policy.wasm: $$(wc -c < policy.wasm) bytes"
 
-annotated-policy.wasm: policy.wasm metadata.yml README.md
+# The usage text kwctl embeds (kwctl inspect, Artifact Hub) is docs/usage.md, short and the
+# policy's own: the README is the project's quick start.
+annotated-policy.wasm: policy.wasm metadata.yml docs/usage.md
 	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from $(KWCTL_RELEASES)"; exit 1; }
-	kwctl annotate --metadata-path metadata.yml --usage-path README.md --output-path annotated-policy.wasm policy.wasm
+	kwctl annotate --metadata-path metadata.yml --usage-path docs/usage.md --output-path annotated-policy.wasm policy.wasm
 
-# Artifact Hub's package file: `kwctl scaffold artifacthub` on metadata.yml, with three edits
+# What a release publishes, in RELEASE_DIR with a SHA256SUMS of its files: the annotated policy
+# (README: Install pushes it with kwctl push) and the plain module it was made from. Without kwctl
+# only the plain module and its checksum are written, and one line says so.
+RELEASE_DIR := target/release-artifacts
+release: policy.wasm
+	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR) && cp policy.wasm $(RELEASE_DIR)/
+	@if command -v kwctl >/dev/null; then \
+		$(MAKE) --no-print-directory annotated-policy.wasm && cp annotated-policy.wasm $(RELEASE_DIR)/; \
+	else \
+		echo "kwctl not found: $(RELEASE_DIR) has policy.wasm but no annotated-policy.wasm (kwctl: $(KWCTL_RELEASES))"; \
+	fi
+	@cd $(RELEASE_DIR) && sha256sum *.wasm > SHA256SUMS && cat SHA256SUMS
+
+# Artifact Hub's package file: `kwctl scaffold artifacthub` on metadata.yml, with four edits
 # (ARTIFACTHUB_EDIT): a header that says so; createdAt, the release's date, kept from the committed
-# file while the version is the same (kwctl stamps the current time; CREATED_AT=... sets it); and
-# install notes that point at policy.yaml, because the `kwctl scaffold manifest` of kwctl's notes
-# leaves contextAwareResources empty and grants no read of InferenceReplicas: every OMENative pod
-# would be rejected.
+# file while the version is the same (kwctl stamps the current time; CREATED_AT=... sets it); no
+# `policy` link, the GitHub release download kwctl derives from the source URL, since the project
+# publishes no such download; and install notes of our own that pull from the metadata's ociUrl
+# and point at policy.yaml, because the `kwctl scaffold manifest` of kwctl's notes leaves
+# contextAwareResources empty and grants no read of InferenceReplicas: every OMENative pod would
+# be rejected.
 POLICY_VERSION = $(shell sed -n 's/^ *io\.kubewarden\.policy\.version: *//p' metadata.yml)
+POLICY_OCI_URL = $(shell sed -n 's/^ *io\.kubewarden\.policy\.ociUrl: *//p' metadata.yml)
 
 define ARTIFACTHUB_HEADER
 # Artifact Hub package of the ome-spread policy, generated from metadata.yml by
@@ -30,6 +48,12 @@ define ARTIFACTHUB_HEADER
 endef
 
 define ARTIFACTHUB_INSTALL
+install: |
+  Build and push the policy first (`make release`, then `kwctl push`: the README's Install). It
+  can then be pulled with [`kwctl`](https://github.com/kubewarden/kwctl):
+  ```console
+  kwctl pull registry://$(POLICY_OCI_URL):v$(POLICY_VERSION)
+  ```
   Then apply `policy.yaml` from the source repository, its `spec.module` set to that image: the
   ClusterAdmissionPolicy (only pods labelled `ome.io/managed-by: OMENative` reach the
   policy-server) and the RBAC that lets the policy-server read InferenceReplicas. Without that
@@ -41,8 +65,10 @@ NR == 1 { print ENVIRON["ARTIFACTHUB_HEADER"] }
 /^#/ && !body { next }
 { body = 1 }
 /^createdAt: / && ENVIRON["CREATED"] != "" { print "createdAt: " ENVIRON["CREATED"]; next }
-/^  Then, generate the policy manifest/ { print ENVIRON["ARTIFACTHUB_INSTALL"]; skip = 1; found = 1; next }
 skip && /^[^ ]/ { skip = 0 }
+/^[^ -]/ { links = /^links:/ }
+links && /^- name: policy$$/ { getline; next }
+/^install: / { print ENVIRON["ARTIFACTHUB_INSTALL"]; skip = 1; found = 1; next }
 !skip { print }
 END { if (!found) { print "kwctl's install notes changed: update ARTIFACTHUB_EDIT in the Makefile" > "/dev/stderr"; exit 1 } }
 endef

@@ -1,5 +1,5 @@
 //! metadata.yml, artifacthub-pkg.yml and policy.yaml describe one policy: they must agree with
-//! each other, with the code, and with SPEC section 5.
+//! each other, with the code, and with the least privilege the controller's RBAC promises.
 
 use serde_json::{Value, json};
 
@@ -54,7 +54,6 @@ fn mutation_and_context_aware_resources_agree() {
     assert_eq!(metadata["contextAwareResources"], replica);
     assert_eq!(policy()["spec"]["contextAwareResources"], replica);
     assert_eq!(artifacthub_annotation("kubewarden/contextAwareResources"), replica);
-    assert_eq!(metadata["hostCapabilities"], json!(["kubernetes/get_resource"]));
     assert_eq!(metadata["backgroundAudit"], false);
     assert_eq!(policy()["spec"]["backgroundAudit"], false);
     assert_eq!(metadata["executionMode"], "kubewarden-wapc");
@@ -113,7 +112,7 @@ fn artifact_hubs_install_notes_point_at_policy_yaml_and_its_rbac() {
     let artifacthub = yaml("artifacthub-pkg.yml");
     let install = artifacthub["install"].as_str().expect("install notes");
     assert!(
-        install.contains("kwctl pull ghcr.io/ome-spread/policies/ome-spread:v0.1.0"),
+        install.contains("kwctl pull registry://YOUR_REGISTRY/ome-spread:v0.1.0"),
         "{install}"
     );
     assert!(install.contains("apply `policy.yaml`"), "{install}");
@@ -247,4 +246,33 @@ fn the_controller_gets_only_what_spec_section_5_lists() {
         grants("policy.yaml"),
         triples(&[("ome.io", "inferencereplicas", "get")])
     );
+}
+
+/// kwctl reads metadata.yml into policy-evaluator's `Metadata` (kubewarden/policy-evaluator,
+/// `src/policy_metadata.rs`), which drops any other field silently; `protocolVersion` is kwctl
+/// annotate's to set, from the module itself.
+#[test]
+fn metadata_has_only_fields_kwctl_knows_and_a_minimum_kubewarden_version() {
+    let metadata = yaml("metadata.yml");
+    let mut fields: Vec<&str> = metadata
+        .as_object()
+        .expect("a mapping")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "annotations",
+            "backgroundAudit",
+            "contextAwareResources",
+            "executionMode",
+            "minimumKubewardenVersion",
+            "mutating",
+            "policyType",
+            "rules"
+        ]
+    );
+    assert_eq!(metadata["minimumKubewardenVersion"], "1.31.0");
 }
