@@ -1,6 +1,6 @@
 //! `make demo`: builds policy.wasm, runs it in wasmtime through waPC as the policy-server does,
-//! on the seed's scenarios, and prints what each pod comes out with, in the columns of the seed's
-//! Step 2 (plus, for workers, the pod affinity that keeps them in their leader's domain).
+//! on OME's how-to's scenarios, and prints what each pod comes out with, in the columns of Step 2
+//! of OME's how-to (plus, for workers, the pod affinity that keeps them in their leader's domain).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -18,7 +18,7 @@ struct Scenario {
 
 const SCENARIOS: &[Scenario] = &[
     Scenario {
-        title: "The seed's example: two single-pod Instances, Required, spread across zones",
+        title: "OME's how-to example: two single-pod Instances, Required, spread across zones",
         replica: "qwen3-0-6b-engine",
         pods: &[
             "requests/qwen3-0-6b-engine-0-default-0",

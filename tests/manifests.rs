@@ -276,3 +276,140 @@ fn metadata_has_only_fields_kwctl_knows_and_a_minimum_kubewarden_version() {
     );
     assert_eq!(metadata["minimumKubewardenVersion"], "1.31.0");
 }
+
+/// The files a user reads or applies, beside the README and docs/.
+const USER_FILES: [&str; 7] = [
+    "metadata.yml",
+    "artifacthub-pkg.yml",
+    "policy.yaml",
+    "deploy/controller.yaml",
+    "deploy/controller-rbac.yaml",
+    "deploy/controller-rbac-rebalance.yaml",
+    "deploy/Dockerfile",
+];
+
+/// README.md and every page of docs/, with their text.
+fn markdown_pages() -> Vec<(std::path::PathBuf, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = std::fs::read_dir(root.join("docs")).expect("docs/");
+    let mut pages: Vec<std::path::PathBuf> = docs
+        .map(|entry| entry.expect("a docs/ entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.push(root.join("README.md"));
+    pages.sort();
+    pages
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (path, text)
+        })
+        .collect()
+}
+
+/// The project publishes no policy, image or download of its own: what the docs and manifests
+/// install is what the user built and pushed, named by the `YOUR_REGISTRY` placeholder. And they
+/// cite nothing a user cannot read: no behaviour contract by section, no "seed".
+#[test]
+fn user_facing_text_names_only_what_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = markdown_pages();
+    for file in USER_FILES {
+        let text = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        files.push((root.join(file), text));
+    }
+    for (path, text) in &files {
+        let file = path.display();
+        for unpublished in [
+            "ghcr.io/ome-spread",
+            "ome-spread/ome-spread/releases",
+            "SPEC",
+            "the seed",
+        ] {
+            assert!(!text.contains(unpublished), "{file} names {unpublished:?}");
+        }
+        for (at, _) in text.match_indices("registry://") {
+            let reference = &text[at..text[at..].find(char::is_whitespace).map_or(text.len(), |end| at + end)];
+            assert!(
+                reference.starts_with("registry://YOUR_REGISTRY/"),
+                "{file}: {reference}"
+            );
+        }
+    }
+    for documents in ["policy.yaml", "deploy/controller.yaml"].map(yaml_documents) {
+        for document in documents {
+            for container in document["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let image = container["image"].as_str().expect("an image");
+                assert!(image.starts_with("YOUR_REGISTRY/"), "{image}");
+            }
+        }
+    }
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Every relative link of the README and docs/ names a file of the repository, and its
+/// `#anchor`, if any, a heading of that file.
+#[test]
+fn the_docs_links_point_at_what_exists() {
+    use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+    let pages = markdown_pages();
+    let mut headings = std::collections::BTreeMap::new();
+    let mut links = Vec::new();
+    for (path, text) in &pages {
+        let path = path.canonicalize().expect("the page");
+        let mut heading: Option<String> = None;
+        for event in Parser::new(text) {
+            match event {
+                Event::Start(Tag::Heading { .. }) => heading = Some(String::new()),
+                Event::Text(t) | Event::Code(t) if heading.is_some() => heading.as_mut().expect("open").push_str(&t),
+                Event::End(TagEnd::Heading(_)) => {
+                    let text = heading.take().expect("open");
+                    headings
+                        .entry(path.clone())
+                        .or_insert_with(Vec::new)
+                        .push(anchor(&text));
+                }
+                Event::Start(Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. }) => {
+                    links.push((path.clone(), dest_url.to_string()));
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut checked = 0;
+    for (page, link) in links.iter().filter(|(_, link)| !link.contains("://")) {
+        let (file, fragment) = link.split_once('#').unwrap_or((link, ""));
+        let target = if file.is_empty() {
+            page.clone()
+        } else {
+            page.parent().expect("a folder").join(file)
+        };
+        let target = target
+            .canonicalize()
+            .unwrap_or_else(|_| panic!("{}: {link} names no file", page.display()));
+        if !fragment.is_empty() {
+            let known = headings.get(&target).map(Vec::as_slice).unwrap_or_default();
+            assert!(
+                known.iter().any(|a| a == fragment),
+                "{}: {link}: no such heading in {}",
+                page.display(),
+                target.display()
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 30, "only {checked} relative links read: the reading broke");
+}

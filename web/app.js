@@ -82,7 +82,7 @@ function component(c) {
   );
 }
 
-// One of the seed's Step 2 tables (or another of explain's), its first row the header.
+// One of the Step 2 tables of OME's how-to (or another of explain's), its first row the header.
 function table([header, ...rows], kind = "step2") {
   return element("table", { class: kind },
     element("thead", {}, element("tr", {}, ...header.map((cell) => element("th", { scope: "col" }, cell)))),
@@ -255,7 +255,7 @@ try {
   throw error;
 }
 loadMenu(JSON.parse(scenarios()));
-// A first visit shows the seed's example rather than empty boxes.
+// A first visit shows OME's how-to example rather than empty boxes.
 $("scenario").value = "0";
 $("scenario").dispatchEvent(new Event("change"));
 // A box re-runs only its own pane (the settings, both): a whole cluster pasted into the diagnosis

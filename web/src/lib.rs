@@ -29,7 +29,7 @@ pub fn diagnose_json(objects: &str, settings: &str) -> String {
     diagnose(objects, settings).to_string()
 }
 
-/// The menu: the seed's scenarios and one example of each reason, as JSON.
+/// The menu: OME's how-to's scenarios and one example of each reason, as JSON.
 #[wasm_bindgen(js_name = scenarios)]
 pub fn scenarios_json() -> String {
     scenarios().to_string()

@@ -1,4 +1,4 @@
-//! The page's menu: the seed's scenarios for the policy (the replicas and pods `make demo` runs)
+//! The page's menu: OME's how-to's scenarios for the policy (the replicas and pods `make demo` runs)
 //! and for the diagnosis (the objects `explain`'s tests read, one per reason), as they are
 //! saved in the repository.
 
@@ -13,7 +13,7 @@ macro_rules! saved {
 /// (title, replica JSON, Pod CREATE request JSON)
 const ADMIT: [(&str, &str, &str); 4] = [
     (
-        "The seed's example: Instance 0 of two, Required across zones",
+        "OME's how-to example: Instance 0 of two, Required across zones",
         saved!("tests/data/replicas/qwen3-0-6b-engine.json"),
         saved!("tests/data/requests/qwen3-0-6b-engine-0-default-0.json"),
     ),
@@ -34,9 +34,9 @@ const ADMIT: [(&str, &str, &str); 4] = [
     ),
 ];
 
-/// (title, objects as `kubectl get -o yaml` saves them); the first is the seed's example
+/// (title, objects as `kubectl get -o yaml` saves them); the first is OME's how-to example
 const DIAGNOSE: [(&str, &str); 13] = [
-    ("The seed's example", saved!("controller/tests/data/seed.yaml")),
+    ("OME's how-to example", saved!("controller/tests/data/seed.yaml")),
     ("Satisfied", saved!("controller/tests/data/reasons/Satisfied.yaml")),
     (
         "SettingsNotProjected",
@@ -75,7 +75,7 @@ const DIAGNOSE: [(&str, &str); 13] = [
     ("Skewed", saved!("controller/tests/data/reasons/Skewed.yaml")),
 ];
 
-/// The menu, in order: the seed's example (a pod, and the namespace after both Instances ran),
+/// The menu, in order: OME's how-to example (a pod, and the namespace after both Instances ran),
 /// then the other pods, then one namespace per reason. Each scenario fills the panes it has.
 pub fn scenarios() -> Value {
     let yaml = |json: &str, pointer: &str| -> String {
@@ -87,7 +87,7 @@ pub fn scenarios() -> Value {
     let diagnose = |objects: &str| json!({ "objects": objects, "settings": "" });
     let mut menu = vec![json!({
         "title": ADMIT[0].0,
-        "group": "The seed",
+        "group": "OME's how-to",
         "admit": admit(&ADMIT[0]),
         "diagnose": diagnose(DIAGNOSE[0].1),
     })];
