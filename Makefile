@@ -223,7 +223,7 @@ cluster-up: cluster-bin
 cluster-down:
 	cluster/down.sh
 
-# The seed's how-to and every cluster test against a control plane of their own (cluster/e2e.sh):
+# OME's how-to and every cluster test against a control plane of their own (cluster/e2e.sh):
 # started, run, stopped, no process left. The stand-ins, the admission host and the controller
 # they start are built first.
 e2e-cluster: cluster-bin policy.wasm

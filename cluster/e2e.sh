@@ -32,7 +32,7 @@ chart_values=(--set policy.module=registry://REGISTRY/ome-spread:v0.1.0
 echo "time: the chart's lint and dry run took $((SECONDS - start)) s"
 start=$SECONDS
 # One suite after another, each test alone: the webhook configuration and the nodes are
-# cluster-wide. The stand-ins' own tests first, then the seed and the controller, then the webhook.
+# cluster-wide. The stand-ins' own tests first, then OME's how-to and the controller, then the webhook.
 suites=(
   "-p ome-spread-sim --test cluster_seed --test cluster_racks --test cluster_status --test cluster_migration --test cluster_migration_deadline --test cluster_restart"
   "-p ome-spread-controller --test seed --test cluster --test deployed --test chart"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Kubernetes control plane for the tests and for trying the seed's how-to: etcd, kube-apiserver,
+# A Kubernetes control plane for the tests and for trying OME's how-to: etcd, kube-apiserver,
 # kube-controller-manager (namespaces, garbage collection, service accounts only) and
 # kube-scheduler, built by `make cluster-bin`, on 127.0.0.1 and free ports. No kubelet: the node
 # stand-in (`target/debug/stand-in nodes`) plays the nodes. Certificates and keys are made for the

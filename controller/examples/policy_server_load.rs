@@ -2,7 +2,7 @@
 //! the package's binary, which cargo fails to link under the release profile's `panic = "abort"`):
 //! the annotated policy and the SDK floor (a policy that only parses
 //! the request as the SDK does, then accepts) side by side in one real `policy-server`, its
-//! replica lookups answered by a fake API server, under an open-loop load of the seed's OMENative
+//! replica lookups answered by a fake API server, under an open-loop load of OME's how-to's OMENative
 //! pods: a request goes out on schedule whether or not the earlier ones have been answered, as
 //! the API server's admission calls do.
 //!
@@ -22,7 +22,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use support::{Case, Client, FakeApi, Policy, PolicyServer, Tools};
 
-/// The seed's pods: its two single-pod Instances, and a leader and a worker of a multi-node one.
+/// The pods of OME's how-to: its two single-pod Instances, and a leader and a worker of a multi-node one.
 const PODS: [&str; 4] = [
     "p5_seed_instance_0_gets_the_required_zone_constraint",
     "p5_seed_instance_1_gets_the_required_zone_constraint",
