@@ -19,9 +19,9 @@ const NAMESPACE: &str = "ome-spread-chart";
 /// The values a user must set, as deploy/ is rendered with them (charts/manifests.sh).
 const REQUIRED: [&str; 6] = [
     "--set",
-    "policy.module=registry://REGISTRY/ome-spread:v0.1.0",
+    "policy.module=registry://YOUR_REGISTRY/ome-spread:v0.1.0",
     "--set",
-    "controller.image.repository=REGISTRY/ome-spread-controller",
+    "controller.image.repository=YOUR_REGISTRY/ome-spread-controller",
     "--set",
     "controller.image.tag=0.1.0",
 ];
@@ -135,14 +135,14 @@ fn the_chart_names_the_value_a_user_must_set_or_got_wrong() {
         refusal(&[]),
         owned(
             "ome-spread/templates/policy.yaml",
-            "policy.module is required: push the annotated policy (kwctl push annotated-policy.wasm REGISTRY/ome-spread:v0.1.0) and set policy.module=registry://REGISTRY/ome-spread:v0.1.0"
+            "policy.module is required: push the annotated policy (kwctl push annotated-policy.wasm YOUR_REGISTRY/ome-spread:v0.1.0) and set policy.module=registry://YOUR_REGISTRY/ome-spread:v0.1.0"
         )
     );
     assert_eq!(
         refusal(&["--set", "policy.module=registry://r/p:v1"]),
         owned(
             "ome-spread/templates/controller.yaml",
-            "controller.image.repository is required: the image built from deploy/Dockerfile, pushed (e.g. REGISTRY/ome-spread-controller)"
+            "controller.image.repository is required: the image built from deploy/Dockerfile, pushed (e.g. YOUR_REGISTRY/ome-spread-controller)"
         )
     );
     assert_eq!(
