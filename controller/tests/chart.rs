@@ -154,7 +154,7 @@ fn the_chart_names_the_value_a_user_must_set_or_got_wrong() {
         ]),
         owned(
             "ome-spread/templates/controller.yaml",
-            "controller.image.tag is required (e.g. 0.1.0)"
+            "controller.image.tag is required (e.g. v0.1.0)"
         )
     );
     let mut bad_mode = REQUIRED.to_vec();
