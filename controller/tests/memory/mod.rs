@@ -137,14 +137,19 @@ impl ApiServer {
         object
     }
 
-    pub fn delete(&self, kind: &str, namespace: Option<&str>, name: &str) {
+    /// Where an object of `kind` named so lives.
+    fn key(kind: &str, namespace: Option<&str>, name: &str) -> Key {
         let (prefix, resource) = Self::resource_of(kind);
-        let key = Key {
+        Key {
             prefix: prefix.into(),
             resource,
             namespace: namespace.map(String::from),
             name: name.into(),
-        };
+        }
+    }
+
+    pub fn delete(&self, kind: &str, namespace: Option<&str>, name: &str) {
+        let key = Self::key(kind, namespace, name);
         let object = self.objects.lock().unwrap().remove(&key).expect(name);
         self.notify(&key, "DELETED", &object);
     }
@@ -164,13 +169,7 @@ impl ApiServer {
     }
 
     pub fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Value {
-        let (prefix, resource) = Self::resource_of(kind);
-        let key = Key {
-            prefix: prefix.into(),
-            resource,
-            namespace: namespace.map(String::from),
-            name: name.into(),
-        };
+        let key = Self::key(kind, namespace, name);
         self.objects.lock().unwrap().get(&key).cloned().expect(name)
     }
 
