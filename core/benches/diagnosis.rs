@@ -1,7 +1,8 @@
 //! `make bench`: the controller's whole pass, in the pure core: 1,000 replicas, 10,000 pods and
 //! 5,000 nodes read once, then one report per replica. Half the replicas run 10 single-pod
 //! Instances, half 2 Instances of a leader and 4 workers; each component's pods select the nodes
-//! that hold its model (a tenth of the cluster), some tainted, across 3 zones.
+//! that hold its model (a tenth of the cluster), some tainted, across 3 zones. Measured alone and,
+//! as the controller's reconcile does, with what losing each zone and rack leaves (`losses`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
@@ -9,7 +10,9 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
+use ome_spread_core::loss::losses;
 use ome_spread_core::nodes::Nodes;
+use ome_spread_core::room::requested;
 use ome_spread_core::settings::Settings;
 use serde_json::Value;
 
@@ -17,9 +20,11 @@ use serde_json::Value;
 mod cluster;
 use cluster::{Cluster, REPLICAS, cluster};
 
-/// The controller's pass: nodes read once, pods grouped by replica once, one report per replica.
-fn pass(cluster: &Cluster, settings: &Settings) -> BTreeMap<Reason, usize> {
+/// The controller's pass: nodes read once, pods grouped by replica once, one report per replica,
+/// `with_losses`: and its losses, as the controller's reconcile reads them.
+fn pass(cluster: &Cluster, settings: &Settings, with_losses: bool) -> BTreeMap<Reason, usize> {
     let nodes = Nodes::from_json(&cluster.nodes);
+    let requested = requested(&cluster.pods);
     let mut pods_of: HashMap<(&str, &str), Vec<Value>> = HashMap::new();
     for pod in &cluster.pods {
         let labels = &pod["metadata"]["labels"];
@@ -41,6 +46,9 @@ fn pass(cluster: &Cluster, settings: &Settings) -> BTreeMap<Reason, usize> {
             nodes: &nodes,
         };
         let report = diagnose(&component, settings).expect("a report");
+        if with_losses {
+            black_box(losses(&component, &report, &requested, settings));
+        }
         *reasons.entry(report.reason).or_insert(0) += 1;
     }
     reasons
@@ -49,7 +57,7 @@ fn pass(cluster: &Cluster, settings: &Settings) -> BTreeMap<Reason, usize> {
 fn main() {
     let cluster = cluster();
     let settings = Settings::default();
-    let reasons = pass(&cluster, &settings);
+    let reasons = pass(&cluster, &settings, true);
     println!(
         "diagnosis pass over {} replicas, {} pods, {} nodes: reasons {:?}",
         cluster.replicas.len(),
@@ -67,7 +75,10 @@ fn main() {
         .measurement_time(Duration::from_secs(10))
         .configure_from_args();
     criterion.bench_function("diagnosis/1000 replicas, 10000 pods, 5000 nodes", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &settings)))
+        b.iter(|| black_box(pass(black_box(&cluster), &settings, false)))
+    });
+    criterion.bench_function("diagnosis/with the losses of each", |b| {
+        b.iter(|| black_box(pass(black_box(&cluster), &settings, true)))
     });
     criterion.bench_function("diagnosis/of which reading the 5000 nodes", |b| {
         b.iter(|| black_box(Nodes::from_json(black_box(&cluster.nodes))))
