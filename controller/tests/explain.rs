@@ -851,6 +851,53 @@ fn a_pending_instance_is_named_apart_from_the_placed_ones() {
     );
 }
 
+/// Satisfied says that losing a domain leaves Instances serving only when they run in two domains
+/// or more: one Instance, or every Instance in one domain (maxSkew as large as their number), is
+/// Satisfied too, and losing that domain leaves none.
+#[test]
+fn satisfied_in_one_domain_says_losing_it_leaves_none_serving() {
+    let report = |change: &dyn Fn(&mut Vec<Value>), settings: Settings| {
+        let mut objects = seed();
+        change(&mut objects);
+        let report = report_of(&objects, &settings);
+        (report.reason, report.message, report.action)
+    };
+    let one_domain = "Nothing the spread requires, but losing the domain the Instances run in leaves none serving: \
+                      two Instances or more, with a maxSkew below their number, run in different domains.";
+    let one = report(&|o| o.retain(|o| o["metadata"]["name"] != POD_1), Settings::default());
+    assert_eq!(
+        one,
+        (
+            Reason::Satisfied,
+            "the 1 Instance runs in 1 domain of topology.kubernetes.io/zone".into(),
+            one_domain
+        )
+    );
+    let piled = report(
+        &|o| {
+            let zone_a = find(o, "Pod", POD_0)["spec"]["nodeName"].clone();
+            find(o, "Pod", POD_1)["spec"]["nodeName"] = zone_a;
+        },
+        Settings {
+            max_skew: 2,
+            ..Settings::default()
+        },
+    );
+    assert_eq!(
+        piled,
+        (
+            Reason::Satisfied,
+            "the 2 Instances run in 1 domain of topology.kubernetes.io/zone".into(),
+            one_domain
+        )
+    );
+    let spread = report(&|_| (), Settings::default());
+    assert_eq!(
+        spread.2,
+        "Nothing: losing one domain leaves the Instances in the others serving."
+    );
+}
+
 /// Live, the room counts every pod of the cluster, of any workload, as `--from` counts every
 /// saved pod: a training job's pod in another namespace holding zone-b's only GPU leaves no move.
 #[tokio::test]

@@ -567,21 +567,34 @@ fn where_instances_run(report: &Report, anchors: &[&Value], key: &str, settings:
         .copied()
         .filter(|pod| pod["spec"]["nodeName"].as_str().is_none())
         .collect();
+    let placed_ones = if pending.is_empty() { "" } else { " placed" };
+    let run_in = match (placed, used) {
+        (0, _) => "no Instance is placed".to_owned(),
+        (1, _) => format!("the 1{placed_ones} Instance runs in 1 domain of {key}"),
+        (n, 1) => format!("the {n}{placed_ones} Instances run in 1 domain of {key}"),
+        (n, used) => format!("the {n}{placed_ones} Instances run in {used} different domains of {key}"),
+    };
     let message = match pending.len() {
         // OME has not made the pods yet: nothing to count.
         _ if anchors.is_empty() => "no Instance has a pod yet".to_owned(),
-        0 => format!("the {placed} Instances run in {used} different domains of {key}"),
+        0 => run_in,
         n => format!(
-            "the {placed} placed Instances run in {used} different domains of {key}; {} {} Pending",
+            "{run_in}; {} {} Pending",
             names(&pending),
             if n == 1 { "is" } else { "are" }
         ),
     };
-    Finding::new(
-        Reason::Satisfied,
-        message,
-        "Nothing: losing one domain leaves the Instances in the others serving.",
-    )
+    // One Instance, or all in one domain (a maxSkew as large as their number): the spread holds,
+    // but a domain's loss is not survived.
+    let action = match used {
+        0 => "Nothing yet: the Instances are counted in their domains once they are placed.",
+        1 => {
+            "Nothing the spread requires, but losing the domain the Instances run in leaves none serving: \
+             two Instances or more, with a maxSkew below their number, run in different domains."
+        }
+        _ => "Nothing: losing one domain leaves the Instances in the others serving.",
+    };
+    Finding::new(Reason::Satisfied, message, action)
 }
 
 /// A pod the scheduler holds back on its spread constraint itself: `didn't match pod topology
