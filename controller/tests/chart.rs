@@ -279,31 +279,9 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         return;
     };
     live::install_crds(&admin).await;
-    let kubewarden = std::fs::read_to_string(live::workspace().join("cluster/kubewarden-crds.yaml")).expect("the CRD");
-    live::apply(&admin, &kubewarden).await;
-    kubectl(
-        &admin,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/clusteradmissionpolicies.policies.kubewarden.io",
-            "--timeout=60s",
-        ],
-    )
-    .await;
+    live::install_kubewarden_crd(&admin).await;
     // deploy/'s objects, where the deployed suite applied them, are taken over: the same names.
-    kubectl(
-        &admin,
-        &[
-            "delete",
-            "lease",
-            "ome-spread-controller",
-            "-n",
-            "ome-spread",
-            "--ignore-not-found",
-        ],
-    )
-    .await;
+    live::forget_lease(&admin).await;
     helm(
         &admin,
         &[
@@ -374,11 +352,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     let account = pod["serviceAccountName"].as_str().expect("a ServiceAccount");
     let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
     let token = live::service_account_kubeconfig(&admin, "ome-spread", account, &scratch).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = format!("127.0.0.1:{}", live::free_port());
     let mut args: Vec<&str> = container["args"]
         .as_array()
         .expect("args")
@@ -406,21 +380,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     let (controller, _) = Process::start(identity, &binary, &args, &env, "standing by for the Lease").await;
 
     eventually("the Deployment's controller on the Lease", 60, || async {
-        let printed = live::kubectl_with(
-            &admin,
-            &[
-                "get",
-                "lease",
-                "ome-spread-controller",
-                "-n",
-                "ome-spread",
-                "-o",
-                "jsonpath={.spec.holderIdentity}",
-            ],
-            None,
-        )
-        .await;
-        (printed.stdout == identity).then_some(())
+        live::lease_holder(&admin).await.filter(|h| h == identity)
     })
     .await;
     let condition = eventually("the Spread condition", 60, || async {
@@ -455,14 +415,8 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     // Its probes answer 200 where the Deployment points the kubelet, which retries them too.
     for probe in ["readinessProbe", "livenessProbe"] {
         let path = container[probe]["httpGet"]["path"].as_str().expect("a path");
-        let url = format!("http://{listen}{path}");
         eventually(&format!("{probe} {path} 200"), 60, || async {
-            let answered = tokio::process::Command::new("curl")
-                .args(["-sf", "--max-time", "5", &url])
-                .output()
-                .await
-                .expect("curl runs");
-            answered.status.success().then_some(())
+            (live::get(&listen, path).await.0 == "200").then_some(())
         })
         .await;
     }

@@ -61,41 +61,9 @@ fn spread(replica: &Value) -> Option<&Value> {
         .find(|c| c["type"] == "Spread")
 }
 
-async fn holder(admin: &Path) -> Option<String> {
-    let printed = live::kubectl_with(
-        admin,
-        &[
-            "get",
-            "lease",
-            "ome-spread-controller",
-            "-n",
-            "ome-spread",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ],
-        None,
-    )
-    .await;
-    (printed.ok && !printed.stdout.is_empty()).then_some(printed.stdout)
-}
-
 async fn metrics(port: u16) -> Option<String> {
-    let printed = tokio::process::Command::new("curl")
-        .args(["-sf", &format!("http://127.0.0.1:{port}/metrics")])
-        .output()
-        .await
-        .ok()?;
-    printed
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&printed.stdout).into_owned())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    let (code, body) = live::get(&format!("127.0.0.1:{port}"), "/metrics").await;
+    (code == "200").then_some(body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,20 +81,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     .await;
     let rbac = std::fs::read_to_string(live::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
     live::apply(&admin, &rbac).await;
-    // A Lease an earlier run left (its last holder killed, not released) would name one of
-    // today's identities, which would then lead before it stood by.
-    kubectl(
-        &admin,
-        &[
-            "delete",
-            "lease",
-            "ome-spread-controller",
-            "-n",
-            "ome-spread",
-            "--ignore-not-found",
-        ],
-    )
-    .await;
+    live::forget_lease(&admin).await;
     live::fresh_namespace(&admin, NAMESPACE).await;
     live::apply(&admin, OBJECTS).await;
     let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
@@ -135,7 +90,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     let binary = live::binary("ome-spread");
     let mut controllers = Vec::new();
     for identity in ["ome-spread-controller-a", "ome-spread-controller-b"] {
-        let port = free_port();
+        let port = live::free_port();
         let listen = format!("127.0.0.1:{port}");
         let args = ["controller", "--listen", &listen, "--identity", identity];
         let env = [
@@ -146,7 +101,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
         controllers.push((identity, port, process));
     }
 
-    let leader = eventually("a leader on the Lease", 60, || holder(&admin)).await;
+    let leader = eventually("a leader on the Lease", 60, || live::lease_holder(&admin)).await;
     let (at, _) = controllers
         .iter()
         .enumerate()
@@ -177,7 +132,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     process.kill().await;
     let survivor = controllers[0].0;
     eventually("the survivor on the Lease", 90, || async {
-        holder(&admin).await.filter(|h| h == survivor)
+        live::lease_holder(&admin).await.filter(|h| h == survivor)
     })
     .await;
     eventually("the survivor's metrics", 60, || async {
@@ -364,42 +319,6 @@ spec:
     )
 }
 
-async fn reason_in(admin: &Path, namespace: &str) -> Option<String> {
-    let printed = live::kubectl_with(
-        admin,
-        &[
-            "get",
-            "inferencereplica",
-            "qwen3-0-6b-engine",
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Spread\")].reason}",
-        ],
-        None,
-    )
-    .await;
-    (printed.ok && !printed.stdout.is_empty()).then_some(printed.stdout)
-}
-
-async fn get(port: u16, path: &str) -> (String, String) {
-    let printed = tokio::process::Command::new("curl")
-        .args([
-            "-s",
-            "-o",
-            "-",
-            "-w",
-            "%{http_code}",
-            &format!("http://127.0.0.1:{port}{path}"),
-        ])
-        .output()
-        .await
-        .expect("curl");
-    let text = String::from_utf8_lossy(&printed.stdout).into_owned();
-    let (body, code) = text.split_at(text.len().saturating_sub(3));
-    (code.to_owned(), body.to_owned())
-}
-
 /// `--policy`: the controller, under deploy/controller-rbac.yaml, reads the settings of a real
 /// ClusterAdmissionPolicy (Kubewarden's CRD: cluster/kubewarden-crds.yaml) and follows a change of
 /// them to the condition, with no restart.
@@ -411,18 +330,7 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
         return;
     };
     live::install_crds(&admin).await;
-    let crd = std::fs::read_to_string(live::workspace().join("cluster/kubewarden-crds.yaml")).expect("the CRD");
-    live::apply(&admin, &crd).await;
-    kubectl(
-        &admin,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/clusteradmissionpolicies.policies.kubewarden.io",
-            "--timeout=60s",
-        ],
-    )
-    .await;
+    live::install_kubewarden_crd(&admin).await;
     live::apply(
         &admin,
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}\n",
@@ -430,18 +338,7 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     .await;
     let rbac = std::fs::read_to_string(live::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
     live::apply(&admin, &rbac).await;
-    kubectl(
-        &admin,
-        &[
-            "delete",
-            "lease",
-            "ome-spread-controller",
-            "-n",
-            "ome-spread",
-            "--ignore-not-found",
-        ],
-    )
-    .await;
+    live::forget_lease(&admin).await;
     live::fresh_namespace(&admin, SETTINGS_NAMESPACE).await;
     // Pods wait for the namespace's default ServiceAccount.
     let objects = placed();
@@ -454,7 +351,7 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
 
     let scratch = live::workspace().join(format!("target/e2e-cluster/{}-settings", std::process::id()));
     let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
-    let port = free_port();
+    let port = live::free_port();
     let listen = format!("127.0.0.1:{port}");
     let args = [
         "controller",
@@ -478,14 +375,21 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     )
     .await;
 
-    let satisfied = || async { reason_in(&admin, SETTINGS_NAMESPACE).await.filter(|r| r == "Satisfied") };
+    let satisfied = || async {
+        live::spread_reason(&admin, SETTINGS_NAMESPACE)
+            .await
+            .filter(|r| r == "Satisfied")
+    };
     eventually("Spread True (Satisfied) on the policy's settings", 60, satisfied).await;
-    assert_eq!(get(port, "/healthz").await, ("200".into(), "ok".into()));
+    assert_eq!(
+        live::get(&format!("127.0.0.1:{port}"), "/healthz").await,
+        ("200".into(), "ok".into())
+    );
     // Ready is set by a task of its own once the caches are filled, within its bounded wait (30 s)
     // and the next: a moment after the first condition can be written, or up to half a minute.
     let ready = ("200".to_owned(), "ok".to_owned());
     eventually("/readyz ok", 75, || async {
-        (get(port, "/readyz").await == ready).then_some(())
+        (live::get(&format!("127.0.0.1:{port}"), "/readyz").await == ready).then_some(())
     })
     .await;
     assert!(
@@ -501,7 +405,7 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
         "Spread False (PodsPredateChange) after the policy's change",
         60,
         || async {
-            reason_in(&admin, SETTINGS_NAMESPACE)
+            live::spread_reason(&admin, SETTINGS_NAMESPACE)
                 .await
                 .filter(|r| r == "PodsPredateChange")
         },

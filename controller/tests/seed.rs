@@ -600,18 +600,7 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
     // The spread added: the running Instances stay, and predate it.
     let spread = "    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n";
     live::apply(&world.admin, &service(spread)).await;
-    let reason = || async {
-        let args = [
-            "get",
-            "inferencereplica",
-            "qwen3-0-6b-engine",
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Spread\")].reason}",
-        ];
-        live::kubectl_with(&world.admin, &args, None).await.stdout
-    };
+    let reason = || async { live::spread_reason(&world.admin, namespace).await.unwrap_or_default() };
     live::eventually("PodsPredateChange", 60, || async {
         (reason().await == "PodsPredateChange").then_some(())
     })

@@ -129,6 +129,74 @@ pub async fn install_crds(admin: &Path) {
     .await;
 }
 
+/// Kubewarden's ClusterAdmissionPolicy CRD (cluster/kubewarden-crds.yaml) on the cluster,
+/// Established.
+pub async fn install_kubewarden_crd(admin: &Path) {
+    let crd = std::fs::read_to_string(workspace().join("cluster/kubewarden-crds.yaml")).expect("the CRD");
+    apply(admin, &crd).await;
+    let crd = "crd/clusteradmissionpolicies.policies.kubewarden.io";
+    kubectl(admin, &["wait", "--for=condition=Established", crd, "--timeout=60s"]).await;
+}
+
+/// The controller's Lease deleted: one an earlier run left (its last holder killed, not
+/// released) would name one of today's identities, which would then lead before it stood by.
+pub async fn forget_lease(admin: &Path) {
+    let lease = ["lease", "ome-spread-controller", "-n", "ome-spread"];
+    kubectl(admin, &[&["delete"], &lease[..], &["--ignore-not-found"]].concat()).await;
+}
+
+/// Who holds the controller's Lease, if anyone.
+pub async fn lease_holder(admin: &Path) -> Option<String> {
+    let args = [
+        "get",
+        "lease",
+        "ome-spread-controller",
+        "-n",
+        "ome-spread",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ];
+    let printed = kubectl_with(admin, &args, None).await;
+    (printed.ok && !printed.stdout.is_empty()).then_some(printed.stdout)
+}
+
+/// The reason of the `Spread` condition of the seed's replica in `namespace`, once written.
+pub async fn spread_reason(admin: &Path, namespace: &str) -> Option<String> {
+    let reason = "jsonpath={.status.conditions[?(@.type==\"Spread\")].reason}";
+    let args = [
+        "get",
+        "inferencereplica",
+        "qwen3-0-6b-engine",
+        "-n",
+        namespace,
+        "-o",
+        reason,
+    ];
+    let printed = kubectl_with(admin, &args, None).await;
+    (printed.ok && !printed.stdout.is_empty()).then_some(printed.stdout)
+}
+
+/// A port free on 127.0.0.1 for a process a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `GET http://ADDRESS PATH` (ADDRESS host:port): the status code and the body.
+pub async fn get(address: &str, path: &str) -> (String, String) {
+    let url = format!("http://{address}{path}");
+    let printed = tokio::process::Command::new("curl")
+        .args(["-s", "--max-time", "5", "-o", "-", "-w", "%{http_code}", &url])
+        .output()
+        .await
+        .expect("curl");
+    let text = String::from_utf8_lossy(&printed.stdout).into_owned();
+    let (body, code) = text.split_at(text.len().saturating_sub(3));
+    (code.to_owned(), body.to_owned())
+}
+
 /// The namespace `name`, new: one a test left behind is deleted first (and waited for, so that
 /// nothing of it is deleted under this test). Its pods are deleted at once: with no kubelet (a
 /// failed test's node stand-in is gone) a bound pod would stay Terminating, and the namespace too.
