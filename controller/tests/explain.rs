@@ -852,8 +852,8 @@ fn a_pending_instance_is_named_apart_from_the_placed_ones() {
 }
 
 /// Satisfied says that losing a domain leaves Instances serving only when they run in two domains
-/// or more: one Instance, or every Instance in one domain (maxSkew as large as their number), is
-/// Satisfied too, and losing that domain leaves none.
+/// or more: one Instance, or every Instance in one domain (a maxSkew at least their number), is
+/// Satisfied too, and losing that domain leaves none; so it is while the others are Pending.
 #[test]
 fn satisfied_in_one_domain_says_losing_it_leaves_none_serving() {
     let report = |change: &dyn Fn(&mut Vec<Value>), settings: Settings| {
@@ -862,8 +862,8 @@ fn satisfied_in_one_domain_says_losing_it_leaves_none_serving() {
         let report = report_of(&objects, &settings);
         (report.reason, report.message, report.action)
     };
-    let one_domain = "Nothing the spread requires, but losing the domain the Instances run in leaves none serving: \
-                      two Instances or more, with a maxSkew below their number, run in different domains.";
+    let one_domain = "Nothing the spread requires, but losing that domain leaves no Instance serving. To survive it, \
+                      run two Instances or more with a maxSkew below their number, on nodes in two domains or more.";
     let one = report(&|o| o.retain(|o| o["metadata"]["name"] != POD_1), Settings::default());
     assert_eq!(
         one,
@@ -889,6 +889,39 @@ fn satisfied_in_one_domain_says_losing_it_leaves_none_serving() {
             Reason::Satisfied,
             "the 2 Instances run in 1 domain of topology.kubernetes.io/zone".into(),
             one_domain
+        )
+    );
+    // Pending for want of GPUs, not on the spread constraint: not DomainsFull.
+    let unbound = |o: &mut Vec<Value>, name: &str| {
+        let pod = find(o, "Pod", name);
+        pod["spec"].as_object_mut().expect("spec").remove("nodeName");
+        pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]});
+    };
+    let one_placed = report(&|o| unbound(o, POD_1), Settings::default());
+    assert_eq!(
+        one_placed,
+        (
+            Reason::Satisfied,
+            "the 1 placed Instance runs in 1 domain of topology.kubernetes.io/zone; qwen3-0-6b-engine-1-default-0 is Pending"
+                .into(),
+            "Nothing yet: losing that domain leaves no Instance serving until the Pending ones are placed."
+        )
+    );
+    let none_placed = report(
+        &|o| {
+            unbound(o, POD_0);
+            unbound(o, POD_1);
+        },
+        Settings::default(),
+    );
+    assert_eq!(
+        none_placed,
+        (
+            Reason::Satisfied,
+            "no Instance runs in a domain of topology.kubernetes.io/zone; qwen3-0-6b-engine-0-default-0, qwen3-0-6b-engine-1-default-0 are Pending"
+                .into(),
+            "Nothing yet: the Instances count once they run in a domain."
         )
     );
     let spread = report(&|_| (), Settings::default());

@@ -166,18 +166,7 @@ async fn admission_host(admin: &Path, scratch: &Path) -> Process {
     .await;
     // policy.yaml whole, on Kubewarden's CRD: its ClusterAdmissionPolicy is where `explain` reads
     // the settings, as in a cluster that runs Kubewarden.
-    let crd = std::fs::read_to_string(live::workspace().join("cluster/kubewarden-crds.yaml")).expect("the CRD");
-    live::apply(admin, &crd).await;
-    live::kubectl(
-        admin,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/clusteradmissionpolicies.policies.kubewarden.io",
-            "--timeout=60s",
-        ],
-    )
-    .await;
+    live::install_kubewarden_crd(admin).await;
     let policy = std::fs::read_to_string(live::workspace().join("policy.yaml")).expect("policy.yaml");
     live::apply(admin, &policy).await;
     let token = live::service_account_kubeconfig(admin, "kubewarden", "policy-server", scratch).await;

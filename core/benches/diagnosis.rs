@@ -12,7 +12,7 @@ use criterion::Criterion;
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
 use ome_spread_core::loss::losses;
 use ome_spread_core::nodes::Nodes;
-use ome_spread_core::room::requested;
+use ome_spread_core::room::{Requested, requested};
 use ome_spread_core::settings::Settings;
 use serde_json::Value;
 
@@ -20,11 +20,11 @@ use serde_json::Value;
 mod cluster;
 use cluster::{Cluster, REPLICAS, cluster};
 
-/// The controller's pass: nodes read once, pods grouped by replica once, one report per replica,
-/// `with_losses`: and its losses, as the controller's reconcile reads them.
-fn pass(cluster: &Cluster, settings: &Settings, with_losses: bool) -> BTreeMap<Reason, usize> {
+/// The controller's pass: nodes read once, pods grouped by replica once, one report per replica;
+/// with `requested` (the room the controller keeps by the pods' events), each replica's losses too,
+/// as the controller's reconcile reads them.
+fn pass(cluster: &Cluster, settings: &Settings, requested: Option<&Requested>) -> BTreeMap<Reason, usize> {
     let nodes = Nodes::from_json(&cluster.nodes);
-    let requested = requested(&cluster.pods);
     let mut pods_of: HashMap<(&str, &str), Vec<Value>> = HashMap::new();
     for pod in &cluster.pods {
         let labels = &pod["metadata"]["labels"];
@@ -46,8 +46,8 @@ fn pass(cluster: &Cluster, settings: &Settings, with_losses: bool) -> BTreeMap<R
             nodes: &nodes,
         };
         let report = diagnose(&component, settings).expect("a report");
-        if with_losses {
-            black_box(losses(&component, &report, &requested, settings));
+        if let Some(requested) = requested {
+            black_box(losses(&component, &report, requested, settings));
         }
         *reasons.entry(report.reason).or_insert(0) += 1;
     }
@@ -57,7 +57,8 @@ fn pass(cluster: &Cluster, settings: &Settings, with_losses: bool) -> BTreeMap<R
 fn main() {
     let cluster = cluster();
     let settings = Settings::default();
-    let reasons = pass(&cluster, &settings, true);
+    let requested = requested(&cluster.pods);
+    let reasons = pass(&cluster, &settings, Some(&requested));
     println!(
         "diagnosis pass over {} replicas, {} pods, {} nodes: reasons {:?}",
         cluster.replicas.len(),
@@ -75,10 +76,10 @@ fn main() {
         .measurement_time(Duration::from_secs(10))
         .configure_from_args();
     criterion.bench_function("diagnosis/1000 replicas, 10000 pods, 5000 nodes", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &settings, false)))
+        b.iter(|| black_box(pass(black_box(&cluster), &settings, None)))
     });
     criterion.bench_function("diagnosis/with the losses of each", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &settings, true)))
+        b.iter(|| black_box(pass(black_box(&cluster), &settings, Some(&requested))))
     });
     criterion.bench_function("diagnosis/of which reading the 5000 nodes", |b| {
         b.iter(|| black_box(Nodes::from_json(black_box(&cluster.nodes))))

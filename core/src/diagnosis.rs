@@ -569,7 +569,7 @@ fn where_instances_run(report: &Report, anchors: &[&Value], key: &str, settings:
         .collect();
     let placed_ones = if pending.is_empty() { "" } else { " placed" };
     let run_in = match (placed, used) {
-        (0, _) => "no Instance is placed".to_owned(),
+        (0, _) => format!("no Instance runs in a domain of {key}"),
         (1, _) => format!("the 1{placed_ones} Instance runs in 1 domain of {key}"),
         (n, 1) => format!("the {n}{placed_ones} Instances run in 1 domain of {key}"),
         (n, used) => format!("the {n}{placed_ones} Instances run in {used} different domains of {key}"),
@@ -584,13 +584,16 @@ fn where_instances_run(report: &Report, anchors: &[&Value], key: &str, settings:
             if n == 1 { "is" } else { "are" }
         ),
     };
-    // One Instance, or all in one domain (a maxSkew as large as their number): the spread holds,
-    // but a domain's loss is not survived.
+    // In one domain (one Instance, or a maxSkew at least their number) the spread holds, but
+    // losing that domain is not survived: the one sentence every other Satisfied says is false.
     let action = match used {
-        0 => "Nothing yet: the Instances are counted in their domains once they are placed.",
+        0 => "Nothing yet: the Instances count once they run in a domain.",
+        1 if !pending.is_empty() => {
+            "Nothing yet: losing that domain leaves no Instance serving until the Pending ones are placed."
+        }
         1 => {
-            "Nothing the spread requires, but losing the domain the Instances run in leaves none serving: \
-             two Instances or more, with a maxSkew below their number, run in different domains."
+            "Nothing the spread requires, but losing that domain leaves no Instance serving. To survive it, \
+             run two Instances or more with a maxSkew below their number, on nodes in two domains or more."
         }
         _ => "Nothing: losing one domain leaves the Instances in the others serving.",
     };

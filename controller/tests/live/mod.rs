@@ -141,8 +141,8 @@ pub async fn install_kubewarden_crd(admin: &Path) {
 /// The controller's Lease deleted: one an earlier run left (its last holder killed, not
 /// released) would name one of today's identities, which would then lead before it stood by.
 pub async fn forget_lease(admin: &Path) {
-    let lease = ["lease", "ome-spread-controller", "-n", "ome-spread"];
-    kubectl(admin, &[&["delete"], &lease[..], &["--ignore-not-found"]].concat()).await;
+    let args = ["delete", "lease", LEASE, "-n", LEASE_NAMESPACE, "--ignore-not-found"];
+    kubectl(admin, &args).await;
 }
 
 /// Who holds the controller's Lease, if anyone.
@@ -150,9 +150,9 @@ pub async fn lease_holder(admin: &Path) -> Option<String> {
     let args = [
         "get",
         "lease",
-        "ome-spread-controller",
+        LEASE,
         "-n",
-        "ome-spread",
+        LEASE_NAMESPACE,
         "-o",
         "jsonpath={.spec.holderIdentity}",
     ];
@@ -160,7 +160,12 @@ pub async fn lease_holder(admin: &Path) -> Option<String> {
     (printed.ok && !printed.stdout.is_empty()).then_some(printed.stdout)
 }
 
-/// The reason of the `Spread` condition of the seed's replica in `namespace`, once written.
+/// The controller's Lease, as deploy/ and the chart name it.
+const LEASE: &str = "ome-spread-controller";
+const LEASE_NAMESPACE: &str = "ome-spread";
+
+/// The reason of the `Spread` condition of qwen3-0-6b-engine (the how-to's example) in `namespace`,
+/// once written.
 pub async fn spread_reason(admin: &Path, namespace: &str) -> Option<String> {
     let reason = "jsonpath={.status.conditions[?(@.type==\"Spread\")].reason}";
     let args = [
@@ -184,7 +189,8 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// `GET http://ADDRESS PATH` (ADDRESS host:port): the status code and the body.
+/// `GET http://ADDRESS PATH` (ADDRESS host:port): the status code and the body; "000" and no
+/// body when no whole answer came (refused, or cut off by the time limit).
 pub async fn get(address: &str, path: &str) -> (String, String) {
     let url = format!("http://{address}{path}");
     let printed = tokio::process::Command::new("curl")
@@ -192,6 +198,9 @@ pub async fn get(address: &str, path: &str) -> (String, String) {
         .output()
         .await
         .expect("curl");
+    if !printed.status.success() {
+        return ("000".into(), String::new());
+    }
     let text = String::from_utf8_lossy(&printed.stdout).into_owned();
     let (body, code) = text.split_at(text.len().saturating_sub(3));
     (code.to_owned(), body.to_owned())
