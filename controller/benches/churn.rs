@@ -5,7 +5,7 @@
 //! over random components: a third status updates that change no condition, the rest an
 //! Instance's pod deleted, then put back (each changes the component's `Spread` condition, and is
 //! timed to it), while every node's GPU Feature Discovery timestamp label is rewritten once a
-//! minute. Measured: the delay from each pod event
+//! minute. Each node has room left (64 GPUs), so that the room count runs in full. Measured: the delay from each pod event
 //! to the condition written after it, reconciles per second, the controller's CPU and its peak
 //! resident memory. Side by side in the same run: the controller before issue 21
 //! (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit it names), which rebuilt its
@@ -76,7 +76,13 @@ fn objects() -> Vec<Value> {
                 "containers": [{"name": "trainer", "image": "trainer", "resources": {"requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "8"}}}]},
             "status": {"phase": "Running"}})
     }));
-    objects.extend(cluster.nodes.iter().cloned());
+    // Every node with room left beside the pods above (two of OME's 8-GPU pods and four trainers
+    // on each, on average): so that the room count runs in full, as on a cluster with free GPUs.
+    // The benchmarks' nodes have no allocatable, which is no room, and a count that ends at once.
+    objects.extend(cluster.nodes.iter().cloned().map(|mut node| {
+        node["status"] = json!({"allocatable": {"nvidia.com/gpu": "64", "cpu": "224", "memory": "2Ti", "pods": "110"}});
+        node
+    }));
     objects
 }
 

@@ -270,30 +270,50 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
         .iter()
         .map(|n| requested.get(&n.name).map_or_else(Cow::default, Cow::Borrowed))
         .collect();
+    let room = |used: &[Cow<Resources>], at: usize, pod: &Resources| nodes[at].allocatable.slots(&used[at], pod);
+    // A node with room for one of the pods, with its room for the leader: the order's key.
+    let placeable = |used: &[Cow<Resources>], at: usize| {
+        let leader = pods.first().map_or(0, |pod| room(used, at, pod));
+        (leader > 0 || pods.iter().skip(1).any(|pod| room(used, at, pod) > 0)).then_some((at, leader))
+    };
+    let roomiest_first = |&(a, room_a): &(usize, usize), &(b, room_b): &(usize, usize)| {
+        room_b.cmp(&room_a).then(nodes[a].name.cmp(&nodes[b].name))
+    };
+    // Each node's room is read once: a start changes only the nodes it takes, which alone are read
+    // again (on nodes with room, reading every node at every start was most of a reconcile).
+    let mut order: Vec<(usize, usize)> = (0..nodes.len()).filter_map(|at| placeable(&used, at)).collect();
+    order.sort_by(roomiest_first);
     let mut starts = Vec::new();
     while starts.len() < most {
-        let room = |used: &[Cow<Resources>], at: usize, pod: &Resources| nodes[at].allocatable.slots(&used[at], pod);
-        let mut order: Vec<usize> = (0..nodes.len())
-            .filter(|&at| pods.iter().any(|pod| room(&used, at, pod) > 0))
-            .collect();
-        order.sort_by(|&a, &b| {
-            let leader = |at| room(&used, at, &pods[0]);
-            leader(b).cmp(&leader(a)).then(nodes[a].name.cmp(&nodes[b].name))
-        });
         let mut taken = Vec::new();
         for pod in pods {
-            let Some(&at) = order.iter().find(|&&at| room(&used, at, pod) > 0) else {
+            let Some(&(at, _)) = order.iter().find(|&&(at, _)| room(&used, at, pod) > 0) else {
                 return starts;
             };
             used[at].to_mut().add(pod);
             taken.push(at);
         }
-        // Stable: the taken nodes first, in their order, so a first fit over the hints takes them.
-        order.sort_by_key(|at| !taken.contains(at));
-        let hints = order.iter().take(MAX_HINT_NODES);
-        starts.push(hints.map(|&at| nodes[at].name.clone()).collect());
+        let hints = taken_first(&order, &taken).take(MAX_HINT_NODES);
+        starts.push(hints.map(|at| nodes[at].name.clone()).collect());
+        order.retain(|(at, _)| !taken.contains(at));
+        taken.sort_unstable();
+        taken.dedup();
+        order.extend(taken.iter().filter_map(|&at| placeable(&used, at)));
+        order.sort_by(roomiest_first);
     }
     starts
+}
+
+/// The nodes of `order` that a start took first, in the order's order, then the others: so that
+/// a first fit over the hints takes them.
+fn taken_first<'a>(order: &'a [(usize, usize)], taken: &'a [usize]) -> impl Iterator<Item = usize> + 'a {
+    let of = move |took: bool| {
+        order
+            .iter()
+            .map(|&(at, _)| at)
+            .filter(move |at| taken.contains(at) == took)
+    };
+    of(true).chain(of(false))
 }
 
 /// A domain while the plan is made.
@@ -708,6 +728,81 @@ pub(crate) mod tests {
             pick -= w;
         }
         0
+    }
+
+    /// The starts as first written: every node read again at every start, its room for the
+    /// leader at each of the sort's comparisons.
+    fn starts_read_afresh(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usize) -> Vec<Vec<String>> {
+        let mut used: Vec<Resources> = nodes
+            .iter()
+            .map(|n| requested.get(&n.name).cloned().unwrap_or_default())
+            .collect();
+        let mut starts = Vec::new();
+        while starts.len() < most {
+            let room = |used: &[Resources], at: usize, pod: &Resources| nodes[at].allocatable.slots(&used[at], pod);
+            let mut order: Vec<usize> = (0..nodes.len())
+                .filter(|&at| pods.iter().any(|pod| room(&used, at, pod) > 0))
+                .collect();
+            order.sort_by(|&a, &b| {
+                let leader = |at| room(&used, at, &pods[0]);
+                leader(b).cmp(&leader(a)).then(nodes[a].name.cmp(&nodes[b].name))
+            });
+            let mut taken = Vec::new();
+            for pod in pods {
+                let Some(&at) = order.iter().find(|&&at| room(&used, at, pod) > 0) else {
+                    return starts;
+                };
+                used[at].add(pod);
+                taken.push(at);
+            }
+            order.sort_by_key(|at| !taken.contains(at));
+            starts.push(
+                order
+                    .iter()
+                    .take(MAX_HINT_NODES)
+                    .map(|&at| nodes[at].name.clone())
+                    .collect(),
+            );
+        }
+        starts
+    }
+
+    #[test]
+    fn starts_equal_every_node_read_afresh_at_every_start() {
+        let mut rng = XorShift(0x57a2_75ed);
+        let (mut some, mut more_than_one) = (0, 0);
+        for case in 0..2000 {
+            let mut listed = Vec::new();
+            for n in 0..rng.below(14) {
+                let (gpus, pods) = (rng.below(9), 1 + rng.below(6));
+                listed.push(
+                    serde_json::json!({"metadata": {"name": format!("n{}-{n}", rng.below(4))},
+                    "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "pods": pods.to_string()}}}),
+                );
+            }
+            let all = crate::nodes::Nodes::from_json(&listed);
+            let nodes: Vec<&Node> = all.iter().collect();
+            let mut requested = Requested::new();
+            for node in &nodes {
+                if rng.below(2) == 0 {
+                    let used = serde_json::json!({"nvidia.com/gpu": rng.below(5).to_string(), "pods": rng.below(3).to_string()});
+                    requested.insert(node.name.clone(), Resources::from_quantities(&used));
+                }
+            }
+            let mut pods = Vec::new();
+            for _ in 0..rng.below(4) {
+                let gpus = (1 + rng.below(4)).to_string();
+                let pod = serde_json::json!({"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": gpus}}}]}});
+                pods.push(Resources::of_pod(&pod));
+            }
+            let most = rng.below(7);
+            let got = starts(&nodes, &requested, &pods, most);
+            assert_eq!(got, starts_read_afresh(&nodes, &requested, &pods, most), "case {case}");
+            some += usize::from(!got.is_empty() && !pods.is_empty());
+            more_than_one += usize::from(got.len() > 1 && !pods.is_empty());
+        }
+        // Not a vacuous agreement: many cases start Instances, and more than one.
+        assert!(some > 500 && more_than_one > 300, "{some} {more_than_one}");
     }
 
     #[test]
