@@ -5,7 +5,8 @@
 //! over random components: a third status updates that change no condition, the rest an
 //! Instance's pod deleted, then put back (each changes the component's `Spread` condition, and is
 //! timed to it), while every node's GPU Feature Discovery timestamp label is rewritten once a
-//! minute. Each node has room left (64 GPUs), so that the room count runs in full. Measured: the delay from each pod event
+//! minute. Each node has room left (64 GPUs), so that the room count runs in full.
+//! Measured: the delay from each pod event
 //! to the condition written after it, reconciles per second, the controller's CPU and its peak
 //! resident memory. Side by side in the same run: the controller before issue 21
 //! (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit it names), which rebuilt its
