@@ -384,27 +384,8 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     })
     .await;
     let condition = eventually("the Spread condition", 60, || async {
-        let replica: Value = serde_json::from_str(
-            &kubectl(
-                &admin,
-                &[
-                    "get",
-                    "inferencereplica",
-                    "qwen3-0-6b-engine",
-                    "-n",
-                    NAMESPACE,
-                    "-o",
-                    "json",
-                ],
-            )
-            .await,
-        )
-        .expect("the replica");
-        replica["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == "Spread")
-            .cloned()
+        let replica = live::replica(&admin, NAMESPACE).await.expect("the replica");
+        live::spread(&replica).cloned()
     })
     .await;
     assert_eq!(

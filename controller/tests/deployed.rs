@@ -38,27 +38,7 @@ spec:
 ";
 
 async fn replica(admin: &Path) -> Value {
-    let json = kubectl(
-        admin,
-        &[
-            "get",
-            "inferencereplica",
-            "qwen3-0-6b-engine",
-            "-n",
-            NAMESPACE,
-            "-o",
-            "json",
-        ],
-    )
-    .await;
-    serde_json::from_str(&json).expect("the replica")
-}
-
-fn spread(replica: &Value) -> Option<&Value> {
-    replica["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Spread")
+    live::replica(admin, NAMESPACE).await.expect("the replica")
 }
 
 async fn metrics(port: u16) -> Option<String> {
@@ -110,10 +90,10 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     let (_, leader_port, _) = controllers[at];
     let written = eventually("the Spread condition", 60, || async {
         let replica = replica(&admin).await;
-        spread(&replica).is_some().then_some(replica)
+        live::spread(&replica).is_some().then_some(replica)
     })
     .await;
-    let condition = spread(&written).expect("the condition").clone();
+    let condition = live::spread(&written).expect("the condition").clone();
     assert_eq!(
         (&condition["status"], &condition["reason"]),
         (&Value::from("True"), &Value::from("NotRequested")),
@@ -144,7 +124,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
         after["metadata"]["resourceVersion"], written["metadata"]["resourceVersion"],
         "nothing written twice"
     );
-    assert_eq!(spread(&after), Some(&condition), "the condition kept as it was");
+    assert_eq!(live::spread(&after), Some(&condition), "the condition kept as it was");
 
     // The survivor follows a change: a spread without a key.
     kubectl(
@@ -177,7 +157,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     .await;
     let reason = eventually("Spread False (NoKey)", 60, || async {
         let replica = replica(&admin).await;
-        spread(&replica).filter(|c| c["reason"] == "NoKey").cloned()
+        live::spread(&replica).filter(|c| c["reason"] == "NoKey").cloned()
     })
     .await;
     assert_eq!(reason["status"], "False", "{reason}");
@@ -221,7 +201,9 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
         let restarted_at = tokio::time::Instant::now();
         eventually("Spread True (NotRequested) after the restart", 90, || async {
             let replica = replica(&admin).await;
-            spread(&replica).filter(|c| c["reason"] == "NotRequested").map(|_| ())
+            live::spread(&replica)
+                .filter(|c| c["reason"] == "NotRequested")
+                .map(|_| ())
         })
         .await;
         eprintln!(

@@ -377,27 +377,9 @@ async fn start_row(admin: PathBuf, row: &Row) -> World {
 /// API server, each as `row` says.
 async fn diagnosed_as_the_row_says(world: &World, row: &Row) {
     let namespace = row.name;
-    let replica = || async {
-        let args = [
-            "get",
-            "inferencereplica",
-            "qwen3-0-6b-engine",
-            "-n",
-            namespace,
-            "-o",
-            "json",
-        ];
-        let printed = live::kubectl_with(&world.admin, &args, None).await;
-        serde_json::from_str::<serde_json::Value>(&printed.stdout).ok()
-    };
     let condition = live::eventually(&format!("Spread {} ({})", row.status, row.reason), 120, || async {
-        let replica = replica().await?;
-        let condition = replica["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == "Spread" && c["reason"] == row.reason)?
-            .clone();
-        Some(condition)
+        let replica = live::replica(&world.admin, namespace).await?;
+        live::spread(&replica).filter(|c| c["reason"] == row.reason).cloned()
     })
     .await;
     let message = format!("{} {}", row.why, row.what);

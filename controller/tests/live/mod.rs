@@ -164,10 +164,9 @@ pub async fn lease_holder(admin: &Path) -> Option<String> {
 const LEASE: &str = "ome-spread-controller";
 const LEASE_NAMESPACE: &str = "ome-spread";
 
-/// The reason of the `Spread` condition of qwen3-0-6b-engine (the how-to's example) in `namespace`,
-/// once written.
-pub async fn spread_reason(admin: &Path, namespace: &str) -> Option<String> {
-    let reason = "jsonpath={.status.conditions[?(@.type==\"Spread\")].reason}";
+/// qwen3-0-6b-engine (the how-to's example) in `namespace` as the API server stores it, if it
+/// could be read.
+pub async fn replica(admin: &Path, namespace: &str) -> Option<serde_json::Value> {
     let args = [
         "get",
         "inferencereplica",
@@ -175,10 +174,24 @@ pub async fn spread_reason(admin: &Path, namespace: &str) -> Option<String> {
         "-n",
         namespace,
         "-o",
-        reason,
+        "json",
     ];
     let printed = kubectl_with(admin, &args, None).await;
-    (printed.ok && !printed.stdout.is_empty()).then_some(printed.stdout)
+    printed.ok.then(|| serde_json::from_str(&printed.stdout).ok()).flatten()
+}
+
+/// A replica's `Spread` condition, once written.
+pub fn spread(replica: &serde_json::Value) -> Option<&serde_json::Value> {
+    replica["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Spread")
+}
+
+/// The reason of the `Spread` condition of qwen3-0-6b-engine in `namespace`, once written.
+pub async fn spread_reason(admin: &Path, namespace: &str) -> Option<String> {
+    let replica = replica(admin, namespace).await?;
+    Some(spread(&replica)?["reason"].as_str()?.to_owned())
 }
 
 /// A port free on 127.0.0.1 for a process a test starts.
