@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::diagnosis::{Component, Report, anchors, domain_of, honors_taints, selected_nodes, workers_of};
 use crate::nodes::Node;
-use crate::rebalance::Candidates;
+use crate::rebalance::{Candidates, Kept};
 use crate::room::Requested;
 use crate::settings::{NodeTaintsPolicy, Settings};
 use crate::spread::Spread;
@@ -196,9 +196,11 @@ pub fn losses<'a>(component: &Component<'a>, report: &Report, requested: &Reques
         &under_ignore
     };
     // The room with every node up, reused for the domains a failure leaves whole: only those it
-    // touches are counted again.
+    // touches are counted again. No more than the lost Instances are placed again, so a domain's
+    // room is counted only up to their number.
     let candidates = Candidates::of(component, report);
-    let whole = candidates.rooms(requested, instances.len(), &|_| true, &|_| true);
+    let mut kept = Kept::new();
+    let whole = candidates.room_up_to(requested, instances.len(), &|_| true, &|_| true, &mut kept);
     let instance_nodes: Vec<&Node> = instances.iter().flat_map(|i| i.nodes.iter().copied()).collect();
     let mut losses = Vec::new();
     for failed_key in std::iter::once(key).chain(rack) {
@@ -242,13 +244,9 @@ pub fn losses<'a>(component: &Component<'a>, report: &Report, requested: &Reques
                 .filter(|node| in_failed(node))
                 .filter_map(|node| node.domain)
                 .collect();
-            let rooms = candidates.rooms(requested, lost, &|node| !failed(node), &|d| touched.contains(d));
-            let untouched = whole.iter().filter(|d| !touched.contains(d.name.as_str()));
-            let room: BTreeMap<&str, usize> = rooms
-                .iter()
-                .chain(untouched)
-                .map(|d| (d.name.as_str(), d.room()))
-                .collect();
+            let mut room = whole.clone();
+            let up = |node: &Node| !failed(node);
+            room.extend(candidates.room_up_to(requested, lost, &up, &|d| touched.contains(d), &mut kept));
             // The domains the spread counts once `domain` fails, with the Instances left in each.
             let counts = |honor: bool| {
                 let counted = if honor { &under_honor } else { &under_ignore };
@@ -750,6 +748,38 @@ mod tests {
         keyless.fields = json!({"topologySpread": "Required"});
         assert_eq!(keyless.losses(), []);
         assert_eq!(sentence(&[]), None);
+    }
+
+    /// Why `losses` counts a domain's room only up to the lost Instances: placing them again
+    /// reads no room beyond their number, so room capped there places them the same.
+    #[test]
+    fn room_beyond_the_lost_places_none_differently() {
+        let mut rng = crate::rebalance::tests::XorShift(0x00ca_99ed);
+        let names = ["z0", "z1", "z2", "z3"];
+        let mut differs = 0;
+        for case in 0..2000 {
+            let lost = rng.below(6);
+            let repair = Repair {
+                required: rng.below(2) == 0,
+                max_skew: 1 + rng.below(2),
+                min_domains: rng.below(4),
+            };
+            let (mut counts, mut room) = (BTreeMap::new(), BTreeMap::new());
+            for name in names {
+                if rng.below(4) != 0 {
+                    counts.insert(name, rng.below(4));
+                }
+                if rng.below(4) != 0 {
+                    room.insert(name, rng.below(9));
+                }
+            }
+            let capped: BTreeMap<&str, usize> = room.iter().map(|(d, r)| (*d, (*r).min(lost))).collect();
+            let placed = place(lost, counts.clone(), &room, &repair);
+            assert_eq!(place(lost, counts, &capped, &repair), placed, "case {case}");
+            differs += usize::from(capped != room && !placed.is_empty());
+        }
+        // Not vacuous: the cap changes the room of many cases that place Instances.
+        assert!(differs > 500, "{differs}");
     }
 
     /// Generated clusters (2-4 zones of 1-3 nodes in 1-2 racks, 0-3 GPUs each, some cordoned or

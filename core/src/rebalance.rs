@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
@@ -211,19 +211,74 @@ impl<'a> Candidates<'a> {
     ) -> Vec<Domain> {
         let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<&Node>>)| Domain {
             name: (*name).to_owned(),
-            racks: racks
-                .iter()
-                .filter_map(|(rack, nodes)| {
-                    let up: Vec<&Node> = nodes.iter().copied().filter(|node| up(node)).collect();
-                    (!up.is_empty()).then(|| Rack {
-                        name: (*rack).to_owned(),
-                        starts: starts(&up, requested, &self.pods, most),
-                    })
+            racks: up_racks(racks, up)
+                .map(|(rack, nodes)| Rack {
+                    name: rack.to_owned(),
+                    starts: starts(&nodes, requested, &self.pods, most),
                 })
                 .collect(),
         };
         self.domains.iter().filter(|(name, _)| of(name)).map(domain).collect()
     }
+
+    /// Each domain's room as [`Self::rooms`] counts it, but at most `most` a domain: its racks
+    /// are counted, by name, only until they start that many. All a count of Instances to place
+    /// needs (no domain takes more than there are), without the hints. A rack with every node up
+    /// is counted once for all the calls that share `kept`: a failure counts again only the
+    /// racks it takes nodes from.
+    pub(crate) fn room_up_to(
+        &self,
+        requested: &Requested,
+        most: usize,
+        up: &dyn Fn(&Node) -> bool,
+        of: &dyn Fn(&str) -> bool,
+        kept: &mut Kept<'a>,
+    ) -> BTreeMap<&'a str, usize> {
+        let mut room = |domain: &'a str, racks: &BTreeMap<&'a str, Vec<&'a Node>>| {
+            let mut room = 0;
+            for (rack, nodes) in up_racks(racks, up) {
+                if room == most {
+                    break;
+                }
+                let wanted = most - room;
+                let count = |wanted| start_count(&nodes, requested, &self.pods, wanted);
+                room += if nodes.len() < racks[rack].len() {
+                    count(wanted)
+                } else {
+                    // Counted up to `counted`: exact below it, and a prefix of any count beyond.
+                    match kept.get(&(domain, rack)) {
+                        Some(&(starts, counted)) if starts < counted || wanted <= counted => starts.min(wanted),
+                        _ => {
+                            let starts = count(wanted);
+                            kept.insert((domain, rack), (starts, wanted));
+                            starts
+                        }
+                    }
+                };
+            }
+            room
+        };
+        self.domains
+            .iter()
+            .filter(|(name, _)| of(name))
+            .map(|(name, racks)| (*name, room(name, racks)))
+            .collect()
+    }
+}
+
+/// The whole Instances each (domain, rack) with every node up can start, and the most they were
+/// counted up to: [`Candidates::room_up_to`]'s counts, kept between its calls.
+pub(crate) type Kept<'a> = HashMap<(&'a str, &'a str), (usize, usize)>;
+
+/// The racks, by name, with the nodes of each that `up` keeps; those it keeps none of are left out.
+fn up_racks<'r, 'n>(
+    racks: &'r BTreeMap<&'n str, Vec<&'n Node>>,
+    up: &'r dyn Fn(&Node) -> bool,
+) -> impl Iterator<Item = (&'n str, Vec<&'n Node>)> + 'r {
+    racks.iter().filter_map(move |(rack, nodes)| {
+        let up: Vec<&Node> = nodes.iter().copied().filter(|node| up(node)).collect();
+        (!up.is_empty()).then_some((*rack, up))
+    })
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
@@ -302,6 +357,22 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
         order.sort_by(roomiest_first);
     }
     starts
+}
+
+/// How many whole Instances [`starts`] counts, without their hints. Pods all alike take a node's
+/// room one slot at a time, wherever the room is, so they start as many as the slots hold: one
+/// read of each node, not a start after another (most racks of a busy cluster start none).
+fn start_count(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usize) -> usize {
+    match pods {
+        [pod, others @ ..] if others.iter().all(|other| other == pod) => {
+            let none = Resources::default();
+            let slots = nodes
+                .iter()
+                .map(|n| n.allocatable.slots(requested.get(&n.name).unwrap_or(&none), pod));
+            (slots.sum::<usize>() / pods.len()).min(most)
+        }
+        _ => starts(nodes, requested, pods, most).len(),
+    }
 }
 
 /// The nodes of `order` that a start took first, in the order's order, then the others: so that
@@ -803,6 +874,107 @@ pub(crate) mod tests {
         }
         // Not a vacuous agreement: many cases start Instances, and more than one.
         assert!(some > 500 && more_than_one > 300, "{some} {more_than_one}");
+    }
+
+    /// Pods all alike: the slots counted at once are the starts made one after another.
+    #[test]
+    fn pods_all_alike_start_as_many_as_the_slots_hold() {
+        let mut rng = XorShift(0x0a11_a11e);
+        let (mut alike, mut some) = (0, 0);
+        for case in 0..2000 {
+            let mut listed = Vec::new();
+            for n in 0..rng.below(10) {
+                let (gpus, pods) = (rng.below(17), 1 + rng.below(9));
+                listed.push(serde_json::json!({"metadata": {"name": format!("n{n}")},
+                    "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "pods": pods.to_string()}}}));
+            }
+            let all = crate::nodes::Nodes::from_json(&listed);
+            let nodes: Vec<&Node> = all.iter().collect();
+            let mut requested = Requested::new();
+            for node in &nodes {
+                let used =
+                    serde_json::json!({"nvidia.com/gpu": rng.below(9).to_string(), "cpu": rng.below(80).to_string()});
+                requested.insert(node.name.clone(), Resources::from_quantities(&used));
+            }
+            let pod = |gpus: usize, cpu: usize| {
+                Resources::of_pod(&serde_json::json!({"spec": {"containers": [{"resources": {"requests":
+                    {"nvidia.com/gpu": gpus.to_string(), "cpu": cpu.to_string()}}}]}}))
+            };
+            let first = (1 + rng.below(4), rng.below(20));
+            // Mostly alike; now and then a worker unlike its leader, counted one start at a time.
+            let pods: Vec<Resources> = (0..rng.below(6))
+                .map(|_| match rng.below(8) {
+                    0 => pod(1 + rng.below(4), rng.below(20)),
+                    _ => pod(first.0, first.1),
+                })
+                .collect();
+            let most = rng.below(8);
+            let expected = starts(&nodes, &requested, &pods, most).len();
+            assert_eq!(start_count(&nodes, &requested, &pods, most), expected, "case {case}");
+            alike += usize::from(pods.len() > 1 && pods.iter().all(|p| *p == pods[0]));
+            some += usize::from(expected > 1);
+        }
+        assert!(alike > 500 && some > 300, "{alike} {some}");
+    }
+
+    #[test]
+    fn room_up_to_is_each_domains_room_capped() {
+        let mut rng = XorShift(0x00c0_ffee);
+        let (mut capped, mut under) = (0, 0);
+        for case in 0..1000 {
+            let mut listed = Vec::new();
+            let mut place = Vec::new();
+            for n in 0..rng.below(16) {
+                let gpus = rng.below(9);
+                listed.push(serde_json::json!({"metadata": {"name": format!("n{n}")},
+                    "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "pods": "8"}}}));
+                place.push((format!("z{}", rng.below(3)), format!("r{}", rng.below(4))));
+            }
+            let all = crate::nodes::Nodes::from_json(&listed);
+            let mut candidates = Candidates {
+                domains: BTreeMap::new(),
+                pods: (0..1 + rng.below(3))
+                    .map(|_| {
+                        let gpus = (1 + rng.below(4)).to_string();
+                        Resources::of_pod(&serde_json::json!({"spec": {"containers":
+                            [{"resources": {"requests": {"nvidia.com/gpu": gpus}}}]}}))
+                    })
+                    .collect(),
+            };
+            for (node, (zone, rack)) in all.iter().zip(&place) {
+                let racks = candidates.domains.entry(zone.as_str()).or_default();
+                racks.entry(rack.as_str()).or_default().push(node);
+            }
+            let mut requested = Requested::new();
+            for node in all.iter() {
+                if rng.below(2) == 0 {
+                    continue;
+                }
+                let used = serde_json::json!({"nvidia.com/gpu": rng.below(5).to_string()});
+                requested.insert(node.name.clone(), Resources::from_quantities(&used));
+            }
+            // Counts one after another share what they kept, as a component's losses do.
+            let mut kept = Kept::new();
+            for _ in 0..4 {
+                let down = format!("n{}", rng.below(24));
+                let up = |node: &Node| node.name != down;
+                let skipped = format!("z{}", rng.below(4));
+                let of = |domain: &str| domain != skipped;
+                let most = rng.below(6);
+                let rooms = candidates.rooms(&requested, most, &up, &of);
+                let expected: BTreeMap<&str, usize> =
+                    rooms.iter().map(|d| (d.name.as_str(), d.room().min(most))).collect();
+                let got = candidates.room_up_to(&requested, most, &up, &of, &mut kept);
+                assert_eq!(
+                    got, expected,
+                    "case {case}: {down} down, of all but {skipped}, up to {most}"
+                );
+                capped += rooms.iter().filter(|d| d.room() > most).count();
+                under += rooms.iter().filter(|d| (1..most).contains(&d.room())).count();
+            }
+        }
+        // Both sides of the cap are met often.
+        assert!(capped > 150 && under > 300, "{capped} {under}");
     }
 
     #[test]
