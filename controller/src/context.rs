@@ -168,13 +168,13 @@ pub struct Objects {
 
 impl Objects {
     pub fn component(&self) -> Component<'_> {
-        Component {
-            service: &self.service,
-            runtime: self.runtime.as_ref(),
-            replica: &self.replica,
-            pods: &self.pods,
-            nodes: &self.nodes,
-        }
+        Component::new(
+            &self.service,
+            self.runtime.as_ref(),
+            &self.replica,
+            &self.pods,
+            &self.nodes,
+        )
     }
 }
 

@@ -534,13 +534,8 @@ fn report_of(objects: &[Value], settings: &Settings) -> Report {
     };
     let (pods, nodes, runtimes) = (of("Pod"), of("Node"), of("ClusterServingRuntime"));
     let (services, replicas) = (of("InferenceService"), of("InferenceReplica"));
-    let component = Component {
-        service: &services[0],
-        runtime: runtimes.first(),
-        replica: &replicas[0],
-        pods: &pods,
-        nodes: &Nodes::from_json(&nodes),
-    };
+    let nodes = Nodes::from_json(&nodes);
+    let component = Component::new(&services[0], runtimes.first(), &replicas[0], &pods, &nodes);
     diagnose(&component, settings).expect("a report")
 }
 

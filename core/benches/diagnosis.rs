@@ -38,13 +38,7 @@ fn pass(cluster: &Cluster, settings: &Settings, requested: Option<&Requested>) -
     for (service, replica) in cluster.services.iter().zip(&cluster.replicas) {
         let name = service["metadata"]["name"].as_str().unwrap_or_default();
         let pods = pods_of.get(&(name, "engine")).map(Vec::as_slice).unwrap_or_default();
-        let component = Component {
-            service,
-            runtime: Some(&cluster.runtime),
-            replica,
-            pods,
-            nodes: &nodes,
-        };
+        let component = Component::new(service, Some(&cluster.runtime), replica, pods, &nodes);
         let report = diagnose(&component, settings).expect("a report");
         if let Some(requested) = requested {
             black_box(losses(&component, &report, requested, settings));

@@ -154,13 +154,13 @@ fn pass(
     };
     for (index, (service, replica)) in cluster.services.iter().zip(&cluster.replicas).enumerate() {
         let name = service["metadata"]["name"].as_str().unwrap_or_default();
-        let component = Component {
+        let component = Component::new(
             service,
-            runtime: Some(&cluster.runtime),
+            Some(&cluster.runtime),
             replica,
-            pods: pods_of.get(name).map(Vec::as_slice).unwrap_or_default(),
-            nodes: &nodes,
-        };
+            pods_of.get(name).map(Vec::as_slice).unwrap_or_default(),
+            &nodes,
+        );
         let report = diagnose(&component, settings).expect("a report");
         *reasons.entry(report.reason).or_insert(0) += 1;
         if stage < Stage::Plan {

@@ -110,13 +110,7 @@ mod tests {
             json!({"spec": {"component": "engine"}}),
         );
         let nodes = Nodes::from_json(&[]);
-        let component = Component {
-            service: &service,
-            runtime: None,
-            replica: &replica,
-            pods: &pods,
-            nodes: &nodes,
-        };
+        let component = Component::new(&service, None, &replica, &pods, &nodes);
         let refused = refused(&component);
         assert_eq!(
             remark(&refused).as_deref(),

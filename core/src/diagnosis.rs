@@ -2,6 +2,7 @@
 //! computed from the InferenceService, its runtime, the InferenceReplica, its pods and the nodes
 //! (SPEC section 4). The first reason from the top that applies is the one reported.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
@@ -22,6 +23,36 @@ pub struct Component<'a> {
     pub replica: &'a Value,
     pub pods: &'a [Value],
     pub nodes: &'a Nodes,
+    /// The nodes its anchors select, taints ignored and honoured: the diagnosis, the plan and the
+    /// losses each read them, so they are selected once for all (each is a pass over the nodes).
+    selected: [OnceCell<Vec<&'a Node>>; 2],
+}
+
+impl<'a> Component<'a> {
+    pub fn new(
+        service: &'a Value,
+        runtime: Option<&'a Value>,
+        replica: &'a Value,
+        pods: &'a [Value],
+        nodes: &'a Nodes,
+    ) -> Self {
+        Self {
+            service,
+            runtime,
+            replica,
+            pods,
+            nodes,
+            selected: Default::default(),
+        }
+    }
+
+    /// The nodes the anchors select, and under `honor_taints` only those they tolerate.
+    pub(crate) fn selected(&self, honor_taints: bool) -> &[&'a Node] {
+        self.selected[usize::from(honor_taints)].get_or_init(|| {
+            let kind = self.replica["spec"]["component"].as_str().unwrap_or_default();
+            self.nodes.selected(&selections(&anchors(self, kind)), honor_taints)
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -426,7 +457,7 @@ fn placement(
     settings: &Settings,
     report: &mut Report,
 ) -> Finding {
-    let selected = eligible_nodes(component.nodes, anchors, key);
+    let selected = eligible_nodes(component, anchors, key);
     let unlabelled: Vec<&str> = selected
         .iter()
         .filter(|n| !n.labels.contains_key(key))
@@ -453,7 +484,7 @@ fn placement(
             "Free room in one of them, or run fewer Instances.",
         );
     }
-    report.instances_per_domain = instances_per_domain(component.nodes, anchors, key, &selected);
+    report.instances_per_domain = instances_per_domain(component.nodes, anchors, key, selected);
     let counts = report.instances_per_domain.values();
     report.skew = counts.clone().max().unwrap_or(&0) - counts.min().unwrap_or(&0);
     where_instances_run(report, anchors, key, settings)
@@ -490,8 +521,8 @@ fn selections(anchors: &[&Value]) -> Vec<Selection> {
 
 /// The nodes whose domains count, by Kubernetes' rules: those the anchors select, and under
 /// their constraint's `nodeTaintsPolicy: Honor` only those they tolerate.
-pub(crate) fn eligible_nodes<'a>(nodes: &'a Nodes, anchors: &[&Value], key: &str) -> Vec<&'a Node> {
-    selected_nodes(nodes, anchors, honors_taints(anchors, key))
+pub(crate) fn eligible_nodes<'c, 'a>(component: &'c Component<'a>, anchors: &[&Value], key: &str) -> &'c [&'a Node] {
+    component.selected(honors_taints(anchors, key))
 }
 
 /// Does the anchors' constraint on `key` say `nodeTaintsPolicy: Honor`?
@@ -503,11 +534,6 @@ pub(crate) fn honors_taints(anchors: &[&Value], key: &str) -> bool {
                 .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
         })
     })
-}
-
-/// The nodes the anchors select, and under `honor_taints` only those they tolerate.
-pub(crate) fn selected_nodes<'a>(nodes: &'a Nodes, anchors: &[&Value], honor_taints: bool) -> Vec<&'a Node> {
-    nodes.selected(&selections(anchors), honor_taints)
 }
 
 /// Placed Instances (their anchors' nodes) per eligible domain, empty domains included.

@@ -336,13 +336,7 @@ pub fn explain<'a>(
         };
         let pods = objects.pods_of(namespace, service, component);
         let owned: Vec<Value> = pods.iter().map(|p| (*p).clone()).collect();
-        let diagnosed = diagnosis::Component {
-            service: isvc,
-            runtime,
-            replica,
-            pods: &owned,
-            nodes,
-        };
+        let diagnosed = diagnosis::Component::new(isvc, runtime, replica, &owned, nodes);
         let report = diagnosis::diagnose(&diagnosed, settings)?;
         let plan = rebalance::recommend(&diagnosed, &report, &objects.requested, settings);
         let rooms = rebalance::rooms(&diagnosed, &report, &objects.requested, usize::MAX);

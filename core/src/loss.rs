@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::diagnosis::{Component, Report, anchors, domain_of, honors_taints, selected_nodes, workers_of};
+use crate::diagnosis::{Component, Report, anchors, domain_of, honors_taints, workers_of};
 use crate::nodes::Node;
 use crate::rebalance::{Candidates, Kept};
 use crate::room::Requested;
@@ -186,10 +186,7 @@ pub fn losses<'a>(component: &Component<'a>, report: &Report, requested: &Reques
             })
             .collect()
     };
-    let (under_ignore, under_honor) = (
-        labelled(&selected_nodes(component.nodes, &anchors, false)),
-        labelled(&selected_nodes(component.nodes, &anchors, true)),
-    );
+    let (under_ignore, under_honor) = (labelled(component.selected(false)), labelled(component.selected(true)));
     let counted = if honors_taints(&anchors, key) {
         &under_honor
     } else {
@@ -410,13 +407,7 @@ mod tests {
             let mut replica = json!({"metadata": {"name": "m-engine", "namespace": "ns"}, "spec": self.fields});
             replica["spec"]["component"] = json!("engine");
             let nodes = Nodes::from_json(&self.nodes);
-            let component = Component {
-                service: &service,
-                runtime: None,
-                replica: &replica,
-                pods: &self.pods,
-                nodes: &nodes,
-            };
+            let component = Component::new(&service, None, &replica, &self.pods, &nodes);
             let report = diagnose(&component, &self.settings).expect("a report");
             losses(&component, &report, &requested(&self.pods), &self.settings)
         }

@@ -187,7 +187,7 @@ impl<'a> Candidates<'a> {
             .topology_key
             .as_deref()
             .filter(|_| candidates.pods.len() > 1);
-        for node in eligible_nodes(component.nodes, &anchors, key) {
+        for &node in eligible_nodes(component, &anchors, key) {
             let Some(domain) = node.labels.get(key) else {
                 continue;
             };
@@ -320,6 +320,10 @@ fn instance_requests(component: &Component, anchor: &Value) -> Vec<Resources> {
 /// The nodes an Instance takes lead its hints, in that order, so that a scheduler taking the
 /// first hint that fits places it as counted here.
 fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usize) -> Vec<Vec<String>> {
+    // Asked for none (only which racks there are): no node is read.
+    if most == 0 {
+        return Vec::new();
+    }
     // Borrowed until a start takes a node: most nodes are only read.
     let mut used: Vec<Cow<Resources>> = nodes
         .iter()
@@ -1175,13 +1179,7 @@ mod recommend_tests {
         }
 
         fn recommend(&self) -> (Reason, Result<Plan, NoPlan>) {
-            let component = Component {
-                service: &self.service,
-                runtime: None,
-                replica: &self.replica,
-                pods: &self.pods,
-                nodes: &self.nodes,
-            };
+            let component = Component::new(&self.service, None, &self.replica, &self.pods, &self.nodes);
             let settings = Settings::default();
             let report = diagnose(&component, &settings).expect("a report");
             let requested = requested(self.pods.iter().chain(&self.others));

@@ -133,13 +133,7 @@ fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Mov
         of_kind(objects, "InferenceReplica").next(),
     );
     let (service, replica) = (service.expect("the service"), replica.expect("the replica"));
-    let component = Component {
-        service,
-        runtime: None,
-        replica,
-        pods: &pods,
-        nodes: &nodes,
-    };
+    let component = Component::new(service, None, replica, &pods, &nodes);
     let report = diagnose(&component, settings).expect("a report");
     let next = recommend(&component, &report, &requested(&pods), settings)?.moves[0].clone();
     let service_annotations = annotations(service);

@@ -175,13 +175,7 @@ fn held(cluster: &Cluster) -> Result<(), Hold> {
 /// cluster's, which the controller reads once per change).
 fn held_with_own(cluster: &Cluster, own: &Value) -> Result<(), Hold> {
     let nodes = Nodes::from_json(&[]);
-    let component = Component {
-        service: &cluster.service,
-        runtime: None,
-        replica: &cluster.replica,
-        pods: &cluster.pods,
-        nodes: &nodes,
-    };
+    let component = Component::new(&cluster.service, None, &cluster.replica, &cluster.pods, &nodes);
     let services: Vec<Annotated> = cluster
         .annotations
         .iter()
