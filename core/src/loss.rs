@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::diagnosis::{Component, Report, anchors, domain_of, honors_taints, workers_of};
 use crate::nodes::Node;
-use crate::rebalance::{Candidates, Kept};
+use crate::rebalance::Candidates;
 use crate::room::Requested;
 use crate::settings::{NodeTaintsPolicy, Settings};
 use crate::spread::Spread;
@@ -196,8 +196,7 @@ pub fn losses<'a>(component: &Component<'a>, report: &Report, requested: &Reques
     // touches are counted again. No more than the lost Instances are placed again, so a domain's
     // room is counted only up to their number.
     let candidates = Candidates::of(component, report);
-    let mut kept = Kept::new();
-    let whole = candidates.room_up_to(requested, instances.len(), &|_| true, &|_| true, &mut kept);
+    let whole = candidates.room_up_to(requested, instances.len(), &|_| true, &|_| true);
     let instance_nodes: Vec<&Node> = instances.iter().flat_map(|i| i.nodes.iter().copied()).collect();
     let mut losses = Vec::new();
     for failed_key in std::iter::once(key).chain(rack) {
@@ -243,7 +242,7 @@ pub fn losses<'a>(component: &Component<'a>, report: &Report, requested: &Reques
                 .collect();
             let mut room = whole.clone();
             let up = |node: &Node| !failed(node);
-            room.extend(candidates.room_up_to(requested, lost, &up, &|d| touched.contains(d), &mut kept));
+            room.extend(candidates.room_up_to(requested, lost, &up, &|d| touched.contains(d)));
             // The domains the spread counts once `domain` fails, with the Instances left in each.
             let counts = |honor: bool| {
                 let counted = if honor { &under_honor } else { &under_ignore };

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -223,52 +223,31 @@ impl<'a> Candidates<'a> {
 
     /// Each domain's room as [`Self::rooms`] counts it, but at most `most` a domain: its racks
     /// are counted, by name, only until they start that many. All a count of Instances to place
-    /// needs (no domain takes more than there are), without the hints. A rack with every node up
-    /// is counted once for all the calls that share `kept`: a failure counts again only the
-    /// racks it takes nodes from.
+    /// needs (no domain takes more than there are), without the hints.
     pub(crate) fn room_up_to(
         &self,
         requested: &Requested,
         most: usize,
         up: &dyn Fn(&Node) -> bool,
         of: &dyn Fn(&str) -> bool,
-        kept: &mut Kept<'a>,
     ) -> BTreeMap<&'a str, usize> {
-        let mut room = |domain: &'a str, racks: &BTreeMap<&'a str, Vec<&'a Node>>| {
+        let room = |racks: &BTreeMap<&str, Vec<&Node>>| {
             let mut room = 0;
-            for (rack, nodes) in up_racks(racks, up) {
+            for (_, nodes) in up_racks(racks, up) {
                 if room == most {
                     break;
                 }
-                let wanted = most - room;
-                let count = |wanted| start_count(&nodes, requested, &self.pods, wanted);
-                room += if nodes.len() < racks[rack].len() {
-                    count(wanted)
-                } else {
-                    // Counted up to `counted`: exact below it, and a prefix of any count beyond.
-                    match kept.get(&(domain, rack)) {
-                        Some(&(starts, counted)) if starts < counted || wanted <= counted => starts.min(wanted),
-                        _ => {
-                            let starts = count(wanted);
-                            kept.insert((domain, rack), (starts, wanted));
-                            starts
-                        }
-                    }
-                };
+                room += start_count(&nodes, requested, &self.pods, most - room);
             }
             room
         };
         self.domains
             .iter()
             .filter(|(name, _)| of(name))
-            .map(|(name, racks)| (*name, room(name, racks)))
+            .map(|(name, racks)| (*name, room(racks)))
             .collect()
     }
 }
-
-/// The whole Instances each (domain, rack) with every node up can start, and the most they were
-/// counted up to: [`Candidates::room_up_to`]'s counts, kept between its calls.
-pub(crate) type Kept<'a> = HashMap<(&'a str, &'a str), (usize, usize)>;
 
 /// The racks, by name, with the nodes of each that `up` keeps; those it keeps none of are left out.
 fn up_racks<'r, 'n>(
@@ -957,8 +936,6 @@ pub(crate) mod tests {
                 let used = serde_json::json!({"nvidia.com/gpu": rng.below(5).to_string()});
                 requested.insert(node.name.clone(), Resources::from_quantities(&used));
             }
-            // Counts one after another share what they kept, as a component's losses do.
-            let mut kept = Kept::new();
             for _ in 0..4 {
                 let down = format!("n{}", rng.below(24));
                 let up = |node: &Node| node.name != down;
@@ -968,7 +945,7 @@ pub(crate) mod tests {
                 let rooms = candidates.rooms(&requested, most, &up, &of);
                 let expected: BTreeMap<&str, usize> =
                     rooms.iter().map(|d| (d.name.as_str(), d.room().min(most))).collect();
-                let got = candidates.room_up_to(&requested, most, &up, &of, &mut kept);
+                let got = candidates.room_up_to(&requested, most, &up, &of);
                 assert_eq!(
                     got, expected,
                     "case {case}: {down} down, of all but {skipped}, up to {most}"
