@@ -25,6 +25,7 @@ pub struct Component<'a> {
     pub nodes: &'a Nodes,
     /// The nodes its anchors select, taints ignored and honoured: the diagnosis, the plan and the
     /// losses each read them, so they are selected once for all (each is a pass over the nodes).
+    /// A component is read, never changed, once built.
     selected: [OnceCell<Vec<&'a Node>>; 2],
 }
 
@@ -520,7 +521,8 @@ fn selections(anchors: &[&Value]) -> Vec<Selection> {
 }
 
 /// The nodes whose domains count, by Kubernetes' rules: those the anchors select, and under
-/// their constraint's `nodeTaintsPolicy: Honor` only those they tolerate.
+/// their constraint's `nodeTaintsPolicy: Honor` only those they tolerate. The component's own
+/// anchors select them; `anchors` (those same ones) only say whether taints are honoured.
 pub(crate) fn eligible_nodes<'c, 'a>(component: &'c Component<'a>, anchors: &[&Value], key: &str) -> &'c [&'a Node] {
     component.selected(honors_taints(anchors, key))
 }

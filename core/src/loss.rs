@@ -193,8 +193,8 @@ pub fn losses<'a>(component: &Component<'a>, report: &Report, requested: &Reques
         &under_ignore
     };
     // The room with every node up, reused for the domains a failure leaves whole: only those it
-    // touches are counted again. No more than the lost Instances are placed again, so a domain's
-    // room is counted only up to their number.
+    // touches are counted again. No domain takes more Instances than are placed again, so the
+    // room is counted up to all the Instances, and a failure's touched domains up to those lost.
     let candidates = Candidates::of(component, report);
     let whole = candidates.room_up_to(requested, instances.len(), &|_| true, &|_| true);
     let instance_nodes: Vec<&Node> = instances.iter().flat_map(|i| i.nodes.iter().copied()).collect();

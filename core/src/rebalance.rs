@@ -352,7 +352,7 @@ fn start_count(nodes: &[&Node], requested: &Requested, pods: &[Resources], most:
             let slots = nodes
                 .iter()
                 .map(|n| n.allocatable.slots(requested.get(&n.name).unwrap_or(&none), pod));
-            (slots.sum::<usize>() / pods.len()).min(most)
+            (slots.fold(0, usize::saturating_add) / pods.len()).min(most)
         }
         _ => starts(nodes, requested, pods, most).len(),
     }
@@ -868,15 +868,20 @@ pub(crate) mod tests {
             let mut listed = Vec::new();
             for n in 0..rng.below(10) {
                 let (gpus, pods) = (rng.below(17), 1 + rng.below(9));
+                // Now and then a node that reports no allocatable: no room.
+                let allocatable = match rng.below(10) {
+                    0 => serde_json::json!({}),
+                    _ => serde_json::json!({"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "pods": pods.to_string()}),
+                };
                 listed.push(serde_json::json!({"metadata": {"name": format!("n{n}")},
-                    "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "pods": pods.to_string()}}}));
+                    "status": {"allocatable": allocatable}}));
             }
             let all = crate::nodes::Nodes::from_json(&listed);
             let nodes: Vec<&Node> = all.iter().collect();
             let mut requested = Requested::new();
             for node in &nodes {
-                let used =
-                    serde_json::json!({"nvidia.com/gpu": rng.below(9).to_string(), "cpu": rng.below(80).to_string()});
+                let used = serde_json::json!({"nvidia.com/gpu": rng.below(9).to_string(),
+                    "cpu": rng.below(80).to_string(), "pods": rng.below(4).to_string()});
                 requested.insert(node.name.clone(), Resources::from_quantities(&used));
             }
             let pod = |gpus: usize, cpu: usize| {
@@ -900,6 +905,8 @@ pub(crate) mod tests {
         assert!(alike > 500 && some > 300, "{alike} {some}");
     }
 
+    /// `room_up_to` is each domain's room as `rooms` counts it, capped at `most`: generated
+    /// domains of racks, a node down and a domain left out.
     #[test]
     fn room_up_to_is_each_domains_room_capped() {
         let mut rng = XorShift(0x00c0_ffee);
