@@ -69,14 +69,7 @@ fn objects() -> Vec<Value> {
     objects.extend(cluster.services.iter().cloned());
     objects.extend(cluster.replicas.iter().cloned());
     objects.extend(support::ome_pods(&cluster));
-    // Training jobs' pods: eight GPUs each, on the nodes the models use too.
-    objects.extend((0..OTHER_PODS).map(|p| {
-        json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("trainer-{p}"), "namespace": "training", "labels": {"job-name": format!("job-{}", p / 8)}},
-            "spec": {"nodeName": format!("gpu-node-{}", p % cluster.nodes.len()),
-                "containers": [{"name": "trainer", "image": "trainer", "resources": {"requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "8"}}}]},
-            "status": {"phase": "Running"}})
-    }));
+    objects.extend(support::other_pods(&cluster, OTHER_PODS));
     // Every node with room left beside the pods above (two of OME's 8-GPU pods and four trainers
     // on each, on average): so that the room count runs in full, as on a cluster with free GPUs.
     // The benchmarks' nodes have no allocatable, which is no room, and a count that ends at once.

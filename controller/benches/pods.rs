@@ -1,12 +1,14 @@
 //! `make bench`: what a pod event costs the controller (issue 21). The 10,000 OME pods of the
 //! benchmarks' large cluster (core/benches/support/cluster.rs), each shaped as OME v1.3 creates it
 //! (benches/support: the repository's fixture leader, its env, volumes and probes, with the pod's
-//! own rendered terms), in the pods index
-//! and the room's. Side by side in one run: one pod's status update, trimmed and indexed in both,
-//! and a relist of all 10,000: what every pod event cost before, when the pod snapshot was built
-//! anew from the whole cache.
+//! own rendered terms), in the pods index and the room's. Side by side in one run: one pod's
+//! status update, trimmed and indexed in both, and a relist of all 10,000: what every pod event
+//! cost before, when the pod snapshot was built anew from the whole cache. First, what the room's
+//! index keeps of each pod (a counting allocator): the cost of its watch of every pod.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use criterion::Criterion;
@@ -16,6 +18,49 @@ use ome_spread_controller::pods::{self, Pods};
 use ome_spread_controller::room::{self, Room};
 
 mod support;
+
+/// The bytes allocated and not yet freed: what an index keeps of the pods it was given.
+struct Counting;
+
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: each call is the system allocator's own, with the caller's layout.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        HELD.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        HELD.fetch_add(new_size, Ordering::Relaxed);
+        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// What the room's index keeps of `pods` after a relist of them alone, in bytes a pod.
+fn room_bytes_a_pod(pods: &[Pod]) -> usize {
+    let before = HELD.load(Ordering::Relaxed);
+    let room_index = Room::default();
+    room_index.apply(&Event::Init);
+    for pod in pods {
+        let mut for_room = pod.clone();
+        room::trim(&mut for_room);
+        room_index.apply(&Event::InitApply(for_room));
+    }
+    room_index.apply(&Event::InitDone);
+    let kept = HELD.load(Ordering::Relaxed).saturating_sub(before);
+    drop(room_index);
+    kept / pods.len()
+}
 
 /// The large cluster's pods as OME creates them.
 fn pods() -> Vec<Pod> {
@@ -49,6 +94,17 @@ fn main() {
     let pods = pods();
     let size = serde_json::to_string(&pods[0]).map_or(0, |json| json.len());
     println!("pod index: {} pods of {size} bytes as JSON", pods.len());
+    // The room's watch of every pod, of any workload: what it keeps of each.
+    let cluster = support::cluster::cluster();
+    let others: Vec<Pod> = support::other_pods(&cluster, 20_000)
+        .into_iter()
+        .map(|pod| serde_json::from_value(pod).expect("a pod"))
+        .collect();
+    println!(
+        "room index: {} bytes a pod of another workload, {} bytes an OME pod",
+        room_bytes_a_pod(&others),
+        room_bytes_a_pod(&pods)
+    );
     let (pods_index, room_index) = (Pods::default(), Room::default());
     relisted(&pods_index, &room_index, &pods);
     let mut criterion = Criterion::default()

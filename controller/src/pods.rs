@@ -71,10 +71,11 @@ impl Derived for ByComponent {
 pub type Pods = Shared<ByComponent>;
 
 /// The pod as the diagnosis, the plan and the triggers read it: its name, labels and owners; its
-/// node, scheduler, node selection, tolerations, spread constraints and containers' requests; its
-/// phase and conditions. Env, volumes, probes, annotations, managed fields and the resourceVersion
-/// are dropped before it is kept: most of an OME pod's size, and what changes in an event that
-/// changes nothing the diagnosis reads (which then triggers no reconcile).
+/// node, scheduler, node selection, tolerations, spread constraints and what it requests
+/// ([`requests_only`]); its phase and conditions. Env, volumes, probes, annotations, managed
+/// fields and the resourceVersion are dropped before it is kept: most of an OME pod's size, and
+/// what changes in an event that changes nothing the diagnosis reads (which then triggers no
+/// reconcile).
 pub fn trim(pod: &mut Pod) {
     let metadata = std::mem::take(&mut pod.metadata);
     pod.metadata = ObjectMeta {
@@ -84,16 +85,15 @@ pub fn trim(pod: &mut Pod) {
         owner_references: metadata.owner_references,
         ..ObjectMeta::default()
     };
-    let spec = pod.spec.take().unwrap_or_default();
+    let mut spec = pod.spec.take().unwrap_or_default();
     pod.spec = Some(PodSpec {
-        node_name: spec.node_name,
-        scheduler_name: spec.scheduler_name,
-        node_selector: spec.node_selector,
-        affinity: spec.affinity,
-        tolerations: spec.tolerations,
-        topology_spread_constraints: spec.topology_spread_constraints,
-        containers: requests_only(spec.containers),
-        ..PodSpec::default()
+        node_name: spec.node_name.take(),
+        scheduler_name: spec.scheduler_name.take(),
+        node_selector: spec.node_selector.take(),
+        affinity: spec.affinity.take(),
+        tolerations: spec.tolerations.take(),
+        topology_spread_constraints: spec.topology_spread_constraints.take(),
+        ..requests_only(spec)
     });
     pod.status = pod.status.take().map(|status| PodStatus {
         phase: status.phase,

@@ -54,8 +54,8 @@ impl Derived for Sums {
 /// The requests per node, shared between the pods' watch and the reconciles.
 pub type Room = Shared<Sums>;
 
-/// The pod as the room reads it: its name, node, phase and its containers' requests. Every other
-/// field (env, volumes, probes, managed fields) is dropped before it is kept.
+/// The pod as the room reads it: its name, node, phase and what it requests. Every other field
+/// (env, volumes, probes, managed fields) is dropped before it is kept.
 pub fn trim(pod: &mut Pod) {
     let metadata = std::mem::take(&mut pod.metadata);
     pod.metadata = ObjectMeta {
@@ -64,11 +64,10 @@ pub fn trim(pod: &mut Pod) {
         resource_version: metadata.resource_version,
         ..ObjectMeta::default()
     };
-    let spec = pod.spec.take().unwrap_or_default();
+    let mut spec = pod.spec.take().unwrap_or_default();
     pod.spec = Some(PodSpec {
-        node_name: spec.node_name,
-        containers: requests_only(spec.containers),
-        ..PodSpec::default()
+        node_name: spec.node_name.take(),
+        ..requests_only(spec)
     });
     pod.status = pod.status.take().map(|status| PodStatus {
         phase: status.phase,
@@ -76,19 +75,29 @@ pub fn trim(pod: &mut Pod) {
     });
 }
 
-/// Containers as the room reads them: each one's name and requests.
-pub fn requests_only(containers: Vec<Container>) -> Vec<Container> {
-    containers
-        .into_iter()
-        .map(|container| Container {
-            name: container.name,
-            resources: container.resources.map(|r| ResourceRequirements {
-                requests: r.requests,
-                ..ResourceRequirements::default()
-            }),
-            ..Container::default()
-        })
-        .collect()
+/// What a pod requests of its node, as the core counts it ([`room::Resources::of_pod`]): its
+/// containers' and init containers' names and requests (and whether an init container is a
+/// sidecar), its pod-level requests and its overhead.
+pub fn requests_only(spec: PodSpec) -> PodSpec {
+    let requests = |container: Container| Container {
+        name: container.name,
+        restart_policy: container.restart_policy,
+        resources: container.resources.map(|r| ResourceRequirements {
+            requests: r.requests,
+            ..ResourceRequirements::default()
+        }),
+        ..Container::default()
+    };
+    PodSpec {
+        containers: spec.containers.into_iter().map(requests).collect(),
+        init_containers: spec.init_containers.map(|all| all.into_iter().map(requests).collect()),
+        resources: spec.resources.map(|r| ResourceRequirements {
+            requests: r.requests,
+            ..ResourceRequirements::default()
+        }),
+        overhead: spec.overhead,
+        ..PodSpec::default()
+    }
 }
 
 #[cfg(test)]
@@ -159,6 +168,39 @@ mod tests {
                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "4"}}}], "nodeName": "n1"},
                 "status": {"phase": "Running"}})
         );
+    }
+
+    /// Init containers, sidecars, pod-level requests and overhead hold room as kube-scheduler
+    /// counts them: the trim keeps them, and the index counts them.
+    #[test]
+    fn a_trimmed_pod_keeps_its_init_containers_pod_level_requests_and_overhead() {
+        let mut with_all = serde_json::to_value(pod("train-0", Some("n1"), 4, "Running")).expect("json");
+        with_all["spec"]["initContainers"] = json!([
+            {"name": "fetch", "image": "fetcher", "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}},
+            {"name": "proxy", "image": "envoy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}]);
+        with_all["spec"]["resources"] = json!({"requests": {"memory": "8Gi"}, "limits": {"memory": "16Gi"}});
+        with_all["spec"]["overhead"] = json!({"cpu": "250m"});
+        with_all["spec"]["runtimeClassName"] = json!("kata");
+        let kept = trimmed(serde_json::from_value(with_all).expect("a pod"));
+        assert_eq!(
+            serde_json::to_value(&kept).expect("json")["spec"],
+            json!({"nodeName": "n1",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "4"}}}],
+                "initContainers": [{"name": "fetch", "resources": {"requests": {"nvidia.com/gpu": "8"}}},
+                    {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}],
+                "resources": {"requests": {"memory": "8Gi"}},
+                "overhead": {"cpu": "250m"}})
+        );
+        let mut index = Index::<Sums>::default();
+        index.apply(&watcher::Event::Apply(kept));
+        // GPUs: the larger of fetch's 8 and c's 4; CPU: c's 500m, the proxy's 1 and 250m.
+        let held = Resources::parsed([
+            ("nvidia.com/gpu", "8"),
+            ("cpu", "1750m"),
+            ("memory", "8Gi"),
+            ("pods", "1"),
+        ]);
+        assert_eq!(requested(&index), &Requested::from([("n1".to_owned(), held)]));
     }
 
     /// A watch event on pods named 0..4, on nodes 0..3 or none, in any phase.

@@ -36,14 +36,50 @@ impl Resources {
         Self::parsed(amounts.filter_map(|(name, q)| Some((name.as_str(), q.as_str()?))))
     }
 
-    /// What one pod requests: its containers' requests summed, and one of the node's pods.
+    /// What one pod requests of its node, as kube-scheduler counts it (`PodRequests` of
+    /// k8s.io/component-helpers, from the spec): its containers' and sidecars' (init containers
+    /// that restart `Always`) requests summed; of each resource at least what an init container
+    /// takes while it runs, beside the sidecars started before it; its pod-level requests of CPU,
+    /// memory and hugepages in place of its containers'; its RuntimeClass's overhead; and one of
+    /// the node's pods. A training job's init container that holds every GPU of a node while it
+    /// runs holds them for the scheduler as long as the pod is bound.
     pub fn of_pod(pod: &Value) -> Self {
-        let mut requests = Self::default();
-        for container in pod["spec"]["containers"].as_array().into_iter().flatten() {
-            requests.add(&Self::from_quantities(&container["resources"]["requests"]));
+        let spec = &pod["spec"];
+        let requests = |container: &Value| Self::from_quantities(&container["resources"]["requests"]);
+        let listed = |field: &str| spec[field].as_array().into_iter().flatten();
+        let mut total = Self::default();
+        for container in listed("containers") {
+            total.add(&requests(container));
         }
-        requests.add(&Self([(PODS.to_owned(), 1000)].into()));
-        requests
+        let (mut sidecars, mut init) = (Self::default(), Self::default());
+        for container in listed("initContainers") {
+            let mut running = requests(container);
+            if container["restartPolicy"] == "Always" {
+                total.add(&running);
+                sidecars.add(&running);
+                running = sidecars.clone();
+            } else {
+                running.add(&sidecars);
+            }
+            init.raise(&running);
+        }
+        total.raise(&init);
+        let pod_level = spec["resources"]["requests"].as_object().into_iter().flatten();
+        for (name, quantity) in pod_level.filter(|(name, _)| is_pod_level(name)) {
+            total.0.remove(name);
+            total.add(&Self::parsed(quantity.as_str().map(|q| (name.as_str(), q))));
+        }
+        total.add(&Self::from_quantities(&spec["overhead"]));
+        total.add(&Self([(PODS.to_owned(), 1000)].into()));
+        total
+    }
+
+    /// Each resource the larger of the two amounts.
+    fn raise(&mut self, other: &Resources) {
+        for (name, amount) in &other.0 {
+            let mine = self.0.entry(name.clone()).or_default();
+            *mine = (*mine).max(*amount);
+        }
     }
 
     pub fn add(&mut self, other: &Resources) {
@@ -85,6 +121,12 @@ impl Resources {
             .min()
             .unwrap_or(0)
     }
+}
+
+/// The resources a pod's own `spec.resources` may request in place of its containers'
+/// (Kubernetes' pod-level resources): CPU, memory and hugepages.
+fn is_pod_level(name: &str) -> bool {
+    matches!(name, "cpu" | "memory") || name.starts_with("hugepages-")
 }
 
 /// The requests per node of the pods that hold room there: bound, and not finished.
@@ -180,6 +222,54 @@ mod tests {
         let bare = Resources::of_pod(&json!({"spec": {}}));
         let few_pods = Resources::from_quantities(&json!({"pods": "3"}));
         assert_eq!(few_pods.slots(&Resources::default(), &bare), 3);
+    }
+
+    /// Init containers, sidecars, pod-level requests and overhead, as kube-scheduler counts
+    /// them (k8s.io/component-helpers v0.35 `PodRequests`; the KEP of sidecar containers).
+    #[test]
+    fn a_pods_requests_are_what_kube_scheduler_counts() {
+        let requests = |cpu: &str, gpus: &str| json!({"requests": {"cpu": cpu, "nvidia.com/gpu": gpus}});
+        let expected = |quantities: Value| Resources::from_quantities(&quantities);
+        // An init container that takes every GPU while it runs holds them: the larger of 8 and 4.
+        let warm_up = json!({"spec": {"initContainers": [{"name": "warm-up", "resources": requests("1", "8")}],
+            "containers": [{"name": "train", "resources": requests("2", "4")}]}});
+        assert_eq!(
+            Resources::of_pod(&warm_up),
+            expected(json!({"cpu": "2", "nvidia.com/gpu": "8", "pods": "1"}))
+        );
+        // Sidecars add to the containers and run beside the init containers after them:
+        // containers 100m + sidecars 50m + 30m = 180m; init-2 runs beside sidecar-1: 300m + 50m.
+        let cpu = |cpu: &str| json!({"requests": {"cpu": cpu}});
+        let sidecars = json!({"spec": {"initContainers": [
+                {"name": "init-1", "resources": cpu("200m")},
+                {"name": "sidecar-1", "restartPolicy": "Always", "resources": cpu("50m")},
+                {"name": "init-2", "resources": cpu("300m")},
+                {"name": "sidecar-2", "restartPolicy": "Always", "resources": cpu("30m")}],
+            "containers": [{"name": "app", "resources": cpu("100m")}]}});
+        assert_eq!(
+            Resources::of_pod(&sidecars),
+            expected(json!({"cpu": "350m", "pods": "1"}))
+        );
+        let sidecar_last = json!({"spec": {"initContainers": [
+                {"name": "init-1", "resources": cpu("120m")},
+                {"name": "sidecar-1", "restartPolicy": "Always", "resources": cpu("50m")}],
+            "containers": [{"name": "app", "resources": cpu("100m")}]}});
+        assert_eq!(
+            Resources::of_pod(&sidecar_last),
+            expected(json!({"cpu": "150m", "pods": "1"}))
+        );
+        // Pod-level requests replace the containers' CPU and memory, never their GPUs; the
+        // RuntimeClass's overhead comes on top.
+        let pod_level = json!({"spec": {"resources": {"requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "7"}},
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "3", "memory": "1Gi", "nvidia.com/gpu": "1"}}},
+                {"name": "b", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}],
+            "overhead": {"cpu": "250m", "memory": "120Mi"}}});
+        assert_eq!(
+            Resources::of_pod(&pod_level),
+            expected(
+                json!({"cpu": "2250m", "memory": "4216Mi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi", "pods": "1"})
+            )
+        );
     }
 
     #[test]

@@ -40,3 +40,15 @@ pub fn ome_pods(cluster: &cluster::Cluster) -> Vec<Value> {
         })
         .collect()
 }
+
+/// `count` pods of training jobs, eight GPUs each, on the cluster's nodes (the models' too).
+pub fn other_pods(cluster: &cluster::Cluster, count: usize) -> Vec<Value> {
+    let pod = |p: usize| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("trainer-{p}"), "namespace": "training", "labels": {"job-name": format!("job-{}", p / 8)}},
+            "spec": {"nodeName": format!("gpu-node-{}", p % cluster.nodes.len()),
+                "containers": [{"name": "trainer", "image": "trainer", "resources": {"requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "8"}}}]},
+            "status": {"phase": "Running"}})
+    };
+    (0..count).map(pod).collect()
+}
