@@ -195,8 +195,8 @@ pub fn losses<'a>(component: &Component<'a>, report: &Report, requested: &Reques
     // The room with every node up, reused for the domains a failure leaves whole: only those it
     // touches are counted again. No domain takes more Instances than are placed again, so the
     // room is counted up to all the Instances, and a failure's touched domains up to those lost.
-    let candidates = Candidates::of(component, report);
-    let whole = candidates.room_up_to(requested, instances.len(), &|_| true, &|_| true);
+    let candidates = Candidates::of(component, report, requested);
+    let whole = candidates.room_up_to(instances.len(), &|_| true, &|_| true);
     let instance_nodes: Vec<&Node> = instances.iter().flat_map(|i| i.nodes.iter().copied()).collect();
     let mut losses = Vec::new();
     for failed_key in std::iter::once(key).chain(rack) {
@@ -242,7 +242,7 @@ pub fn losses<'a>(component: &Component<'a>, report: &Report, requested: &Reques
                 .collect();
             let mut room = whole.clone();
             let up = |node: &Node| !failed(node);
-            room.extend(candidates.room_up_to(requested, lost, &up, &|d| touched.contains(d)));
+            room.extend(candidates.room_up_to(lost, &up, &|d| touched.contains(d)));
             // The domains the spread counts once `domain` fails, with the Instances left in each.
             let counts = |honor: bool| {
                 let counted = if honor { &under_honor } else { &under_ignore };

@@ -5,6 +5,7 @@
 //! Instances, the room of [`crate::room`]); [`plan`] is the planning itself.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
@@ -153,23 +154,30 @@ pub fn recommend(
 /// still start, at most `most` a rack (none without a key): the room a plan counts on, and
 /// `explain` shows.
 pub fn rooms(component: &Component, report: &Report, requested: &Requested, most: usize) -> Vec<Domain> {
-    Candidates::of(component, report).rooms(requested, most, &|_| true, &|_| true)
+    Candidates::of(component, report, requested).rooms(most, &|_| true, &|_| true)
 }
 
 /// The nodes a component's room is counted on, read once for all the counts of its losses: each
 /// eligible domain's racks of the nodes that can start the Instance's pods (labelled, and
 /// accepting them: the scheduler always honours taints and cordons, whatever the constraint
 /// counts), and what those pods request.
-pub(crate) struct Candidates<'a> {
-    domains: BTreeMap<&'a str, BTreeMap<&'a str, Vec<&'a Node>>>,
+pub(crate) struct Candidates<'a, 'r> {
+    domains: BTreeMap<&'a str, BTreeMap<&'a str, Vec<Candidate<'a>>>>,
     pods: Vec<Resources>,
+    requested: &'r Requested,
 }
 
-impl<'a> Candidates<'a> {
-    pub(crate) fn of(component: &Component<'a>, report: &Report) -> Self {
+/// A node, and its slots for one of the Instance's pods when they are all alike: read at the
+/// first count that needs them, then kept for the others (the losses count each domain once
+/// with every node up, and again for each failure).
+type Candidate<'a> = (&'a Node, OnceCell<usize>);
+
+impl<'a, 'r> Candidates<'a, 'r> {
+    pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
         let mut candidates = Candidates {
             domains: BTreeMap::new(),
             pods: Vec::new(),
+            requested,
         };
         let Some(key) = report.in_effect.domain_key() else {
             return candidates;
@@ -194,7 +202,7 @@ impl<'a> Candidates<'a> {
             let racks = candidates.domains.entry(domain).or_default();
             let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
             if let (Some(rack), true) = (rack, selection.tolerates(node)) {
-                racks.entry(rack).or_default().push(node);
+                racks.entry(rack).or_default().push((node, OnceCell::new()));
             }
         }
         candidates
@@ -202,19 +210,17 @@ impl<'a> Candidates<'a> {
 
     /// As [`rooms`], for the domains `of` names, counting only the nodes `up` keeps: a failed
     /// domain's nodes stay in their domain, but take no pod.
-    pub(crate) fn rooms(
-        &self,
-        requested: &Requested,
-        most: usize,
-        up: &dyn Fn(&Node) -> bool,
-        of: &dyn Fn(&str) -> bool,
-    ) -> Vec<Domain> {
-        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<&Node>>)| Domain {
+    pub(crate) fn rooms(&self, most: usize, up: &dyn Fn(&Node) -> bool, of: &dyn Fn(&str) -> bool) -> Vec<Domain> {
+        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| Domain {
             name: (*name).to_owned(),
-            racks: up_racks(racks, up)
-                .map(|(rack, nodes)| Rack {
-                    name: rack.to_owned(),
-                    starts: starts(&nodes, requested, &self.pods, most),
+            racks: racks
+                .iter()
+                .filter_map(|(rack, nodes)| {
+                    let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).filter(|node| up(node)).collect();
+                    (!nodes.is_empty()).then(|| Rack {
+                        name: (*rack).to_owned(),
+                        starts: starts(&nodes, self.requested, &self.pods, most),
+                    })
                 })
                 .collect(),
         };
@@ -226,18 +232,17 @@ impl<'a> Candidates<'a> {
     /// needs (no domain takes more than there are), without the hints.
     pub(crate) fn room_up_to(
         &self,
-        requested: &Requested,
         most: usize,
         up: &dyn Fn(&Node) -> bool,
         of: &dyn Fn(&str) -> bool,
     ) -> BTreeMap<&'a str, usize> {
-        let room = |racks: &BTreeMap<&str, Vec<&Node>>| {
+        let room = |racks: &BTreeMap<&str, Vec<Candidate>>| {
             let mut room = 0;
-            for (_, nodes) in up_racks(racks, up) {
+            for nodes in racks.values() {
                 if room == most {
                     break;
                 }
-                room += start_count(&nodes, requested, &self.pods, most - room);
+                room += self.start_count(nodes, up, most - room);
             }
             room
         };
@@ -247,17 +252,28 @@ impl<'a> Candidates<'a> {
             .map(|(name, racks)| (*name, room(racks)))
             .collect()
     }
-}
 
-/// The racks, by name, with the nodes of each that `up` keeps; those it keeps none of are left out.
-fn up_racks<'r, 'n>(
-    racks: &'r BTreeMap<&'n str, Vec<&'n Node>>,
-    up: &'r dyn Fn(&Node) -> bool,
-) -> impl Iterator<Item = (&'n str, Vec<&'n Node>)> + 'r {
-    racks.iter().filter_map(move |(rack, nodes)| {
-        let up: Vec<&Node> = nodes.iter().copied().filter(|node| up(node)).collect();
-        (!up.is_empty()).then_some((*rack, up))
-    })
+    /// How many whole Instances [`starts`] counts on the rack's nodes that `up` keeps, without
+    /// their hints. Pods all alike take a node's room one slot at a time, wherever the room is,
+    /// so they start as many as the slots hold: each node's slots, read once, not a start after
+    /// another (most racks of a busy cluster start none).
+    fn start_count(&self, nodes: &[Candidate<'a>], up: &dyn Fn(&Node) -> bool, most: usize) -> usize {
+        let up = nodes.iter().filter(|(node, _)| up(node));
+        match self.pods.as_slice() {
+            [pod, others @ ..] if others.iter().all(|other| other == pod) => {
+                let none = Resources::default();
+                let slots = |(node, slots): &Candidate| {
+                    let used = || self.requested.get(&node.name).unwrap_or(&none);
+                    *slots.get_or_init(|| node.allocatable.slots(used(), pod))
+                };
+                (up.map(slots).fold(0, usize::saturating_add) / self.pods.len()).min(most)
+            }
+            _ => {
+                let nodes: Vec<&Node> = up.map(|(node, _)| *node).collect();
+                starts(&nodes, self.requested, &self.pods, most).len()
+            }
+        }
+    }
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
@@ -340,22 +356,6 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
         order.sort_by(roomiest_first);
     }
     starts
-}
-
-/// How many whole Instances [`starts`] counts, without their hints. Pods all alike take a node's
-/// room one slot at a time, wherever the room is, so they start as many as the slots hold: one
-/// read of each node, not a start after another (most racks of a busy cluster start none).
-fn start_count(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usize) -> usize {
-    match pods {
-        [pod, others @ ..] if others.iter().all(|other| other == pod) => {
-            let none = Resources::default();
-            let slots = nodes
-                .iter()
-                .map(|n| n.allocatable.slots(requested.get(&n.name).unwrap_or(&none), pod));
-            (slots.fold(0, usize::saturating_add) / pods.len()).min(most)
-        }
-        _ => starts(nodes, requested, pods, most).len(),
-    }
 }
 
 /// The nodes of `order` that a start took first, in the order's order, then the others: so that
@@ -898,7 +898,20 @@ pub(crate) mod tests {
                 .collect();
             let most = rng.below(8);
             let expected = starts(&nodes, &requested, &pods, most).len();
-            assert_eq!(start_count(&nodes, &requested, &pods, most), expected, "case {case}");
+            let rack = nodes.iter().map(|&node| (node, OnceCell::new())).collect();
+            let candidates = Candidates {
+                domains: BTreeMap::from([("z", BTreeMap::from([("r", rack)]))]),
+                pods: pods.clone(),
+                requested: &requested,
+            };
+            // Counted twice: the second reads the slots the first kept.
+            for _ in 0..2 {
+                assert_eq!(
+                    candidates.room_up_to(most, &|_| true, &|_| true)["z"],
+                    expected,
+                    "case {case}"
+                );
+            }
             alike += usize::from(pods.len() > 1 && pods.iter().all(|p| *p == pods[0]));
             some += usize::from(expected > 1);
         }
@@ -921,8 +934,17 @@ pub(crate) mod tests {
                 place.push((format!("z{}", rng.below(3)), format!("r{}", rng.below(4))));
             }
             let all = crate::nodes::Nodes::from_json(&listed);
+            let mut requested = Requested::new();
+            for node in all.iter() {
+                if rng.below(2) == 0 {
+                    continue;
+                }
+                let used = serde_json::json!({"nvidia.com/gpu": rng.below(5).to_string()});
+                requested.insert(node.name.clone(), Resources::from_quantities(&used));
+            }
             let mut candidates = Candidates {
                 domains: BTreeMap::new(),
+                requested: &requested,
                 pods: (0..1 + rng.below(3))
                     .map(|_| {
                         let gpus = (1 + rng.below(4)).to_string();
@@ -933,15 +955,7 @@ pub(crate) mod tests {
             };
             for (node, (zone, rack)) in all.iter().zip(&place) {
                 let racks = candidates.domains.entry(zone.as_str()).or_default();
-                racks.entry(rack.as_str()).or_default().push(node);
-            }
-            let mut requested = Requested::new();
-            for node in all.iter() {
-                if rng.below(2) == 0 {
-                    continue;
-                }
-                let used = serde_json::json!({"nvidia.com/gpu": rng.below(5).to_string()});
-                requested.insert(node.name.clone(), Resources::from_quantities(&used));
+                racks.entry(rack.as_str()).or_default().push((node, OnceCell::new()));
             }
             for _ in 0..4 {
                 let down = format!("n{}", rng.below(24));
@@ -949,10 +963,10 @@ pub(crate) mod tests {
                 let skipped = format!("z{}", rng.below(4));
                 let of = |domain: &str| domain != skipped;
                 let most = rng.below(6);
-                let rooms = candidates.rooms(&requested, most, &up, &of);
+                let rooms = candidates.rooms(most, &up, &of);
                 let expected: BTreeMap<&str, usize> =
                     rooms.iter().map(|d| (d.name.as_str(), d.room().min(most))).collect();
-                let got = candidates.room_up_to(&requested, most, &up, &of);
+                let got = candidates.room_up_to(most, &up, &of);
                 assert_eq!(
                     got, expected,
                     "case {case}: {down} down, of all but {skipped}, up to {most}"
