@@ -160,7 +160,7 @@ pub fn rooms(component: &Component, report: &Report, requested: &Requested, most
 /// The nodes a component's room is counted on, read once for all the counts of its losses: each
 /// eligible domain's racks of the nodes that can start the Instance's pods (labelled, and
 /// accepting them: the scheduler always honours taints and cordons, whatever the constraint
-/// counts), and what those pods request.
+/// counts), what those pods request, and what the pods bound to each node already hold.
 pub(crate) struct Candidates<'a, 'r> {
     domains: BTreeMap<&'a str, BTreeMap<&'a str, Vec<Candidate<'a>>>>,
     pods: Vec<Resources>,
