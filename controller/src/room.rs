@@ -79,22 +79,20 @@ pub fn trim(pod: &mut Pod) {
 /// containers' and init containers' names and requests (and whether an init container is a
 /// sidecar), its pod-level requests and its overhead.
 pub fn requests_only(spec: PodSpec) -> PodSpec {
-    let requests = |container: Container| Container {
+    let requests = |resources: ResourceRequirements| ResourceRequirements {
+        requests: resources.requests,
+        ..ResourceRequirements::default()
+    };
+    let container = |container: Container| Container {
         name: container.name,
         restart_policy: container.restart_policy,
-        resources: container.resources.map(|r| ResourceRequirements {
-            requests: r.requests,
-            ..ResourceRequirements::default()
-        }),
+        resources: container.resources.map(requests),
         ..Container::default()
     };
     PodSpec {
-        containers: spec.containers.into_iter().map(requests).collect(),
-        init_containers: spec.init_containers.map(|all| all.into_iter().map(requests).collect()),
-        resources: spec.resources.map(|r| ResourceRequirements {
-            requests: r.requests,
-            ..ResourceRequirements::default()
-        }),
+        containers: spec.containers.into_iter().map(container).collect(),
+        init_containers: spec.init_containers.map(|all| all.into_iter().map(container).collect()),
+        resources: spec.resources.map(requests),
         overhead: spec.overhead,
         ..PodSpec::default()
     }

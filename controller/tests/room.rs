@@ -89,7 +89,6 @@ fn probe(name: &str, node: &str) -> Value {
 
 fn shape(node: &str) -> NodeShape {
     NodeShape {
-        name: node.into(),
         zone: None,
         rack: None,
         models: Vec::new(),

@@ -154,7 +154,7 @@ pub fn recommend(
 /// still start, at most `most` a rack (none without a key): the room a plan counts on, and
 /// `explain` shows.
 pub fn rooms(component: &Component, report: &Report, requested: &Requested, most: usize) -> Vec<Domain> {
-    Candidates::of(component, report, requested).rooms(most, &|_| true, &|_| true)
+    Candidates::of(component, report, requested).rooms(most)
 }
 
 /// The nodes a component's room is counted on, read once for all the counts of its losses: each
@@ -208,28 +208,29 @@ impl<'a, 'r> Candidates<'a, 'r> {
         candidates
     }
 
-    /// As [`rooms`], for the domains `of` names, counting only the nodes `up` keeps: a failed
-    /// domain's nodes stay in their domain, but take no pod.
-    pub(crate) fn rooms(&self, most: usize, up: &dyn Fn(&Node) -> bool, of: &dyn Fn(&str) -> bool) -> Vec<Domain> {
+    /// As [`rooms`]: each domain's racks with the Instances each can start, at most `most`.
+    pub(crate) fn rooms(&self, most: usize) -> Vec<Domain> {
         let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| Domain {
             name: (*name).to_owned(),
             racks: racks
                 .iter()
-                .filter_map(|(rack, nodes)| {
-                    let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).filter(|node| up(node)).collect();
-                    (!nodes.is_empty()).then(|| Rack {
+                .map(|(rack, nodes)| {
+                    let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).collect();
+                    Rack {
                         name: (*rack).to_owned(),
                         starts: starts(&nodes, self.requested, &self.pods, most),
-                    })
+                    }
                 })
                 .collect(),
         };
-        self.domains.iter().filter(|(name, _)| of(name)).map(domain).collect()
+        self.domains.iter().map(domain).collect()
     }
 
     /// Each domain's room as [`Self::rooms`] counts it, but at most `most` a domain: its racks
     /// are counted, by name, only until they start that many. All a count of Instances to place
-    /// needs (no domain takes more than there are), without the hints.
+    /// needs (no domain takes more than there are), without the hints. Only the domains `of`
+    /// names are counted, on the nodes `up` keeps: a failed domain's nodes stay in their domain,
+    /// but take no pod.
     pub(crate) fn room_up_to(
         &self,
         most: usize,
@@ -258,7 +259,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
     /// so they start as many as the slots hold: each node's slots, read once, not a start after
     /// another (most racks of a busy cluster start none).
     fn start_count(&self, nodes: &[Candidate<'a>], up: &dyn Fn(&Node) -> bool, most: usize) -> usize {
-        let up = nodes.iter().filter(|(node, _)| up(node));
+        let up_nodes = nodes.iter().filter(|(node, _)| up(node));
         match self.pods.as_slice() {
             [pod, others @ ..] if others.iter().all(|other| other == pod) => {
                 let none = Resources::default();
@@ -266,10 +267,10 @@ impl<'a, 'r> Candidates<'a, 'r> {
                     let used = || self.requested.get(&node.name).unwrap_or(&none);
                     *slots.get_or_init(|| node.allocatable.slots(used(), pod))
                 };
-                (up.map(slots).fold(0, usize::saturating_add) / self.pods.len()).min(most)
+                (up_nodes.map(slots).fold(0, usize::saturating_add) / self.pods.len()).min(most)
             }
             _ => {
-                let nodes: Vec<&Node> = up.map(|(node, _)| *node).collect();
+                let nodes: Vec<&Node> = up_nodes.map(|(node, _)| *node).collect();
                 starts(&nodes, self.requested, &self.pods, most).len()
             }
         }
@@ -963,7 +964,27 @@ pub(crate) mod tests {
                 let skipped = format!("z{}", rng.below(4));
                 let of = |domain: &str| domain != skipped;
                 let most = rng.below(6);
-                let rooms = candidates.rooms(most, &up, &of);
+                // The plain count over the same candidates, the node down and the domain left out.
+                let mut plain = Candidates {
+                    domains: BTreeMap::new(),
+                    pods: candidates.pods.clone(),
+                    requested: &requested,
+                };
+                for (name, racks) in candidates.domains.iter().filter(|(name, _)| of(name)) {
+                    let kept = plain.domains.entry(*name).or_default();
+                    for (rack, nodes) in racks {
+                        let up_nodes: Vec<Candidate> = nodes
+                            .iter()
+                            .filter(|(node, _)| up(node))
+                            .map(|(node, _)| (*node, OnceCell::new()))
+                            .collect();
+                        // A rack with no node up is no rack, as `Candidates::of` makes none empty.
+                        if !up_nodes.is_empty() {
+                            kept.insert(*rack, up_nodes);
+                        }
+                    }
+                }
+                let rooms = plain.rooms(most);
                 let expected: BTreeMap<&str, usize> =
                     rooms.iter().map(|d| (d.name.as_str(), d.room().min(most))).collect();
                 let got = candidates.room_up_to(most, &up, &of);
