@@ -13,7 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use ome_spread_core::diagnosis::{Report, diagnose, node_keys};
 use ome_spread_core::explain::{no_move, what_to_do};
-use ome_spread_core::loss::{Loss, losses};
+use ome_spread_core::loss::{Loss, worst};
 use ome_spread_core::rebalance::{NoPlan, Plan, recommend, rooms};
 use ome_spread_core::replica::RuntimeRef;
 use serde_json::{Value, json};
@@ -151,7 +151,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
             None => Vec::new(),
         };
         let action = what_to_do(&report, &plan, &rooms, &objects.replica);
-        let worst_loss = losses(&component, &report, requested, &settings).into_iter().next();
+        let worst_loss = worst(&component, &report, requested, &settings);
         (plan, action, worst_loss)
     });
     Ok(Some(Diagnosed {

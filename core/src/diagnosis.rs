@@ -545,10 +545,8 @@ pub(crate) fn instances_per_domain(
     key: &str,
     eligible: &[&Node],
 ) -> BTreeMap<String, usize> {
-    let mut per_domain: BTreeMap<String, usize> = eligible
-        .iter()
-        .filter_map(|n| Some((n.labels.get(key)?.clone(), 0)))
-        .collect();
+    let domains: BTreeSet<&String> = eligible.iter().filter_map(|n| n.labels.get(key)).collect();
+    let mut per_domain: BTreeMap<String, usize> = domains.into_iter().map(|d| (d.clone(), 0)).collect();
     for pod in anchors {
         if let Some(count) = domain_of(nodes, pod, key).and_then(|d| per_domain.get_mut(d)) {
             *count += 1;

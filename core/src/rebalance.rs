@@ -257,7 +257,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
     /// How many whole Instances [`starts`] counts on the rack's nodes that `up` keeps, without
     /// their hints. Pods all alike take a node's room one slot at a time, wherever the room is,
     /// so they start as many as the slots hold: each node's slots, read once, not a start after
-    /// another (most racks of a busy cluster start none).
+    /// another (most racks of a busy cluster start none), and only until they hold `most`.
     fn start_count(&self, nodes: &[Candidate<'a>], up: &dyn Fn(&Node) -> bool, most: usize) -> usize {
         let up_nodes = nodes.iter().filter(|(node, _)| up(node));
         match self.pods.as_slice() {
@@ -267,7 +267,15 @@ impl<'a, 'r> Candidates<'a, 'r> {
                     let used = || self.requested.get(&node.name).unwrap_or(&none);
                     *slots.get_or_init(|| node.allocatable.slots(used(), pod))
                 };
-                (up_nodes.map(slots).fold(0, usize::saturating_add) / self.pods.len()).min(most)
+                let enough = most.saturating_mul(self.pods.len());
+                let mut held = 0;
+                for node in up_nodes {
+                    if held >= enough {
+                        break;
+                    }
+                    held = usize::saturating_add(held, slots(node));
+                }
+                (held / self.pods.len()).min(most)
             }
             _ => {
                 let nodes: Vec<&Node> = up_nodes.map(|(node, _)| *node).collect();
