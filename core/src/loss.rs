@@ -175,8 +175,8 @@ pub fn worst(component: &Component, report: &Report, requested: &Requested, sett
     let failures = Failures::of(component, report, requested, settings)?;
     let each = failures.each();
     let fewest = each.iter().map(|f| f.loss.left_serving).min()?;
-    let worst = each.into_iter().filter(|f| f.loss.left_serving == fewest);
-    worst.map(|f| failures.placed_again(f)).min_by(worst_first)
+    let fewest_left = each.into_iter().filter(|f| f.loss.left_serving == fewest);
+    fewest_left.map(|f| failures.placed_again(f)).min_by(worst_first)
 }
 
 /// Fewest left serving, then fewest placed again, then by name.
@@ -260,7 +260,6 @@ impl<'a, 'r> Failures<'a, 'r> {
     /// Each domain's failure, spread domains first, then racks, each by name: the Instances it
     /// loses and leaves serving.
     fn each(&self) -> Vec<Failure<'r>> {
-        let label = |node: &'a Node, key: &str| node.labels.get(key).map(String::as_str);
         let on_instances = |key: &str| {
             let nodes = self.instances.iter().flat_map(|i| i.nodes.iter().copied());
             nodes.filter_map(move |node| label(node, key)).collect::<Vec<_>>()
@@ -278,7 +277,7 @@ impl<'a, 'r> Failures<'a, 'r> {
                 racks.chain(on_instances(failed_key)).collect()
             };
             for domain in domains {
-                let failed = |node: &Node| node.labels.get(failed_key).map(String::as_str) == Some(domain);
+                let failed = |node: &Node| label(node, failed_key) == Some(domain);
                 let is_lost: Vec<bool> = self
                     .instances
                     .iter()
@@ -315,20 +314,24 @@ impl<'a, 'r> Failures<'a, 'r> {
         let (on_rack, domain) = (key != self.key, loss.domain.as_str());
         // Of each spread domain's tallied nodes, those the failure takes, and whether it takes
         // them all.
-        let in_failed = |spread_domain: &str, racks: &Racks| match on_rack {
-            true => racks.iter().filter(|rack| **rack == Some(domain)).count(),
-            false if spread_domain == domain => racks.len(),
-            false => 0,
+        let taken = |spread_domain: &str, racks: &Racks| {
+            if on_rack {
+                racks.iter().filter(|rack| **rack == Some(domain)).count()
+            } else if spread_domain == domain {
+                racks.len()
+            } else {
+                0
+            }
         };
-        let takes_all = |(spread_domain, racks): (&&'a str, &Racks)| in_failed(spread_domain, racks) == racks.len();
+        let takes_all = |(spread_domain, racks): (&&'a str, &Racks)| taken(spread_domain, racks) == racks.len();
         let mut room = self.whole.clone();
         if on_rack {
             // The spread domains the failed rack is in are counted again without its nodes.
             let touched: BTreeSet<&str> = domains_of(self.counted())
-                .filter(|(domain, racks)| in_failed(domain, racks) > 0)
+                .filter(|(domain, racks)| taken(domain, racks) > 0)
                 .map(|(domain, _)| *domain)
                 .collect();
-            let up = |node: &Node| node.labels.get(key).map(String::as_str) != Some(domain);
+            let up = |node: &Node| label(node, key) != Some(domain);
             room.extend(self.candidates.room_up_to(lost, &up, &|d| touched.contains(d)));
         } else if let Some(left) = room.get_mut(domain) {
             // A failed spread domain takes every node of its own: none is left to count.
@@ -376,11 +379,16 @@ type Racks<'a> = Vec<Option<&'a str>>;
 /// The nodes tallied by their spread domain (`key`) and rack (`rack`).
 fn tallied<'a>(nodes: &[&'a Node], key: &str, rack: Option<&str>) -> Tallies<'a> {
     let mut tallies = Tallies::new();
-    for node in nodes {
-        let label = |key: &str| node.labels.get(key).map(String::as_str);
-        tallies.entry(label(key)).or_default().push(rack.and_then(label));
+    for &node in nodes {
+        let rack = rack.and_then(|rack| label(node, rack));
+        tallies.entry(label(node, key)).or_default().push(rack);
     }
     tallies
+}
+
+/// The node's value of the label `key`.
+fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.labels.get(key).map(String::as_str)
 }
 
 /// The tallied spread domains (nodes without the key's label have none).
