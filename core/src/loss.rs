@@ -833,6 +833,40 @@ mod tests {
         assert_eq!(lost, [("zone-a".to_owned(), 1, 1), ("zone-b".to_owned(), 1, 1)]);
     }
 
+    /// A node without the rack label is in no rack: no rack's failure takes it, and its zone's
+    /// failure does. zone-a: a1 (rack cq-a) and a2 (no rack), two GPUs each, zone-b: b1 (rack
+    /// cq-b), one GPU; one Instance on each node, so one GPU free on a1 and on a2, none on b1.
+    /// Preferred places what the room allows. With the rack key the spread key itself, there are
+    /// no rack rows.
+    #[test]
+    fn a_node_without_a_rack_is_lost_only_with_its_zone() {
+        let mut a2 = node("a2", "zone-a", "none", 2, json!({}));
+        a2["metadata"]["labels"].as_object_mut().unwrap().remove(CLIQUE);
+        let nodes = vec![
+            node("a1", "zone-a", "cq-a", 2, json!({})),
+            a2,
+            node("b1", "zone-b", "cq-b", 1, json!({})),
+        ];
+        let pods = vec![single(0, "a1"), single(1, "a2"), single(2, "b1")];
+        let mut cluster = Cluster::new("Preferred", pods, nodes).in_cliques();
+        // zone-a loses two, and full zone-b takes none back; cq-a loses a1's only, which a2,
+        // still up, takes; cq-b and zone-b lose b1's, which a1 or a2 take.
+        assert_eq!(
+            cluster.table(),
+            rows(&[
+                ["zone-a", "2", "1 of 3", "0 of 2"],
+                ["cq-a", "1", "2 of 3", "1 of 1"],
+                ["cq-b", "1", "2 of 3", "1 of 1"],
+                ["zone-b", "1", "2 of 3", "1 of 1"],
+            ])
+        );
+        cluster.fields["topologyKey"] = json!(ZONE);
+        assert_eq!(
+            cluster.table(),
+            rows(&[["zone-a", "2", "1 of 3", "0 of 2"], ["zone-b", "1", "2 of 3", "1 of 1"]])
+        );
+    }
+
     /// No key, or no Instance: nothing to lose, no table and no sentence.
     #[test]
     fn without_a_key_or_an_instance_nothing_is_lost() {
