@@ -509,9 +509,10 @@ mod tests {
             let nodes = Nodes::from_json(&self.nodes);
             let component = Component::new(&service, None, &replica, &self.pods, &nodes);
             let report = diagnose(&component, &self.settings).expect("a report");
-            let losses = losses(&component, &report, &requested(&self.pods), &self.settings);
+            let requested = requested(&self.pods);
+            let losses = losses(&component, &report, &requested, &self.settings);
             // The condition's worst, counted apart, is the first of them.
-            let worst = worst(&component, &report, &requested(&self.pods), &self.settings);
+            let worst = worst(&component, &report, &requested, &self.settings);
             assert_eq!(worst.as_ref(), losses.first());
             losses
         }
