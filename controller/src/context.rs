@@ -161,8 +161,8 @@ pub struct Objects {
     pub(crate) service: Value,
     pub(crate) runtime: Option<Value>,
     pub(crate) replica: Value,
-    /// The component's pods.
-    pub(crate) pods: Vec<Value>,
+    /// The component's pods, shared with the pods' index.
+    pub(crate) pods: Vec<Arc<Value>>,
     pub(crate) nodes: Arc<Nodes>,
 }
 
@@ -172,7 +172,7 @@ impl Objects {
             &self.service,
             self.runtime.as_ref(),
             &self.replica,
-            &self.pods,
+            self.pods.iter().map(|pod| &**pod),
             &self.nodes,
         )
     }

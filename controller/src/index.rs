@@ -48,16 +48,17 @@ where
         match event {
             watcher::Event::Apply(object) => {
                 let (key, new) = (key(object), entry(object));
-                let old = self.entries.remove(&key);
-                let changed = old != new;
-                if let Some(old) = old {
+                if self.entries.get(&key) == new.as_ref() {
+                    return false;
+                }
+                if let Some(old) = self.entries.remove(&key) {
                     self.derived.remove(&old);
                 }
                 if let Some(new) = new {
                     self.derived.insert(&new);
                     self.entries.insert(key, new);
                 }
-                changed
+                true
             }
             watcher::Event::Delete(object) => match self.entries.remove(&key(object)) {
                 Some(old) => {

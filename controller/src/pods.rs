@@ -22,10 +22,10 @@ pub type ComponentKey = (String, String, String);
 pub struct ByComponent(HashMap<ComponentKey, BTreeMap<String, Arc<Value>>>);
 
 impl ByComponent {
-    /// The pods of `component`, by name.
-    pub fn of(&self, component: &ComponentKey) -> Vec<Value> {
+    /// The pods of `component`, by name: shared, not copied.
+    pub fn of(&self, component: &ComponentKey) -> Vec<Arc<Value>> {
         let pods = self.0.get(component).into_iter().flat_map(BTreeMap::values);
-        pods.map(|pod| Value::clone(pod)).collect()
+        pods.cloned().collect()
     }
 }
 

@@ -21,12 +21,13 @@ pub struct Component<'a> {
     /// The ServingRuntime or ClusterServingRuntime the service names, if it exists.
     pub runtime: Option<&'a Value>,
     pub replica: &'a Value,
-    pub pods: &'a [Value],
+    /// Its pods, borrowed from wherever the caller keeps them (a list of objects, an index).
+    pub pods: Vec<&'a Value>,
     pub nodes: &'a Nodes,
     /// The nodes its anchors select, taints ignored and honoured: the diagnosis, the plan and the
-    /// losses each read them, so they are selected once for all (each is a pass over the nodes).
-    /// A component is read, never changed, once built.
-    selected: [OnceCell<Vec<&'a Node>>; 2],
+    /// losses each read them, so they are selected once for all, in one pass over the nodes. A
+    /// component is read, never changed, once built.
+    selected: OnceCell<[Vec<&'a Node>; 2]>,
 }
 
 impl<'a> Component<'a> {
@@ -34,14 +35,14 @@ impl<'a> Component<'a> {
         service: &'a Value,
         runtime: Option<&'a Value>,
         replica: &'a Value,
-        pods: &'a [Value],
+        pods: impl IntoIterator<Item = &'a Value>,
         nodes: &'a Nodes,
     ) -> Self {
         Self {
             service,
             runtime,
             replica,
-            pods,
+            pods: pods.into_iter().collect(),
             nodes,
             selected: Default::default(),
         }
@@ -49,10 +50,11 @@ impl<'a> Component<'a> {
 
     /// The nodes the anchors select, and under `honor_taints` only those they tolerate.
     pub(crate) fn selected(&self, honor_taints: bool) -> &[&'a Node] {
-        self.selected[usize::from(honor_taints)].get_or_init(|| {
+        let selected = self.selected.get_or_init(|| {
             let kind = self.replica["spec"]["component"].as_str().unwrap_or_default();
-            self.nodes.selected(&selections(&anchors(self, kind)), honor_taints)
-        })
+            self.nodes.selected(&selections(&anchors(self, kind)))
+        });
+        &selected[usize::from(honor_taints)]
     }
 }
 
@@ -256,6 +258,7 @@ pub(crate) fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Valu
     component
         .pods
         .iter()
+        .copied()
         .filter(|pod| is_anchor(pod, service, kind))
         .collect()
 }
@@ -291,8 +294,9 @@ pub(crate) fn same_instance(pod: &Value, other: &Value) -> bool {
 
 /// The workers of `anchor`'s Instance among `pods`. Only workers: another leader with the same
 /// index (a surge migration's replacement) is an Instance of its own, as the spread counts it.
-pub(crate) fn workers_of<'a>(pods: &'a [Value], anchor: &Value) -> impl Iterator<Item = &'a Value> {
+pub(crate) fn workers_of<'a>(pods: &[&'a Value], anchor: &Value) -> impl Iterator<Item = &'a Value> {
     pods.iter()
+        .copied()
         .filter(move |pod| pod["metadata"]["labels"][labels::RUNNER] == "worker" && same_instance(pod, anchor))
 }
 
@@ -545,7 +549,9 @@ pub(crate) fn instances_per_domain(
     key: &str,
     eligible: &[&Node],
 ) -> BTreeMap<String, usize> {
-    let domains: BTreeSet<&String> = eligible.iter().filter_map(|n| n.labels.get(key)).collect();
+    // Inserted one by one: many nodes share few domains, and `collect` would sort every node's.
+    let mut domains = BTreeSet::new();
+    domains.extend(eligible.iter().filter_map(|n| n.labels.get(key)));
     let mut per_domain: BTreeMap<String, usize> = domains.into_iter().map(|d| (d.clone(), 0)).collect();
     for pod in anchors {
         if let Some(count) = domain_of(nodes, pod, key).and_then(|d| per_domain.get_mut(d)) {

@@ -335,8 +335,7 @@ pub fn explain<'a>(
             continue;
         };
         let pods = objects.pods_of(namespace, service, component);
-        let owned: Vec<Value> = pods.iter().map(|p| (*p).clone()).collect();
-        let diagnosed = diagnosis::Component::new(isvc, runtime, replica, &owned, nodes);
+        let diagnosed = diagnosis::Component::new(isvc, runtime, replica, pods.iter().copied(), nodes);
         let report = diagnosis::diagnose(&diagnosed, settings)?;
         let plan = rebalance::recommend(&diagnosed, &report, &objects.requested, settings);
         let rooms = rebalance::rooms(&diagnosed, &report, &objects.requested, usize::MAX);

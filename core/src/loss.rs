@@ -260,29 +260,24 @@ impl<'a, 'r> Failures<'a, 'r> {
     /// Each domain's failure, spread domains first, then racks, each by name: the Instances it
     /// loses and leaves serving.
     fn each(&self) -> Vec<Failure<'r>> {
-        let on_instances = |key: &str| {
-            let nodes = self.instances.iter().flat_map(|i| i.nodes.iter().copied());
-            nodes.filter_map(move |node| label(node, key)).collect::<Vec<_>>()
-        };
         let mut failures = Vec::new();
         for failed_key in std::iter::once(self.key).chain(self.rack) {
+            // Each Instance's domains of the key, read once for all the domains' failures.
+            let on: Vec<Vec<&str>> = self
+                .instances
+                .iter()
+                .map(|i| i.nodes.iter().filter_map(|node| label(node, failed_key)).collect())
+                .collect();
             let counted = self.counted().iter();
-            let domains: BTreeSet<&str> = if failed_key == self.key {
-                counted
-                    .filter_map(|(domain, _)| *domain)
-                    .chain(on_instances(failed_key))
-                    .collect()
+            let mut domains = BTreeSet::new();
+            if failed_key == self.key {
+                domains.extend(counted.filter_map(|(domain, _)| *domain));
             } else {
-                let racks = counted.flat_map(|(_, racks)| racks.iter().flatten().copied());
-                racks.chain(on_instances(failed_key)).collect()
-            };
+                domains.extend(counted.flat_map(|(_, racks)| racks.iter().flatten().copied()));
+            }
+            domains.extend(on.iter().flatten().copied());
             for domain in domains {
-                let failed = |node: &Node| label(node, failed_key) == Some(domain);
-                let is_lost: Vec<bool> = self
-                    .instances
-                    .iter()
-                    .map(|i| i.nodes.iter().any(|n| failed(n)))
-                    .collect();
+                let is_lost: Vec<bool> = on.iter().map(|domains| domains.contains(&domain)).collect();
                 let lost = self.instances.iter().zip(&is_lost).filter(|(_, lost)| **lost);
                 let left = self.instances.iter().zip(&is_lost).filter(|(_, lost)| !**lost);
                 let loss = Loss {
@@ -400,7 +395,7 @@ fn domains_of<'t, 'a>(tallies: &'t Tallies<'a>) -> impl Iterator<Item = (&'t &'a
 
 /// The Instance of `anchor`: itself and its workers.
 fn placed<'a>(component: &Component<'a>, anchor: &'a Value, key: &str) -> Placed<'a> {
-    let pods = std::iter::once(anchor).chain(workers_of(component.pods, anchor));
+    let pods = std::iter::once(anchor).chain(workers_of(&component.pods, anchor));
     let (mut nodes, mut pending) = (Vec::new(), false);
     for pod in pods {
         match pod["spec"]["nodeName"].as_str() {

@@ -527,7 +527,7 @@ fn component_holds(s: &Situation) -> Result<(), Hold> {
             component: kind.into(),
         });
     }
-    for pod in s.component.pods {
+    for pod in &s.component.pods {
         let name = || pod["metadata"]["name"].as_str().unwrap_or_default().to_owned();
         if pod["status"]["phase"] == "Pending" || pod["spec"]["nodeName"].is_null() {
             return Err(Hold::PodPending { pod: name() });

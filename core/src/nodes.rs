@@ -165,22 +165,23 @@ impl Nodes {
         self.nodes.is_empty()
     }
 
-    /// The nodes that any of the selections selects (and, under `honor_taints`, tolerates), in
-    /// the nodes' order. A selection with a nodeSelector reads only the nodes of its rarest label.
-    pub fn selected(&self, selections: &[Selection], honor_taints: bool) -> Vec<&Node> {
-        self.in_order(self.chosen(selections, honor_taints))
+    /// The nodes that any of the selections selects, and of those the nodes that a selection
+    /// selecting them also tolerates (`nodeTaintsPolicy: Honor`), each in the nodes' order: one
+    /// pass for both. A selection with a nodeSelector reads only the nodes of its rarest label.
+    pub fn selected(&self, selections: &[Selection]) -> [Vec<&Node>; 2] {
+        self.chosen(selections).map(|chosen| self.in_order(chosen))
     }
 
     /// The nodes that any of the selections selects, and the nodes named in `used`, in the
     /// nodes' order: the nodes a component's pods run on or select.
     pub fn selected_or_used(&self, selections: &[Selection], used: &[&str]) -> Vec<&Node> {
-        let mut chosen = self.chosen(selections, false);
+        let [mut chosen, _] = self.chosen(selections);
         chosen.extend(used.iter().filter_map(|name| self.by_name.get(*name)));
         self.in_order(chosen)
     }
 
-    fn chosen(&self, selections: &[Selection], honor_taints: bool) -> Vec<usize> {
-        let mut chosen: Vec<usize> = Vec::new();
+    fn chosen(&self, selections: &[Selection]) -> [Vec<usize>; 2] {
+        let (mut selected, mut tolerated) = (Vec::new(), Vec::new());
         for selection in selections {
             let rarest = selection.node_selector.iter().map(|(key, value)| {
                 self.by_label
@@ -192,12 +193,14 @@ impl Nodes {
                 Some(nodes) => Box::new(nodes.iter().copied()),
                 None => Box::new(0..self.nodes.len()),
             };
-            chosen.extend(candidates.filter(|&i| {
-                let node = &self.nodes[i];
-                selection.selects(node) && (!honor_taints || selection.tolerates(node))
-            }));
+            for i in candidates.filter(|&i| selection.selects(&self.nodes[i])) {
+                selected.push(i);
+                if selection.tolerates(&self.nodes[i]) {
+                    tolerated.push(i);
+                }
+            }
         }
-        chosen
+        [selected, tolerated]
     }
 
     fn in_order(&self, mut chosen: Vec<usize>) -> Vec<&Node> {
@@ -416,15 +419,15 @@ mod tests {
         let in_zone_2 =
             pod_with_terms(json!([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["2"]}]}]));
         let absent = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Gone"}}}));
-        assert_eq!(names(nodes.selected(std::slice::from_ref(&model), false)), ["a", "c"]);
-        assert_eq!(names(nodes.selected(std::slice::from_ref(&model), true)), ["a"]);
-        assert_eq!(names(nodes.selected(std::slice::from_ref(&zone_2), false)), ["c"]);
-        assert_eq!(names(nodes.selected(&[in_zone_2, model], false)), ["a", "c", "d"]);
-        assert_eq!(names(nodes.selected(&[absent], false)), Vec::<String>::new());
-        assert_eq!(
-            names(nodes.selected(&[Selection::default()], false)),
-            ["a", "b", "c", "d"]
-        );
+        let [model_selects, model_tolerates] = nodes.selected(std::slice::from_ref(&model));
+        assert_eq!(names(model_selects), ["a", "c"]);
+        assert_eq!(names(model_tolerates), ["a"]);
+        assert_eq!(names(nodes.selected(std::slice::from_ref(&zone_2))[0].clone()), ["c"]);
+        assert_eq!(names(nodes.selected(&[in_zone_2, model])[0].clone()), ["a", "c", "d"]);
+        assert_eq!(nodes.selected(&[absent]), [Vec::<&Node>::new(), Vec::new()]);
+        let [every, untainted] = nodes.selected(&[Selection::default()]);
+        assert_eq!(names(every), ["a", "b", "c", "d"]);
+        assert_eq!(names(untainted), ["a", "b", "d"]);
         // explain's nodes table: the selected ones and those the pods run on, in order, once each;
         // a name that is no node is left out.
         let (absent, model_too) = (

@@ -312,7 +312,7 @@ fn instance(component: &Component, pod: &Value, key: &str) -> Result<Instance, N
 /// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
 /// the order in which OME creates them and the scheduler places them.
 fn instance_requests(component: &Component, anchor: &Value) -> Vec<Resources> {
-    let mut workers: Vec<&Value> = workers_of(component.pods, anchor).collect();
+    let mut workers: Vec<&Value> = workers_of(&component.pods, anchor).collect();
     workers.sort_by_key(|pod| pod["metadata"]["name"].as_str());
     std::iter::once(anchor).chain(workers).map(Resources::of_pod).collect()
 }
