@@ -713,15 +713,25 @@ mod tests {
     }
 
     /// zone-c's only node cordoned: it takes no pod, but under the default nodeTaintsPolicy it
-    /// still counts with no Instance, so neither zone's loss can be repaired in the other.
+    /// still counts with no Instance, so neither zone's loss can be repaired in the other. The
+    /// same whether the cordoned node comes last or first.
     #[test]
     fn a_cordoned_zone_holds_the_repairs_back_unless_taints_are_honoured() {
-        let nodes = vec![
+        let mut nodes = vec![
             node("a1", "zone-a", "cq-a", 2, json!({})),
             node("b1", "zone-b", "cq-b", 2, json!({})),
             node("c1", "zone-c", "cq-c", 2, json!({"unschedulable": true})),
         ];
-        let cluster = Cluster::new("Required", vec![single(0, "a1"), single(1, "b1")], nodes);
+        let pods = vec![single(0, "a1"), single(1, "b1")];
+        let last = Cluster::new("Required", pods.clone(), nodes.clone());
+        nodes.rotate_right(1);
+        let first = Cluster::new("Required", pods, nodes);
+        for cluster in [last, first] {
+            assert_cordoned_zone_c(&cluster);
+        }
+    }
+
+    fn assert_cordoned_zone_c(cluster: &Cluster) {
         assert_eq!(
             cluster.table(),
             rows(&[
