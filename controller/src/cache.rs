@@ -192,7 +192,7 @@ mod tests {
             first.get("n1"),
             Some(&Node::new(
                 "n1".into(),
-                [("zone".to_owned(), "a".to_owned())].into(),
+                [("zone".to_owned(), "a".to_owned())],
                 vec![Taint {
                     key: "gpu".into(),
                     value: "yes".into(),

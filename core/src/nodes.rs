@@ -12,7 +12,7 @@ use crate::room::Resources;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub name: String,
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     pub taints: Vec<Taint>,
     /// `status.allocatable`: what the node can give its pods in all.
     pub allocatable: Resources,
@@ -50,6 +50,10 @@ enum Subject {
     OtherField,
 }
 
+/// A node's labels, by key. Hashed: a reconcile looks up a few keys on each of many nodes, and
+/// comparing a key with a node's others (a tree's search) cost more than hashing it.
+pub type Labels = HashMap<String, String, foldhash::fast::FixedState>;
+
 fn strings(value: &Value) -> BTreeMap<String, String> {
     value
         .as_object()
@@ -70,7 +74,7 @@ impl Node {
     /// as the scheduler's own filter treats it.
     pub fn new(
         name: String,
-        labels: BTreeMap<String, String>,
+        labels: impl IntoIterator<Item = (String, String)>,
         mut taints: Vec<Taint>,
         unschedulable: bool,
         allocatable: Resources,
@@ -84,7 +88,7 @@ impl Node {
         }
         Self {
             name,
-            labels,
+            labels: labels.into_iter().collect(),
             taints,
             allocatable,
         }
