@@ -97,7 +97,10 @@ pub fn node(node: &KubeNode) -> Node {
         .unwrap_or_default();
     Node::new(
         node.name_any(),
-        node.labels().clone(),
+        node.labels()
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
         taints,
         spec.and_then(|s| s.unschedulable) == Some(true),
         Resources::parsed(
@@ -192,7 +195,7 @@ mod tests {
             first.get("n1"),
             Some(&Node::new(
                 "n1".into(),
-                [("zone".to_owned(), "a".to_owned())],
+                [("zone".to_owned(), "a".to_owned())].into_iter().collect(),
                 vec![Taint {
                     key: "gpu".into(),
                     value: "yes".into(),

@@ -27,19 +27,19 @@ use cluster::{Cluster, REPLICAS, cluster};
 /// too, as the controller's reconcile reads it.
 fn pass(cluster: &Cluster, settings: &Settings, requested: Option<&Requested>) -> BTreeMap<Reason, usize> {
     let nodes = Nodes::from_json(&cluster.nodes);
-    let mut pods_of: HashMap<(&str, &str), Vec<Value>> = HashMap::new();
+    let mut pods_of: HashMap<(&str, &str), Vec<&Value>> = HashMap::new();
     for pod in &cluster.pods {
         let labels = &pod["metadata"]["labels"];
         let key = (
             labels["ome.io/inferenceservice"].as_str().unwrap_or_default(),
             labels["component"].as_str().unwrap_or_default(),
         );
-        pods_of.entry(key).or_default().push(pod.clone());
+        pods_of.entry(key).or_default().push(pod);
     }
     let mut reasons = BTreeMap::new();
     for (service, replica) in cluster.services.iter().zip(&cluster.replicas) {
         let name = service["metadata"]["name"].as_str().unwrap_or_default();
-        let pods = pods_of.get(&(name, "engine")).map(Vec::as_slice).unwrap_or_default();
+        let pods = pods_of.get(&(name, "engine")).into_iter().flatten().copied();
         let component = Component::new(service, Some(&cluster.runtime), replica, pods, &nodes);
         let report = diagnose(&component, settings).expect("a report");
         if let Some(requested) = requested {

@@ -106,12 +106,12 @@ fn pass(
     stage: Stage,
 ) -> (BTreeMap<Reason, usize>, usize, usize) {
     let nodes = Nodes::from_json(&cluster.nodes);
-    let mut pods_of: HashMap<&str, Vec<Value>> = HashMap::new();
+    let mut pods_of: HashMap<&str, Vec<&Value>> = HashMap::new();
     for pod in &cluster.pods {
         let service = pod["metadata"]["labels"]["ome.io/inferenceservice"]
             .as_str()
             .unwrap_or_default();
-        pods_of.entry(service).or_default().push(pod.clone());
+        pods_of.entry(service).or_default().push(pod);
     }
     let requested = if stage >= Stage::Plan {
         requested(&cluster.pods)
@@ -158,7 +158,7 @@ fn pass(
             service,
             Some(&cluster.runtime),
             replica,
-            pods_of.get(name).map(Vec::as_slice).unwrap_or_default(),
+            pods_of.get(name).into_iter().flatten().copied(),
             &nodes,
         );
         let report = diagnose(&component, settings).expect("a report");

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::instance::{InstanceLabels, Runner};
 use crate::labels;
-use crate::nodes::{Node, Nodes, Selection};
+use crate::nodes::{Node, Nodes, Selected, Selection};
 use crate::rules::{completion, spread_constraint};
 use crate::settings::Settings;
 use crate::shown::shown;
@@ -27,7 +27,7 @@ pub struct Component<'a> {
     /// The nodes its anchors select, taints ignored and honoured: the diagnosis, the plan and the
     /// losses each read them, so they are selected once for all, in one pass over the nodes. A
     /// component is read, never changed, once built.
-    selected: OnceCell<[Vec<&'a Node>; 2]>,
+    selected: OnceCell<Selected<'a>>,
 }
 
 impl<'a> Component<'a> {
@@ -54,7 +54,11 @@ impl<'a> Component<'a> {
             let kind = self.replica["spec"]["component"].as_str().unwrap_or_default();
             self.nodes.selected(&selections(&anchors(self, kind)))
         });
-        &selected[usize::from(honor_taints)]
+        if honor_taints {
+            &selected.tolerated
+        } else {
+            &selected.any
+        }
     }
 }
 
@@ -549,7 +553,8 @@ pub(crate) fn instances_per_domain(
     key: &str,
     eligible: &[&Node],
 ) -> BTreeMap<String, usize> {
-    // Inserted one by one: many nodes share few domains, and `collect` would sort every node's.
+    // Inserted one by one: many nodes share few domains, and `collect` would sort every node's
+    // domain, duplicates and all, before it dropped the duplicates.
     let mut domains = BTreeSet::new();
     domains.extend(eligible.iter().filter_map(|n| n.labels.get(key)));
     let mut per_domain: BTreeMap<String, usize> = domains.into_iter().map(|d| (d.clone(), 0)).collect();

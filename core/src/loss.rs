@@ -263,7 +263,7 @@ impl<'a, 'r> Failures<'a, 'r> {
         let mut failures = Vec::new();
         for failed_key in std::iter::once(self.key).chain(self.rack) {
             // Each Instance's domains of the key, read once for all the domains' failures.
-            let on: Vec<Vec<&str>> = self
+            let domains_of_instance: Vec<Vec<&str>> = self
                 .instances
                 .iter()
                 .map(|i| i.nodes.iter().filter_map(|node| label(node, failed_key)).collect())
@@ -275,9 +275,9 @@ impl<'a, 'r> Failures<'a, 'r> {
             } else {
                 domains.extend(counted.flat_map(|(_, racks)| racks.iter().flatten().copied()));
             }
-            domains.extend(on.iter().flatten().copied());
+            domains.extend(domains_of_instance.iter().flatten().copied());
             for domain in domains {
-                let is_lost: Vec<bool> = on.iter().map(|domains| domains.contains(&domain)).collect();
+                let is_lost: Vec<bool> = domains_of_instance.iter().map(|its| its.contains(&domain)).collect();
                 let lost = self.instances.iter().zip(&is_lost).filter(|(_, lost)| **lost);
                 let left = self.instances.iter().zip(&is_lost).filter(|(_, lost)| !**lost);
                 let loss = Loss {

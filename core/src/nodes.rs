@@ -25,6 +25,14 @@ pub struct Taint {
     pub effect: String,
 }
 
+/// The nodes some selections select: taints ignored (`nodeTaintsPolicy: Ignore`) and honoured.
+#[derive(Debug, Default, PartialEq)]
+pub struct Selected<'a> {
+    pub any: Vec<&'a Node>,
+    /// Those of `any` that a selection selecting them also tolerates.
+    pub tolerated: Vec<&'a Node>,
+}
+
 /// A pod's node selection: its `nodeSelector`, required node-affinity terms and tolerations.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selection {
@@ -54,15 +62,12 @@ enum Subject {
 /// comparing a key with a node's others (a tree's search) cost more than hashing it.
 pub type Labels = HashMap<String, String, foldhash::fast::FixedState>;
 
-fn strings(value: &Value) -> BTreeMap<String, String> {
-    value
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
+/// A JSON map's string values by key (labels, a nodeSelector), into any map.
+fn strings<C: FromIterator<(String, String)>>(value: &Value) -> C {
+    let pairs = value.as_object().into_iter().flatten();
+    pairs
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
 }
 
 fn text(value: &Value) -> String {
@@ -74,7 +79,7 @@ impl Node {
     /// as the scheduler's own filter treats it.
     pub fn new(
         name: String,
-        labels: impl IntoIterator<Item = (String, String)>,
+        labels: Labels,
         mut taints: Vec<Taint>,
         unschedulable: bool,
         allocatable: Resources,
@@ -88,7 +93,7 @@ impl Node {
         }
         Self {
             name,
-            labels: labels.into_iter().collect(),
+            labels,
             taints,
             allocatable,
         }
@@ -170,10 +175,11 @@ impl Nodes {
     }
 
     /// The nodes that any of the selections selects, and of those the nodes that a selection
-    /// selecting them also tolerates (`nodeTaintsPolicy: Honor`), each in the nodes' order: one
-    /// pass for both. A selection with a nodeSelector reads only the nodes of its rarest label.
-    pub fn selected(&self, selections: &[Selection]) -> [Vec<&Node>; 2] {
-        self.chosen(selections).map(|chosen| self.in_order(chosen))
+    /// selecting them also tolerates, each in the nodes' order: one pass for both. A selection
+    /// with a nodeSelector reads only the nodes of its rarest label.
+    pub fn selected(&self, selections: &[Selection]) -> Selected<'_> {
+        let [any, tolerated] = self.chosen(selections).map(|chosen| self.in_order(chosen));
+        Selected { any, tolerated }
     }
 
     /// The nodes that any of the selections selects, and the nodes named in `used`, in the
@@ -417,30 +423,30 @@ mod tests {
                 "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]}}),
             json!({"metadata": {"name": "d", "labels": {"model": "Loading", "zone": "2"}}}),
         ]);
-        let names = |selected: Vec<&Node>| selected.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        let names = |selected: &[&Node]| selected.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
         let model = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready"}}}));
         let zone_2 = Selection::of_pod(&json!({"spec": {"nodeSelector": {"zone": "2", "model": "Ready"}}}));
         let in_zone_2 =
             pod_with_terms(json!([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["2"]}]}]));
         let absent = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Gone"}}}));
-        let [model_selects, model_tolerates] = nodes.selected(std::slice::from_ref(&model));
-        assert_eq!(names(model_selects), ["a", "c"]);
-        assert_eq!(names(model_tolerates), ["a"]);
-        assert_eq!(names(nodes.selected(std::slice::from_ref(&zone_2))[0].clone()), ["c"]);
-        assert_eq!(names(nodes.selected(&[in_zone_2, model])[0].clone()), ["a", "c", "d"]);
-        assert_eq!(nodes.selected(&[absent]), [Vec::<&Node>::new(), Vec::new()]);
-        let [every, untainted] = nodes.selected(&[Selection::default()]);
-        assert_eq!(names(every), ["a", "b", "c", "d"]);
-        assert_eq!(names(untainted), ["a", "b", "d"]);
+        let by_model = nodes.selected(std::slice::from_ref(&model));
+        assert_eq!(names(&by_model.any), ["a", "c"]);
+        assert_eq!(names(&by_model.tolerated), ["a"]);
+        assert_eq!(names(&nodes.selected(std::slice::from_ref(&zone_2)).any), ["c"]);
+        assert_eq!(names(&nodes.selected(&[in_zone_2, model]).any), ["a", "c", "d"]);
+        assert_eq!(nodes.selected(&[absent]), Selected::default());
+        let every = nodes.selected(&[Selection::default()]);
+        assert_eq!(names(&every.any), ["a", "b", "c", "d"]);
+        assert_eq!(names(&every.tolerated), ["a", "b", "d"]);
         // explain's nodes table: the selected ones and those the pods run on, in order, once each;
         // a name that is no node is left out.
         let (absent, model_too) = (
             Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Gone"}}})),
             Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready"}}})),
         );
-        assert_eq!(names(nodes.selected_or_used(&[absent], &["d", "b", "e"])), ["b", "d"]);
+        assert_eq!(names(&nodes.selected_or_used(&[absent], &["d", "b", "e"])), ["b", "d"]);
         assert_eq!(
-            names(nodes.selected_or_used(&[model_too], &["c", "b"])),
+            names(&nodes.selected_or_used(&[model_too], &["c", "b"])),
             ["a", "b", "c"]
         );
         assert_eq!(nodes.get("d").map(|n| n.labels["model"].as_str()), Some("Loading"));

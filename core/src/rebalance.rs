@@ -535,7 +535,7 @@ pub(crate) mod tests {
     /// A node that can give its pods `amounts` in all.
     fn node(name: &str, amounts: &[(&str, &str)]) -> Node {
         let allocatable = Resources::parsed(amounts.iter().copied());
-        Node::new(name.into(), BTreeMap::new(), Vec::new(), false, allocatable)
+        Node::new(name.into(), Default::default(), Vec::new(), false, allocatable)
     }
 
     /// A rack for single-pod Instances (requesting nothing) whose nodes have room for `free`
