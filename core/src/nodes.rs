@@ -433,6 +433,13 @@ mod tests {
         assert_eq!(names(&by_model.any), ["a", "c"]);
         assert_eq!(names(&by_model.tolerated), ["a"]);
         assert_eq!(names(&nodes.selected(std::slice::from_ref(&zone_2)).any), ["c"]);
+        // Tolerated only by a selection that selects it: c, tainted, is selected by `model`, which
+        // does not tolerate it, and tolerated by `zone_1`, which does not select it.
+        let zone_1 = Selection::of_pod(&json!({"spec": {"nodeSelector": {"zone": "1"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}}));
+        let both = nodes.selected(&[model.clone(), zone_1]);
+        assert_eq!(names(&both.any), ["a", "b", "c"]);
+        assert_eq!(names(&both.tolerated), ["a", "b"]);
         assert_eq!(names(&nodes.selected(&[in_zone_2, model]).any), ["a", "c", "d"]);
         assert_eq!(nodes.selected(&[absent]), Selected::default());
         let every = nodes.selected(&[Selection::default()]);
