@@ -3,13 +3,11 @@
 //! API timeout, the rebalance mode and what the rebalance says. Beneath all three, so that none
 //! of them imports another in a circle.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -25,6 +23,7 @@ use crate::pods::Pods;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room::Room;
 use crate::serve::Health;
+use crate::state::ReplicaStates;
 use crate::triggers::KeysInUse;
 
 /// How long one API write may take before the reconcile counts as failed and is retried.
@@ -84,12 +83,10 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Each reconcile's start and end, for `/healthz`.
     pub health: Arc<Health>,
-    /// Failures in a row per replica, for the retry's backoff.
-    pub failures: Mutex<HashMap<ObjectRef<InferenceReplica>, u32>>,
+    /// What is kept of each replica between its reconciles.
+    pub replicas: ReplicaStates,
     /// The controller's rebalance mode (`--rebalance`).
     pub rebalance: Mode,
-    /// The rebalance Event last published per replica, so that a resync does not repeat it.
-    pub announced: Mutex<HashMap<ObjectRef<InferenceReplica>, String>>,
     /// Every InferenceService's requests and InferenceReplica's records, for `migrate`.
     pub requests: RequestSnapshot,
     pub records: RecordSnapshot,
@@ -102,16 +99,18 @@ pub struct Context {
     /// Why the `Spread` condition is not written (the served schema would let it replace OME's
     /// status: [`crate::schema`]), or None.
     pub no_condition: Mutex<Option<String>>,
-    /// The reason last told by an Event per replica whose condition was held back, so that the
-    /// Event is not told again, then or once the condition can be written.
-    pub held: Mutex<HashMap<ObjectRef<InferenceReplica>, String>>,
-    /// The condition this process last wrote per replica, until the replica's cache shows it: a
-    /// change that comes before the cache does is compared with what was written, not with what
-    /// the cache still says (its own write triggers no reconcile).
-    pub conditions: Mutex<HashMap<ObjectRef<InferenceReplica>, Condition>>,
 }
 
 impl Context {
+    /// Forgets a replica: its record, its metric series and the node labels it read. A replica
+    /// deleted, or one with nothing left to say.
+    pub fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
+        self.replicas.forget(replica);
+        self.metrics
+            .forget(replica.namespace.as_deref().unwrap_or_default(), &replica.name);
+        self.keys.forget(replica);
+    }
+
     /// Waits until every cache the diagnosis reads is filled (its watch's first list applied).
     pub async fn filled(&self) -> Result<(), Error> {
         let ready = futures::try_join!(

@@ -19,12 +19,13 @@ use kube_lease_manager::LeaseManagerBuilder;
 use ome_spread_core::labels;
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 use crate::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, records, requests};
 use crate::context::Mode;
-use crate::context::{Context, within_timeout};
+use crate::context::{API_TIMEOUT, Context, within_timeout};
 use crate::metrics::Metrics;
 use crate::pods::{self, Pods};
 use crate::policy::{self, Source};
@@ -33,9 +34,8 @@ use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService
 use crate::room::{self, Room};
 use crate::schema;
 use crate::serve::Health;
-use crate::triggers::{
-    KeysInUse, NodeChange, NodeChanges, all_but_the_condition, replica_of_pod, replicas_of_service, replicas_using,
-};
+use crate::state::{ReplicaStates, lock};
+use crate::triggers::{KeysInUse, NodeChange, NodeChanges, all_but_the_condition, replicas_of_service, replicas_using};
 
 /// The leader-election Lease, in `--lease-namespace`.
 pub const LEASE: &str = "ome-spread-controller";
@@ -51,10 +51,11 @@ pub struct Options {
     pub max_per_hour: usize,
 }
 
-/// Runs the controller while this process holds the Lease; returns when asked to stop, or fails
-/// when the Lease is lost (the Deployment restarts the process, which stands by again). It stands
-/// for the Lease once the settings are read.
+/// Runs the controller while this process holds the Lease; returns when asked to stop (SIGTERM
+/// or SIGINT, in any phase), or fails when the Lease is lost (the Deployment restarts the
+/// process, which stands by again). It stands for the Lease once the settings are read.
 pub async fn run(client: Client, options: Options) -> Result<(), String> {
+    let stop = stop_signal()?;
     let (sender, mut settings) = watch::channel(Settings::default());
     let _following = match &options.settings {
         Source::Fixed(fixed) => {
@@ -68,41 +69,25 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
             options.health.clone(),
         )))),
     };
-    let stop = tokio::signal::ctrl_c();
-    tokio::pin!(stop);
     tokio::select! {
         read = settings.changed() => read.map_err(|_| "the settings' watch stopped".to_owned())?,
-        _ = &mut stop => return Ok(()),
+        () = stopped(stop.clone()) => return Ok(()),
     }
-    let lease = LeaseManagerBuilder::new(client.clone(), LEASE)
-        .with_namespace(&options.lease_namespace)
-        .with_identity(&options.identity)
-        .with_field_manager(format!("ome-spread/{}", options.identity))
-        .build()
-        .await
-        .map_err(|e| format!("leader election: {e}"))?;
+    let (holder_sender, holder) = watch::channel(None);
     let _watching = Scoped(tokio::spawn(watch_lease(
         client.clone(),
         options.lease_namespace.clone(),
         options.health.clone(),
+        holder_sender,
     )));
-    let (mut leading, lease_task) = lease.watch().await;
-    info!(identity = %options.identity, "standing by for the Lease {LEASE}");
-    options.health.set_ready(true);
-    loop {
-        if *leading.borrow_and_update() {
-            break;
-        }
-        tokio::select! {
-            changed = leading.changed() => changed.map_err(|_| "leader election stopped".to_owned())?,
-            _ = &mut stop => return Ok(()),
-        }
-    }
+    let Some((mut leading, lease_task)) = stand_by(&client, &options, holder, stop.clone()).await? else {
+        return Ok(());
+    };
     info!("leading: watching InferenceReplicas");
     options.health.set_ready(false);
     options.metrics.set_leading(true);
     let (health, metrics) = (options.health.clone(), options.metrics.clone());
-    let controller = reconcile_all(client, options, settings);
+    let controller = reconcile_all(client, options, settings, stop);
     let lost = async {
         while leading.changed().await.is_ok() {
             if !*leading.borrow_and_update() {
@@ -116,11 +101,95 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     };
     health.set_ready(false);
     metrics.set_leading(false);
+    // The manager releases the Lease (its holder cleared) once its channel is closed, so that a
+    // standby leads at once rather than after the Lease's 30 s.
     drop(leading);
-    if let Ok(Err(e)) = lease_task.await {
-        warn!(error = %e, "releasing the Lease");
+    match tokio::time::timeout(API_TIMEOUT, lease_task).await {
+        Ok(Ok(Ok(_))) if outcome.is_ok() => info!("stopped: the Lease {LEASE} released"),
+        Ok(Ok(Ok(_))) => {}
+        Ok(Ok(Err(e))) => warn!(error = %e, "releasing the Lease {LEASE}"),
+        Ok(Err(e)) => warn!(error = %e, "releasing the Lease {LEASE}"),
+        Err(_) => warn!("the Lease {LEASE} not released within {API_TIMEOUT:?}: it expires by itself"),
     }
     outcome
+}
+
+/// Listens for SIGTERM (the kubelet's, on a rollout or a drain) and SIGINT from now on, in every
+/// phase: as its container's PID 1, the process would ignore a signal it does not handle, and be
+/// killed only at the end of the grace period. The receiver turns true at the first of them.
+fn stop_signal() -> Result<watch::Receiver<bool>, String> {
+    let listen = |kind: SignalKind, name: &str| signal(kind).map_err(|e| format!("listening for {name}: {e}"));
+    let (mut terminate, mut interrupt) = (
+        listen(SignalKind::terminate(), "SIGTERM")?,
+        listen(SignalKind::interrupt(), "SIGINT")?,
+    );
+    let (sender, receiver) = watch::channel(false);
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        info!("{name}: stopping");
+        sender.send_replace(true);
+        // Held until the runtime ends: a dropped sender would read as a stop too.
+        std::future::pending::<()>().await;
+    });
+    Ok(receiver)
+}
+
+/// Ends once the stop was asked for.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// The Lease's manager as it runs: whether this replica holds the Lease, and its task, which
+/// releases the Lease when the receiver is dropped.
+type Lead = (
+    watch::Receiver<bool>,
+    tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+);
+
+/// Stands by until this replica holds the Lease; None when asked to stop first (at once: a
+/// standby holds nothing to hand over). kube-lease-manager's standby sleeps until the holder's
+/// term would end (up to 30 s), even when the holder released the Lease on its way out: the
+/// Lease's watch (`holder`) sees the holder cleared, and a new manager then takes the Lease.
+async fn stand_by(
+    client: &Client,
+    options: &Options,
+    mut holder: watch::Receiver<Option<String>>,
+    stop: watch::Receiver<bool>,
+) -> Result<Option<Lead>, String> {
+    info!(identity = %options.identity, "standing by for the Lease {LEASE}");
+    options.health.set_ready(true);
+    loop {
+        let manager = LeaseManagerBuilder::new(client.clone(), LEASE)
+            .with_namespace(&options.lease_namespace)
+            .with_identity(&options.identity)
+            .with_field_manager(format!("ome-spread/{}", options.identity))
+            .build();
+        let manager = tokio::select! {
+            built = manager => built.map_err(|e| format!("leader election: {e}"))?,
+            () = stopped(stop.clone()) => return Ok(None),
+        };
+        let (mut leading, task) = manager.watch().await;
+        holder.borrow_and_update();
+        loop {
+            if *leading.borrow_and_update() {
+                return Ok(Some((leading, task)));
+            }
+            tokio::select! {
+                changed = leading.changed() => changed.map_err(|_| "leader election stopped".to_owned())?,
+                Ok(()) = holder.changed() => if holder.borrow_and_update().is_none() {
+                    debug!("the Lease {LEASE} was released: standing for it again");
+                    break;
+                },
+                () = stopped(stop.clone()) => return Ok(None),
+            }
+        }
+        // It never led: closing its channel releases nothing.
+        drop(leading);
+        let _ = task.await;
+    }
 }
 
 /// A task that ends with the scope that spawned it.
@@ -132,16 +201,28 @@ impl Drop for Scoped {
     }
 }
 
-/// The Lease's watch, for `/healthz`: whoever leads renews the Lease every 25 s, so that each
-/// replica, leading or standing by, sees an event while its watches work.
-async fn watch_lease(client: Client, namespace: String, health: Arc<Health>) {
+/// The Lease's watch: its holder, for the standby, and for `/healthz` an event now and then:
+/// whoever leads renews the Lease every 25 s, so that each replica, leading or standing by, sees
+/// an event while its watches work.
+async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, holder: watch::Sender<Option<String>>) {
     health.watched();
     let config = watcher::Config::default().fields(&format!("metadata.name={LEASE}"));
     watcher(Api::<Lease>::namespaced(client, &namespace), config)
         .default_backoff()
         .for_each(|event| {
             match event {
-                Ok(_) => health.watched(),
+                Ok(event) => {
+                    health.watched();
+                    match event {
+                        watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => {
+                            holder.send_replace(lease.spec.and_then(|spec| spec.holder_identity));
+                        }
+                        watcher::Event::Delete(_) => {
+                            holder.send_replace(None);
+                        }
+                        watcher::Event::Init | watcher::Event::InitDone => {}
+                    }
+                }
                 Err(e) => warn!(error = %e, "watching the Lease {LEASE}"),
             }
             future::ready(())
@@ -149,8 +230,16 @@ async fn watch_lease(client: Client, namespace: String, health: Arc<Health>) {
         .await;
 }
 
-async fn reconcile_all(client: Client, options: Options, settings: watch::Receiver<Settings>) {
-    let no_condition = condition_refused(&client).await;
+async fn reconcile_all(
+    client: Client,
+    options: Options,
+    settings: watch::Receiver<Settings>,
+    stop: watch::Receiver<bool>,
+) {
+    let no_condition = tokio::select! {
+        refused = condition_refused(&client) => refused,
+        () = stopped(stop.clone()) => return,
+    };
     let unversioned = Arc::<AtomicU64>::default;
     let service_version = Arc::new(AtomicU64::new(0));
     let (services, service_changes) = cached(
@@ -197,16 +286,13 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
         settings: settings.clone(),
         metrics: options.metrics,
         health: options.health.clone(),
-        failures: Mutex::default(),
+        replicas: ReplicaStates::default(),
         rebalance: options.rebalance,
-        announced: Mutex::default(),
         requests: RequestSnapshot::new(services.clone(), service_version, requests),
         records: RecordSnapshot::new(replicas.clone(), replica_version.clone(), records),
         max_per_hour: options.max_per_hour,
         written: tokio::sync::Mutex::default(),
         no_condition: Mutex::new(no_condition),
-        held: Mutex::default(),
-        conditions: Mutex::default(),
     });
     // A refusal lifted: every replica is reconciled again, so that the conditions held back are
     // written.
@@ -220,10 +306,15 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
     tokio::spawn(ready_when_filled(context.clone(), health));
     let room = every_pods_requests(client.clone(), context.clone());
     let pod_changes = pod_changes(client.clone(), omenative, context.clone());
-    let replica_changes = replica_changes(client, replica_writer, replica_version, context.clone());
+    let replica_changes = replica_changes(
+        client,
+        (replicas.clone(), replica_writer),
+        replica_version,
+        context.clone(),
+    );
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     let controller = Controller::for_stream(replica_changes, replicas)
-        .watches_stream(pod_changes, |pod| replica_of_pod(&pod))
+        .reconcile_on(pod_changes)
         .watches_stream(service_changes, |service| replicas_of_service(&service))
         .watches_stream(runtime_changes, move |runtime| {
             replicas_using(
@@ -240,7 +331,8 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
             futures::stream::select(lifts, settings_changes),
         ))
         .trigger_backoff(EachWatchBacksOff)
-        .shutdown_on_signal()
+        // The reconciles in flight end first; then the Lease is released.
+        .graceful_shutdown_on(stopped(stop))
         // At most 16 reconciles at once: each holds its component's pods and the nodes it read,
         // and at a start a thousand at once held the peak memory (make bench-churn: 300 to 196 MiB).
         .with_config(controller::Config::default().concurrency(16))
@@ -262,20 +354,27 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
     }
 }
 
-/// The OMENative pods' watch, trimmed, filling `context.pods`: each pod whose trimmed self
-/// changed a trigger of its replica.
+/// The OMENative pods' watch, trimmed, filling `context.pods`: the replicas whose pods it
+/// changed, a relist's pods found gone among them. An event that changes nothing the diagnosis
+/// reads of a pod (a container restarted, a probe's status) triggers no reconcile.
 fn pod_changes(
     client: Client,
     omenative: watcher::Config,
     context: Arc<Context>,
-) -> impl futures::Stream<Item = Result<Pod, watcher::Error>> {
+) -> impl futures::Stream<Item = ObjectRef<InferenceReplica>> {
     watcher(Api::<Pod>::all(client), omenative)
         .default_backoff()
         .modify(pods::trim)
-        // An event that changes nothing the diagnosis reads of the pod (a container restarted,
-        // a probe's status) triggers no reconcile.
-        .try_filter(move |event| future::ready(context.pods.apply(event)))
-        .touched_objects()
+        .flat_map(move |event| {
+            let replicas = match event {
+                Ok(event) => context.pods.apply(&event),
+                Err(e) => {
+                    warn!(error = %e, "watching the OMENative pods");
+                    Vec::new()
+                }
+            };
+            futures::stream::iter(replicas)
+        })
 }
 
 /// The watch of every pod, of any workload, trimmed to what the room reads, kept in
@@ -336,7 +435,7 @@ async fn condition_refused(client: &Client) -> Option<String> {
 /// again every 15 s while refused, every 5 minutes while not.
 async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sync::mpsc::UnboundedSender<()>) {
     loop {
-        let refused = context.no_condition.lock().expect("the refusal").clone();
+        let refused = lock(&context.no_condition).clone();
         match &refused {
             Some(why) => error!("writing no Spread condition: {why}"),
             None => debug!("the served InferenceReplica schema keeps OME's status beside the Spread condition"),
@@ -347,7 +446,7 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
             let now = condition_refused(&client).await;
             if now != refused {
                 let lifts = now.is_none();
-                *context.no_condition.lock().expect("the refusal") = now;
+                *lock(&context.no_condition) = now;
                 if lifts {
                     info!("the served InferenceReplica schema now keeps OME's status: writing the Spread condition");
                     let _ = lifted.send(());
@@ -416,10 +515,13 @@ async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>) {
 }
 
 /// The replicas' own watch, filling their cache (`version` moves with every change, for the
-/// records' snapshot); a deleted replica's metrics and node keys go with it.
+/// records' snapshot); what is kept of a deleted replica goes with it.
 fn replica_changes(
     client: Client,
-    writer: reflector::store::Writer<InferenceReplica>,
+    (store, writer): (
+        reflector::Store<InferenceReplica>,
+        reflector::store::Writer<InferenceReplica>,
+    ),
     version: Arc<AtomicU64>,
     context: Arc<Context>,
 ) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
@@ -429,16 +531,17 @@ fn replica_changes(
         .reflect(writer)
         .inspect_ok(move |event| {
             version.fetch_add(1, Ordering::AcqRel);
-            if let watcher::Event::Delete(replica) = event {
-                context
-                    .metrics
-                    .forget(&replica.namespace().unwrap_or_default(), &replica.name_any());
-                context.keys.forget(&ObjectRef::from_obj(replica));
-                context
-                    .conditions
-                    .lock()
-                    .expect("the conditions written")
-                    .remove(&ObjectRef::from_obj(replica));
+            match event {
+                watcher::Event::Delete(replica) => context.forget(&ObjectRef::from_obj(replica)),
+                // Those deleted while the watch was down: the relist no longer lists them.
+                watcher::Event::InitDone => {
+                    for replica in context.replicas.replicas() {
+                        if store.get(&replica).is_none() {
+                            context.forget(&replica);
+                        }
+                    }
+                }
+                _ => {}
             }
         })
         .touched_objects()

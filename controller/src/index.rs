@@ -1,6 +1,6 @@
 //! An index kept by a watch's own events, so that an event costs its own object and a relist
-//! rebuilds once: each object's entry by key (`namespace/name`), and what the index derives from
-//! the entries kept in step with them.
+//! costs what it changed: each object's entry by key (`namespace/name`), what the index derives
+//! from the entries kept in step with them, and what each change of an entry triggers.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -13,8 +13,12 @@ use tokio::sync::watch;
 pub trait Derived: Default {
     type Object: ResourceExt;
     type Entry;
+    /// What a change of an entry asks for (a replica to reconcile).
+    type Trigger;
     /// What an object contributes (None: nothing).
     fn entry(object: &Self::Object) -> Option<Self::Entry>;
+    /// What an entry's arrival, change or departure triggers (None: nothing).
+    fn trigger(entry: &Self::Entry) -> Option<Self::Trigger>;
     fn insert(&mut self, entry: &Self::Entry);
     /// Takes away an entry inserted before.
     fn remove(&mut self, entry: &Self::Entry);
@@ -41,55 +45,61 @@ impl<D: Derived> Index<D>
 where
     D::Entry: PartialEq,
 {
-    /// Applies a watch event; true when it changed what the index keeps of the object (a
-    /// relist: when it is done, and each object listed that differs from what was kept).
-    pub fn apply(&mut self, event: &watcher::Event<D::Object>) -> bool {
-        let entry = D::entry;
+    /// Applies a watch event; returns what the entries it changed trigger, before and after
+    /// (a relist: when it is done, those of every entry it added, changed or found gone).
+    pub fn apply(&mut self, event: &watcher::Event<D::Object>) -> Vec<D::Trigger> {
+        let mut triggers = Vec::new();
         match event {
             watcher::Event::Apply(object) => {
-                let (key, new) = (key(object), entry(object));
-                if self.entries.get(&key) == new.as_ref() {
-                    return false;
+                let (key, new) = (key(object), D::entry(object));
+                if self.entries.get(&key) != new.as_ref() {
+                    self.take(&key, &mut triggers);
+                    if let Some(new) = new {
+                        self.put(key, new, &mut triggers);
+                    }
                 }
-                if let Some(old) = self.entries.remove(&key) {
-                    self.derived.remove(&old);
-                }
-                if let Some(new) = new {
-                    self.derived.insert(&new);
-                    self.entries.insert(key, new);
-                }
-                true
             }
-            watcher::Event::Delete(object) => match self.entries.remove(&key(object)) {
-                Some(old) => {
-                    self.derived.remove(&old);
-                    true
-                }
-                None => false,
-            },
-            watcher::Event::Init => {
-                self.relisting = Some(HashMap::new());
-                false
-            }
+            watcher::Event::Delete(object) => self.take(&key(object), &mut triggers),
+            watcher::Event::Init => self.relisting = Some(HashMap::new()),
             watcher::Event::InitApply(object) => {
-                let (key, new) = (key(object), entry(object));
-                let changed = self.entries.get(&key) != new.as_ref();
                 let relisting = self.relisting.get_or_insert_default();
-                match new {
-                    Some(new) => relisting.insert(key, new),
-                    None => relisting.remove(&key),
+                match D::entry(object) {
+                    Some(new) => relisting.insert(key(object), new),
+                    None => relisting.remove(&key(object)),
                 };
-                changed
             }
             watcher::Event::InitDone => {
-                self.entries = self.relisting.take().unwrap_or_default();
-                self.derived = D::default();
-                for entry in self.entries.values() {
-                    self.derived.insert(entry);
+                let listed = self.relisting.take().unwrap_or_default();
+                let gone: Vec<String> = (self.entries.keys())
+                    .filter(|key| !listed.contains_key(*key))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    self.take(&key, &mut triggers);
                 }
-                true
+                for (key, new) in listed {
+                    if self.entries.get(&key) != Some(&new) {
+                        self.take(&key, &mut triggers);
+                        self.put(key, new, &mut triggers);
+                    }
+                }
             }
         }
+        triggers
+    }
+
+    /// Takes the entry of `key` away, if any.
+    fn take(&mut self, key: &str, triggers: &mut Vec<D::Trigger>) {
+        if let Some(old) = self.entries.remove(key) {
+            self.derived.remove(&old);
+            triggers.extend(D::trigger(&old));
+        }
+    }
+
+    fn put(&mut self, key: String, new: D::Entry, triggers: &mut Vec<D::Trigger>) {
+        self.derived.insert(&new);
+        triggers.extend(D::trigger(&new));
+        self.entries.insert(key, new);
     }
 
     pub fn derived(&self) -> &D {
@@ -143,8 +153,8 @@ where
     D::Entry: PartialEq,
 {
     /// As [`Index::apply`].
-    pub fn apply(&self, event: &watcher::Event<D::Object>) -> bool {
-        let changed = self
+    pub fn apply(&self, event: &watcher::Event<D::Object>) -> Vec<D::Trigger> {
+        let triggers = self
             .index
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -152,7 +162,7 @@ where
         if matches!(event, watcher::Event::InitDone) {
             self.filled.send_replace(true);
         }
-        changed
+        triggers
     }
 
     /// Waits until the first list is in.

@@ -18,4 +18,5 @@ pub mod resources;
 pub mod room;
 pub mod schema;
 pub mod serve;
+pub mod state;
 pub mod triggers;

@@ -7,11 +7,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::reflector::ObjectRef;
 use ome_spread_core::instance::component_of;
+use ome_spread_core::replica::ReplicaRef;
 use serde_json::Value;
 use tracing::warn;
 
 use crate::index::{self, Derived, Shared};
+use crate::resources::InferenceReplica;
 use crate::room::requests_only;
 
 /// (namespace, InferenceService, component).
@@ -33,6 +36,8 @@ impl Derived for ByComponent {
     type Object = Pod;
     /// A pod's component, its name, and the pod.
     type Entry = (ComponentKey, String, Arc<Value>);
+    /// The replica whose reconcile reads the pod: its component's.
+    type Trigger = ObjectRef<InferenceReplica>;
 
     /// Its component by OME's labels (None: no component's), as JSON.
     fn entry(pod: &Pod) -> Option<Self::Entry> {
@@ -48,6 +53,11 @@ impl Derived for ByComponent {
         let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
         let name = value["metadata"]["name"].as_str().unwrap_or_default().to_owned();
         Some((key, name, Arc::new(value)))
+    }
+
+    fn trigger(((namespace, service, component), _, _): &Self::Entry) -> Option<Self::Trigger> {
+        let replica = ReplicaRef::for_component(namespace, service, component);
+        Some(ObjectRef::new(&replica.name).within(&replica.namespace))
     }
 
     fn insert(&mut self, (component, name, pod): &Self::Entry) {
@@ -142,6 +152,16 @@ mod tests {
         );
     }
 
+    /// The names of the replicas each event triggers, sorted (a relist's come in no order).
+    fn triggered(pods: &Pods, events: Vec<watcher::Event<Pod>>) -> Vec<Vec<String>> {
+        let names = |replicas: Vec<ObjectRef<InferenceReplica>>| {
+            let mut names: Vec<String> = replicas.into_iter().map(|r| r.name).collect();
+            names.sort();
+            names
+        };
+        events.iter().map(|event| names(pods.apply(event))).collect()
+    }
+
     #[test]
     fn only_an_event_that_changes_what_is_kept_of_a_pod_triggers() {
         // As the watch takes it: a new resourceVersion, a container's restarts, then trimmed.
@@ -154,27 +174,74 @@ mod tests {
             trim(&mut pod);
             pod
         };
-        let pods = Pods::default();
-        let triggers: Vec<bool> = [
-            watcher::Event::Init,
-            watcher::Event::InitApply(seen("n1", 0)),
-            watcher::Event::InitDone,
-            watcher::Event::Apply(seen("n1", 1)),
-            watcher::Event::Apply(seen("n2", 1)),
-            watcher::Event::Init,
-            watcher::Event::InitApply(seen("n2", 2)),
-            watcher::Event::InitApply(pod("stray", None, "n1")),
-            watcher::Event::InitDone,
-            watcher::Event::Delete(seen("n2", 2)),
-            watcher::Event::Delete(seen("n2", 2)),
-        ]
-        .iter()
-        .map(|event| pods.apply(event))
-        .collect();
+        let triggers = triggered(
+            &Pods::default(),
+            vec![
+                watcher::Event::Init,
+                watcher::Event::InitApply(seen("n1", 0)),
+                watcher::Event::InitDone,
+                watcher::Event::Apply(seen("n1", 1)),
+                watcher::Event::Apply(seen("n2", 1)),
+                watcher::Event::Init,
+                watcher::Event::InitApply(seen("n2", 2)),
+                watcher::Event::InitApply(pod("stray", None, "n1")),
+                watcher::Event::InitDone,
+                watcher::Event::Delete(seen("n2", 2)),
+                watcher::Event::Delete(seen("n2", 2)),
+            ],
+        );
+        let engine = || vec!["m-engine".to_owned()];
+        let none = Vec::<String>::new;
         assert_eq!(
             triggers,
-            [false, true, true, false, true, false, false, false, true, true, false]
+            [
+                none(),
+                none(),
+                engine(),
+                none(),
+                // The pod left n1 and came to n2: its replica, before and after.
+                vec!["m-engine".to_owned(), "m-engine".to_owned()],
+                none(),
+                none(),
+                none(),
+                none(),
+                engine(),
+                none()
+            ]
         );
+    }
+
+    #[test]
+    fn a_relist_triggers_the_replicas_of_the_pods_it_found_gone_or_changed_once_it_is_done() {
+        let pods = Pods::default();
+        let listed = |events: Vec<watcher::Event<Pod>>| {
+            let all = [vec![watcher::Event::Init], events, vec![watcher::Event::InitDone]].concat();
+            triggered(&pods, all)
+        };
+        let none = Vec::<String>::new;
+        assert_eq!(
+            listed(vec![
+                watcher::Event::InitApply(pod("m-engine-0-default-0", Some("engine"), "n1")),
+                watcher::Event::InitApply(pod("m-decoder-0-default-0", Some("decoder"), "n1")),
+            ]),
+            [
+                none(),
+                none(),
+                none(),
+                vec!["m-decoder".to_owned(), "m-engine".to_owned()]
+            ]
+        );
+        // Deleted while the watch was down: the decoder's pod is not listed again.
+        assert_eq!(
+            listed(vec![watcher::Event::InitApply(pod(
+                "m-engine-0-default-0",
+                Some("engine"),
+                "n1"
+            ))]),
+            [none(), none(), vec!["m-decoder".to_owned()]]
+        );
+        let decoder = ("ns".to_owned(), "m".to_owned(), "decoder".to_owned());
+        assert_eq!(pods.with(|pods| pods.of(&decoder).len()), 0);
     }
 
     #[test]

@@ -79,11 +79,9 @@ pub async fn recommend(
 /// Publishes an announcement unless it is the one last published for the replica.
 async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
-    let last = ctx.announced.lock().ok().and_then(|a| a.get(&key).cloned());
+    let last = ctx.replicas.with(&key, |kept| kept.announced.clone());
     let Some(announcement) = announcement else {
-        if let Ok(mut announced) = ctx.announced.lock() {
-            announced.remove(&key);
-        }
+        ctx.replicas.with(&key, |kept| kept.announced = None);
         return Ok(());
     };
     if last.as_ref() == Some(&announcement.note) {
@@ -101,9 +99,7 @@ async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>
         ctx.recorder.publish(&event, &announcement.regarding),
     )
     .await?;
-    if let Ok(mut announced) = ctx.announced.lock() {
-        announced.insert(key, announcement.note);
-    }
+    ctx.replicas.with(&key, |kept| kept.announced = Some(announcement.note));
     Ok(())
 }
 

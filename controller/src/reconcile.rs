@@ -17,26 +17,32 @@ use ome_spread_core::loss::{Loss, worst};
 use ome_spread_core::rebalance::{NoPlan, Plan, recommend, rooms};
 use ome_spread_core::replica::RuntimeRef;
 use serde_json::{Value, json};
-use tracing::{debug, info, warn};
+use tracing::{Span, debug, field, info, instrument, warn};
 
 use crate::context::{Context, Error, Objects, within_timeout};
+use crate::index::key;
 use crate::rebalance;
 use crate::resources::{CONDITION, InferenceReplica, InferenceService};
+use crate::state::lock;
 
 /// The field manager of the `Spread` condition.
 pub const FIELD_MANAGER: &str = "ome-spread";
 /// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
 const RESYNC: Duration = Duration::from_secs(600);
+/// One reconcile, in a span naming the replica, on which the diagnosis's reason and the time the
+/// reconcile took are recorded: each of its log lines (the API writes among them) carries them.
+#[instrument(skip_all, fields(replica = %key(&*replica), reason = field::Empty, duration_ms = field::Empty))]
 pub async fn reconcile(replica: Arc<InferenceReplica>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let _running = ctx.health.reconciling();
     let result = reconcile_replica(&replica, &ctx).await;
+    Span::current().record("duration_ms", started.elapsed().as_secs_f64() * 1000.0);
+    debug!("reconciled");
     match &result {
         Ok(_) => {
             ctx.metrics.reconciled(started.elapsed());
-            if let Ok(mut failures) = ctx.failures.lock() {
-                failures.remove(&ObjectRef::from_obj(&*replica));
-            }
+            ctx.replicas
+                .with(&ObjectRef::from_obj(&*replica), |kept| kept.failures = 0);
         }
         Err(error) => ctx.metrics.failed(&error.kind(), started.elapsed()),
     }
@@ -45,13 +51,12 @@ pub async fn reconcile(replica: Arc<InferenceReplica>, ctx: Arc<Context>) -> Res
 
 /// Retries a failed reconcile after 5 s, doubling per failure in a row, up to 5 minutes.
 pub fn error_policy(replica: Arc<InferenceReplica>, error: &Error, ctx: Arc<Context>) -> Action {
-    let failures = ctx.failures.lock().map_or(1, |mut failures| {
-        let count = failures.entry(ObjectRef::from_obj(&*replica)).or_insert(0);
-        *count += 1;
-        *count
+    let failures = ctx.replicas.with(&ObjectRef::from_obj(&*replica), |kept| {
+        kept.failures += 1;
+        kept.failures
     });
     let wait = retry_after(failures);
-    warn!(replica = %ObjectRef::from_obj(&*replica), %error, failures, retry_in = ?wait, "reconcile failed");
+    warn!(replica = %key(&*replica), %error, failures, retry_in = ?wait, "reconcile failed");
     Action::requeue(wait)
 }
 
@@ -75,13 +80,10 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     }) = diagnosed(replica, ctx)?
     else {
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
-        ctx.metrics.forget(&namespace, &name);
-        ctx.keys.forget(&ObjectRef::from_obj(replica));
-        if let Ok(mut announced) = ctx.announced.lock() {
-            announced.remove(&ObjectRef::from_obj(replica));
-        }
+        ctx.forget(&ObjectRef::from_obj(replica));
         return Ok(Action::await_change());
     };
+    Span::current().record("reason", field::display(report.reason.as_str()));
     ctx.metrics.show(&namespace, &name, &report, worst_loss.as_ref());
     record(replica, &report, &action, ctx).await?;
     rebalance::recommend(replica, &service, &plan, &objects, ctx).await?;
@@ -172,13 +174,12 @@ async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: 
         .status
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
-    let written = {
-        let mut written = ctx.conditions.lock().expect("the conditions written");
-        if written.get(&key).zip(cached).is_some_and(|(w, c)| same(w, c)) {
-            written.remove(&key);
+    let (written, held) = ctx.replicas.with(&key, |kept| {
+        if kept.written.as_ref().zip(cached).is_some_and(|(w, c)| same(w, c)) {
+            kept.written = None;
         }
-        written.get(&key).cloned()
-    };
+        (kept.written.clone(), kept.held.clone())
+    });
     let previous = written.as_ref().or(cached);
     let condition = spread_condition(
         report,
@@ -188,13 +189,7 @@ async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: 
         Time(k8s_openapi::jiff::Timestamp::now()),
     );
     let reference = replica.object_ref(&());
-    let told = previous.map(|p| p.reason.clone()).or_else(|| {
-        ctx.held
-            .lock()
-            .expect("the held reasons")
-            .get(&ObjectRef::from_obj(replica))
-            .cloned()
-    });
+    let told = previous.map(|p| p.reason.clone()).or(held);
     if told.is_none_or(|reason| reason != condition.reason) {
         // Before the condition, so that a failed write retries the Event too rather than lose it.
         let event = Event {
@@ -210,15 +205,11 @@ async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: 
         };
         within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
     }
-    if ctx.no_condition.lock().expect("the refusal").is_some() {
-        let mut held = ctx.held.lock().expect("the held reasons");
-        held.insert(ObjectRef::from_obj(replica), condition.reason);
+    if lock(&ctx.no_condition).is_some() {
+        ctx.replicas.with(&key, |kept| kept.held = Some(condition.reason));
         return Ok(());
     }
-    ctx.held
-        .lock()
-        .expect("the held reasons")
-        .remove(&ObjectRef::from_obj(replica));
+    ctx.replicas.with(&key, |kept| kept.held = None);
     if previous.is_none_or(|p| !same(p, &condition)) {
         let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -227,11 +218,8 @@ async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: 
             api.patch_status(&name, &params, &Patch::Apply(status_patch(&condition))),
         )
         .await?;
-        info!(replica = %format!("{namespace}/{name}"), reason = %condition.reason, status = %condition.status, "Spread condition set");
-        ctx.conditions
-            .lock()
-            .expect("the conditions written")
-            .insert(key, condition);
+        info!(status = %condition.status, "Spread condition set");
+        ctx.replicas.with(&key, |kept| kept.written = Some(condition));
     }
     Ok(())
 }

@@ -24,6 +24,8 @@ impl Sums {
 impl Derived for Sums {
     type Object = Pod;
     type Entry = (String, Resources);
+    /// None: a pod of any workload re-plans a component at that component's next change.
+    type Trigger = ();
 
     /// What the pod holds of its node, as the core counts it ([`room::held`]).
     fn entry(pod: &Pod) -> Option<Self::Entry> {
@@ -35,6 +37,10 @@ impl Derived for Sums {
                 None
             }
         }
+    }
+
+    fn trigger(_: &Self::Entry) -> Option<()> {
+        None
     }
 
     fn insert(&mut self, (node, requests): &Self::Entry) {

@@ -1,4 +1,4 @@
-//! What change re-diagnoses which InferenceReplica: a pod its replica, an InferenceService its
+//! What change re-diagnoses which InferenceReplica: a pod its replica ([`crate::pods`]), an InferenceService its
 //! engine and decoder, a runtime the services that use it, a node every replica (only when what
 //! the diagnosis reads of it changed).
 
@@ -7,13 +7,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use ome_spread_core::instance::COMPONENTS;
-use ome_spread_core::labels;
-use ome_spread_core::replica::{ReplicaRef, RuntimeRef, is_controlling_replica};
+use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
 
 use crate::resources::{CONDITION, InferenceReplica, InferenceService};
 
@@ -195,22 +194,6 @@ pub fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// The replica of a pod: its controller owner, else the one its OME labels name (P3).
-pub fn replica_of_pod(pod: &Pod) -> Option<ObjectRef<InferenceReplica>> {
-    let namespace = pod.namespace()?;
-    let owner = pod
-        .owner_references()
-        .iter()
-        .find(|o| is_controlling_replica(&o.api_version, &o.kind, o.controller == Some(true)))
-        .map(|o| o.name.clone());
-    let name = owner.or_else(|| {
-        let labels = pod.labels();
-        let (service, component) = (labels.get(labels::INFERENCE_SERVICE)?, labels.get(labels::COMPONENT)?);
-        Some(ReplicaRef::for_component(&namespace, service, component).name)
-    })?;
-    Some(ObjectRef::new(&name).within(&namespace))
-}
-
 /// The replicas of an InferenceService: one per component.
 pub fn replicas_of_service(service: &InferenceService) -> Vec<ObjectRef<InferenceReplica>> {
     let namespace = service.namespace().unwrap_or_default();
@@ -281,30 +264,6 @@ mod tests {
             before
         );
         assert_ne!(replica(4, json!([ready]), json!(null)), before);
-    }
-
-    #[test]
-    fn a_pod_maps_to_its_controller_replica_else_to_the_one_its_labels_name() {
-        let owned: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns",
-            "labels": {"ome.io/inferenceservice": "m", "component": "engine"},
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "ConfigMap", "name": "other", "uid": "1"},
-                {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "m-decoder", "uid": "2", "controller": true}]}}))
-        .expect("a pod");
-        assert_eq!(replica_of_pod(&owned), Some(ObjectRef::new("m-decoder").within("ns")));
-        let labelled: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns",
-            "labels": {"ome.io/inferenceservice": "m", "component": "engine"}}}))
-        .expect("a pod");
-        assert_eq!(replica_of_pod(&labelled), Some(ObjectRef::new("m-engine").within("ns")));
-        // P3: an owner of another API group or version is not the replica; the labels name it.
-        let foreign: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns",
-            "labels": {"ome.io/inferenceservice": "m", "component": "engine"},
-            "ownerReferences": [{"apiVersion": "ome.io/v1alpha1", "kind": "InferenceReplica", "name": "m-decoder", "uid": "2", "controller": true}]}}))
-        .expect("a pod");
-        assert_eq!(replica_of_pod(&foreign), Some(ObjectRef::new("m-engine").within("ns")));
-        let neither: Pod =
-            serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}})).expect("a pod");
-        assert_eq!(replica_of_pod(&neither), None);
     }
 
     #[test]

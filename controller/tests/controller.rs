@@ -666,3 +666,67 @@ async fn on_omes_minimal_crd_no_condition_is_written() {
     assert_eq!(notes(&server, "Satisfied").len(), 1, "the Event told once");
     controller.abort();
 }
+
+/// Pods deleted while the pods' watch was down (their deletions never sent): the relist that
+/// follows the watch's 410 finds them gone, and their replica is reconciled at once, not at the
+/// next resync ten minutes on.
+#[tokio::test]
+async fn a_relist_reconciles_the_replica_of_pods_deleted_while_the_watch_was_down() {
+    let server = Arc::new(ApiServer::default());
+    for object in fixture() {
+        server.put(object);
+    }
+    let controller = running(&server, Mode::Recommend);
+    let (reason, message) = condition_number(&server, 1).await;
+    assert_eq!(reason, "Satisfied", "{message}");
+    assert!(
+        message.starts_with("the 2 Instances run in 2 different domains of topology.kubernetes.io/zone"),
+        "{message}"
+    );
+
+    server.delete_unseen("Pod", Some("spread-demo"), "qwen3-0-6b-engine-1-default-0");
+    let cut = std::time::Instant::now();
+    server.expire_watches("pods");
+    let (reason, message) = condition_number(&server, 2).await;
+    eprintln!(
+        "the condition followed the relist {:?} after the watch was cut",
+        cut.elapsed()
+    );
+    assert_eq!(reason, "Satisfied", "{message}");
+    assert!(
+        message.starts_with("the 1 Instance runs in 1 domain of topology.kubernetes.io/zone"),
+        "{message}"
+    );
+    assert!(cut.elapsed() < Duration::from_secs(10), "{:?}", cut.elapsed());
+    controller.abort();
+}
+
+/// A replica deleted and made again under its name is a new replica: its first rebalance Event
+/// is told again, not held back as one already told.
+#[tokio::test]
+async fn a_replica_made_again_under_its_name_is_told_its_first_rebalance_event_again() {
+    let server = Arc::new(ApiServer::default());
+    let objects = skewed_and_ready();
+    for object in objects.clone() {
+        server.put(object);
+    }
+    let controller = running(&server, Mode::Recommend);
+    until("a RebalanceRecommended Event", || {
+        notes(&server, "RebalanceRecommended").len() == 1
+    })
+    .await;
+
+    server.delete("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");
+    let replica = objects
+        .into_iter()
+        .find(|o| o["kind"] == "InferenceReplica")
+        .expect("the replica");
+    server.put(replica);
+    until("the Event told again", || {
+        notes(&server, "RebalanceRecommended").len() == 2
+    })
+    .await;
+    let told = notes(&server, "RebalanceRecommended");
+    assert_eq!(told[0], told[1], "the same move");
+    controller.abort();
+}

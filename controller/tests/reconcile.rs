@@ -10,6 +10,7 @@ use std::time::Duration;
 use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use ome_spread_controller::context::Error;
 use ome_spread_controller::context::Mode;
@@ -263,8 +264,9 @@ async fn api_errors_are_retried_with_backoff_and_the_condition_is_not_lost() {
     assert_eq!(body["status"]["conditions"][0]["message"], message.as_str());
     answer(respond, StatusCode::OK, &serde_json::to_value(&*replica).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
-    assert!(
-        ctx.failures.lock().expect("lock").is_empty(),
+    assert_eq!(
+        ctx.replicas.with(&ObjectRef::from_obj(&*replica), |kept| kept.failures),
+        0,
         "a success resets the backoff"
     );
 }

@@ -4,8 +4,8 @@
 #![allow(dead_code)] // each test file uses its part
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
 
 use http::{Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -24,6 +24,7 @@ use ome_spread_controller::resources::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
 };
 use ome_spread_controller::room::{self, Room};
+use ome_spread_controller::state::ReplicaStates;
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
@@ -116,24 +117,25 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         services: services.clone(),
         runtimes,
         cluster_runtimes,
-        pods: listed(&pods, pods::trim, |index: &Pods, event| index.apply(event)),
+        pods: listed(&pods, pods::trim, |index: &Pods, event| {
+            index.apply(event);
+        }),
         nodes: NodeSnapshot::new(node_store, Arc::new(AtomicU64::new(0)), nodes),
-        room: listed(&pods, room::trim, |index: &Room, event| index.apply(event)),
+        room: listed(&pods, room::trim, |index: &Room, event| {
+            index.apply(event);
+        }),
         keys: Arc::default(),
         settings: tokio::sync::watch::channel(Settings::default()).1,
         metrics: Arc::new(Metrics::default()),
         health: Arc::default(),
-        failures: Mutex::default(),
+        replicas: ReplicaStates::default(),
         rebalance,
-        announced: Mutex::default(),
         // The stores are filled once, here: the snapshots' versions never need to move.
         requests: RequestSnapshot::new(services.clone(), Arc::new(AtomicU64::new(0)), requests),
         records: RecordSnapshot::new(replicas, Arc::new(AtomicU64::new(0)), records),
         max_per_hour: 10,
         written: tokio::sync::Mutex::default(),
         no_condition: std::sync::Mutex::new(None),
-        held: std::sync::Mutex::default(),
-        conditions: std::sync::Mutex::default(),
     };
     let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
     replica.metadata.generation = Some(3);
@@ -147,7 +149,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
 
 /// An index of `pods` (every pod of the fixture, of any workload) after their list, each pod
 /// trimmed by `trim` as its watch trims it.
-fn listed<T: Default>(pods: &[Pod], trim: fn(&mut Pod), apply: impl Fn(&T, &watcher::Event<Pod>) -> bool) -> T {
+fn listed<T: Default>(pods: &[Pod], trim: fn(&mut Pod), apply: impl Fn(&T, &watcher::Event<Pod>)) -> T {
     let index = T::default();
     apply(&index, &watcher::Event::Init);
     for pod in pods {

@@ -343,6 +343,27 @@ impl Process {
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;
     }
+
+    /// Started as `unshare --pid --fork --kill-child PROGRAM`: the program, PID 1 of its own PID
+    /// namespace as in a container, by its PID here.
+    pub fn pid_one(&self) -> u32 {
+        let unshare = self.child.id().expect("unshare runs");
+        let children =
+            std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).expect("unshare's children");
+        children
+            .split_whitespace()
+            .next()
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("{}: unshare has no child", self.name))
+    }
+
+    /// How it exited, if it did within `limit`.
+    pub async fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(limit, self.child.wait())
+            .await
+            .ok()
+            .map(|status| status.expect("its status"))
+    }
 }
 
 pub use ome_spread_sim::api::eventually;

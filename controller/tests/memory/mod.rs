@@ -47,6 +47,8 @@ pub struct ApiServer {
     version: AtomicU64,
     /// Serve the InferenceReplica schema of OME's minimal CRD, not of its full one.
     pub minimal_crd: AtomicBool,
+    /// Per resource, how many of its next watches are answered 410 Gone.
+    expired: Mutex<BTreeMap<String, usize>>,
 }
 
 /// A write the API server took: method, path, body, and when.
@@ -122,17 +124,17 @@ impl ApiServer {
             namespace: object["metadata"]["namespace"].as_str().map(String::from),
             name: object["metadata"]["name"].as_str().unwrap_or_default().into(),
         };
-        let kind = if self
-            .objects
-            .lock()
-            .unwrap()
-            .insert(key.clone(), object.clone())
-            .is_some()
-        {
+        let mut objects = self.objects.lock().unwrap();
+        // As the API server does: a new object gets a uid of its own, one made again a new one.
+        if !objects.contains_key(&key) && object["metadata"]["uid"].is_null() {
+            object["metadata"]["uid"] = json!(format!("uid-{version}"));
+        }
+        let kind = if objects.insert(key.clone(), object.clone()).is_some() {
             "MODIFIED"
         } else {
             "ADDED"
         };
+        drop(objects);
         self.notify(&key, kind, &object);
         object
     }
@@ -166,6 +168,35 @@ impl ApiServer {
                     .unbounded_send(Ok(Frame::data(Bytes::from(line.clone()))))
                     .is_ok()
         });
+    }
+
+    /// Deletes an object without telling the watches: a deletion while they were down.
+    pub fn delete_unseen(&self, kind: &str, namespace: Option<&str>, name: &str) {
+        let key = Self::key(kind, namespace, name);
+        self.objects.lock().unwrap().remove(&key).expect(name);
+    }
+
+    /// Ends every watch of `resource`, and answers the next as many 410 Gone (their
+    /// resourceVersion too old), as kube-apiserver does after a restart that compacted it: each
+    /// watcher lists again.
+    pub fn expire_watches(&self, resource: &str) {
+        let mut watches = self.watches.lock().unwrap();
+        let before = watches.len();
+        watches.retain(|w| w.resource != resource);
+        let ended = before - watches.len();
+        *self.expired.lock().unwrap().entry(resource.to_owned()).or_default() += ended;
+    }
+
+    /// Whether this watch of `resource` is answered 410 Gone.
+    fn expires(&self, resource: &str) -> bool {
+        let mut expired = self.expired.lock().unwrap();
+        match expired.get_mut(resource) {
+            Some(left) if *left > 0 => {
+                *left -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     pub fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Value {
@@ -251,6 +282,14 @@ impl ApiServer {
             },
             ("GET", None) => {
                 let selector = Selector::of(&query);
+                if query.contains("watch=true") && self.expires(&resource) {
+                    let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+                        "status": "Failure", "reason": "Expired", "code": 410,
+                        "message": "too old resource version"}});
+                    let (chunks, receiver) = mpsc::unbounded();
+                    let _ = chunks.unbounded_send(Ok(Frame::data(Bytes::from(format!("{gone}\n")))));
+                    return Response::builder().status(200).body(StreamBody::new(receiver)).unwrap();
+                }
                 if query.contains("watch=true") {
                     let (chunks, receiver) = mpsc::unbounded();
                     self.watches.lock().unwrap().push(Watch {

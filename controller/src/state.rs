@@ -1,0 +1,56 @@
+//! What the controller keeps of each replica between its reconciles, in one record: created at
+//! the replica's first reconcile, dropped with the replica (its watch's deletion, or a relist that
+//! no longer lists it) or when it has nothing left to say, with its metric series and the node
+//! labels it read ([`crate::context::Context::forget`]).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::resources::InferenceReplica;
+
+/// What is kept of one replica.
+#[derive(Debug, Default)]
+pub struct ReplicaState {
+    /// Failed reconciles in a row, for the retry's backoff.
+    pub failures: u32,
+    /// The rebalance Event last published, so that a resync does not repeat it.
+    pub announced: Option<String>,
+    /// The reason last told by an Event while the condition was held back, so that the Event is
+    /// not told again, then or once the condition can be written.
+    pub held: Option<String>,
+    /// The condition this process last wrote, until the replica's cache shows it: a change that
+    /// comes before the cache does is compared with what was written, not with what the cache
+    /// still says (its own write triggers no reconcile).
+    pub written: Option<Condition>,
+}
+
+/// Every replica's record.
+#[derive(Debug, Default)]
+pub struct ReplicaStates(Mutex<HashMap<ObjectRef<InferenceReplica>, ReplicaState>>);
+
+impl ReplicaStates {
+    /// `change` the replica's record, made on first use.
+    pub fn with<T>(&self, replica: &ObjectRef<InferenceReplica>, change: impl FnOnce(&mut ReplicaState) -> T) -> T {
+        change(lock(&self.0).entry(replica.clone()).or_default())
+    }
+
+    /// Drops the replica's record.
+    pub(crate) fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
+        lock(&self.0).remove(replica);
+    }
+
+    /// The replicas that have a record.
+    pub(crate) fn replicas(&self) -> Vec<ObjectRef<InferenceReplica>> {
+        lock(&self.0).keys().cloned().collect()
+    }
+}
+
+/// The one rule for a poisoned lock: go on with what it holds. Every lock of the controller
+/// guards plain records that each write leaves whole, and a reconcile that panicked fails alone
+/// (kube-runtime retries it): the process must not stop for it.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
