@@ -255,10 +255,10 @@ bench: wasm-target web
 	fi
 
 # The controller as built, its own process, against the in-memory API server under a minute of
-# pod and node churn (controller/benches/churn.rs), beside the controller as it was before issue
-# 21 (the commit CHURN_BASELINE_REV, taken from git history and built once under
-# target/churn-baseline), which rebuilt its pod snapshot on every pod change. CHURN_SECONDS sets
-# the churn's length.
+# pod and node churn (controller/benches/churn.rs), beside the controller as it was before its
+# pods were indexed by their own events (the commit CHURN_BASELINE_REV, taken from git history
+# and built once under target/churn-baseline), which rebuilt its pod snapshot on every pod
+# change. CHURN_SECONDS sets the churn's length.
 CHURN_BASELINE_REV := 604ee3a2600a71fffe94b1d2d1dab42521e44de9
 CHURN_BASELINE := target/churn-baseline/target/release/ome-spread
 

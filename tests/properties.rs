@@ -186,7 +186,8 @@ fn pod_of(case: &Generated) -> Value {
     review
 }
 
-/// The plain path: what the policy must answer, computed on the parsed pod from SPEC P5 to P12.
+/// The plain path: what the policy must answer, computed on the parsed pod from P5 to P12
+/// (docs/rules.md).
 fn reference(case: &Generated, pod: &Value) -> Value {
     let (path, mut term) = if case.runner == "worker" {
         (AFFINITY, leader_term("deepseek-v3", "engine", "0", KEYS[1]))

@@ -1,4 +1,4 @@
-//! The rules of SPEC section 3, through the native core.
+//! The rules of docs/rules.md, through the native core.
 
 mod support;
 

@@ -1,4 +1,4 @@
-//! The rules of SPEC section 3, through the built policy.wasm in wasmtime via waPC, with the
+//! The rules of docs/rules.md, through the built policy.wasm in wasmtime via waPC, with the
 //! `get_resource` host call answered from the fixtures.
 
 mod support;

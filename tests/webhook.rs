@@ -16,7 +16,7 @@
 //! Each cluster test works in a namespace of its own, removes that namespace, the webhook
 //! configuration and the host when it ends, pass or fail, and restores policy.yaml's RBAC; the
 //! tests take turns (the webhook configuration is cluster-wide). Each is bounded to two minutes.
-//! Expected values are written by hand from SPEC.md and the API server's behaviour.
+//! Expected values are written by hand from docs/rules.md and the API server's behaviour.
 
 #[allow(dead_code)] // the host's command line is the example's, not used here
 #[path = "../examples/admission_host.rs"]
@@ -546,7 +546,7 @@ fn dry_run() -> PostParams {
     }
 }
 
-/// A single-pod Instance's pod as OME v1.3 labels it (SPEC section 2), owned by `owner` (the
+/// A single-pod Instance's pod as OME v1.3 labels it, owned by `owner` (the
 /// replica's uid) where given; without an owner its labels name the replica.
 fn omenative_pod(name: &str, service: &str, owner: Option<&str>) -> Pod {
     let mut pod = json!({
@@ -590,7 +590,7 @@ fn affinity(pod: &Pod) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// The P5 constraint of SPEC section 3 for qwen3-0-6b's engine, Required on the zone.
+/// The P5 constraint (docs/rules.md) for qwen3-0-6b's engine, Required on the zone.
 fn p5_zone_constraint() -> Value {
     json!([{
         "maxSkew": 1,

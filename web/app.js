@@ -157,7 +157,7 @@ function picture(c) {
   return figure;
 }
 
-// A domain shown as lost (issue 19), or back as it is when clicked again: the Instances with a
+// A domain shown as lost, or back as it is when clicked again: the Instances with a
 // pod there greyed, and an arrow from each one the scheduler could place again to where it
 // would go, as the rebalance moves are drawn.
 function showLoss(columns, c, domain) {

@@ -1,4 +1,4 @@
-//! `make bench-churn` (issue 21): the controller as built (`ome-spread controller`, its own
+//! `make bench-churn`: the controller as built (`ome-spread controller`, its own
 //! process) against the in-memory API server (tests/memory, over HTTP on 127.0.0.1) holding the
 //! benchmarks' large cluster: 1,000 replicas, their 10,000 pods as OME creates them, 20,000 pods
 //! of other workloads and 5,000 nodes. Then CHURN_SECONDS of churn at 1,000 pod events a second
@@ -8,9 +8,10 @@
 //! minute. Each node has room left (64 GPUs), so that the room count runs in full.
 //! Measured: the delay from each pod event
 //! to the condition written after it, reconciles per second, the controller's CPU and its peak
-//! resident memory. Side by side in the same run: the controller before issue 21
-//! (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit it names), which rebuilt its
-//! whole pod snapshot after any pod change and re-diagnosed every replica on any node label.
+//! resident memory. Side by side in the same run: the controller before its pods were indexed
+//! by their own events (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit it
+//! names), which rebuilt its whole pod snapshot after any pod change and re-diagnosed every
+//! replica on any node label.
 //!
 //! One event in flight per component: the next event of a component waits for the condition
 //! that reflects the last, so each write is matched to one event.

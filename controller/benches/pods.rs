@@ -1,4 +1,4 @@
-//! `make bench`: what a pod event costs the controller (issue 21). The 10,000 OME pods of the
+//! `make bench`: what a pod event costs the controller. The 10,000 OME pods of the
 //! benchmarks' large cluster (core/benches/support/cluster.rs), each shaped as OME v1.3 creates it
 //! (benches/support: the repository's fixture leader, its env, volumes and probes, with the pod's
 //! own rendered terms), in the pods index and the room's. Side by side in one run: one pod's

@@ -1,4 +1,4 @@
-//! Rebalance `migrate` (SPEC section 4, issue 11): the plan's first move written as OME's
+//! Rebalance `migrate` (docs/rebalance.md): the plan's first move written as OME's
 //! migration request on the InferenceService, one at a time cluster-wide, when no guardrail of
 //! the core's [`hold`] holds it back. The request and ome-spread's ledger go in one merge patch,
 //! guarded by the cached resourceVersion, so a stale cache writes nothing (409) rather than lose

@@ -1,4 +1,4 @@
-//! Rebalance in the controller (SPEC section 4, issue 11): the mode in effect for an
+//! Rebalance in the controller (docs/rebalance.md): the mode in effect for an
 //! InferenceService and, from `recommend` up, the plan's first move as an Event and the moves
 //! still needed as a metric; in `migrate`, the move requested of OME ([`crate::migrate`]) or
 //! why it is held back.

@@ -591,7 +591,7 @@ async fn converges(server: &ApiServer, mut seen: Vec<Seen>) {
     );
 }
 
-/// Without OME's migration caps (issue 20, a kustomize install): OME takes the request and holds
+/// Without OME's migration caps (a kustomize install): OME takes the request and holds
 /// it in Accepted with its message and `MigrationPolicyUnconfigured` True; the controller says why
 /// (a Warning, in OME's words, and what to set) and requests nothing more; once the caps are set,
 /// OME runs the held request and the controller carries on to the same spread.

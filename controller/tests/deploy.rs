@@ -225,7 +225,7 @@ fn rules(file: &str) -> (Vec<(String, String, String)>, Vec<Value>) {
     (rules, subjects)
 }
 
-/// SPEC section 5: `patch` on inferenceservices only in a separate manifest, so that `off` and
+/// docs/rebalance.md: `patch` on inferenceservices only in a separate manifest, so that `off` and
 /// `recommend` keep least privilege; that manifest grants it and nothing else, to the
 /// controller's own ServiceAccount.
 #[test]

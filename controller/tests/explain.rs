@@ -1,4 +1,4 @@
-//! Every reason of SPEC section 4, from the seed's example changed as each troubleshooting row
+//! Every reason of docs/controller.md, from the seed's example changed as each troubleshooting row
 //! describes: the report (reason, Instances per domain, skew) from the core, and the exact
 //! output and exit code of `ome-spread explain --from`. Each case is saved under
 //! `tests/data/reasons/<reason>.yaml`, with the expected output, written by hand, beside it in
@@ -306,7 +306,7 @@ fn every_reason_is_reported_and_explained() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// SPEC section 4: the first reason from the top that applies. Each case's change together with
+/// docs/controller.md: the first reason from the top that applies. Each case's change together with
 /// the next one's gives the upper reason (MissingLabel over a pod Pending on the spread, ...).
 #[test]
 fn of_two_reasons_that_apply_the_upper_one_is_reported() {
@@ -650,7 +650,7 @@ fn explained(objects: Vec<Value>) -> String {
 const SKEWED_ACTION: &str =
     "What to do: Request an Instance migration to move an Instance out of the fullest domain.\n";
 
-/// Rebalance (SPEC section 4): under "What to do", every move of the plan with its `kubectl ome`
+/// Rebalance (docs/rebalance.md): under "What to do", every move of the plan with its `kubectl ome`
 /// command, in the order to request them; or why a skew has no plan.
 #[test]
 fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
@@ -702,7 +702,7 @@ fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
 
 const FIRST_MOVE: &str = "  1. Move Instance 2 from gpu-node-1 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-2 -n spread-demo\n";
 
-/// OME v1.3 without its migration caps holds every request in Accepted (issue 20): the plan is
+/// OME v1.3 without its migration caps holds every request in Accepted: the plan is
 /// still printed, and What to do says so in OME's words, and what to set. The replica's own
 /// record that OME holds names the request.
 #[test]
@@ -728,7 +728,8 @@ fn explain_prints_the_plan_and_says_ome_holds_every_migration_for_its_caps() {
 }
 
 /// Alfred refuses to relocate an Instance whose anchor carries a constraint with OME's selector
-/// and a maxSkew other than 1 (issue 20): explain names it, after the plan.
+/// and a maxSkew other than 1 (docs/rules.md, on `maxSkew` and Alfred): explain names it, after
+/// the plan.
 #[test]
 fn explain_names_the_instances_alfred_will_not_relocate() {
     let mut objects = Case::of(Reason::Skewed).objects;
@@ -787,7 +788,7 @@ fn more_than_20_nodes_are_summed_up_per_domain_unless_every_node_is_asked_for() 
     assert_eq!(listed, 1 + 22, "{every}");
 }
 
-/// InstanceSplit (SPEC section 4): whenever topologyKey is set, whatever topologySpread is; a
+/// InstanceSplit (docs/controller.md): whenever topologyKey is set, whatever topologySpread is; a
 /// node without the rack label splits an Instance too; a worker still Pending does not, nor does
 /// a worker on a node the objects do not hold (its rack is not known).
 #[test]

@@ -1,5 +1,5 @@
-//! Rebalance `migrate` against the mocked API server (issue 11): the one request the reconciler
-//! writes (OME's annotation, exactly, and the ledger, in one merge patch guarded by the
+//! Rebalance `migrate` against the mocked API server (docs/rebalance.md): the one request the
+//! reconciler writes (OME's annotation, exactly, and the ledger, in one merge patch guarded by the
 //! resourceVersion), each guardrail that holds it back said once with no write, a restart that
 //! finds a migration under way and sends no duplicate, two reconciles at once that write one
 //! request, and a request OME's webhook refuses.
@@ -321,7 +321,7 @@ fn condition_of(status: &str, reason: &str, message: &str) -> Condition {
     condition(status, reason, message, "2026-11-01T10:00:00Z")
 }
 
-/// OME v1.3 without `lifecycle.audit` holds every migration request (issue 20): a replica whose
+/// OME v1.3 without `lifecycle.audit` holds every migration request: a replica whose
 /// `MigrationPolicyUnconfigured` condition is True, or whose own record OME holds for that
 /// reason, gets no request; a Warning says why in OME's words and what to set, once. Under
 /// `recommend` (here the InferenceService's annotation) the plan is still recommended, with the
@@ -390,7 +390,7 @@ async fn under_omes_hold_for_caps_no_request_and_the_hold_says_why_once() {
     }
 }
 
-/// A request OME holds for caps on another component is not in flight (issue 20): it holds no
+/// A request OME holds for caps on another component is not in flight: it holds no
 /// surge, and holding every other component behind it would stall them until its deadline. This
 /// component's request is written.
 #[tokio::test(start_paused = true)]

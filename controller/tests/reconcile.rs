@@ -101,7 +101,7 @@ async fn no_write_when_the_condition_is_already_there() {
     assert!(ctx.metrics.encode().contains("ome_spread_reconciles_total 1\n"));
 }
 
-/// What losing the worst domain leaves, per replica (issue 19). The seed's example: losing
+/// What losing the worst domain leaves, per replica. The seed's example: losing
 /// zone-a leaves 1 of 2, and the lost one cannot be placed again (zone-b's node is full, and
 /// zone-a still counts). Skewed (Preferred, 3 in zone-a, room for one in zone-b): losing zone-a
 /// leaves none, and one of the three fits in zone-b.
@@ -367,7 +367,7 @@ async fn a_bad_spread_value_is_named() {
 const FIRST_MOVE: &str = "Move Instance 2 from gpu-node-1 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-2 -n spread-demo";
 const MOVES_SERIES: &str = "ome_spread_rebalance_moves{namespace=\"spread-demo\",replica=\"qwen3-0-6b-engine\"}";
 
-/// Rebalance `recommend` (SPEC section 4): the plan's first move, with its exact command, as an
+/// Rebalance `recommend` (docs/rebalance.md): the plan's first move, with its exact command, as an
 /// Event RebalanceRecommended on the InferenceReplica, and the moves still needed as a metric;
 /// a resync with nothing changed records no second Event.
 #[tokio::test(start_paused = true)]
@@ -602,7 +602,7 @@ async fn a_reconcile_records_the_node_labels_its_diagnosis_reads() {
 
 /// A change that comes before the replica's cache shows the condition last written is compared
 /// with that write, not with the cache: the condition never stays on a count that is gone (its
-/// own write triggers no reconcile, issue 21). Skewed's three Instances: one pod goes (a new
+/// own write triggers no reconcile). Skewed's three Instances: one pod goes (a new
 /// count written), then comes back while the cache still shows the first condition.
 #[tokio::test]
 async fn a_change_before_the_cache_shows_the_last_write_is_compared_with_that_write() {

@@ -324,7 +324,7 @@ async fn step_1_and_step_2_as_the_seed_writes_them() {
 /// One row of the seed's troubleshooting tables, produced for real: its nodes (each scenario has
 /// a model of its own, Ready only on its own nodes, so that the nodes of other rows are not
 /// selected), the engine's fields, and what the controller and `explain` must say, written by
-/// hand from SPEC section 4 and the seed's tables.
+/// hand from docs/controller.md and the seed's tables.
 struct Row {
     /// The namespace and the model.
     name: &'static str,

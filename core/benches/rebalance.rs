@@ -1,4 +1,4 @@
-//! `make bench`: the rebalance plan beside the diagnosis (issue 11), on the benchmarks' large
+//! `make bench`: the rebalance plan beside the diagnosis, on the benchmarks' large
 //! cluster (1,000 replicas, 10,000 pods, 5,000 nodes) skewed: every pod moved to a node of its
 //! model in zone-0, and every node given room, so that each replica is Skewed and planned
 //! (10,0,0 takes 6 moves, 2,0,0 one). Measures the diagnosis pass alone and with a plan per

@@ -1,10 +1,10 @@
-//! What OME's caretaker Alfred refuses (issue 20). Its `validateObservedTopology` (OME v1.3,
-//! `pkg/alfred/scheduling/input/relocation.go`) takes every spread constraint whose selector is
-//! exactly OME's three labels for OME's own, and refuses to simulate or relocate an Instance whose
-//! anchor pod carries one with a `maxSkew` other than 1 ("configured topology spread does not
-//! match observed Pod constraints"). The policy writes its constraint with that very selector, so
-//! a `maxSkew` setting other than 1, on the pods it reaches, takes their Instances out of Alfred's
-//! hands.
+//! What OME's caretaker Alfred refuses (docs/rules.md, on `maxSkew` and Alfred). Its
+//! `validateObservedTopology` (OME v1.3, `pkg/alfred/scheduling/input/relocation.go`) takes every
+//! spread constraint whose selector is exactly OME's three labels for OME's own, and refuses to
+//! simulate or relocate an Instance whose anchor pod carries one with a `maxSkew` other than 1
+//! ("configured topology spread does not match observed Pod constraints"). The policy writes its
+//! constraint with that very selector, so a `maxSkew` setting other than 1, on the pods it
+//! reaches, takes their Instances out of Alfred's hands.
 
 use crate::diagnosis::{Component, anchor_labels, anchors, service_name};
 use crate::labels;

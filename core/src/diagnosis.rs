@@ -1,6 +1,6 @@
 //! Does the spread of a component hold, and if not, why: the seed's troubleshooting tables,
 //! computed from the InferenceService, its runtime, the InferenceReplica, its pods and the nodes
-//! (SPEC section 4). The first reason from the top that applies is the one reported.
+//! (docs/controller.md). The first reason from the top that applies is the one reported.
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -163,7 +163,8 @@ impl Finding {
     }
 }
 
-/// Computes the report of one component: the first reason, in SPEC order, that applies.
+/// Computes the report of one component: the first reason, in docs/controller.md's order, that
+/// applies.
 pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, DiagnosisError> {
     let replica = component.replica["metadata"]["name"].as_str().unwrap_or_default();
     let spec = &component.replica["spec"];

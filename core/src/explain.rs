@@ -180,7 +180,7 @@ pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> R
 }
 
 /// One component explained: the seed's Step 2 tables (header row first), the diagnosis, and
-/// the rebalance plan (SPEC section 4).
+/// the rebalance plan (docs/rebalance.md).
 pub struct Explained<'a> {
     pub service: &'a str,
     pub namespace: &'a str,
@@ -451,7 +451,7 @@ fn tables(
     rooms: &[Domain],
     every_node: bool,
 ) -> Vec<Vec<Vec<String>>> {
-    // The replica's fields as the core read them: an empty key is unset (SPEC P4).
+    // The replica's fields as the core read them: an empty key is unset (P4).
     let projected = &report.projected;
     let shown = |key: &Option<String>| key.as_deref().unwrap_or("<none>").to_owned();
     let mut tables = vec![vec![

@@ -1,6 +1,6 @@
-//! ome-spread's pure core: every rule of SPEC.md and every relation between OME's objects, with
-//! no I/O and no JSON text. The policy (the crate at the root) reads a request and splices what
-//! [`rules`] decides; the controller (`controller/`) reads the cluster and writes what
+//! ome-spread's pure core: every rule of docs/rules.md and every relation between OME's objects,
+//! with no I/O and no JSON text. The policy (the crate at the root) reads a request and splices
+//! what [`rules`] decides; the controller (`controller/`) reads the cluster and writes what
 //! [`diagnosis`] reports.
 //!
 //! - [`instance`]: a pod's Instance, from OME's labels; [`replica`]: which InferenceReplica and

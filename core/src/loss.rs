@@ -1,4 +1,4 @@
-//! What losing a domain leaves (SPEC section 4, issue 19): for each domain of the spread key, and
+//! What losing a domain leaves (docs/controller.md): for each domain of the spread key, and
 //! each rack of `topologyKey`, the Instances lost if it fails, those left serving, and how many
 //! of the lost ones kube-scheduler could place again, whole, under the constraint a repaired pod
 //! gets. A failed domain's nodes stay, tainted `node.kubernetes.io/unreachable` (NoSchedule,

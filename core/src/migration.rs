@@ -1,8 +1,8 @@
-//! Migration requests (SPEC section 4, issue 11): OME's request annotation on the
+//! Migration requests (docs/rebalance.md): OME's request annotation on the
 //! InferenceService, the records OME keeps of it in the InferenceReplica's `status.migrations`,
 //! ome-spread's own ledger of the requests it wrote, and [`hold`]: the first guardrail that holds
 //! the next request back. [`unconfigured`] reads OME's own hold: without its migration caps
-//! (`lifecycle.audit`) OME keeps every request in Accepted (issue 20).
+//! (`lifecycle.audit`) OME keeps every request in Accepted.
 //!
 //! The ledger (`spread.ome.io/rebalance-requests`, a JSON list on the InferenceService) is written
 //! in the same merge patch as OME's request, so a request and its count land together or not at

@@ -1,4 +1,4 @@
-//! Rebalance (SPEC section 4, issues 11 and 22): the fewest Instance moves that bring every
+//! Rebalance (docs/rebalance.md): the fewest Instance moves that bring every
 //! eligible domain within `maxSkew`, each from a fullest domain to an emptiest one with room (for
 //! a leader with workers, in one rack of `topologyKey`), with up to 8 hint nodes there.
 //! [`recommend`] reads them from a diagnosed component (which reasons a move fixes, the
@@ -406,10 +406,10 @@ impl Working<'_> {
 }
 
 /// The fewest moves that bring every eligible domain (empty ones included) within `max_skew`.
-/// Greedy, one move at a time from a fullest domain to an emptiest one with room (SPEC's words);
-/// its count is the minimum, which the tests check against an exhaustive search. A source's slot
-/// is not counted as freed: the source still counts until drained, and a move into a domain that
-/// is also emptied would be wasted anyway.
+/// Greedy, one move at a time from a fullest domain to an emptiest one with room
+/// (docs/rebalance.md); its count is the minimum, which the tests check against an exhaustive
+/// search. A source's slot is not counted as freed: the source still counts until drained, and a
+/// move into a domain that is also emptied would be wasted anyway.
 pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Result<Plan, NoPlan> {
     let mut working = working_domains(instances, domains);
     let spread = |working: &[Working]| {
@@ -1239,7 +1239,7 @@ mod recommend_tests {
         }
     }
 
-    /// Issue 22's worked example: Instances of a leader and a worker of 8 GPUs each, both in
+    /// A worked example: Instances of a leader and a worker of 8 GPUs each, both in
     /// us-east-1a (2,0,0), us-east-1b full, us-east-1c with two free 8-GPU nodes in two different
     /// cliques. A worker must share its leader's clique: no clique of us-east-1c holds an
     /// Instance, so no move. With a second free node in clique cc1, the move goes there, its hint

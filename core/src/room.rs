@@ -1,4 +1,4 @@
-//! Room for one more Instance (issue 11): a surge migration starts the replacement before it
+//! Room for one more Instance: a surge migration starts the replacement before it
 //! drains the source, so a target domain needs room for one more whole Instance. The model is
 //! the scheduler's own resource fit, kept plain: a node can start as many more of the Instance's
 //! pods as its `status.allocatable` minus the requests of the pods bound to it allows, in every

@@ -1,4 +1,4 @@
-//! The rules of SPEC section 3, P5 to P10 and P12: which term, if any, an OMENative pod gets.
+//! The rules of docs/rules.md, P5 to P10 and P12: which term, if any, an OMENative pod gets.
 //! The leader (or only pod) of an Instance carries the spread constraint; a worker carries the
 //! pod affinity that keeps it in its leader's domain. OME v1.3 renders these same terms itself,
 //! on an Instance's older key while its live pods carry one: a term that selects exactly what

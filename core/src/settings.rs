@@ -1,4 +1,4 @@
-//! The policy's settings (SPEC section 3). With none set, the output is exactly OME's.
+//! The policy's settings (the README's Settings). With none set, the output is exactly OME's.
 
 use serde_json::Value;
 

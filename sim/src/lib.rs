@@ -1,10 +1,10 @@
-//! The world around ome-spread, for its tests. With no cluster (issue 11): OME's side of a surge
-//! migration ([`ome`]) and the scheduler that places the surge's pods ([`scheduler`]), written from
-//! their upstream contracts (OME v1.3's migration records, Kubernetes' scheduling documentation),
-//! apart from the core, so that what the core plans is checked against what the cluster would do
-//! with it. On a real kube-apiserver and kube-scheduler (issue 18): stand-ins, test-only, for
-//! what such a control plane lacks: the nodes' kubelets ([`nodes`]) and OME
-//! ([`ome_stand_in`]), which runs [`ome`]'s migration against the API server.
+//! The world around ome-spread, for its tests. With no cluster (for the rebalance): OME's side of a
+//! surge migration ([`ome`]) and the scheduler that places the surge's pods ([`scheduler`]),
+//! written from their upstream contracts (OME v1.3's migration records, Kubernetes' scheduling
+//! documentation), apart from the core, so that what the core plans is checked against what the
+//! cluster would do with it. On a real kube-apiserver and kube-scheduler (`make e2e-cluster`):
+//! stand-ins, test-only, for what such a control plane lacks: the nodes' kubelets ([`nodes`]) and
+//! OME ([`ome_stand_in`]), which runs [`ome`]'s migration against the API server.
 
 pub mod api;
 pub mod nodes;

@@ -1,20 +1,19 @@
-//! Issue 11's property, on objects: 720 generated clusters (2-6 zones of 1-3 nodes in 1-2 racks
-//! with 0-8 free GPUs each, some cordoned or tainted against the pods; 2-40 Instances, single-pod
-//! or a leader with 1-2 workers, `topologyKey` on the rack, admitted by the policy and placed
-//! skewed, each whole in one rack). The core decides as the controller's `migrate` does
+//! The rebalance's property, on objects: 720 generated clusters (2-6 zones of 1-3 nodes in 1-2
+//! racks with 0-8 free GPUs each, some cordoned or tainted against the pods; 2-40 Instances,
+//! single-pod or a leader with 1-2 workers, `topologyKey` on the rack, admitted by the policy and
+//! placed skewed, each whole in one rack). The core decides as the controller's `migrate` does
 //! (diagnosis, plan, guardrails), and OME and the scheduler of this crate carry each request out.
 //! Whenever a spread within maxSkew is reachable it is reached, in exactly the fewest moves
-//! (counted apart, by search over Instances per zone, the room counted by hand in whole
-//! Instances per rack on the nodes that accept the pods); no request while another is pending
-//! or under way; every migration completes (the plan only sends what the scheduler takes), its
-//! surge whole in one rack of its hint nodes (issue 22: a leader and workers' hints all lie in
-//! that rack); serving Instances never drop below the start (which OME's surge-then-drain order
-//! keeps, whatever the controller asks). Three clusters in ten (216) are under migrationPolicy
-//! Never, paused, or have an Instance not Ready: no request at all; the other 504 migrate. In
-//! three of those seven in ten, OME starts without its migration caps (issue 20): it holds the
-//! first request in Accepted with its message and sets `MigrationPolicyUnconfigured`; the core
-//! then holds every further request for that reason, the plan still there, until the caps are
-//! set, and the spread is reached all the same (65 clusters).
+//! (counted apart, by search over Instances per zone, the room counted by hand in whole Instances
+//! per rack on the nodes that accept the pods); no request while another is pending or under way;
+//! every migration completes (the plan only sends what the scheduler takes), its surge whole in one
+//! rack of its hint nodes (a leader and workers' hints all lie in that rack); serving Instances
+//! never drop below the start (which OME's surge-then-drain order keeps, whatever the controller
+//! asks). Three clusters in ten (216) are under migrationPolicy Never, paused, or have an Instance
+//! not Ready: no request at all; the other 504 migrate. In three of those seven in ten, OME starts
+//! without its migration caps: it holds the first request in Accepted with its message and sets
+//! `MigrationPolicyUnconfigured`; the core then holds every further request for that reason, the
+//! plan still there, until the caps are set, and the spread is reached all the same (65 clusters).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 

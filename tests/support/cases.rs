@@ -1,4 +1,4 @@
-//! The rules of SPEC section 3 as one table of requests and their exact answers. The same table
+//! The rules of docs/rules.md as one table of requests and their exact answers. The same table
 //! runs against the native core (`tests/rules.rs`) and the built wasm (`tests/wasm.rs`).
 
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! The playground against what the policy and `explain` are tested to answer: every rule case of
-//! the policy (tests/data/cases, whose expected responses are written by hand from SPEC section 3)
+//! the policy (tests/data/cases, whose expected responses are written by hand from docs/rules.md)
 //! and every reason of `explain` (controller/tests/data/reasons, whose expected text is written
-//! by hand from SPEC section 4), pasted as a user would paste them. Natively, and compiled to
+//! by hand from docs/controller.md), pasted as a user would paste them. Natively, and compiled to
 //! wasm32-unknown-unknown in Node (`make test` runs both), through the functions the page calls.
 
 use std::path::{Path, PathBuf};
@@ -153,7 +153,8 @@ fn every_rule_case_gets_the_policys_answer() {
     assert_eq!(compared, 66);
 }
 
-/// SPEC section 4's twelve reasons, in the menu's order: Satisfied first, then SPEC's order.
+/// docs/controller.md's twelve reasons, in the menu's order: Satisfied first, then that page's
+/// order.
 const REASONS: [&str; 12] = [
     "Satisfied",
     "SettingsNotProjected",
@@ -350,7 +351,7 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
     assert_eq!(component["reason"], "Satisfied");
 }
 
-/// What losing each domain leaves, beside the picture (issue 19): on the seed's example, losing
+/// What losing each domain leaves, beside the picture: on the seed's example, losing
 /// either zone leaves 1 of 2, and the lost Instance fits nowhere (zone-b's node is full, and under
 /// the default nodeTaintsPolicy the failed zone still counts), so the picture draws no repair;
 /// without a key, nothing to lose. Written by hand.

@@ -189,7 +189,7 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
             "gpu-node-2 zone-b",
         ]
     );
-    // What losing each zone leaves (issue 19): one of two, and the lost one fits nowhere.
+    // What losing each zone leaves: one of two, and the lost one fits nowhere.
     assert_eq!(
         texts(&client, "table.losses tbody tr").await,
         [

@@ -204,7 +204,7 @@ pub fn failure(code: u16, reason: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason, "reason": reason, "code": code})
 }
 
-/// The status patch the reconciler must send for a condition (SPEC section 4).
+/// The status patch the reconciler must send for a condition (docs/controller.md, the condition).
 pub fn apply_body(condition: &Value) -> Value {
     json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "status": {"conditions": [condition]}})
 }

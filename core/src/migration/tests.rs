@@ -1,4 +1,4 @@
-//! The request's exact JSON (OME's v1 contract, issue 11), the records read or named, and each
+//! The request's exact JSON (OME's v1 contract), the records read or named, and each
 //! guardrail of [`hold`] alone, as a table: a cluster where a request may go, and one change
 //! per row that holds it back.
 
@@ -549,7 +549,7 @@ fn the_hold_for_caps_says_omes_message_and_what_to_set() {
 }
 
 /// A request held for caps on another component is not in flight: OME gives it no surge, so it
-/// does not hold this component's request back (issue 20), while one under way still does.
+/// does not hold this component's request back, while one under way still does.
 #[test]
 fn a_request_held_for_caps_elsewhere_holds_no_other_component_back() {
     let ledger = [entry("o1", 0, "gpu-node-7", 20, None)];

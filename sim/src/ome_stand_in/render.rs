@@ -248,10 +248,10 @@ pub fn instance_pods(replica: &Value, index: u64, incarnation: u64, terms: Terms
     pods
 }
 
-/// OME v1.3's own terms (its `injectTopologySpread` and `injectGangDomainAffinity`), as SPEC
-/// P5 and P8 write them: the spread constraint on a leader or only pod, unless one on its key is
-/// there already; the affinity to its leader's domain on a worker, unless a required term on
-/// that key is there.
+/// OME v1.3's own terms (its `injectTopologySpread` and `injectGangDomainAffinity`), as
+/// docs/rules.md's P5 and P8 write them: the spread constraint on a leader or only pod, unless one
+/// on its key is there already; the affinity to its leader's domain on a worker, unless a required
+/// term on that key is there.
 pub fn in_tree_terms(pod: &mut Value, replica: &Value) {
     let settings: SpreadSettings =
         SpreadSettings::from_fields(serde_json::from_value(replica["spec"].clone()).unwrap_or_default())
