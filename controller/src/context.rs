@@ -30,7 +30,7 @@ use crate::triggers::KeysInUse;
 pub const API_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a reconcile waits for the caches it reads before it fails, naming them, and is
 /// retried: never a reconcile that waits silently (and holds a graceful shutdown) forever.
-const FILL_TIMEOUT: Duration = Duration::from_secs(30);
+pub const FILL_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -99,6 +99,8 @@ pub struct Context {
     /// Why the `Spread` condition is not written (the served schema would let it replace OME's
     /// status: [`crate::schema`]), or None.
     pub no_condition: Mutex<Option<String>>,
+    /// True once every cache the diagnosis reads is filled ([`Self::caches_filled`]).
+    pub filled: tokio::sync::watch::Sender<bool>,
 }
 
 impl Context {
@@ -112,7 +114,9 @@ impl Context {
     }
 
     /// Waits until every cache the diagnosis reads is filled (its watch's first list applied).
-    pub async fn filled(&self) -> Result<(), Error> {
+    /// One task only may wait so (kube-runtime's `Store::wait_until_ready` wakes only the task
+    /// that polled it last): the controller's readiness, which then tells [`Self::filled`].
+    pub async fn caches_filled(&self) -> Result<(), Error> {
         let ready = futures::try_join!(
             self.services.wait_until_ready(),
             self.runtimes.wait_until_ready(),
@@ -124,32 +128,37 @@ impl Context {
         ready.map(|_| ()).map_err(|_| Error::CacheGone)
     }
 
-    /// [`Self::filled`], for at most [`FILL_TIMEOUT`].
+    /// The caches not filled yet, named.
+    pub(crate) fn unfilled(&self) -> Error {
+        let unfilled = [
+            ("InferenceServices", self.services.wait_until_ready().now_or_never()),
+            ("ServingRuntimes", self.runtimes.wait_until_ready().now_or_never()),
+            (
+                "ClusterServingRuntimes",
+                self.cluster_runtimes.wait_until_ready().now_or_never(),
+            ),
+            ("pods", self.pods.wait_until_filled().map(Ok).now_or_never()),
+            ("nodes", self.nodes.wait_until_ready().now_or_never()),
+            (
+                "every pod's requests",
+                self.room.wait_until_filled().map(Ok).now_or_never(),
+            ),
+        ];
+        let names: Vec<&str> = unfilled
+            .iter()
+            .filter(|(_, ready)| ready.is_none())
+            .map(|(name, _)| *name)
+            .collect();
+        Error::NotFilled(names.join(", "))
+    }
+
+    /// Waits, for at most [`FILL_TIMEOUT`], until the caches are filled, as [`Self::filled`]
+    /// says: any number of reconciles wait on it at once.
     pub(crate) async fn synced(&self) -> Result<(), Error> {
-        match tokio::time::timeout(FILL_TIMEOUT, self.filled()).await {
-            Ok(filled) => filled,
-            Err(_) => {
-                let unfilled = [
-                    ("InferenceServices", self.services.wait_until_ready().now_or_never()),
-                    ("ServingRuntimes", self.runtimes.wait_until_ready().now_or_never()),
-                    (
-                        "ClusterServingRuntimes",
-                        self.cluster_runtimes.wait_until_ready().now_or_never(),
-                    ),
-                    ("pods", self.pods.wait_until_filled().map(Ok).now_or_never()),
-                    ("nodes", self.nodes.wait_until_ready().now_or_never()),
-                    (
-                        "every pod's requests",
-                        self.room.wait_until_filled().map(Ok).now_or_never(),
-                    ),
-                ];
-                let names: Vec<&str> = unfilled
-                    .iter()
-                    .filter(|(_, ready)| ready.is_none())
-                    .map(|(name, _)| *name)
-                    .collect();
-                Err(Error::NotFilled(names.join(", ")))
-            }
+        let mut filled = self.filled.subscribe();
+        match tokio::time::timeout(FILL_TIMEOUT, filled.wait_for(|filled| *filled)).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(self.unfilled()),
         }
     }
 }

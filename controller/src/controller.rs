@@ -25,7 +25,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, records, requests};
 use crate::context::Mode;
-use crate::context::{API_TIMEOUT, Context, within_timeout};
+use crate::context::{API_TIMEOUT, Context, FILL_TIMEOUT, within_timeout};
 use crate::metrics::Metrics;
 use crate::pods::{self, Pods};
 use crate::policy::{self, Source};
@@ -293,6 +293,7 @@ async fn reconcile_all(
         max_per_hour: options.max_per_hour,
         written: tokio::sync::Mutex::default(),
         no_condition: Mutex::new(no_condition),
+        filled: watch::Sender::new(false),
     });
     // A refusal lifted: every replica is reconciled again, so that the conditions held back are
     // written.
@@ -494,22 +495,21 @@ fn node_changes(
         })
 }
 
-/// Ready once the caches the diagnosis reads are filled. Asked again after each bounded wait:
-/// kube-runtime's `Store::wait_until_ready` wakes only the task that polled it last, so that,
-/// waited for beside the first reconcile, this wait was seen never to end (a cluster test), the
-/// controller then never ready.
+/// Ready once the caches the diagnosis reads are filled, which it tells the reconciles
+/// (`context.filled`): the one task that waits on the caches themselves, since kube-runtime's
+/// `Store::wait_until_ready` wakes only the task that polled it last (the first reconciles,
+/// waiting beside it, each waited until their 30 s ran out).
 async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>) {
     loop {
-        match context.synced().await {
-            Ok(()) => {
+        match tokio::time::timeout(FILL_TIMEOUT, context.caches_filled()).await {
+            Ok(Ok(())) => {
                 info!("caches filled");
+                context.filled.send_replace(true);
                 health.set_ready(true);
                 return;
             }
-            Err(e) => {
-                warn!(error = %e, "not ready");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+            Ok(Err(e)) => warn!(error = %e, "not ready"),
+            Err(_) => warn!(error = %context.unfilled(), "not ready"),
         }
     }
 }

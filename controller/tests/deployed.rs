@@ -68,6 +68,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
 
     let binary = live::binary("ome-spread");
+    let started = tokio::time::Instant::now();
     let mut controllers = Vec::new();
     for identity in ["ome-spread-controller-a", "ome-spread-controller-b"] {
         let port = live::free_port();
@@ -93,6 +94,11 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
         live::spread(&replica).is_some().then_some(replica)
     })
     .await;
+    // The first reconciles are told when the caches fill: they waited for their 30 s to run out
+    // when they waited on the caches beside the readiness.
+    let first = started.elapsed();
+    eprintln!("the first condition {first:?} after the controllers started");
+    assert!(first < std::time::Duration::from_secs(20), "{first:?}");
     let condition = live::spread(&written).expect("the condition").clone();
     assert_eq!(
         (&condition["status"], &condition["reason"]),

@@ -136,6 +136,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         max_per_hour: 10,
         written: tokio::sync::Mutex::default(),
         no_condition: std::sync::Mutex::new(None),
+        filled: tokio::sync::watch::Sender::new(true),
     };
     let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
     replica.metadata.generation = Some(3);

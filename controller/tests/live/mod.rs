@@ -40,9 +40,11 @@ pub fn run_dir() -> Option<PathBuf> {
     std::env::var_os("OME_SPREAD_E2E_RUN").map(PathBuf::from)
 }
 
-/// A built binary of the workspace (`make e2e-cluster` builds them first).
+/// A built binary of the workspace (`make e2e-cluster` builds them first), where cargo put it:
+/// under `CARGO_TARGET_DIR` when it is set.
 pub fn binary(path: &str) -> PathBuf {
-    let file = workspace().join("target/debug").join(path);
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from);
+    let file = target.join("debug").join(path);
     assert!(
         file.is_file(),
         "{} not built: make e2e-cluster builds it",
