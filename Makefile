@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: release wasm-target web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
+.PHONY: release wasm-target musl-target controller-musl web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -88,6 +88,21 @@ artifacthub-pkg.yml: metadata.yml
 # A fresh machine may lack the target.
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
+
+# The controller built static for musl, the whole content of its image: jemalloc and ring are C,
+# compiled by Debian's musl-gcc (musl-tools). aarch64 is not built: that musl-gcc compiles for the
+# machine's own architecture only, and jemalloc and ring need a C compiler for the target's.
+MUSL_TARGET := x86_64-unknown-linux-musl
+MUSL_CONTROLLER := target/$(MUSL_TARGET)/release/ome-spread
+
+musl-target:
+	@rustup target list --installed | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET)
+
+controller-musl: musl-target
+	@command -v musl-gcc >/dev/null || { echo "musl-gcc not found: the controller's C dependencies build with it (Debian: apt-get install musl-tools)"; exit 1; }
+	@start=$$(date +%s); \
+	$(CARGO) build --release --locked --quiet --target $(MUSL_TARGET) -p ome-spread-controller --bin ome-spread && \
+	echo "controller-musl: built in $$(( $$(date +%s) - start )) s, $(MUSL_CONTROLLER) of $$(wc -c < $(MUSL_CONTROLLER)) bytes"
 
 # The playground (web/): the core and the policy for wasm32-unknown-unknown, through wasm-bindgen,
 # with the page, in WEB_DIR. wasm-bindgen-cli must be the version of the wasm-bindgen crate in
