@@ -133,14 +133,17 @@ image: controller-musl
 	fi; status=$$?; rm -rf $(IMAGE_DIR)/storage $(IMAGE_DIR)/run $(IMAGE_DIR)/tmp; [ $$status -eq 0 ] && \
 	echo "image: $(IMAGE_NAME) built in $$(( $$(date +%s) - start )) s, $(IMAGE_ARCHIVE) of $$(wc -c < $(IMAGE_ARCHIVE)) bytes"
 
-# controller/tests/image.rs on the archive `make image` writes. Where buildah is not installed
-# one line says so; CI=true (which installs it) makes that a failure.
+# controller/tests/image.rs on the archive `make image` writes: the image itself, then through a
+# registry to containerd. Where a tool it needs is not installed one line says which; CI=true
+# (which installs them) makes that a failure.
+IMAGE_TEST_TOOLS := buildah musl-gcc docker-registry containerd ctr runc
 image-test:
-	@if command -v buildah >/dev/null; then \
+	@missing="$(call missing,$(IMAGE_TEST_TOOLS))"; \
+	if [ -z "$$missing" ]; then \
 		$(MAKE) --no-print-directory image && \
 		$(CARGO) test -p ome-spread-controller --test image -- --ignored; \
 	else \
-		echo "the image test is skipped: it needs buildah (Debian: apt-get install buildah musl-tools)"; [ "$$CI" != true ]; \
+		echo "the image test is skipped: it needs $$missing (Debian: apt-get install buildah musl-tools docker-registry containerd runc)"; [ "$$CI" != true ]; \
 	fi
 
 # The playground (web/): the core and the policy for wasm32-unknown-unknown, through wasm-bindgen,
