@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: release wasm-target web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
+.PHONY: release wasm-target musl-target controller-musl image image-test web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -89,6 +89,63 @@ artifacthub-pkg.yml: metadata.yml
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
+# The controller built static for musl, the whole content of its image: jemalloc and ring are C,
+# compiled by Debian's musl-gcc (musl-tools). aarch64 is not built: that musl-gcc compiles for the
+# machine's own architecture only, and jemalloc and ring need a C compiler for the target's.
+MUSL_TARGET := x86_64-unknown-linux-musl
+MUSL_CONTROLLER := target/$(MUSL_TARGET)/release/ome-spread
+
+musl-target:
+	@rustup target list --installed | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET)
+
+controller-musl: musl-target
+	@command -v musl-gcc >/dev/null || { echo "musl-gcc not found: the controller's C dependencies build with it (Debian: apt-get install musl-tools)"; exit 1; }
+	@start=$$(date +%s); \
+	$(CARGO) build --release --locked --quiet --target $(MUSL_TARGET) -p ome-spread-controller --bin ome-spread && \
+	echo "controller-musl: built in $$(( $$(date +%s) - start )) s, $(MUSL_CONTROLLER) of $$(wc -c < $(MUSL_CONTROLLER)) bytes"
+
+# The controller's image (deploy/Dockerfile, FROM scratch): the static controller copied alone
+# into a build context, built by buildah (chroot isolation, vfs storage under target/image, removed
+# once the archive is written) or, without buildah, by docker (whose `docker save` writes the OCI
+# layout since Docker 25), as the OCI archive IMAGE_ARCHIVE. Its version label is the chart's
+# appVersion. buildah, as root, also keeps a cache in /var/lib/containers and a folder in
+# /run/containers that no flag moves: it runs in a mount namespace of its own where /var/lib and
+# /run are empty and forgotten, so that nothing of the build is left outside target/.
+IMAGE_DIR := target/image
+IMAGE_ARCHIVE := $(IMAGE_DIR)/ome-spread-controller.oci.tar
+APP_VERSION = $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/ome-spread/Chart.yaml)
+IMAGE_NAME = ome-spread-controller:$(APP_VERSION)
+BUILDAH = TMPDIR=$(CURDIR)/$(IMAGE_DIR)/tmp unshare --mount --propagation private \
+	sh -c 'mount -t tmpfs tmpfs /var/lib && mount -t tmpfs tmpfs /run && exec "$$@"' sh \
+	buildah --root $(CURDIR)/$(IMAGE_DIR)/storage --runroot $(CURDIR)/$(IMAGE_DIR)/run --storage-driver vfs
+
+image: controller-musl
+	@rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)/context $(IMAGE_DIR)/tmp && cp $(MUSL_CONTROLLER) $(IMAGE_DIR)/context/
+	@start=$$(date +%s); \
+	if command -v buildah >/dev/null; then \
+		$(BUILDAH) bud --quiet --isolation chroot --identity-label=false --build-arg VERSION=$(APP_VERSION) -f deploy/Dockerfile -t $(IMAGE_NAME) $(IMAGE_DIR)/context && \
+		$(BUILDAH) push --quiet $(IMAGE_NAME) oci-archive:$(IMAGE_ARCHIVE):$(IMAGE_NAME); \
+	elif docker info >/dev/null 2>&1; then \
+		docker build --quiet --build-arg VERSION=$(APP_VERSION) -f deploy/Dockerfile -t $(IMAGE_NAME) $(IMAGE_DIR)/context && \
+		docker save -o $(IMAGE_ARCHIVE) $(IMAGE_NAME); \
+	else \
+		echo "neither buildah nor a docker daemon found: the image needs one (Debian: apt-get install buildah)"; false; \
+	fi; status=$$?; rm -rf $(IMAGE_DIR)/storage $(IMAGE_DIR)/run $(IMAGE_DIR)/tmp; [ $$status -eq 0 ] && \
+	echo "image: $(IMAGE_NAME) built in $$(( $$(date +%s) - start )) s, $(IMAGE_ARCHIVE) of $$(wc -c < $(IMAGE_ARCHIVE)) bytes"
+
+# controller/tests/image.rs on the archive `make image` writes: the image itself, then through a
+# registry to containerd. Where a tool it needs is not installed one line says which; CI=true
+# (which installs them) makes that a failure.
+IMAGE_TEST_TOOLS := buildah musl-gcc docker-registry containerd ctr runc
+image-test:
+	@missing="$(call missing,$(IMAGE_TEST_TOOLS))"; \
+	if [ -z "$$missing" ]; then \
+		$(MAKE) --no-print-directory image && \
+		$(CARGO) test -p ome-spread-controller --test image -- --ignored; \
+	else \
+		echo "the image test is skipped: it needs $$missing (Debian: apt-get install buildah musl-tools docker-registry containerd runc)"; [ "$$CI" != true ]; \
+	fi
+
 # The playground (web/): the core and the policy for wasm32-unknown-unknown, through wasm-bindgen,
 # with the page, in WEB_DIR. wasm-bindgen-cli must be the version of the wasm-bindgen crate in
 # Cargo.lock (the generated glue and the module must agree), so it is checked and installed.
@@ -125,8 +182,9 @@ playground: web
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory $(WEB_DIR)
 
 # Everything: the workspace's tests (the page in headless Chromium among them, on the built
-# playground), then the playground's tests again compiled to wasm, in Node. Without Node.js a
-# user's machine skips that part, saying so; CI=true makes it a failure.
+# playground), then the playground's tests again compiled to wasm, in Node, then the controller's
+# image built and checked. Without Node.js or buildah a user's machine skips that part, saying so;
+# CI=true makes it a failure.
 test: wasm-target web
 	$(CARGO) test --workspace
 	@if command -v node >/dev/null; then \
@@ -135,6 +193,7 @@ test: wasm-target web
 	else \
 		echo "the playground's tests in Node not run: they need Node.js (https://nodejs.org)"; [ "$$CI" != true ]; \
 	fi
+	$(MAKE) --no-print-directory image-test
 
 # The real Kubewarden runtime, kwctl and policy-server, is on no registry these suites can install
 # it from: a suite that needs it runs where it is on PATH and otherwise prints one line saying what

@@ -368,6 +368,7 @@ impl Process {
     }
 }
 
+#[allow(unused_imports)] // as dead_code above
 pub use ome_spread_sim::api::eventually;
 
 /// The columns of a `kubectl get -o custom-columns` table, split on runs of spaces: the seed's
