@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use live::{Process, eventually, kubectl};
+use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-chart";
@@ -127,6 +128,17 @@ fn refusal(args: &[&str]) -> (String, String) {
     (file.to_owned(), message.to_owned())
 }
 
+/// What the chart's values.schema.json refuses, a line each: "- at '/PATH': WHY".
+fn schema_refusal(args: &[&str]) -> Vec<String> {
+    let error = template(args).expect_err("refused");
+    let header =
+        "Error: values don't meet the specifications of the schema(s) in the following chart(s):\nome-spread:\n";
+    let lines = error
+        .strip_prefix(header)
+        .unwrap_or_else(|| panic!("not the schema's refusal: {error}"));
+    lines.lines().map(str::to_owned).collect()
+}
+
 #[test]
 #[ignore = "needs helm: make cluster-bin"]
 fn the_chart_names_the_value_a_user_must_set_or_got_wrong() {
@@ -160,11 +172,8 @@ fn the_chart_names_the_value_a_user_must_set_or_got_wrong() {
     let mut bad_mode = REQUIRED.to_vec();
     bad_mode.extend(["--set", "controller.rebalance=auto"]);
     assert_eq!(
-        refusal(&bad_mode),
-        owned(
-            "ome-spread/templates/controller.yaml",
-            r#"controller.rebalance: "auto" is not a rebalance mode: off, recommend or migrate"#
-        )
+        schema_refusal(&bad_mode),
+        ["- at '/controller/rebalance': value must be one of 'off', 'recommend', 'migrate'"]
     );
     // The policy alone needs no image.
     assert!(
@@ -217,6 +226,105 @@ fn one_settings_value_reaches_the_policy_and_the_controller_reads_that_policy() 
         find(&migrate, "Deployment").expect("the Deployment")["spec"]["template"]["spec"]["containers"][0]["args"][5],
         "migrate"
     );
+}
+
+/// The chart's values.schema.json.
+fn schema() -> Value {
+    let path = chart().join("values.schema.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("the schema is JSON")
+}
+
+/// The settings the policy knows, as its own check lists them when it refuses one it does not.
+fn settings_the_policy_knows() -> Vec<String> {
+    let refused = Settings::from_json(&json!({"unknown": 1})).expect_err("an unknown setting is refused");
+    let (_, names) = refused
+        .split_once("the settings are ")
+        .unwrap_or_else(|| panic!("the refusal lists the settings: {refused}"));
+    names.split(", ").map(str::to_owned).collect()
+}
+
+/// The schema's `settings` are the policy's, no more, no fewer, and nothing else is let through.
+#[test]
+fn the_schema_knows_exactly_the_settings_the_policy_knows() {
+    let settings = &schema()["properties"]["settings"];
+    assert_eq!(settings["additionalProperties"], false, "a misspelt setting is refused");
+    let mut named: Vec<String> = settings["properties"]
+        .as_object()
+        .expect("the settings' properties")
+        .keys()
+        .cloned()
+        .collect();
+    named.sort();
+    let mut known = settings_the_policy_knows();
+    known.sort();
+    assert_eq!(named, known);
+}
+
+/// Settings values, each given to helm (`--set-json settings=...`, over values.yaml's
+/// `onMissingReplica: Reject`) and to the policy's own check: one accepts what the other accepts.
+const SETTINGS_CASES: [&str; 18] = [
+    r#"{"maxSkew": 1}"#,
+    r#"{"maxSkew": 2147483647}"#,
+    r#"{"minDomains": 3}"#,
+    r#"{"nodeTaintsPolicy": "Honor"}"#,
+    r#"{"nodeTaintsPolicy": "Ignore"}"#,
+    r#"{"onMissingReplica": "Accept"}"#,
+    r#"{"maxSkew": 2, "minDomains": 2, "nodeTaintsPolicy": "Honor"}"#,
+    r#"{"maxSkew": 0}"#,
+    r#"{"maxSkew": -1}"#,
+    r#"{"maxSkew": "2"}"#,
+    r#"{"maxSkew": 1.5}"#,
+    r#"{"maxSkew": 2147483648}"#,
+    r#"{"minDomains": 0}"#,
+    r#"{"nodeTaintsPolicy": "honor"}"#,
+    r#"{"onMissingReplica": "reject"}"#,
+    r#"{"onMissingReplica": true}"#,
+    r#"{"maxskew": 2}"#,
+    r#"{"zones": ["a"]}"#,
+];
+
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn helm_refuses_exactly_the_settings_the_policy_refuses() {
+    let mut accepted = 0;
+    for case in SETTINGS_CASES {
+        let given: Value = serde_json::from_str(case).expect("a case is JSON");
+        let mut settings = json!({"onMissingReplica": "Reject"});
+        for (name, value) in given.as_object().expect("an object") {
+            settings[name] = value.clone();
+        }
+        let policy = Settings::from_json(&settings).map(|_| ());
+        let mut args = REQUIRED.to_vec();
+        let set = format!("settings={case}");
+        args.extend(["--set-json", &set]);
+        let helm = template(&args).map(|_| ());
+        assert_eq!(
+            helm.is_ok(),
+            policy.is_ok(),
+            "{case}: helm {helm:?}, the policy {policy:?}"
+        );
+        accepted += usize::from(policy.is_ok());
+    }
+    assert_eq!(accepted, 7, "both ways are tried");
+}
+
+/// `helm install` (its check is `helm template`'s) stops on a bad setting, naming it, before
+/// anything reaches the cluster and policy-server.
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn a_bad_setting_is_refused_by_helm_naming_the_field() {
+    for (set, message) in [
+        ("settings.maxSkew=0", "- at '/settings/maxSkew': minimum: got 0, want 1"),
+        (
+            "settings.maxskew=2",
+            "- at '/settings': additional properties 'maxskew' not allowed",
+        ),
+    ] {
+        let mut args = REQUIRED.to_vec();
+        args.extend(["--set", set]);
+        assert_eq!(schema_refusal(&args), [message], "{set}");
+    }
 }
 
 /// helm with the admin's kubeconfig, which must succeed, bounded to two minutes.
