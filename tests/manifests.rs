@@ -175,6 +175,21 @@ fn one_version_everywhere() {
     assert!(image.ends_with(&format!(":{tag}")), "{image}");
     let module = policy()["spec"]["module"].as_str().map(str::to_owned).expect("module");
     assert!(module.ends_with(&format!(":{tag}")), "{module}");
+    // The chart: its version, and the release's tag as its appVersion, which the image's tag
+    // defaults to (deploy/ is rendered with no tag set).
+    let chart = yaml("charts/ome-spread/Chart.yaml");
+    assert_eq!(chart["version"], version);
+    assert_eq!(chart["appVersion"], tag.as_str());
+    let deployment = yaml_documents("deploy/controller.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("the Deployment");
+    let image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .map(str::to_owned)
+        .expect("image");
+    assert_eq!(image, format!("YOUR_REGISTRY/ome-spread-controller:{tag}"));
+    assert_eq!(policy()["metadata"]["labels"]["app.kubernetes.io/version"], tag.as_str());
 }
 
 /// Every (API group, resource, verb) a manifest's Roles and ClusterRoles grant.

@@ -18,13 +18,11 @@ use serde_json::{Value, json};
 const NAMESPACE: &str = "ome-spread-chart";
 
 /// The values a user must set, as deploy/ is rendered with them (charts/manifests.sh).
-const REQUIRED: [&str; 6] = [
+const REQUIRED: [&str; 4] = [
     "--set",
     "policy.module=registry://YOUR_REGISTRY/ome-spread:v0.1.0",
     "--set",
     "controller.image.repository=YOUR_REGISTRY/ome-spread-controller",
-    "--set",
-    "controller.image.tag=0.1.0",
 ];
 
 fn helm_program() -> PathBuf {
@@ -92,7 +90,8 @@ fn deploy_is_what_the_chart_renders() {
     std::fs::remove_dir_all(&dir).expect("the render removed");
 }
 
-/// policy.yaml, the file a user applies without Helm, is the chart's policy with its module.
+/// policy.yaml, the file a user applies without Helm, is the chart's policy with its module and
+/// its labels, but for those only helm sets (the release's name, helm itself, the chart).
 #[test]
 #[ignore = "needs helm: make cluster-bin"]
 fn policy_yaml_is_the_charts_policy_and_its_rbac() {
@@ -107,12 +106,23 @@ fn policy_yaml_is_the_charts_policy_and_its_rbac() {
         "controller.enabled=false",
     ])
     .expect("rendered");
+    let mut render = objects(&render);
+    for object in &mut render {
+        let labels = object["metadata"]["labels"].as_object_mut().expect("labels");
+        for helm_only in [
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/managed-by",
+            "helm.sh/chart",
+        ] {
+            labels.remove(helm_only).expect(helm_only);
+        }
+    }
     // helm orders objects by kind.
     let sorted = |mut objects: Vec<Value>| {
         objects.sort_by_key(|o| (o["kind"].to_string(), o["metadata"]["name"].to_string()));
         objects
     };
-    assert_eq!(sorted(objects(&render)), sorted(shipped));
+    assert_eq!(sorted(render), sorted(shipped));
 }
 
 /// Where `helm template` stops, and why: the template file and the message, from its
@@ -157,18 +167,6 @@ fn the_chart_names_the_value_a_user_must_set_or_got_wrong() {
             "controller.image.repository is required: the image built from deploy/Dockerfile, pushed (e.g. YOUR_REGISTRY/ome-spread-controller)"
         )
     );
-    assert_eq!(
-        refusal(&[
-            "--set",
-            "policy.module=registry://r/p:v1",
-            "--set",
-            "controller.image.repository=r/c"
-        ]),
-        owned(
-            "ome-spread/templates/controller.yaml",
-            "controller.image.tag is required (e.g. v0.1.0)"
-        )
-    );
     let mut bad_mode = REQUIRED.to_vec();
     bad_mode.extend(["--set", "controller.rebalance=auto"]);
     assert_eq!(
@@ -210,7 +208,13 @@ fn one_settings_value_reaches_the_policy_and_the_controller_reads_that_policy() 
             "spread",
             "--log-json",
             "--rebalance",
-            "recommend"
+            "recommend",
+            "--rebalance-max-per-hour",
+            "10",
+            "--stalled-after",
+            "600",
+            "--listen",
+            "0.0.0.0:8080"
         ])
     );
     let migrate_role = |render: &[Value]| {
@@ -225,6 +229,158 @@ fn one_settings_value_reaches_the_policy_and_the_controller_reads_that_policy() 
     assert_eq!(
         find(&migrate, "Deployment").expect("the Deployment")["spec"]["template"]["spec"]["containers"][0]["args"][5],
         "migrate"
+    );
+}
+
+/// A field of the chart's Chart.yaml.
+fn chart_yaml(field: &str) -> String {
+    let text = std::fs::read_to_string(chart().join("Chart.yaml")).expect("Chart.yaml");
+    let chart: Value = serde_saphyr::from_str(&text).expect("Chart.yaml is YAML");
+    chart[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("Chart.yaml: {field}"))
+        .to_owned()
+}
+
+/// The image is the chart's appVersion unless a tag is set, and a digest pins it; each value of
+/// the pod reaches the Deployment where Kubernetes reads it, and `policy.mode` the policy.
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn every_controller_value_reaches_its_deployment_and_the_mode_the_policy() {
+    let image = |args: &[&str]| {
+        let render = objects(&template(args).expect("rendered"));
+        let deployment = find(&render, "Deployment").expect("the Deployment").clone();
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"].clone()
+    };
+    let repository = "YOUR_REGISTRY/ome-spread-controller";
+    let app_version = chart_yaml("appVersion");
+    assert_eq!(image(&REQUIRED), format!("{repository}:{app_version}"));
+    let mut tagged = REQUIRED.to_vec();
+    tagged.extend(["--set", "controller.image.tag=v9.9.9-rc1"]);
+    assert_eq!(image(&tagged), format!("{repository}:v9.9.9-rc1"));
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    let pinned = format!("controller.image.digest={digest}");
+    tagged.extend(["--set", &pinned]);
+    assert_eq!(image(&tagged), format!("{repository}@{digest}"));
+
+    let mut args = REQUIRED.to_vec();
+    args.extend([
+        "--set-json",
+        r#"controller.imagePullSecrets=[{"name": "my-registry"}]"#,
+        "--set-json",
+        r#"controller.affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["system"]}]}]}}}"#,
+        "--set",
+        "controller.priorityClassName=system-cluster-critical",
+        "--set",
+        "controller.podAnnotations.example\\.com/owner=platform",
+        "--set",
+        "controller.podLabels.team=platform",
+        "--set",
+        "controller.rebalanceMaxPerHour=3",
+        "--set",
+        "controller.stalledAfter=120",
+        "--set",
+        "controller.port=9090",
+        "--set",
+        "policy.mode=monitor",
+    ]);
+    let render = objects(&template(&args).expect("rendered"));
+    assert_eq!(
+        find(&render, "ClusterAdmissionPolicy").expect("the policy")["spec"]["mode"],
+        "monitor"
+    );
+    let template = &find(&render, "Deployment").expect("the Deployment")["spec"]["template"];
+    let pod = &template["spec"];
+    assert_eq!(pod["imagePullSecrets"], json!([{"name": "my-registry"}]));
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+            [0]["key"],
+        "pool"
+    );
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(
+        template["metadata"]["annotations"],
+        json!({"example.com/owner": "platform"})
+    );
+    assert_eq!(template["metadata"]["labels"]["team"], "platform");
+    assert_eq!(
+        template["metadata"]["labels"]["app.kubernetes.io/component"], "controller",
+        "the standard labels kept"
+    );
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["args"].as_array().expect("args")[6..],
+        json!([
+            "--rebalance-max-per-hour",
+            "3",
+            "--stalled-after",
+            "120",
+            "--listen",
+            "0.0.0.0:9090"
+        ])
+        .as_array()
+        .expect("args")[..]
+    );
+    assert_eq!(container["ports"][0]["containerPort"], 9090);
+    let service = find(&render, "Service").expect("the metrics Service");
+    assert_eq!(service["spec"]["ports"][0]["port"], 9090);
+}
+
+/// Kubernetes' recommended labels and helm's on every object the chart renders, each the
+/// component it belongs to: the policy (with the policy-server's RBAC) or the controller.
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn every_object_carries_the_standard_labels() {
+    let mut args = REQUIRED.to_vec();
+    args.extend([
+        "--set",
+        "controller.rebalance=migrate",
+        "--set",
+        "serviceMonitor.enabled=true",
+        "--set",
+        "prometheusRule.enabled=true",
+    ]);
+    let render = objects(&template(&args).expect("rendered"));
+    let mut components = Vec::new();
+    for object in &render {
+        let labels = &object["metadata"]["labels"];
+        let component = labels["app.kubernetes.io/component"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        components.push(format!("{kind} {name}: {component}"));
+        for (label, value) in [
+            ("app.kubernetes.io/name", "ome-spread".to_owned()),
+            ("app.kubernetes.io/instance", "ome-spread".to_owned()),
+            ("app.kubernetes.io/version", chart_yaml("appVersion")),
+            ("app.kubernetes.io/part-of", "ome-spread".to_owned()),
+            ("app.kubernetes.io/managed-by", "Helm".to_owned()),
+            ("helm.sh/chart", format!("ome-spread-{}", chart_yaml("version"))),
+        ] {
+            assert_eq!(labels[label], value.as_str(), "{kind} {name}: {label}");
+        }
+    }
+    components.sort();
+    assert_eq!(
+        components,
+        [
+            "ClusterAdmissionPolicy ome-spread: policy",
+            "ClusterRole ome-spread-controller-rebalance: controller",
+            "ClusterRole ome-spread-controller: controller",
+            "ClusterRole ome-spread-policy-server: policy",
+            "ClusterRoleBinding ome-spread-controller-rebalance: controller",
+            "ClusterRoleBinding ome-spread-controller: controller",
+            "ClusterRoleBinding ome-spread-policy-server: policy",
+            "Deployment ome-spread-controller: controller",
+            "Namespace ome-spread: controller",
+            "PodDisruptionBudget ome-spread-controller: controller",
+            "PrometheusRule ome-spread-controller: controller",
+            "Role ome-spread-controller-leader-election: controller",
+            "RoleBinding ome-spread-controller-leader-election: controller",
+            "Service ome-spread-controller-metrics: controller",
+            "ServiceAccount ome-spread-controller: controller",
+            "ServiceMonitor ome-spread-controller: controller",
+        ],
+        "every object"
     );
 }
 
@@ -377,7 +533,7 @@ fn env_value(entry: &Value, pod: &str, namespace: &str) -> String {
 }
 
 /// No kubelet here (cluster/up.sh): the Deployment helm installed is read back from the API
-/// server, and its container run on this host as the pod would run it: its args (plus a listen
+/// server, and its container run on this host as the pod would run it: its args (its listen
 /// address on 127.0.0.1), its env, a token of its ServiceAccount.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: make e2e-cluster"]
@@ -472,7 +628,9 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         ["controller", "--policy", "ome-spread"],
         "the settings are the policy's"
     );
-    args.extend(["--listen", &listen]);
+    // Its own address on this host, in place of the pod's.
+    let at = args.iter().position(|a| *a == "--listen").expect("--listen");
+    args[at + 1] = &listen;
     let env: Vec<(String, PathBuf)> = container["env"]
         .as_array()
         .expect("env")
