@@ -189,11 +189,17 @@ fn one_version_everywhere() {
         .map(str::to_owned)
         .expect("image");
     assert_eq!(image, format!("YOUR_REGISTRY/ome-spread-controller:{tag}"));
-    assert_eq!(policy()["metadata"]["labels"]["app.kubernetes.io/version"], tag.as_str());
+    assert_eq!(
+        policy()["metadata"]["labels"]["app.kubernetes.io/version"],
+        tag.as_str()
+    );
 }
 
-/// Every (API group, resource, verb) a manifest's Roles and ClusterRoles grant.
-fn grants(file: &str) -> std::collections::BTreeSet<(String, String, String)> {
+/// A grant: API group, resource, verb, and the one object it is limited to ("": any).
+type Grant = (String, String, String, String);
+
+/// Every grant of a manifest's Roles and ClusterRoles.
+fn grants(file: &str) -> std::collections::BTreeSet<Grant> {
     let mut grants = std::collections::BTreeSet::new();
     for role in yaml_documents(file)
         .iter()
@@ -208,10 +214,16 @@ fn grants(file: &str) -> std::collections::BTreeSet<(String, String, String)> {
                     .filter_map(|v| v.as_str().map(str::to_owned))
                     .collect()
             };
+            let names = match list("resourceNames") {
+                names if names.is_empty() => vec![String::new()],
+                names => names,
+            };
             for group in list("apiGroups") {
                 for resource in list("resources") {
                     for verb in list("verbs") {
-                        grants.insert((group.clone(), resource.clone(), verb));
+                        for name in &names {
+                            grants.insert((group.clone(), resource.clone(), verb.clone(), name.clone()));
+                        }
                     }
                 }
             }
@@ -220,46 +232,50 @@ fn grants(file: &str) -> std::collections::BTreeSet<(String, String, String)> {
     grants
 }
 
-fn triples(list: &[(&str, &str, &str)]) -> std::collections::BTreeSet<(String, String, String)> {
+fn owned(list: &[(&str, &str, &str, &str)]) -> std::collections::BTreeSet<Grant> {
     list.iter()
-        .map(|(g, r, v)| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned()))
+        .map(|(g, r, v, n)| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned(), (*n).to_owned()))
         .collect()
 }
 
+/// What controller/src calls, and nothing more (docs/security.md says why each): its caches are
+/// watches (list and watch, never a get); the policy's ClusterAdmissionPolicy is watched by name
+/// (policy.rs); the Lease is read, created and patched by kube-lease-manager (its state.rs) and
+/// watched by name (controller.rs); the condition is a server-side apply of the status
+/// (reconcile.rs); Events are created and patched by kube's Recorder.
 #[test]
-fn the_controller_gets_only_what_spec_section_5_lists() {
+fn the_controller_gets_only_what_its_code_calls() {
     let mut allowed = Vec::new();
-    for (group, resource) in [
-        ("ome.io", "inferenceservices"),
-        ("ome.io", "servingruntimes"),
-        ("ome.io", "clusterservingruntimes"),
-        ("ome.io", "inferencereplicas"),
-        ("", "pods"),
-        ("", "nodes"),
-        // The settings, from the policy's ClusterAdmissionPolicy (`--policy`).
-        ("policies.kubewarden.io", "clusteradmissionpolicies"),
+    for resource in [
+        "inferenceservices",
+        "servingruntimes",
+        "clusterservingruntimes",
+        "inferencereplicas",
     ] {
-        for verb in ["get", "list", "watch"] {
-            allowed.push((group, resource, verb));
-        }
+        allowed.extend([("ome.io", resource, "list", ""), ("ome.io", resource, "watch", "")]);
     }
+    let (policy, lease) = ("ome-spread", "ome-spread-controller");
     allowed.extend([
-        ("ome.io", "inferencereplicas/status", "patch"),
-        ("events.k8s.io", "events", "create"),
-        ("events.k8s.io", "events", "patch"),
-        ("coordination.k8s.io", "leases", "get"),
-        ("coordination.k8s.io", "leases", "list"),
-        ("coordination.k8s.io", "leases", "watch"),
-        ("coordination.k8s.io", "leases", "create"),
-        ("coordination.k8s.io", "leases", "patch"),
-        // Only the Lease ome-spread-controller (resourceNames), watched for /healthz.
-        ("coordination.k8s.io", "leases", "list"),
-        ("coordination.k8s.io", "leases", "watch"),
+        ("", "pods", "list", ""),
+        ("", "pods", "watch", ""),
+        ("", "nodes", "list", ""),
+        ("", "nodes", "watch", ""),
+        ("policies.kubewarden.io", "clusteradmissionpolicies", "list", policy),
+        ("policies.kubewarden.io", "clusteradmissionpolicies", "watch", policy),
+        ("ome.io", "inferencereplicas/status", "patch", ""),
+        ("events.k8s.io", "events", "create", ""),
+        ("events.k8s.io", "events", "patch", ""),
+        // A create cannot be limited by name: the object does not exist yet.
+        ("coordination.k8s.io", "leases", "create", ""),
+        ("coordination.k8s.io", "leases", "get", lease),
+        ("coordination.k8s.io", "leases", "patch", lease),
+        ("coordination.k8s.io", "leases", "list", lease),
+        ("coordination.k8s.io", "leases", "watch", lease),
     ]);
-    assert_eq!(grants("deploy/controller-rbac.yaml"), triples(&allowed));
+    assert_eq!(grants("deploy/controller-rbac.yaml"), owned(&allowed));
     assert_eq!(
         grants("policy.yaml"),
-        triples(&[("ome.io", "inferencereplicas", "get")])
+        owned(&[("ome.io", "inferencereplicas", "get", "")])
     );
 }
 
