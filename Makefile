@@ -210,7 +210,16 @@ $(CLUSTER_BIN)/helm: cluster/helm/go.mod cluster/helm/go.sum
 		go -C cluster/helm build -trimpath -ldflags '$(HELM_LDFLAGS)' -o $(CURDIR)/$@ helm.sh/helm/v3/cmd/helm && \
 	echo "cluster-bin: built helm $(HELM_VERSION) in $$(( $$(date +%s) - start )) s"
 
-cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm
+# promtool, for `promtool test rules` of the chart's alerts (controller/tests/chart.rs), from
+# Prometheus' Go module at the version cluster/prometheus/go.mod pins (about 15 minutes on two
+# cores the first time: Prometheus' discovery libraries come with it).
+$(CLUSTER_BIN)/promtool: cluster/prometheus/go.mod cluster/prometheus/go.sum
+	@start=$$(date +%s); \
+	CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
+		go -C cluster/prometheus build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/prometheus/prometheus/cmd/promtool && \
+	echo "cluster-bin: built promtool $(call required,cluster/prometheus/go.mod,github.com/prometheus/prometheus) in $$(( $$(date +%s) - start )) s"
+
+cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm $(CLUSTER_BIN)/promtool
 
 # deploy/'s plain manifests, rendered from the chart (charts/manifests.sh): after a chart change.
 manifests: $(CLUSTER_BIN)/helm

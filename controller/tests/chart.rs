@@ -25,14 +25,19 @@ const REQUIRED: [&str; 4] = [
     "controller.image.repository=YOUR_REGISTRY/ome-spread-controller",
 ];
 
-fn helm_program() -> PathBuf {
-    let helm = live::workspace().join("target/cluster/bin/helm");
+/// helm or promtool, as `make cluster-bin` builds them.
+fn built(tool: &str) -> PathBuf {
+    let path = live::workspace().join("target/cluster/bin").join(tool);
     assert!(
-        helm.is_file(),
+        path.is_file(),
         "{} not built: make cluster-bin builds it",
-        helm.display()
+        path.display()
     );
-    helm
+    path
+}
+
+fn helm_program() -> PathBuf {
+    built("helm")
 }
 
 fn chart() -> PathBuf {
@@ -339,6 +344,8 @@ fn every_object_carries_the_standard_labels() {
         "serviceMonitor.enabled=true",
         "--set",
         "prometheusRule.enabled=true",
+        "--set",
+        "grafanaDashboard.enabled=true",
     ]);
     let render = objects(&template(&args).expect("rendered"));
     let mut components = Vec::new();
@@ -370,6 +377,7 @@ fn every_object_carries_the_standard_labels() {
             "ClusterRoleBinding ome-spread-controller-rebalance: controller",
             "ClusterRoleBinding ome-spread-controller: controller",
             "ClusterRoleBinding ome-spread-policy-server: policy",
+            "ConfigMap ome-spread-dashboard: controller",
             "Deployment ome-spread-controller: controller",
             "Namespace ome-spread: controller",
             "PodDisruptionBudget ome-spread-controller: controller",
@@ -382,6 +390,139 @@ fn every_object_carries_the_standard_labels() {
         ],
         "every object"
     );
+}
+
+/// The PrometheusRule the chart renders with its default values.
+fn prometheus_rule() -> Value {
+    let mut args = REQUIRED.to_vec();
+    args.extend([
+        "--set",
+        "prometheusRule.enabled=true",
+        "--show-only",
+        "templates/prometheusrule.yaml",
+    ]);
+    objects(&template(&args).expect("rendered")).remove(0)
+}
+
+/// The alerts under Prometheus' own rule tests (charts/alerts-test.yaml): a replica flapping
+/// between two False reasons fires, a domain whose loss leaves no Instance serving fires, two
+/// leaders fire, and a plain scrape config's series (no `namespace`) raise no false NoLeader.
+#[test]
+#[ignore = "needs helm and promtool: make cluster-bin"]
+fn the_alerts_fire_when_they_should_under_promtool() {
+    let dir = live::workspace().join(format!("target/chart-alerts/{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory for the rules");
+    let rules = serde_json::to_string(&prometheus_rule()["spec"]).expect("JSON");
+    std::fs::write(dir.join("rules.json"), rules).expect("rules.json written");
+    std::fs::copy(
+        live::workspace().join("charts/alerts-test.yaml"),
+        dir.join("alerts-test.yaml"),
+    )
+    .expect("the rule tests copied");
+    let run = Command::new(built("promtool"))
+        .args(["test", "rules", "alerts-test.yaml"])
+        .current_dir(&dir)
+        .output()
+        .expect("promtool runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(run.status.success(), "promtool test rules:\n{said}");
+    std::fs::remove_dir_all(&dir).expect("the rules removed");
+}
+
+/// Each alert's runbook_url is docs/runbook.md at the alert's own section.
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn every_alert_links_its_section_of_the_runbook() {
+    let runbook = std::fs::read_to_string(live::workspace().join("docs/runbook.md")).expect("docs/runbook.md");
+    let rule = prometheus_rule();
+    let mut alerts = Vec::new();
+    for alert in rule["spec"]["groups"][0]["rules"].as_array().expect("rules") {
+        let name = alert["alert"].as_str().expect("an alert's name");
+        assert_eq!(
+            alert["annotations"]["runbook_url"],
+            format!(
+                "https://github.com/ome-spread/ome-spread/blob/main/docs/runbook.md#{}",
+                name.to_lowercase()
+            ),
+            "{name}"
+        );
+        assert!(
+            runbook.contains(&format!("\n## {name}\n")),
+            "docs/runbook.md has no section {name}"
+        );
+        alerts.push(name);
+    }
+    assert_eq!(
+        alerts,
+        [
+            "OmeSpreadNotSatisfied",
+            "OmeSpreadDomainLossLeavesNone",
+            "OmeSpreadReconcileErrors",
+            "OmeSpreadNoLeader",
+            "OmeSpreadSeveralLeaders"
+        ]
+    );
+}
+
+/// The metric names a text names: `ome_spread_` and what follows.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for (at, _) in text.match_indices("ome_spread_") {
+        let name: String = text[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect();
+        names.insert(name);
+    }
+    names
+}
+
+/// Every metric the Grafana dashboard queries is one the controller exports: a sample of it in
+/// /metrics's exposition once each kind of series is shown.
+#[test]
+fn every_metric_the_dashboard_names_is_exported() {
+    use ome_spread_controller::metrics::Metrics;
+    use ome_spread_core::diagnosis::{Reason, Report};
+    use ome_spread_core::loss::Loss;
+
+    let metrics = Metrics::default();
+    let report = Report {
+        reason: Reason::Skewed,
+        message: String::new(),
+        action: "",
+        projected: Default::default(),
+        in_effect: Default::default(),
+        instances_per_domain: [("zone-a".to_owned(), 2), ("zone-b".to_owned(), 0)].into(),
+        skew: 2,
+    };
+    let loss = Loss {
+        domain: "zone-a".into(),
+        lost: vec!["m-engine-0-default-0".into(), "m-engine-1-default-0".into()],
+        left_serving: 0,
+        instances: 2,
+        placed_again: vec!["zone-b".into()],
+        still_counts: None,
+    };
+    metrics.show("ml", "m-engine", &report, Some(&loss));
+    metrics.rebalance_moves("ml", "m-engine", Some(1));
+    metrics.failed("api_500", std::time::Duration::from_millis(3));
+    let exposition = metrics.encode();
+    let samples: std::collections::BTreeSet<&str> = exposition
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split(['{', ' ']).next())
+        .collect();
+
+    let dashboard = std::fs::read_to_string(chart().join("dashboards/ome-spread.json")).expect("the dashboard");
+    let named = metric_names(&dashboard);
+    assert!(named.len() >= 10, "{named:?}");
+    for name in &named {
+        assert!(samples.contains(name.as_str()), "{name}: not in /metrics\n{exposition}");
+    }
 }
 
 /// The chart's values.schema.json.
