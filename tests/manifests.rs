@@ -130,8 +130,8 @@ fn artifact_hubs_install_notes_point_at_policy_yaml_and_its_rbac() {
     );
 }
 
-/// The committed file is what `make artifacthub-pkg.yml` writes, run in a copy of the three files
-/// it reads. It needs kwctl, which no registry serves: `make e2e-tests` runs it where kwctl is
+/// The committed file is what `make artifacthub-pkg.yml` writes, run in a copy of the files it
+/// reads. It needs kwctl, which no registry serves: `make e2e-tests` runs it where kwctl is
 /// installed, and says it skipped it where not.
 #[test]
 #[ignore = "needs kwctl: make e2e-tests"]
@@ -139,7 +139,7 @@ fn artifacthub_pkg_yml_is_what_make_generates_with_kwctl() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join(format!("target/artifacthub-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
-    for file in ["Makefile", "metadata.yml", "artifacthub-pkg.yml"] {
+    for file in ["Makefile", "metadata.yml", "questions-ui.yml", "artifacthub-pkg.yml"] {
         std::fs::copy(root.join(file), dir.join(file)).expect(file);
     }
     let run = std::process::Command::new("make")
@@ -192,6 +192,69 @@ fn one_version_everywhere() {
     assert_eq!(
         policy()["metadata"]["labels"]["app.kubernetes.io/version"],
         tag.as_str()
+    );
+}
+
+/// Rancher's form for the policy's settings (questions-ui.yml, which `make artifacthub-pkg.yml`
+/// embeds as Kubewarden's policies do): one question per setting the chart's schema knows (which
+/// controller/tests/chart.rs holds to the policy's own check), each choice the schema's, and every
+/// default, choice and minimum one the policy's settings check accepts.
+#[test]
+fn rancher_asks_for_exactly_the_settings_and_offers_only_valid_values() {
+    let questions = yaml("questions-ui.yml");
+    let schema_text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/ome-spread/values.schema.json"),
+    )
+    .expect("the chart's schema");
+    let schema: Value = serde_json::from_str(&schema_text).expect("JSON");
+    let settings = &schema["properties"]["settings"]["properties"];
+    let mut asked = Vec::new();
+    for question in questions["questions"].as_array().expect("questions") {
+        let name = question["variable"].as_str().expect("a variable");
+        if name == "description" {
+            assert_eq!(question["hide_input"], true, "the description is text, not a setting");
+            continue;
+        }
+        asked.push(name.to_owned());
+        let accepts = |value: &Value| {
+            let one = json!({ name: value });
+            ome_spread_core::settings::Settings::from_json(&one).map(|_| ())
+        };
+        let default = &question["default"];
+        if !default.is_null() && *default != "" {
+            assert_eq!(accepts(default), Ok(()), "{name}: its default");
+        }
+        if let Some(options) = question["options"].as_array() {
+            let allowed: Vec<&Value> = settings[name]["enum"]
+                .as_array()
+                .expect("the schema's choices")
+                .iter()
+                .filter(|v| !v.is_null())
+                .collect();
+            assert_eq!(
+                options.iter().collect::<Vec<_>>(),
+                allowed,
+                "{name}: the schema's choices"
+            );
+            for option in options {
+                assert_eq!(accepts(option), Ok(()), "{name}: {option}");
+            }
+        }
+        if let Some(min) = question["min"].as_i64() {
+            assert_eq!(accepts(&json!(min)), Ok(()), "{name}: its min");
+            assert!(accepts(&json!(min - 1)).is_err(), "{name}: below its min");
+        }
+    }
+    let mut known: Vec<String> = settings.as_object().expect("settings").keys().cloned().collect();
+    known.sort();
+    asked.sort();
+    assert_eq!(asked, known);
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("questions-ui.yml"))
+        .expect("questions-ui.yml");
+    assert_eq!(
+        yaml("artifacthub-pkg.yml")["annotations"]["kubewarden/questions-ui"],
+        text.as_str(),
+        "Artifact Hub carries the form"
     );
 }
 
