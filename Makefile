@@ -31,7 +31,8 @@ release: policy.wasm
 	fi
 	@cd $(RELEASE_DIR) && sha256sum *.wasm > SHA256SUMS && cat SHA256SUMS
 
-# Artifact Hub's package file: `kwctl scaffold artifacthub` on metadata.yml, with four edits
+# Artifact Hub's package file: `kwctl scaffold artifacthub` on metadata.yml and questions-ui.yml
+# (Rancher's settings form, the annotation kubewarden/questions-ui), with four edits
 # (ARTIFACTHUB_EDIT): a header that says so; createdAt, the release's date, kept from the committed
 # file while the version is the same (kwctl stamps the current time; CREATED_AT=... sets it); no
 # `policy` link, the GitHub release download kwctl derives from the source URL, since the project
@@ -74,14 +75,14 @@ END { if (!found) { print "kwctl's install notes changed: update ARTIFACTHUB_EDI
 endef
 export ARTIFACTHUB_HEADER ARTIFACTHUB_INSTALL ARTIFACTHUB_EDIT
 
-artifacthub-pkg.yml: metadata.yml
+artifacthub-pkg.yml: metadata.yml questions-ui.yml
 	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from $(KWCTL_RELEASES)"; exit 1; }
 	@CREATED="$(CREATED_AT)"; \
 	if [ -z "$$CREATED" ] && [ -f $@ ] && grep -qx 'version: $(POLICY_VERSION)' $@; then \
 		CREATED=$$(sed -n 's/^createdAt: //p' $@); \
 	fi; \
 	export CREATED; tmp=$$(mktemp); \
-	kwctl scaffold artifacthub --metadata-path metadata.yml > $$tmp && awk "$$ARTIFACTHUB_EDIT" $$tmp > $$tmp.edited \
+	kwctl scaffold artifacthub --metadata-path metadata.yml --questions-path questions-ui.yml > $$tmp && awk "$$ARTIFACTHUB_EDIT" $$tmp > $$tmp.edited \
 		&& mv $$tmp.edited $@; status=$$?; rm -f $$tmp $$tmp.edited; exit $$status
 	@echo "artifacthub-pkg.yml: version $(POLICY_VERSION), createdAt $$(sed -n 's/^createdAt: //p' $@)"
 
@@ -269,7 +270,16 @@ $(CLUSTER_BIN)/helm: cluster/helm/go.mod cluster/helm/go.sum
 		go -C cluster/helm build -trimpath -ldflags '$(HELM_LDFLAGS)' -o $(CURDIR)/$@ helm.sh/helm/v3/cmd/helm && \
 	echo "cluster-bin: built helm $(HELM_VERSION) in $$(( $$(date +%s) - start )) s"
 
-cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm
+# promtool, for `promtool test rules` of the chart's alerts (controller/tests/chart.rs), from
+# Prometheus' Go module at the version cluster/prometheus/go.mod pins (about 15 minutes on two
+# cores the first time: Prometheus' discovery libraries come with it).
+$(CLUSTER_BIN)/promtool: cluster/prometheus/go.mod cluster/prometheus/go.sum
+	@start=$$(date +%s); \
+	CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
+		go -C cluster/prometheus build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/prometheus/prometheus/cmd/promtool && \
+	echo "cluster-bin: built promtool $(call required,cluster/prometheus/go.mod,github.com/prometheus/prometheus) in $$(( $$(date +%s) - start )) s"
+
+cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm $(CLUSTER_BIN)/promtool
 
 # deploy/'s plain manifests, rendered from the chart (charts/manifests.sh): after a chart change.
 manifests: $(CLUSTER_BIN)/helm

@@ -20,8 +20,9 @@ export RUST_LOG=${RUST_LOG:-info,ome_spread_controller=debug,kube_runtime::contr
 start=$SECONDS
 kubectl=(target/cluster/bin/kubectl --kubeconfig "$run/kubeconfig") helm=target/cluster/bin/helm
 chart_values=(--set policy.module=registry://REGISTRY/ome-spread:v0.1.0
-  --set controller.image.repository=REGISTRY/ome-spread-controller --set controller.image.tag=0.1.0
-  --set controller.rebalance=migrate --set serviceMonitor.enabled=true --set prometheusRule.enabled=true)
+  --set controller.image.repository=REGISTRY/ome-spread-controller
+  --set controller.rebalance=migrate --set serviceMonitor.enabled=true --set prometheusRule.enabled=true
+  --set grafanaDashboard.enabled=true)
 "$helm" lint --strict charts/ome-spread "${chart_values[@]}"
 "${kubectl[@]}" apply --server-side -f cluster/kubewarden-crds.yaml -f cluster/prometheus-operator-crds.yaml
 "${kubectl[@]}" wait --for=condition=Established --timeout=60s crd/clusteradmissionpolicies.policies.kubewarden.io \

@@ -130,8 +130,8 @@ fn artifact_hubs_install_notes_point_at_policy_yaml_and_its_rbac() {
     );
 }
 
-/// The committed file is what `make artifacthub-pkg.yml` writes, run in a copy of the three files
-/// it reads. It needs kwctl, which no registry serves: `make e2e-tests` runs it where kwctl is
+/// The committed file is what `make artifacthub-pkg.yml` writes, run in a copy of the files it
+/// reads. It needs kwctl, which no registry serves: `make e2e-tests` runs it where kwctl is
 /// installed, and says it skipped it where not.
 #[test]
 #[ignore = "needs kwctl: make e2e-tests"]
@@ -139,7 +139,7 @@ fn artifacthub_pkg_yml_is_what_make_generates_with_kwctl() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join(format!("target/artifacthub-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
-    for file in ["Makefile", "metadata.yml", "artifacthub-pkg.yml"] {
+    for file in ["Makefile", "metadata.yml", "questions-ui.yml", "artifacthub-pkg.yml"] {
         std::fs::copy(root.join(file), dir.join(file)).expect(file);
     }
     let run = std::process::Command::new("make")
@@ -175,10 +175,94 @@ fn one_version_everywhere() {
     assert!(image.ends_with(&format!(":{tag}")), "{image}");
     let module = policy()["spec"]["module"].as_str().map(str::to_owned).expect("module");
     assert!(module.ends_with(&format!(":{tag}")), "{module}");
+    // The chart: its version, and the release's tag as its appVersion, which the image's tag
+    // defaults to (deploy/ is rendered with no tag set).
+    let chart = yaml("charts/ome-spread/Chart.yaml");
+    assert_eq!(chart["version"], version);
+    assert_eq!(chart["appVersion"], tag.as_str());
+    let deployment = yaml_documents("deploy/controller.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("the Deployment");
+    let image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .map(str::to_owned)
+        .expect("image");
+    assert_eq!(image, format!("YOUR_REGISTRY/ome-spread-controller:{tag}"));
+    assert_eq!(
+        policy()["metadata"]["labels"]["app.kubernetes.io/version"],
+        tag.as_str()
+    );
 }
 
-/// Every (API group, resource, verb) a manifest's Roles and ClusterRoles grant.
-fn grants(file: &str) -> std::collections::BTreeSet<(String, String, String)> {
+/// Rancher's form for the policy's settings (questions-ui.yml, which `make artifacthub-pkg.yml`
+/// embeds as Kubewarden's policies do): one question per setting the chart's schema knows (which
+/// controller/tests/chart.rs holds to the policy's own check), each choice the schema's, and every
+/// default, choice and minimum one the policy's settings check accepts.
+#[test]
+fn rancher_asks_for_exactly_the_settings_and_offers_only_valid_values() {
+    let questions = yaml("questions-ui.yml");
+    let schema_text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/ome-spread/values.schema.json"),
+    )
+    .expect("the chart's schema");
+    let schema: Value = serde_json::from_str(&schema_text).expect("JSON");
+    let settings = &schema["properties"]["settings"]["properties"];
+    let mut asked = Vec::new();
+    for question in questions["questions"].as_array().expect("questions") {
+        let name = question["variable"].as_str().expect("a variable");
+        if name == "description" {
+            assert_eq!(question["hide_input"], true, "the description is text, not a setting");
+            continue;
+        }
+        asked.push(name.to_owned());
+        let accepts = |value: &Value| {
+            let one = json!({ name: value });
+            ome_spread_core::settings::Settings::from_json(&one).map(|_| ())
+        };
+        let default = &question["default"];
+        if !default.is_null() && *default != "" {
+            assert_eq!(accepts(default), Ok(()), "{name}: its default");
+        }
+        if let Some(options) = question["options"].as_array() {
+            let allowed: Vec<&Value> = settings[name]["enum"]
+                .as_array()
+                .expect("the schema's choices")
+                .iter()
+                .filter(|v| !v.is_null())
+                .collect();
+            assert_eq!(
+                options.iter().collect::<Vec<_>>(),
+                allowed,
+                "{name}: the schema's choices"
+            );
+            for option in options {
+                assert_eq!(accepts(option), Ok(()), "{name}: {option}");
+            }
+        }
+        if let Some(min) = question["min"].as_i64() {
+            assert_eq!(accepts(&json!(min)), Ok(()), "{name}: its min");
+            assert!(accepts(&json!(min - 1)).is_err(), "{name}: below its min");
+        }
+    }
+    let mut known: Vec<String> = settings.as_object().expect("settings").keys().cloned().collect();
+    known.sort();
+    asked.sort();
+    assert_eq!(asked, known);
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("questions-ui.yml"))
+        .expect("questions-ui.yml");
+    assert_eq!(
+        yaml("artifacthub-pkg.yml")["annotations"]["kubewarden/questions-ui"],
+        text.as_str(),
+        "Artifact Hub carries the form"
+    );
+}
+
+/// A grant: API group, resource, verb, and the one object it is limited to ("": any).
+type Grant = (String, String, String, String);
+
+/// Every grant of a manifest's Roles and ClusterRoles.
+fn grants(file: &str) -> std::collections::BTreeSet<Grant> {
     let mut grants = std::collections::BTreeSet::new();
     for role in yaml_documents(file)
         .iter()
@@ -193,10 +277,16 @@ fn grants(file: &str) -> std::collections::BTreeSet<(String, String, String)> {
                     .filter_map(|v| v.as_str().map(str::to_owned))
                     .collect()
             };
+            let names = match list("resourceNames") {
+                names if names.is_empty() => vec![String::new()],
+                names => names,
+            };
             for group in list("apiGroups") {
                 for resource in list("resources") {
                     for verb in list("verbs") {
-                        grants.insert((group.clone(), resource.clone(), verb));
+                        for name in &names {
+                            grants.insert((group.clone(), resource.clone(), verb.clone(), name.clone()));
+                        }
                     }
                 }
             }
@@ -205,46 +295,50 @@ fn grants(file: &str) -> std::collections::BTreeSet<(String, String, String)> {
     grants
 }
 
-fn triples(list: &[(&str, &str, &str)]) -> std::collections::BTreeSet<(String, String, String)> {
+fn owned(list: &[(&str, &str, &str, &str)]) -> std::collections::BTreeSet<Grant> {
     list.iter()
-        .map(|(g, r, v)| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned()))
+        .map(|(g, r, v, n)| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned(), (*n).to_owned()))
         .collect()
 }
 
+/// What controller/src calls, and nothing more (docs/security.md says why each): its caches are
+/// watches (list and watch, never a get); the policy's ClusterAdmissionPolicy is watched by name
+/// (policy.rs); the Lease is read, created and patched by kube-lease-manager (its state.rs) and
+/// watched by name (controller.rs); the condition is a server-side apply of the status
+/// (reconcile.rs); Events are created and patched by kube's Recorder.
 #[test]
 fn the_controller_and_the_policy_server_get_only_what_they_use() {
     let mut allowed = Vec::new();
-    for (group, resource) in [
-        ("ome.io", "inferenceservices"),
-        ("ome.io", "servingruntimes"),
-        ("ome.io", "clusterservingruntimes"),
-        ("ome.io", "inferencereplicas"),
-        ("", "pods"),
-        ("", "nodes"),
-        // The settings, from the policy's ClusterAdmissionPolicy (`--policy`).
-        ("policies.kubewarden.io", "clusteradmissionpolicies"),
+    for resource in [
+        "inferenceservices",
+        "servingruntimes",
+        "clusterservingruntimes",
+        "inferencereplicas",
     ] {
-        for verb in ["get", "list", "watch"] {
-            allowed.push((group, resource, verb));
-        }
+        allowed.extend([("ome.io", resource, "list", ""), ("ome.io", resource, "watch", "")]);
     }
+    let (policy, lease) = ("ome-spread", "ome-spread-controller");
     allowed.extend([
-        ("ome.io", "inferencereplicas/status", "patch"),
-        ("events.k8s.io", "events", "create"),
-        ("events.k8s.io", "events", "patch"),
-        ("coordination.k8s.io", "leases", "get"),
-        ("coordination.k8s.io", "leases", "list"),
-        ("coordination.k8s.io", "leases", "watch"),
-        ("coordination.k8s.io", "leases", "create"),
-        ("coordination.k8s.io", "leases", "patch"),
-        // Only the Lease ome-spread-controller (resourceNames), watched for /healthz.
-        ("coordination.k8s.io", "leases", "list"),
-        ("coordination.k8s.io", "leases", "watch"),
+        ("", "pods", "list", ""),
+        ("", "pods", "watch", ""),
+        ("", "nodes", "list", ""),
+        ("", "nodes", "watch", ""),
+        ("policies.kubewarden.io", "clusteradmissionpolicies", "list", policy),
+        ("policies.kubewarden.io", "clusteradmissionpolicies", "watch", policy),
+        ("ome.io", "inferencereplicas/status", "patch", ""),
+        ("events.k8s.io", "events", "create", ""),
+        ("events.k8s.io", "events", "patch", ""),
+        // A create cannot be limited by name: the object does not exist yet.
+        ("coordination.k8s.io", "leases", "create", ""),
+        ("coordination.k8s.io", "leases", "get", lease),
+        ("coordination.k8s.io", "leases", "patch", lease),
+        ("coordination.k8s.io", "leases", "list", lease),
+        ("coordination.k8s.io", "leases", "watch", lease),
     ]);
-    assert_eq!(grants("deploy/controller-rbac.yaml"), triples(&allowed));
+    assert_eq!(grants("deploy/controller-rbac.yaml"), owned(&allowed));
     assert_eq!(
         grants("policy.yaml"),
-        triples(&[("ome.io", "inferencereplicas", "get")])
+        owned(&[("ome.io", "inferencereplicas", "get", "")])
     );
 }
 

@@ -222,9 +222,9 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
 }
 
 const SETTINGS_NAMESPACE: &str = "ome-spread-settings";
-/// The policy the controller reads its settings from: not policy.yaml's name, so that a cluster
-/// that has that one keeps it.
-const POLICY: &str = "ome-spread-settings-e2e";
+/// The policy the controller reads its settings from: policy.yaml's, the one name
+/// deploy/controller-rbac.yaml lets it read (resourceNames). Deleted at the end.
+const POLICY: &str = "ome-spread";
 
 /// Two Instances of a Required spread on the zone, placed one per zone on nodes of their own (a
 /// label no other test's node has), their pods as OME renders them: OME's constraint, without
@@ -362,6 +362,25 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
         "settings read",
     )
     .await;
+
+    // Its RBAC names the one policy and the one Lease it reads and writes, as the API server's
+    // authorizer answers for its ServiceAccount.
+    for (verb, resource, allowed) in [
+        (
+            "watch",
+            "clusteradmissionpolicies.policies.kubewarden.io/ome-spread",
+            "yes",
+        ),
+        ("watch", "clusteradmissionpolicies.policies.kubewarden.io/another", "no"),
+        ("list", "clusteradmissionpolicies.policies.kubewarden.io", "no"),
+        ("patch", "leases.coordination.k8s.io/ome-spread-controller", "yes"),
+        ("patch", "leases.coordination.k8s.io/another", "no"),
+        ("get", "leases.coordination.k8s.io/another", "no"),
+        ("create", "leases.coordination.k8s.io", "yes"),
+    ] {
+        let answer = live::kubectl_with(&token, &["auth", "can-i", verb, resource, "-n", "ome-spread"], None).await;
+        assert_eq!(answer.stdout.trim(), allowed, "{verb} {resource}: {}", answer.stderr);
+    }
 
     let satisfied = || async {
         live::spread_reason(&admin, SETTINGS_NAMESPACE)
