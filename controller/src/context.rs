@@ -49,6 +49,9 @@ pub enum Error {
     /// The API server has not answered the first list of these caches' watches.
     #[error("the caches of {0} are not filled after {FILL_TIMEOUT:?}: their first list has not been answered")]
     NotFilled(String),
+    /// Asked to stop before the caches filled: their watches end with the controller.
+    #[error("stopping before the caches were filled")]
+    Stopping,
 }
 
 impl Error {
@@ -59,7 +62,7 @@ impl Error {
             Self::Api(_) => "api".into(),
             Self::Timeout(_) => "timeout".into(),
             Self::BadObject(_) | Self::Json(_) => "bad_object".into(),
-            Self::CacheGone | Self::NotFilled(_) => "cache".into(),
+            Self::CacheGone | Self::NotFilled(_) | Self::Stopping => "cache".into(),
         }
     }
 }
@@ -99,8 +102,17 @@ pub struct Context {
     /// Why the `Spread` condition is not written (the served schema would let it replace OME's
     /// status: [`crate::schema`]), or None.
     pub no_condition: Mutex<Option<String>>,
-    /// True once every cache the diagnosis reads is filled ([`Self::caches_filled`]).
-    pub filled: tokio::sync::watch::Sender<bool>,
+    /// Whether every cache the diagnosis reads is filled ([`Self::caches_filled`]).
+    pub filled: tokio::sync::watch::Sender<Caches>,
+}
+
+/// Whether the reconciles can read the caches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caches {
+    Filling,
+    Filled,
+    /// Asked to stop before they were filled: the watches that fill them end first.
+    Stopping,
 }
 
 impl Context {
@@ -156,8 +168,10 @@ impl Context {
     /// says: any number of reconciles wait on it at once.
     pub(crate) async fn synced(&self) -> Result<(), Error> {
         let mut filled = self.filled.subscribe();
-        match tokio::time::timeout(FILL_TIMEOUT, filled.wait_for(|filled| *filled)).await {
-            Ok(_) => Ok(()),
+        let waited = tokio::time::timeout(FILL_TIMEOUT, filled.wait_for(|caches| *caches != Caches::Filling)).await;
+        match waited {
+            Ok(Ok(caches)) if *caches == Caches::Filled => Ok(()),
+            Ok(_) => Err(Error::Stopping),
             Err(_) => Err(self.unfilled()),
         }
     }

@@ -25,7 +25,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, records, requests};
 use crate::context::Mode;
-use crate::context::{API_TIMEOUT, Context, FILL_TIMEOUT, within_timeout};
+use crate::context::{API_TIMEOUT, Caches, Context, FILL_TIMEOUT, within_timeout};
 use crate::metrics::Metrics;
 use crate::pods::{self, Pods};
 use crate::policy::{self, Source};
@@ -293,7 +293,7 @@ async fn reconcile_all(
         max_per_hour: options.max_per_hour,
         written: tokio::sync::Mutex::default(),
         no_condition: Mutex::new(no_condition),
-        filled: watch::Sender::new(false),
+        filled: watch::Sender::new(Caches::Filling),
     });
     // A refusal lifted: every replica is reconciled again, so that the conditions held back are
     // written.
@@ -304,7 +304,7 @@ async fn reconcile_all(
     let settings_changes = futures::stream::unfold(settings, |mut settings| async {
         settings.changed().await.ok().map(|()| ((), settings))
     });
-    tokio::spawn(ready_when_filled(context.clone(), health));
+    tokio::spawn(ready_when_filled(context.clone(), health, stop.clone()));
     let room = every_pods_requests(client.clone(), context.clone());
     let pod_changes = pod_changes(client.clone(), omenative, context.clone());
     let replica_changes = replica_changes(
@@ -498,18 +498,25 @@ fn node_changes(
 /// Ready once the caches the diagnosis reads are filled, which it tells the reconciles
 /// (`context.filled`): the one task that waits on the caches themselves, since kube-runtime's
 /// `Store::wait_until_ready` wakes only the task that polled it last (the first reconciles,
-/// waiting beside it, each waited until their 30 s ran out).
-async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>) {
+/// waiting beside it, each waited until their 30 s ran out). Asked to stop first, it tells them
+/// so: the watches that fill the caches end with the controller's queue.
+async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>, stop: watch::Receiver<bool>) {
     loop {
-        match tokio::time::timeout(FILL_TIMEOUT, context.caches_filled()).await {
-            Ok(Ok(())) => {
-                info!("caches filled");
-                context.filled.send_replace(true);
-                health.set_ready(true);
+        tokio::select! {
+            filled = tokio::time::timeout(FILL_TIMEOUT, context.caches_filled()) => match filled {
+                Ok(Ok(())) => {
+                    info!("caches filled");
+                    context.filled.send_replace(Caches::Filled);
+                    health.set_ready(true);
+                    return;
+                }
+                Ok(Err(e)) => warn!(error = %e, "not ready"),
+                Err(_) => warn!(error = %context.unfilled(), "not ready"),
+            },
+            () = stopped(stop.clone()) => {
+                context.filled.send_replace(Caches::Stopping);
                 return;
             }
-            Ok(Err(e)) => warn!(error = %e, "not ready"),
-            Err(_) => warn!(error = %context.unfilled(), "not ready"),
         }
     }
 }

@@ -281,7 +281,7 @@ async fn a_cache_never_filled_fails_the_reconcile_naming_it() {
     let mut ctx = Arc::try_unwrap(ctx).unwrap_or_else(|_| panic!("the one context"));
     let (unfilled, _writer) = kube::runtime::reflector::store();
     ctx.runtimes = unfilled;
-    ctx.filled.send_replace(false);
+    ctx.filled.send_replace(ome_spread_controller::context::Caches::Filling);
     let ctx = Arc::new(ctx);
     let started = tokio::time::Instant::now();
     let error = reconcile(Arc::new(replica), ctx.clone()).await.expect_err("not filled");

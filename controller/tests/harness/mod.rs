@@ -16,8 +16,8 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use ome_spread_controller::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, nodes, records, requests};
-use ome_spread_controller::context::Context;
 use ome_spread_controller::context::Mode;
+use ome_spread_controller::context::{Caches, Context};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::pods::{self, Pods};
 use ome_spread_controller::resources::{
@@ -136,7 +136,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         max_per_hour: 10,
         written: tokio::sync::Mutex::default(),
         no_condition: std::sync::Mutex::new(None),
-        filled: tokio::sync::watch::Sender::new(true),
+        filled: tokio::sync::watch::Sender::new(Caches::Filled),
     };
     let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
     replica.metadata.generation = Some(3);
