@@ -29,11 +29,16 @@ impl Derived for Sums {
 
     /// What the pod holds of its node, as the core counts it ([`room::held`]).
     fn entry(pod: &Pod) -> Option<Self::Entry> {
-        match serde_json::to_value(pod) {
-            Ok(value) => room::held(&value).map(|(node, requests)| (node.to_owned(), requests)),
+        // Neither can happen for a pod the API server sent (it refuses a quantity it cannot
+        // read); said, naming the pod, if one does.
+        let not_counted = |error: &dyn std::fmt::Display| {
+            warn!(pod = %index::key(pod), error = %error, "a pod's requests cannot be read: they are not counted");
+        };
+        let value = serde_json::to_value(pod).map_err(|e| not_counted(&e)).ok()?;
+        match room::held(&value) {
+            Ok(held) => held.map(|(node, requests)| (node.to_owned(), requests)),
             Err(e) => {
-                // Cannot happen for a pod the API server sent; said, naming it, if it does.
-                warn!(pod = %index::key(pod), error = %e, "a pod cannot be read as JSON: its requests are not counted");
+                not_counted(&e);
                 None
             }
         }
@@ -146,7 +151,7 @@ mod tests {
             index.apply(&event);
         }
         let holding = |gpus: &str, cpu: &str, pods: &str| {
-            Resources::parsed([("nvidia.com/gpu", gpus), ("cpu", cpu), ("pods", pods)])
+            Resources::parsed([("nvidia.com/gpu", gpus), ("cpu", cpu), ("pods", pods)]).expect("readable")
         };
         assert_eq!(
             requested(&index),
@@ -203,7 +208,8 @@ mod tests {
             ("cpu", "1750m"),
             ("memory", "8Gi"),
             ("pods", "1"),
-        ]);
+        ])
+        .expect("readable");
         assert_eq!(requested(&index), &Requested::from([("n1".to_owned(), held)]));
     }
 
@@ -234,7 +240,7 @@ mod tests {
             }
             let pods = index::reflected(&events);
             let values: Vec<serde_json::Value> = pods.values().map(|p| serde_json::to_value(p).expect("json")).collect();
-            prop_assert_eq!(requested(&index), &room::requested(&values));
+            prop_assert_eq!(requested(&index), &room::requested(&values).expect("readable"));
         }
     }
 }

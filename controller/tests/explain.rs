@@ -534,7 +534,7 @@ fn report_of(objects: &[Value], settings: &Settings) -> Report {
     };
     let (pods, nodes, runtimes) = (of("Pod"), of("Node"), of("ClusterServingRuntime"));
     let (services, replicas) = (of("InferenceService"), of("InferenceReplica"));
-    let nodes = Nodes::from_json(&nodes);
+    let nodes = Nodes::from_json(&nodes).expect("readable nodes");
     let component = Component::new(&services[0], runtimes.first(), &replicas[0], &pods, &nodes);
     diagnose(&component, settings).expect("a report")
 }
@@ -633,7 +633,7 @@ fn p4_empty_keys_are_unset_in_the_settings_in_effect() {
 
 /// What `explain` prints for saved objects, and whether the spread holds.
 fn explained(objects: Vec<Value>) -> String {
-    let objects = ome_spread_core::explain::Objects::new(objects);
+    let objects = ome_spread_core::explain::Objects::new(objects).expect("readable objects");
     let (text, _) = ome_spread_controller::explain::run(
         "qwen3-0-6b",
         "spread-demo",
