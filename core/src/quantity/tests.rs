@@ -244,13 +244,15 @@ proptest! {
         prop_assert_eq!(Quantity::parse(&format!("{amount}{suffix}")), Quantity::parse(&plain));
     }
 
-    /// Never a panic: on any text, and on text made of a quantity's characters.
+    /// Never a panic: on any text, on text made of a quantity's characters, and on long numbers
+    /// with any suffix or exponent (past what u128 holds).
     #[test]
     fn reading_never_panics(
         any in any::<String>(),
         near in "[+-]?[0-9.]{0,40}[eEinumkKMGTP]{0,3}[+-]?[0-9]{0,12}",
+        long in "-?[0-9]{30,60}(\\.[0-9]{0,60})?([numkMGTPE]|[KMGTPE]i|[eE][+-]?[0-9]{1,11})?",
     ) {
-        for text in [any, near] {
+        for text in [any, near, long] {
             if let Ok(quantity) = Quantity::parse(&text) {
                 let _ = (quantity.milli_value(), quantity.value());
             }
