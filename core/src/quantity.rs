@@ -1,6 +1,7 @@
 //! Kubernetes resource quantities (`500m`, `30Gi`, `1e3`, `86000001u`), read as apimachinery's
 //! `resource.ParseQuantity` reads them (k8s.io/apimachinery/pkg/api/resource: quantity.go and
-//! suffix.go), exactly and in integers: a float reads `86000001u` as 86 cores, where it is 86.000001.
+//! suffix.go), exactly and in integers, as a float cannot: `86000001u` is 86.000001 cores, which
+//! kube-scheduler counts as 86001m.
 
 /// A quantity in nano-units. apimachinery keeps a quantity to the nano-unit, a finer value rounded
 /// away from zero (`0.9n` is `1n`), and a binary-suffixed one at most 2^63 - 1 (`9Ei` is 2^63 - 1).
@@ -34,6 +35,8 @@ enum Suffix {
 }
 
 impl Quantity {
+    /// `text` as `ParseQuantity` reads it: a sign, digits with an optional point, then a suffix
+    /// or an exponent; the error names `text`.
     pub fn parse(text: &str) -> Result<Self, QuantityError> {
         let malformed = || QuantityError::Malformed(text.to_owned());
         let (negative, unsigned) = match text.as_bytes() {
@@ -68,7 +71,8 @@ impl Quantity {
             }
             Suffix::Two(power) => {
                 multiply(&mut number, 1 << power);
-                let nanos = nano_units(&number, 9 - fraction_digits).map_or(BINARY_CAP, |n| n.min(BINARY_CAP));
+                let nanos =
+                    nano_units(&number, 9i64.saturating_sub(fraction_digits)).map_or(BINARY_CAP, |n| n.min(BINARY_CAP));
                 nanos as i128
             }
         };

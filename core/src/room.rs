@@ -54,17 +54,17 @@ impl Exact {
     fn read<'a>(
         quantities: impl IntoIterator<Item = (&'a str, Result<Quantity, QuantityError>)>,
     ) -> Result<Self, Unreadable> {
-        let read = quantities.into_iter().map(|(name, quantity)| {
-            let at = || name.to_owned();
-            quantity
-                .map(|q| (name.to_owned(), q))
-                .map_err(|reason| Unreadable { at: at(), reason })
+        let read = quantities.into_iter().map(|(name, quantity)| match quantity {
+            Ok(quantity) => Ok((name.to_owned(), quantity)),
+            Err(reason) => Err(Unreadable {
+                at: name.to_owned(),
+                reason,
+            }),
         });
         read.collect::<Result<_, _>>().map(Self)
     }
 
-    /// A JSON map of quantities (`requests`, `overhead`, `allocatable`), as the API server reads
-    /// each: a string, spaces around it ignored (`UnmarshalJSON`), or a number; null is nothing.
+    /// A JSON map of quantities (`requests`, `overhead`, `allocatable`).
     fn of_json(quantities: &Value) -> Result<Self, Unreadable> {
         let amounts = quantities.as_object().into_iter().flatten();
         Self::read(amounts.map(|(name, value)| (name.as_str(), amount(value))))
@@ -100,6 +100,8 @@ impl Exact {
     }
 }
 
+/// A quantity in JSON, as the API server reads it (`Quantity.UnmarshalJSON`): a string, spaces
+/// around it ignored, or a number; null is nothing.
 fn amount(value: &Value) -> Result<Quantity, QuantityError> {
     match value {
         Value::String(text) => Quantity::amount(text.trim()),
