@@ -222,4 +222,13 @@ mod tests {
         assert_eq!(second.len(), 2);
         assert!(Arc::ptr_eq(&second, &snapshot.current()));
     }
+
+    /// An allocatable the API server would refuse (it never serves one): the node has no known
+    /// room, never a resource counted as nothing beside the others.
+    #[test]
+    fn a_node_whose_allocatable_cannot_be_read_has_no_known_room() {
+        let node = kube_node(json!({"metadata": {"name": "n1"},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "memory": "30 Gi", "pods": "110"}}}));
+        assert_eq!(super::node(&node).allocatable, Resources::default());
+    }
 }

@@ -213,6 +213,21 @@ mod tests {
         assert_eq!(requested(&index), &Requested::from([("n1".to_owned(), held)]));
     }
 
+    /// A request the API server would refuse (it never serves one): the pod holds nothing
+    /// counted, and is said; a pod beside it still holds its own.
+    #[test]
+    fn a_pod_whose_requests_cannot_be_read_is_not_counted() {
+        let mut unreadable = serde_json::to_value(pod("train-0", Some("n1"), 4, "Running")).expect("json");
+        unreadable["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("500x");
+        let unreadable: Pod = serde_json::from_value(unreadable).expect("a pod");
+        assert_eq!(Sums::entry(&unreadable), None);
+        let mut index = Index::<Sums>::default();
+        index.apply(&watcher::Event::Apply(unreadable));
+        index.apply(&watcher::Event::Apply(pod("train-1", Some("n1"), 2, "Running")));
+        let held = Resources::parsed([("nvidia.com/gpu", "2"), ("cpu", "500m"), ("pods", "1")]).expect("readable");
+        assert_eq!(requested(&index), &Requested::from([("n1".to_owned(), held)]));
+    }
+
     /// A watch event on pods named 0..4, on nodes 0..3 or none, in any phase.
     fn event() -> impl Strategy<Value = watcher::Event<Pod>> {
         let pod = (0..4u8, proptest::option::of(0..3u8), 0..3u32, 0..3usize).prop_map(|(name, node, gpus, phase)| {
