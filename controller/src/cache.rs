@@ -17,6 +17,7 @@ use ome_spread_core::migration::{Annotated, BadLedger, BadRecord, Migrations, Re
 use ome_spread_core::nodes::{Node, Nodes, Taint};
 use ome_spread_core::room::Resources;
 use serde::de::DeserializeOwned;
+use tracing::warn;
 
 use crate::resources::{InferenceReplica, InferenceService};
 
@@ -103,13 +104,19 @@ pub fn node(node: &KubeNode) -> Node {
             .collect(),
         taints,
         spec.and_then(|s| s.unschedulable) == Some(true),
-        Resources::parsed(
-            node.status
-                .iter()
-                .flat_map(|s| s.allocatable.iter().flatten())
-                .map(|(name, q)| (name.as_str(), q.0.as_str())),
-        ),
+        allocatable(node),
     )
+}
+
+/// A node's `status.allocatable`; one the API server would refuse (it never serves one) is
+/// said, naming the node, and the node has no known room.
+fn allocatable(node: &KubeNode) -> Resources {
+    let quantities = node.status.iter().flat_map(|s| s.allocatable.iter().flatten());
+    Resources::parsed(quantities.map(|(name, q)| (name.as_str(), q.0.as_str()))).unwrap_or_else(|e| {
+        let e = e.within("status.allocatable.");
+        warn!(node = %node.name_any(), error = %e, "a node's allocatable cannot be read: it has no known room");
+        Resources::default()
+    })
 }
 
 /// Every InferenceService's pending migration request and our ledgers, as `migrate`'s guardrails
@@ -202,7 +209,7 @@ mod tests {
                     effect: "NoSchedule".into()
                 }],
                 true,
-                Resources::parsed([("nvidia.com/gpu", "8"), ("pods", "110")])
+                Resources::parsed([("nvidia.com/gpu", "8"), ("pods", "110")]).expect("readable")
             ))
         );
         writer.apply_watcher_event(&watcher::Event::Apply(kube_node(json!({"metadata": {"name": "n2"}}))));
@@ -214,5 +221,14 @@ mod tests {
         let second = snapshot.current();
         assert_eq!(second.len(), 2);
         assert!(Arc::ptr_eq(&second, &snapshot.current()));
+    }
+
+    /// An allocatable the API server would refuse (it never serves one): the node has no known
+    /// room, never a resource counted as nothing beside the others.
+    #[test]
+    fn a_node_whose_allocatable_cannot_be_read_has_no_known_room() {
+        let node = kube_node(json!({"metadata": {"name": "n1"},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "memory": "30 Gi", "pods": "110"}}}));
+        assert_eq!(super::node(&node).allocatable, Resources::default());
     }
 }

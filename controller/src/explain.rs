@@ -88,7 +88,7 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
     for node in nodes.list(&ListParams::default()).await.map_err(failed("the nodes"))? {
         objects.push(value(&node)?);
     }
-    Ok(Objects::new(objects))
+    Objects::new(objects).map_err(|e| e.to_string())
 }
 
 fn value(object: &impl serde::Serialize) -> Result<Value, String> {

@@ -24,5 +24,5 @@ pub fn load(path: &Path) -> Result<Objects, String> {
         let parsed: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| format!("{}: {e}", file.display()))?;
         documents.extend(parsed);
     }
-    Ok(Objects::new(documents))
+    Objects::new(documents).map_err(|e| format!("{}: {e}", path.display()))
 }

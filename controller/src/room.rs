@@ -29,11 +29,16 @@ impl Derived for Sums {
 
     /// What the pod holds of its node, as the core counts it ([`room::held`]).
     fn entry(pod: &Pod) -> Option<Self::Entry> {
-        match serde_json::to_value(pod) {
-            Ok(value) => room::held(&value).map(|(node, requests)| (node.to_owned(), requests)),
+        // Neither can happen for a pod the API server sent (it refuses a quantity it cannot
+        // read); said, naming the pod, if one does.
+        let not_counted = |error: &dyn std::fmt::Display| {
+            warn!(pod = %index::key(pod), error = %error, "a pod's requests cannot be read: they are not counted");
+        };
+        let value = serde_json::to_value(pod).map_err(|e| not_counted(&e)).ok()?;
+        match room::held(&value) {
+            Ok(held) => held.map(|(node, requests)| (node.to_owned(), requests)),
             Err(e) => {
-                // Cannot happen for a pod the API server sent; said, naming it, if it does.
-                warn!(pod = %index::key(pod), error = %e, "a pod cannot be read as JSON: its requests are not counted");
+                not_counted(&e);
                 None
             }
         }
@@ -146,7 +151,7 @@ mod tests {
             index.apply(&event);
         }
         let holding = |gpus: &str, cpu: &str, pods: &str| {
-            Resources::parsed([("nvidia.com/gpu", gpus), ("cpu", cpu), ("pods", pods)])
+            Resources::parsed([("nvidia.com/gpu", gpus), ("cpu", cpu), ("pods", pods)]).expect("readable")
         };
         assert_eq!(
             requested(&index),
@@ -203,7 +208,23 @@ mod tests {
             ("cpu", "1750m"),
             ("memory", "8Gi"),
             ("pods", "1"),
-        ]);
+        ])
+        .expect("readable");
+        assert_eq!(requested(&index), &Requested::from([("n1".to_owned(), held)]));
+    }
+
+    /// A request the API server would refuse (it never serves one): the pod holds nothing
+    /// counted, and is said; a pod beside it still holds its own.
+    #[test]
+    fn a_pod_whose_requests_cannot_be_read_is_not_counted() {
+        let mut unreadable = serde_json::to_value(pod("train-0", Some("n1"), 4, "Running")).expect("json");
+        unreadable["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("500x");
+        let unreadable: Pod = serde_json::from_value(unreadable).expect("a pod");
+        assert_eq!(Sums::entry(&unreadable), None);
+        let mut index = Index::<Sums>::default();
+        index.apply(&watcher::Event::Apply(unreadable));
+        index.apply(&watcher::Event::Apply(pod("train-1", Some("n1"), 2, "Running")));
+        let held = Resources::parsed([("nvidia.com/gpu", "2"), ("cpu", "500m"), ("pods", "1")]).expect("readable");
         assert_eq!(requested(&index), &Requested::from([("n1".to_owned(), held)]));
     }
 
@@ -234,7 +255,7 @@ mod tests {
             }
             let pods = index::reflected(&events);
             let values: Vec<serde_json::Value> = pods.values().map(|p| serde_json::to_value(p).expect("json")).collect();
-            prop_assert_eq!(requested(&index), &room::requested(&values));
+            prop_assert_eq!(requested(&index), &room::requested(&values).expect("readable"));
         }
     }
 }

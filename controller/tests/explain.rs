@@ -395,6 +395,78 @@ fn bad_input_exits_2_with_a_message() {
     );
 }
 
+/// A saved quantity the API server would refuse is named, object, field and value, as kubectl
+/// would refuse the file: never a request counted as nothing.
+#[test]
+fn an_unreadable_quantity_exits_2_naming_it() {
+    let saved = |name: &str, objects: &[Value]| {
+        let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+        std::fs::write(&file, to_yaml(objects)).expect("saved");
+        file.to_str().expect("path").to_owned()
+    };
+    let explain = |file: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_ome-spread"))
+            .args(["explain", "qwen3-0-6b", "--from", file])
+            .output()
+            .expect("run");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let why = "is not a quantity: a number with an optional suffix (n, u, m, k, M, G, T, P, E, Ki to Ei) or exponent (e3, E-3)";
+    let mut objects = crate::seed();
+    objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch"},
+        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer", "resources": {"requests": {"cpu": "86000001x"}}}]}}));
+    let file = saved("bad-request.yaml", &objects);
+    assert_eq!(
+        explain(&file),
+        (
+            Some(2),
+            format!(
+                "error: {file}: Pod batch/train-0: spec.containers[0].resources.requests.cpu: \"86000001x\" {why}\n"
+            )
+        )
+    );
+    let mut objects = crate::seed();
+    find(&mut objects, "Node", "gpu-node-2")["status"]["allocatable"]["memory"] = json!("30 Gi");
+    let file = saved("bad-allocatable.yaml", &objects);
+    assert_eq!(
+        explain(&file),
+        (
+            Some(2),
+            format!("error: {file}: Node gpu-node-2: status.allocatable.memory: \"30 Gi\" {why}\n")
+        )
+    );
+}
+
+/// Room counts CPU as kube-scheduler does, to the milli-CPU rounded up: a training pod asking
+/// for 86000001u of zone-b's 96 cores leaves 9.999999, too few for a 10-core engine pod, so no
+/// move can go there, as with 86001m; one asking for 86000000u leaves 10, and the move hints the
+/// node.
+#[test]
+fn a_request_in_micro_cpus_holds_its_room_as_in_milli_cpus() {
+    let with_training = |cpu: &str| {
+        let mut objects = Case::of(Reason::Skewed).objects;
+        find(&mut objects, "Node", "gpu-node-2")["status"]["allocatable"] =
+            json!({"nvidia.com/gpu": "2", "cpu": "96", "memory": "512Gi", "pods": "110"});
+        objects.push(
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch"},
+            "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer",
+                "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": cpu}}}]}}),
+        );
+        explained(objects)
+    };
+    let no_room = "What to do: No migration can fix it now: no eligible domain has room for one more Instance. \
+        Free room for one more Instance in zone-b.\n";
+    for cpu in ["86000001u", "86001m"] {
+        let text = with_training(cpu);
+        assert!(text.ends_with(no_room), "{cpu}: {text}");
+    }
+    let text = with_training("86000000u");
+    assert!(text.ends_with(&format!("{SKEWED_ACTION}{FIRST_MOVE}")), "{text}");
+}
+
 /// `--from` without -n reads the namespace the saved InferenceService names (spread-demo).
 #[test]
 fn explain_from_reads_the_namespace_the_saved_inference_service_names() {
@@ -534,7 +606,7 @@ fn report_of(objects: &[Value], settings: &Settings) -> Report {
     };
     let (pods, nodes, runtimes) = (of("Pod"), of("Node"), of("ClusterServingRuntime"));
     let (services, replicas) = (of("InferenceService"), of("InferenceReplica"));
-    let nodes = Nodes::from_json(&nodes);
+    let nodes = Nodes::from_json(&nodes).expect("readable nodes");
     let component = Component::new(&services[0], runtimes.first(), &replicas[0], &pods, &nodes);
     diagnose(&component, settings).expect("a report")
 }
@@ -633,7 +705,7 @@ fn p4_empty_keys_are_unset_in_the_settings_in_effect() {
 
 /// What `explain` prints for saved objects, and whether the spread holds.
 fn explained(objects: Vec<Value>) -> String {
-    let objects = ome_spread_core::explain::Objects::new(objects);
+    let objects = ome_spread_core::explain::Objects::new(objects).expect("readable objects");
     let (text, _) = ome_spread_controller::explain::run(
         "qwen3-0-6b",
         "spread-demo",

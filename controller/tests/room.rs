@@ -150,12 +150,13 @@ async fn count_against_the_scheduler(kubeconfig: &Path, client: &Client) {
     );
     assert_eq!(holder("room-overhead")["spec"]["overhead"], json!({"cpu": "3"}));
 
-    let requested = room::requested(&trimmed(pods));
-    let probe_requests = Resources::of_pod(&probe("probe", ""));
+    let requested = room::requested(&trimmed(pods)).expect("the API server's pods are readable");
+    let probe_requests = Resources::of_pod(&probe("probe", "")).expect("a readable probe");
     for case in &cases {
         let node = live::kubectl(kubeconfig, &["get", "node", case.node, "-o", "json"]).await;
         let node: Value = serde_json::from_str(&node).expect("a node");
-        let allocatable = Resources::from_quantities(&node["status"]["allocatable"]);
+        let allocatable = Resources::from_quantities(&node["status"]["allocatable"])
+            .expect("the API server's allocatable is readable");
         let counted = allocatable.slots(&requested[case.node], &probe_requests);
         assert_eq!(counted, case.fits, "the probes counted to fit on {}", case.node);
     }

@@ -26,7 +26,7 @@ use cluster::{Cluster, REPLICAS, cluster};
 /// with `requested` (the room the controller keeps by the pods' events), each replica's worst loss
 /// too, as the controller's reconcile reads it.
 fn pass(cluster: &Cluster, settings: &Settings, requested: Option<&Requested>) -> BTreeMap<Reason, usize> {
-    let nodes = Nodes::from_json(&cluster.nodes);
+    let nodes = Nodes::from_json(&cluster.nodes).expect("the generated nodes are readable");
     let mut pods_of: HashMap<(&str, &str), Vec<&Value>> = HashMap::new();
     for pod in &cluster.pods {
         let labels = &pod["metadata"]["labels"];
@@ -58,7 +58,7 @@ fn main() {
         node["status"] = json!({"allocatable": {"nvidia.com/gpu": "64", "cpu": "224", "memory": "2Ti", "pods": "110"}});
     }
     let settings = Settings::default();
-    let requested = requested(&cluster.pods);
+    let requested = requested(&cluster.pods).expect("the generated pods are readable");
     let reasons = pass(&cluster, &settings, Some(&requested));
     println!(
         "diagnosis pass over {} replicas, {} pods, {} nodes: reasons {:?}",

@@ -105,7 +105,7 @@ fn pass(
     settings: &Settings,
     stage: Stage,
 ) -> (BTreeMap<Reason, usize>, usize, usize) {
-    let nodes = Nodes::from_json(&cluster.nodes);
+    let nodes = Nodes::from_json(&cluster.nodes).expect("the generated nodes are readable");
     let mut pods_of: HashMap<&str, Vec<&Value>> = HashMap::new();
     for pod in &cluster.pods {
         let service = pod["metadata"]["labels"]["ome.io/inferenceservice"]
@@ -114,7 +114,7 @@ fn pass(
         pods_of.entry(service).or_default().push(pod);
     }
     let requested = if stage >= Stage::Plan {
-        requested(&cluster.pods)
+        requested(&cluster.pods).expect("the generated pods are readable")
     } else {
         Default::default()
     };

@@ -109,7 +109,7 @@ mod tests {
             json!({"metadata": {"name": "s"}}),
             json!({"spec": {"component": "engine"}}),
         );
-        let nodes = Nodes::from_json(&[]);
+        let nodes = Nodes::from_json(&[]).expect("readable");
         let component = Component::new(&service, None, &replica, &pods, &nodes);
         let refused = refused(&component);
         assert_eq!(

@@ -15,8 +15,9 @@ use crate::loss::{self, Loss};
 use crate::migration::Unconfigured;
 use crate::nodes::{Node, Nodes, Selection};
 use crate::rebalance::{self, Domain, NoPlan, Plan};
+pub use crate::replica::namespace_of;
 use crate::replica::{ReplicaRef, RuntimeRef};
-use crate::room::{self, Requested};
+use crate::room::{self, Requested, Unreadable};
 use crate::settings::Settings;
 use crate::spread::Spread;
 
@@ -34,7 +35,9 @@ pub struct Objects {
 }
 
 impl Objects {
-    pub fn new(documents: Vec<Value>) -> Self {
+    /// The objects, or the first quantity among their nodes' allocatable and their pods'
+    /// requests that the API server would refuse, named.
+    pub fn new(documents: Vec<Value>) -> Result<Self, Unreadable> {
         let mut objects = Vec::with_capacity(documents.len());
         for document in documents {
             match document {
@@ -63,16 +66,16 @@ impl Objects {
             }
         }
         let of = |kind: &str| by_kind.get(kind).into_iter().flatten().map(|&i| &objects[i]);
-        let nodes = Nodes::new(of("Node").map(Node::from_json).collect());
+        let nodes = Nodes::new(of("Node").map(Node::from_json).collect::<Result<_, _>>()?);
         // The room a plan counts on is taken by every pod bound to a node, of any workload.
-        let requested = room::requested(of("Pod"));
-        Self {
+        let requested = room::requested(of("Pod"))?;
+        Ok(Self {
             objects,
             nodes,
             requested,
             by_kind,
             by_component,
-        }
+        })
     }
 
     pub fn nodes(&self) -> &Nodes {
@@ -107,11 +110,6 @@ impl Objects {
             RuntimeRef::Cluster(name) => self.named(runtime.kind(), None, name),
         })
     }
-}
-
-/// An object's namespace, `default` when its metadata names none (as kubectl reads a file).
-pub fn namespace_of(object: &Value) -> &str {
-    object["metadata"]["namespace"].as_str().unwrap_or("default")
 }
 
 /// Why nothing can be explained.

@@ -9,7 +9,8 @@
 //!   policy's settings;
 //! - [`rules`]: P5 to P12, what a pod gets; [`diagnosis`] and [`nodes`]: whether the spread
 //!   holds, and why not; [`explain`]: what `explain` and the playground show of a service;
-//!   [`rebalance`]: the fewest Instance moves that fix a skew, into the [`room`] nodes have;
+//!   [`rebalance`]: the fewest Instance moves that fix a skew, into the [`room`] nodes have,
+//!   its amounts read as Kubernetes reads a [`quantity`];
 //!   [`loss`]: what losing one domain leaves serving, and which lost Instances fit elsewhere;
 //!   [`migration`]: OME's migration request, its records, and the guardrails before one;
 //!   [`alfred`]: the Instances OME's caretaker refuses; [`columns`]: the seed's tables.
@@ -25,6 +26,7 @@ pub mod labels;
 pub mod loss;
 pub mod migration;
 pub mod nodes;
+pub mod quantity;
 pub mod rebalance;
 pub mod replica;
 pub mod room;

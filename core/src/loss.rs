@@ -501,10 +501,10 @@ mod tests {
                 "spec": {"deploymentMode": "OMENative", "engine": self.fields}});
             let mut replica = json!({"metadata": {"name": "m-engine", "namespace": "ns"}, "spec": self.fields});
             replica["spec"]["component"] = json!("engine");
-            let nodes = Nodes::from_json(&self.nodes);
+            let nodes = Nodes::from_json(&self.nodes).expect("readable");
             let component = Component::new(&service, None, &replica, &self.pods, &nodes);
             let report = diagnose(&component, &self.settings).expect("a report");
-            let requested = requested(&self.pods);
+            let requested = requested(&self.pods).expect("readable");
             let losses = losses(&component, &report, &requested, &self.settings);
             // The condition's worst, counted apart, is the first of them.
             let worst = worst(&component, &report, &requested, &self.settings);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use crate::room::Resources;
+use crate::room::{Resources, Unreadable};
 
 /// What the diagnosis and the rebalance plan need of a node.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,7 +99,11 @@ impl Node {
         }
     }
 
-    pub fn from_json(node: &Value) -> Self {
+    /// A node as saved or served; its allocatable unreadable, named (`Node n: status.allocatable.cpu`).
+    pub fn from_json(node: &Value) -> Result<Self, Unreadable> {
+        let name = text(&node["metadata"]["name"]);
+        let allocatable = Resources::from_quantities(&node["status"]["allocatable"])
+            .map_err(|e| e.within(&format!("Node {name}: status.allocatable.")))?;
         let taints = node["spec"]["taints"]
             .as_array()
             .map(|taints| {
@@ -113,13 +117,13 @@ impl Node {
                     .collect()
             })
             .unwrap_or_default();
-        Self::new(
-            text(&node["metadata"]["name"]),
+        Ok(Self::new(
+            name,
             strings(&node["metadata"]["labels"]),
             taints,
             node["spec"]["unschedulable"] == true,
-            Resources::from_quantities(&node["status"]["allocatable"]),
-        )
+            allocatable,
+        ))
     }
 }
 
@@ -154,8 +158,12 @@ impl Nodes {
         }
     }
 
-    pub fn from_json(nodes: &[Value]) -> Self {
-        Self::new(nodes.iter().map(Node::from_json).collect())
+    pub fn from_json(nodes: &[Value]) -> Result<Self, Unreadable> {
+        nodes
+            .iter()
+            .map(Node::from_json)
+            .collect::<Result<_, _>>()
+            .map(Self::new)
     }
 
     pub fn get(&self, name: &str) -> Option<&Node> {
@@ -346,7 +354,7 @@ mod tests {
     use serde_json::json;
 
     fn node(labels: Value, spec: Value) -> Node {
-        Node::from_json(&json!({"metadata": {"name": "n", "labels": labels}, "spec": spec}))
+        Node::from_json(&json!({"metadata": {"name": "n", "labels": labels}, "spec": spec})).expect("readable")
     }
 
     fn pod_with_terms(terms: Value) -> Selection {
@@ -422,7 +430,8 @@ mod tests {
             json!({"metadata": {"name": "c", "labels": {"model": "Ready", "zone": "2"}},
                 "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]}}),
             json!({"metadata": {"name": "d", "labels": {"model": "Loading", "zone": "2"}}}),
-        ]);
+        ])
+        .expect("readable");
         let names = |selected: &[&Node]| selected.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
         let model = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready"}}}));
         let zone_2 = Selection::of_pod(&json!({"spec": {"nodeSelector": {"zone": "2", "model": "Ready"}}}));

@@ -188,7 +188,12 @@ impl<'a, 'r> Candidates<'a, 'r> {
             return candidates;
         };
         let selection = Selection::of_pod(anchor);
-        candidates.pods = instance_requests(component, anchor);
+        // Requests that cannot be read (never served: the API server refuses them; refused in
+        // explain's saved objects before this) leave no room anywhere.
+        let Some(pods) = instance_requests(component, anchor) else {
+            return candidates;
+        };
+        candidates.pods = pods;
         // A single pod keeps to no rack: the domain is its one rack.
         let rack_key = report
             .in_effect
@@ -311,10 +316,11 @@ fn instance(component: &Component, pod: &Value, key: &str) -> Result<Instance, N
 
 /// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
 /// the order in which OME creates them and the scheduler places them.
-fn instance_requests(component: &Component, anchor: &Value) -> Vec<Resources> {
+fn instance_requests(component: &Component, anchor: &Value) -> Option<Vec<Resources>> {
     let mut workers: Vec<&Value> = workers_of(&component.pods, anchor).collect();
     workers.sort_by_key(|pod| pod["metadata"]["name"].as_str());
-    std::iter::once(anchor).chain(workers).map(Resources::of_pod).collect()
+    let pods = std::iter::once(anchor).chain(workers);
+    pods.map(|pod| Resources::of_pod(pod).ok()).collect()
 }
 
 /// The whole Instances (the requests of their `pods`) that `nodes` can start one after another,
@@ -534,7 +540,7 @@ pub(crate) mod tests {
 
     /// A node that can give its pods `amounts` in all.
     fn node(name: &str, amounts: &[(&str, &str)]) -> Node {
-        let allocatable = Resources::parsed(amounts.iter().copied());
+        let allocatable = Resources::parsed(amounts.iter().copied()).expect("readable");
         Node::new(name.into(), Default::default(), Vec::new(), false, allocatable)
     }
 
@@ -547,7 +553,7 @@ pub(crate) mod tests {
             .zip(&free)
             .map(|((n, _), free)| node(n, &[("pods", free)]))
             .collect();
-        let pod = Resources::of_pod(&serde_json::json!({}));
+        let pod = Resources::of_pod(&serde_json::json!({})).expect("readable");
         Rack {
             name: name.into(),
             starts: starts(&nodes.iter().collect::<Vec<_>>(), &Requested::new(), &[pod], usize::MAX),
@@ -717,6 +723,7 @@ pub(crate) mod tests {
             .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
             .collect();
         Resources::of_pod(&serde_json::json!({"spec": {"containers": [{"resources": {"requests": requests}}]}}))
+            .expect("readable")
     }
 
     /// Each pod takes the first node with room for it, roomiest for the leader first; the
@@ -843,20 +850,20 @@ pub(crate) mod tests {
                     "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "pods": pods.to_string()}}}),
                 );
             }
-            let all = crate::nodes::Nodes::from_json(&listed);
+            let all = crate::nodes::Nodes::from_json(&listed).expect("readable");
             let nodes: Vec<&Node> = all.iter().collect();
             let mut requested = Requested::new();
             for node in &nodes {
                 if rng.below(2) == 0 {
                     let used = serde_json::json!({"nvidia.com/gpu": rng.below(5).to_string(), "pods": rng.below(3).to_string()});
-                    requested.insert(node.name.clone(), Resources::from_quantities(&used));
+                    requested.insert(node.name.clone(), Resources::from_quantities(&used).expect("readable"));
                 }
             }
             let mut pods = Vec::new();
             for _ in 0..rng.below(4) {
                 let gpus = (1 + rng.below(4)).to_string();
                 let pod = serde_json::json!({"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": gpus}}}]}});
-                pods.push(Resources::of_pod(&pod));
+                pods.push(Resources::of_pod(&pod).expect("readable"));
             }
             let most = rng.below(7);
             let got = starts(&nodes, &requested, &pods, most);
@@ -885,17 +892,18 @@ pub(crate) mod tests {
                 listed.push(serde_json::json!({"metadata": {"name": format!("n{n}")},
                     "status": {"allocatable": allocatable}}));
             }
-            let all = crate::nodes::Nodes::from_json(&listed);
+            let all = crate::nodes::Nodes::from_json(&listed).expect("readable");
             let nodes: Vec<&Node> = all.iter().collect();
             let mut requested = Requested::new();
             for node in &nodes {
                 let used = serde_json::json!({"nvidia.com/gpu": rng.below(9).to_string(),
                     "cpu": rng.below(80).to_string(), "pods": rng.below(4).to_string()});
-                requested.insert(node.name.clone(), Resources::from_quantities(&used));
+                requested.insert(node.name.clone(), Resources::from_quantities(&used).expect("readable"));
             }
             let pod = |gpus: usize, cpu: usize| {
                 Resources::of_pod(&serde_json::json!({"spec": {"containers": [{"resources": {"requests":
                     {"nvidia.com/gpu": gpus.to_string(), "cpu": cpu.to_string()}}}]}}))
+                .expect("readable")
             };
             let first = (1 + rng.below(4), rng.below(20));
             // Mostly alike; now and then a worker unlike its leader, counted one start at a time.
@@ -942,14 +950,14 @@ pub(crate) mod tests {
                     "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "pods": "8"}}}));
                 place.push((format!("z{}", rng.below(3)), format!("r{}", rng.below(4))));
             }
-            let all = crate::nodes::Nodes::from_json(&listed);
+            let all = crate::nodes::Nodes::from_json(&listed).expect("readable");
             let mut requested = Requested::new();
             for node in all.iter() {
                 if rng.below(2) == 0 {
                     continue;
                 }
                 let used = serde_json::json!({"nvidia.com/gpu": rng.below(5).to_string()});
-                requested.insert(node.name.clone(), Resources::from_quantities(&used));
+                requested.insert(node.name.clone(), Resources::from_quantities(&used).expect("readable"));
             }
             let mut candidates = Candidates {
                 domains: BTreeMap::new(),
@@ -959,6 +967,7 @@ pub(crate) mod tests {
                         let gpus = (1 + rng.below(4)).to_string();
                         Resources::of_pod(&serde_json::json!({"spec": {"containers":
                             [{"resources": {"requests": {"nvidia.com/gpu": gpus}}}]}}))
+                        .expect("readable")
                     })
                     .collect(),
             };
@@ -1200,7 +1209,7 @@ mod recommend_tests {
                     "spec": {"deploymentMode": "OMENative", "engine": fields}}),
                 replica,
                 pods,
-                nodes: Nodes::from_json(nodes),
+                nodes: Nodes::from_json(nodes).expect("readable"),
                 others: Vec::new(),
             }
         }
@@ -1209,7 +1218,7 @@ mod recommend_tests {
             let component = Component::new(&self.service, None, &self.replica, &self.pods, &self.nodes);
             let settings = Settings::default();
             let report = diagnose(&component, &settings).expect("a report");
-            let requested = requested(self.pods.iter().chain(&self.others));
+            let requested = requested(self.pods.iter().chain(&self.others)).expect("readable");
             (report.reason, recommend(&component, &report, &requested, &settings))
         }
     }
@@ -1354,7 +1363,7 @@ mod recommend_tests {
             .iter()
             .map(|n| json!({"metadata": {"name": n.name, "labels": n.labels}}))
             .collect();
-        cluster.nodes = Nodes::from_json(&bare);
+        cluster.nodes = Nodes::from_json(&bare).expect("readable");
         assert_eq!(cluster.recommend(), (Reason::Skewed, Err(NoPlan::NoRoom)));
     }
 

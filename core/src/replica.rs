@@ -1,6 +1,13 @@
 //! Which InferenceReplica and which runtime belong to what: the relations between OME's objects,
 //! each decided here once, for the policy and the controller alike.
 
+use serde_json::Value;
+
+/// An object's namespace, `default` when its metadata names none (as kubectl reads a file).
+pub fn namespace_of(object: &Value) -> &str {
+    object["metadata"]["namespace"].as_str().unwrap_or("default")
+}
+
 /// An InferenceReplica, by namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReplicaRef {

@@ -1,39 +1,128 @@
-//! Room for one more Instance: a surge migration starts the replacement before it
-//! drains the source, so a target domain needs room for one more whole Instance. The model is
-//! the scheduler's own resource fit, kept plain: a node can start as many more of the Instance's
+//! Room for one more Instance: a surge migration starts the replacement before it drains the
+//! source, so a target domain needs room for one more whole Instance. The model is the
+//! scheduler's own resource fit, kept plain: a node can start as many more of the Instance's
 //! pods as its `status.allocatable` minus the requests of the pods bound to it allows, in every
 //! resource the pod requests (each pod also takes one of the node's `pods`). A node that reports
-//! no allocatable (saved objects without status) has no known room.
+//! no allocatable (saved objects without status) has no known room. Amounts are read as the API
+//! server reads them ([`crate::quantity`]) and rounded as kube-scheduler rounds them; one that
+//! the API server would refuse is an error that names it ([`Unreadable`]).
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-/// Amounts per resource name, in thousandths (so that `500m` CPU and `30Gi` are both whole).
+use crate::quantity::{Quantity, QuantityError};
+use crate::replica::namespace_of;
+
+/// Amounts per resource name as kube-scheduler counts them (`Resource.Add` of
+/// k8s.io/kubernetes/pkg/scheduler/framework/types.go), in thousandths: CPU in milli-CPUs
+/// (`MilliValue`), every other resource in whole units (`Value`), each rounded up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resources(BTreeMap<String, u128>);
 
 /// The requests of the pods bound to each node, by node name.
 pub type Requested = HashMap<String, Resources>;
 
+/// A quantity the room cannot count: where it is (`Pod ns/name: spec.overhead.cpu`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}: {reason}")]
+pub struct Unreadable {
+    pub at: String,
+    pub reason: QuantityError,
+}
+
+impl Unreadable {
+    /// The same, inside `outer`: a field (`spec.overhead.`) or an object (`Pod ns/name: `).
+    #[must_use]
+    pub fn within(self, outer: &str) -> Self {
+        Self {
+            at: format!("{outer}{}", self.at),
+            ..self
+        }
+    }
+}
+
 const PODS: &str = "pods";
 
+/// Amounts per resource name, exact to the nano-unit: `PodRequests` (k8s.io/component-helpers)
+/// sums a pod's quantities exactly, and kube-scheduler rounds only the pod's totals.
+#[derive(Debug, Clone, Default)]
+struct Exact(BTreeMap<String, Quantity>);
+
+impl Exact {
+    /// Quantities by resource name; an unreadable one is named by its resource.
+    fn read<'a>(
+        quantities: impl IntoIterator<Item = (&'a str, Result<Quantity, QuantityError>)>,
+    ) -> Result<Self, Unreadable> {
+        let read = quantities.into_iter().map(|(name, quantity)| match quantity {
+            Ok(quantity) => Ok((name.to_owned(), quantity)),
+            Err(reason) => Err(Unreadable {
+                at: name.to_owned(),
+                reason,
+            }),
+        });
+        read.collect::<Result<_, _>>().map(Self)
+    }
+
+    /// A JSON map of quantities (`requests`, `overhead`, `allocatable`).
+    fn of_json(quantities: &Value) -> Result<Self, Unreadable> {
+        let amounts = quantities.as_object().into_iter().flatten();
+        Self::read(amounts.map(|(name, value)| (name.as_str(), amount(value))))
+    }
+
+    fn add(&mut self, other: &Exact) {
+        for (name, amount) in &other.0 {
+            let mine = self.0.entry(name.clone()).or_default();
+            *mine = mine.saturating_add(*amount);
+        }
+    }
+
+    /// Each resource the larger of the two amounts.
+    fn raise(&mut self, other: &Exact) {
+        for (name, amount) in &other.0 {
+            let mine = self.0.entry(name.clone()).or_default();
+            *mine = (*mine).max(*amount);
+        }
+    }
+
+    /// Rounded as kube-scheduler counts them; a zero left out (it holds nothing), so that equal
+    /// amounts are equal maps.
+    fn counted(self) -> Resources {
+        let counted = self.0.into_iter().map(|(name, quantity)| {
+            let amount = if name == "cpu" {
+                quantity.milli_value()
+            } else {
+                quantity.value() * 1000
+            };
+            (name, amount.unsigned_abs())
+        });
+        Resources(counted.filter(|(_, amount)| *amount > 0).collect())
+    }
+}
+
+/// A quantity in JSON, as the API server reads it (`Quantity.UnmarshalJSON`): a string, spaces
+/// around it ignored, or a number; null is nothing.
+fn amount(value: &Value) -> Result<Quantity, QuantityError> {
+    match value {
+        Value::String(text) => Quantity::amount(text.trim()),
+        Value::Number(number) => Quantity::amount(&number.to_string()),
+        Value::Null => Ok(Quantity::default()),
+        other => Err(QuantityError::Malformed(other.to_string())),
+    }
+}
+
 impl Resources {
-    /// Kubernetes quantities by resource name; an unreadable one is left out, and so is a zero
-    /// (it holds nothing), so that equal amounts are equal maps.
-    pub fn parsed<'a>(quantities: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        let amounts = quantities.into_iter();
-        Self(
-            amounts
-                .filter_map(|(name, q)| Some((name.to_owned(), quantity(q).filter(|q| *q > 0)?)))
-                .collect(),
-        )
+    /// Kubernetes quantities by resource name (a node's allocatable as typed objects hold it).
+    pub fn parsed<'a>(quantities: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, Unreadable> {
+        let amounts = quantities
+            .into_iter()
+            .map(|(name, q)| (name, Quantity::amount(q.trim())));
+        Exact::read(amounts).map(Exact::counted)
     }
 
     /// A JSON map of quantities (`allocatable`, `requests`).
-    pub fn from_quantities(quantities: &Value) -> Self {
-        let amounts = quantities.as_object().into_iter().flatten();
-        Self::parsed(amounts.filter_map(|(name, q)| Some((name.as_str(), q.as_str()?))))
+    pub fn from_quantities(quantities: &Value) -> Result<Self, Unreadable> {
+        Exact::of_json(quantities).map(Exact::counted)
     }
 
     /// What one pod requests of its node, as kube-scheduler counts it (`PodRequests` of
@@ -42,18 +131,22 @@ impl Resources {
     /// takes while it runs, beside the sidecars started before it; its pod-level requests of CPU,
     /// memory and hugepages in place of its containers'; its RuntimeClass's overhead; and one of
     /// the node's pods. A training job's init container that holds every GPU of a node while it
-    /// runs holds them for the scheduler as long as the pod is bound.
-    pub fn of_pod(pod: &Value) -> Self {
+    /// runs holds them for the scheduler as long as the pod is bound. Summed exactly, then
+    /// rounded up once, as kube-scheduler rounds the pod's total.
+    pub fn of_pod(pod: &Value) -> Result<Self, Unreadable> {
         let spec = &pod["spec"];
-        let requests = |container: &Value| Self::from_quantities(&container["resources"]["requests"]);
-        let listed = |field: &str| spec[field].as_array().into_iter().flatten();
-        let mut total = Self::default();
-        for container in listed("containers") {
-            total.add(&requests(container));
+        let requests = |field: &str, i: usize, container: &Value| {
+            let within = format!("spec.{field}[{i}].resources.requests.");
+            Exact::of_json(&container["resources"]["requests"]).map_err(|e| e.within(&within))
+        };
+        let listed = |field: &str| spec[field].as_array().into_iter().flatten().enumerate();
+        let mut total = Exact::default();
+        for (i, container) in listed("containers") {
+            total.add(&requests("containers", i, container)?);
         }
-        let (mut sidecars, mut init) = (Self::default(), Self::default());
-        for container in listed("initContainers") {
-            let mut running = requests(container);
+        let (mut sidecars, mut init) = (Exact::default(), Exact::default());
+        for (i, container) in listed("initContainers") {
+            let mut running = requests("initContainers", i, container)?;
             if container["restartPolicy"] == "Always" {
                 total.add(&running);
                 sidecars.add(&running);
@@ -64,22 +157,15 @@ impl Resources {
             init.raise(&running);
         }
         total.raise(&init);
-        let pod_level = spec["resources"]["requests"].as_object().into_iter().flatten();
-        for (name, quantity) in pod_level.filter(|(name, _)| is_pod_level(name)) {
-            total.0.remove(name);
-            total.add(&Self::parsed(quantity.as_str().map(|q| (name.as_str(), q))));
+        let pod_level =
+            Exact::of_json(&spec["resources"]["requests"]).map_err(|e| e.within("spec.resources.requests."))?;
+        for (name, quantity) in pod_level.0.into_iter().filter(|(name, _)| is_pod_level(name)) {
+            total.0.insert(name, quantity);
         }
-        total.add(&Self::from_quantities(&spec["overhead"]));
-        total.add(&Self([(PODS.to_owned(), 1000)].into()));
-        total
-    }
-
-    /// Each resource the larger of the two amounts.
-    fn raise(&mut self, other: &Resources) {
-        for (name, amount) in &other.0 {
-            let mine = self.0.entry(name.clone()).or_default();
-            *mine = (*mine).max(*amount);
-        }
+        total.add(&Exact::of_json(&spec["overhead"]).map_err(|e| e.within("spec.overhead."))?);
+        let mut counted = total.counted();
+        counted.add(&Self([(PODS.to_owned(), 1000)].into()));
+        Ok(counted)
     }
 
     pub fn add(&mut self, other: &Resources) {
@@ -129,46 +215,32 @@ fn is_pod_level(name: &str) -> bool {
     matches!(name, "cpu" | "memory") || name.starts_with("hugepages-")
 }
 
-/// The requests per node of the pods that hold room there: bound, and not finished.
-pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Value>) -> Requested {
+/// The requests per node of the pods that hold room there: bound, and not finished. A pod with
+/// a quantity the room cannot count is named (`Pod ns/name: spec...`).
+pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Value>) -> Result<Requested, Unreadable> {
     let mut requested = Requested::new();
-    for (node, requests) in pods.into_iter().filter_map(held) {
-        requested.entry(node.to_owned()).or_default().add(&requests);
+    for pod in pods {
+        let name = || {
+            format!(
+                "Pod {}/{}: ",
+                namespace_of(pod),
+                pod["metadata"]["name"].as_str().unwrap_or_default()
+            )
+        };
+        if let Some((node, requests)) = held(pod).map_err(|e| e.within(&name()))? {
+            requested.entry(node.to_owned()).or_default().add(&requests);
+        }
     }
-    requested
+    Ok(requested)
 }
 
 /// The node a pod holds room on and what it holds there, if it holds any: bound, not finished.
-pub fn held(pod: &Value) -> Option<(&str, Resources)> {
+pub fn held(pod: &Value) -> Result<Option<(&str, Resources)>, Unreadable> {
     let finished = matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
-    let node = pod["spec"]["nodeName"].as_str().filter(|_| !finished)?;
-    Some((node, Resources::of_pod(pod)))
-}
-
-/// A Kubernetes quantity in thousandths: `8`, `500m`, `30Gi`, `1.5G`, `2e3`. None if unreadable.
-pub fn quantity(text: &str) -> Option<u128> {
-    const SUFFIXES: [(&str, f64); 14] = [
-        ("Ki", 1024.0),
-        ("Mi", 1048576.0),
-        ("Gi", 1073741824.0),
-        ("Ti", 1099511627776.0),
-        ("Pi", 1125899906842624.0),
-        ("Ei", 1152921504606846976.0),
-        ("m", 1e-3),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-        ("P", 1e15),
-        ("E", 1e18),
-        ("", 1.0),
-    ];
-    let (number, multiplier) = SUFFIXES
-        .iter()
-        .find_map(|(suffix, multiplier)| Some((text.strip_suffix(suffix)?, multiplier)))?;
-    let value: f64 = number.parse().ok()?;
-    // Quantities are never negative; a float is exact enough for room counted in whole pods.
-    (value.is_finite() && value >= 0.0).then(|| (value * multiplier * 1000.0).round() as u128)
+    let Some(node) = pod["spec"]["nodeName"].as_str().filter(|_| !finished) else {
+        return Ok(None);
+    };
+    Ok(Some((node, Resources::of_pod(pod)?)))
 }
 
 #[cfg(test)]
@@ -176,24 +248,136 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn amounts(pairs: &[(&str, u128)]) -> BTreeMap<String, u128> {
+        pairs
+            .iter()
+            .map(|(name, amount)| ((*name).to_owned(), *amount))
+            .collect()
+    }
+
+    /// In thousandths, as kube-scheduler counts them: CPU rounded up to the milli-CPU, every
+    /// other resource up to a whole unit; each read from JSON as the API server reads it.
     #[test]
-    fn quantities_in_thousandths() {
+    fn amounts_are_what_kube_scheduler_counts() {
         let cases = [
-            ("8", Some(8_000)),
-            ("500m", Some(500)),
-            ("10", Some(10_000)),
-            ("30Gi", Some(30 * 1024 * 1024 * 1024 * 1000)),
-            ("1.5k", Some(1_500_000)),
-            ("2e3", Some(2_000_000)),
-            ("1Mi", Some(1_048_576_000)),
-            ("-1", None),
-            ("ten", None),
-            ("5Xi", None),
-            ("2E", Some(2_000_000_000_000_000_000_000)),
+            (json!({"cpu": "500u"}), amounts(&[("cpu", 1)])),
+            (json!({"cpu": "86000001u"}), amounts(&[("cpu", 86_001)])),
+            (
+                json!({"cpu": "1.5", "memory": "1.5"}),
+                amounts(&[("cpu", 1_500), ("memory", 2_000)]),
+            ),
+            (
+                json!({"memory": "30Gi"}),
+                amounts(&[("memory", 30 * 1024 * 1024 * 1024 * 1000)]),
+            ),
+            (json!({"nvidia.com/gpu": "100m"}), amounts(&[("nvidia.com/gpu", 1_000)])),
+            (
+                json!({"cpu": "1e3", "pods": "110"}),
+                amounts(&[("cpu", 1_000_000), ("pods", 110_000)]),
+            ),
+            // A YAML number; spaces around a string, which `UnmarshalJSON` trims; null and 0 hold nothing.
+            (
+                json!({"cpu": 2, "memory": " 1Ki ", "pods": null, "nvidia.com/gpu": "0"}),
+                amounts(&[("cpu", 2_000), ("memory", 1_024_000)]),
+            ),
         ];
-        for (text, expected) in cases {
-            assert_eq!(quantity(text), expected, "{text}");
+        for (quantities, expected) in cases {
+            assert_eq!(
+                Resources::from_quantities(&quantities).map(|r| r.0),
+                Ok(expected),
+                "{quantities}"
+            );
         }
+    }
+
+    /// A pod's quantities are summed exactly and rounded once, as kube-scheduler rounds the
+    /// total of `PodRequests`: two containers of 500u CPU and 0.5 bytes take 1m and 1 byte.
+    #[test]
+    fn a_pods_requests_are_summed_before_they_are_rounded() {
+        let half = json!({"resources": {"requests": {"cpu": "500u", "memory": "0.5"}}});
+        let pod = json!({"spec": {"containers": [half, half]}});
+        assert_eq!(
+            Resources::of_pod(&pod).map(|r| r.0),
+            Ok(amounts(&[("cpu", 1), ("memory", 1_000), ("pods", 1_000)]))
+        );
+    }
+
+    /// A training pod asking for 86000001u of CPU on a 96-core node leaves 9.999999 cores: no
+    /// room for a 10-core engine pod, as when it asks for 86001m; 86 cores leave room for one.
+    #[test]
+    fn a_request_in_micro_cpus_holds_its_room() {
+        let node = Resources::from_quantities(&json!({"cpu": "96", "pods": "110"})).expect("readable");
+        let engine = json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "10"}}}]}});
+        let engine = Resources::of_pod(&engine).expect("readable");
+        for (cpu, slots) in [
+            ("86000001u", 0),
+            ("86001m", 0),
+            ("86.000001", 0),
+            ("86000000u", 1),
+            ("86", 1),
+        ] {
+            let train = json!({"metadata": {"name": "train-0"},
+                "spec": {"nodeName": "n1", "containers": [{"resources": {"requests": {"cpu": cpu}}}]}});
+            let used = requested([&train]).expect("readable");
+            assert_eq!(node.slots(&used["n1"], &engine), slots, "{cpu}");
+        }
+    }
+
+    /// What the API server would refuse is an error naming the object, the field and the value,
+    /// never a request counted as nothing.
+    #[test]
+    fn an_unreadable_quantity_is_named() {
+        let bad = |at: &str, reason| Unreadable {
+            at: at.to_owned(),
+            reason,
+        };
+        let malformed = |text: &str| QuantityError::Malformed(text.to_owned());
+        assert_eq!(
+            Resources::from_quantities(&json!({"cpu": "ten"})),
+            Err(bad("cpu", malformed("ten")))
+        );
+        assert_eq!(
+            Resources::from_quantities(&json!({"cpu": true})),
+            Err(bad("cpu", malformed("true")))
+        );
+        assert_eq!(
+            Resources::from_quantities(&json!({"cpu": "-1"})),
+            Err(bad("cpu", QuantityError::Negative("-1".into())))
+        );
+        assert_eq!(
+            Resources::parsed([("memory", "5Xi")]),
+            Err(bad("memory", malformed("5Xi")))
+        );
+        let pod = |field: &str, value: Value| {
+            let mut pod = json!({"metadata": {"name": "train-0", "namespace": "batch"},
+                "spec": {"nodeName": "n1", "containers": [{"resources": {"requests": {"cpu": "1"}}}]}});
+            pod["spec"][field] = value;
+            pod
+        };
+        let in_field = [
+            (
+                pod("containers", json!([{}, {"resources": {"requests": {"cpu": "500x"}}}])),
+                "spec.containers[1].resources.requests.cpu",
+            ),
+            (
+                pod("initContainers", json!([{"resources": {"requests": {"cpu": "500x"}}}])),
+                "spec.initContainers[0].resources.requests.cpu",
+            ),
+            (
+                pod("resources", json!({"requests": {"cpu": "500x"}})),
+                "spec.resources.requests.cpu",
+            ),
+            (pod("overhead", json!({"cpu": "500x"})), "spec.overhead.cpu"),
+        ];
+        for (pod, at) in in_field {
+            let at = format!("Pod batch/train-0: {at}");
+            assert_eq!(requested([&pod]), Err(bad(&at, malformed("500x"))), "{at}");
+        }
+        let overhead = pod("overhead", json!({"cpu": "500x"}));
+        assert_eq!(
+            requested([&overhead]).map_err(|e| e.to_string()),
+            Err("Pod batch/train-0: spec.overhead.cpu: \"500x\" is not a quantity: a number with an optional suffix (n, u, m, k, M, G, T, P, E, Ki to Ei) or exponent (e3, E-3)".into())
+        );
     }
 
     /// The seed's node: room for one engine pod (1 GPU, 10 CPUs, 30 GiB).
@@ -205,22 +389,24 @@ mod tests {
     #[test]
     fn slots_are_the_fewest_pods_any_requested_resource_allows() {
         let node =
-            Resources::from_quantities(&json!({"nvidia.com/gpu": "2", "cpu": "32", "memory": "64Gi", "pods": "110"}));
-        let pod = Resources::of_pod(&seed_pod());
+            Resources::from_quantities(&json!({"nvidia.com/gpu": "2", "cpu": "32", "memory": "64Gi", "pods": "110"}))
+                .expect("readable");
+        let pod = Resources::of_pod(&seed_pod()).expect("readable");
         // GPUs allow 2, CPUs 3, memory 2: two.
         assert_eq!(node.slots(&Resources::default(), &pod), 2);
-        let used = &requested([&seed_pod()])["gpu-node-1"];
+        let used = &requested([&seed_pod()]).expect("readable")["gpu-node-1"];
         assert_eq!(node.slots(used, &pod), 1);
         let mut both = used.clone();
         both.add(used);
         assert_eq!(node.slots(&both, &pod), 0);
         // A resource the node does not have: no room; no allocatable known: no room.
-        let cpu_only = Resources::from_quantities(&json!({"cpu": "32", "memory": "64Gi", "pods": "110"}));
+        let cpu_only =
+            Resources::from_quantities(&json!({"cpu": "32", "memory": "64Gi", "pods": "110"})).expect("readable");
         assert_eq!(cpu_only.slots(&Resources::default(), &pod), 0);
         assert_eq!(Resources::default().slots(&Resources::default(), &pod), 0);
         // A pod that requests nothing counts against the node's pods only.
-        let bare = Resources::of_pod(&json!({"spec": {}}));
-        let few_pods = Resources::from_quantities(&json!({"pods": "3"}));
+        let bare = Resources::of_pod(&json!({"spec": {}})).expect("readable");
+        let few_pods = Resources::from_quantities(&json!({"pods": "3"})).expect("readable");
         assert_eq!(few_pods.slots(&Resources::default(), &bare), 3);
     }
 
@@ -229,12 +415,12 @@ mod tests {
     #[test]
     fn a_pods_requests_are_what_kube_scheduler_counts() {
         let requests = |cpu: &str, gpus: &str| json!({"requests": {"cpu": cpu, "nvidia.com/gpu": gpus}});
-        let expected = |quantities: Value| Resources::from_quantities(&quantities);
+        let expected = |quantities: Value| Resources::from_quantities(&quantities).expect("readable");
         // An init container that takes every GPU while it runs holds them: the larger of 8 and 4.
         let warm_up = json!({"spec": {"initContainers": [{"name": "warm-up", "resources": requests("1", "8")}],
             "containers": [{"name": "train", "resources": requests("2", "4")}]}});
         assert_eq!(
-            Resources::of_pod(&warm_up),
+            Resources::of_pod(&warm_up).expect("readable"),
             expected(json!({"cpu": "2", "nvidia.com/gpu": "8", "pods": "1"}))
         );
         // Sidecars add to the containers and run beside the init containers after them:
@@ -247,7 +433,7 @@ mod tests {
                 {"name": "sidecar-2", "restartPolicy": "Always", "resources": cpu("30m")}],
             "containers": [{"name": "app", "resources": cpu("100m")}]}});
         assert_eq!(
-            Resources::of_pod(&sidecars),
+            Resources::of_pod(&sidecars).expect("readable"),
             expected(json!({"cpu": "350m", "pods": "1"}))
         );
         let sidecar_last = json!({"spec": {"initContainers": [
@@ -255,7 +441,7 @@ mod tests {
                 {"name": "sidecar-1", "restartPolicy": "Always", "resources": cpu("50m")}],
             "containers": [{"name": "app", "resources": cpu("100m")}]}});
         assert_eq!(
-            Resources::of_pod(&sidecar_last),
+            Resources::of_pod(&sidecar_last).expect("readable"),
             expected(json!({"cpu": "150m", "pods": "1"}))
         );
         // Pod-level requests replace the containers' CPU and memory, never their GPUs; the
@@ -265,7 +451,7 @@ mod tests {
                 {"name": "b", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}],
             "overhead": {"cpu": "250m", "memory": "120Mi"}}});
         assert_eq!(
-            Resources::of_pod(&pod_level),
+            Resources::of_pod(&pod_level).expect("readable"),
             expected(
                 json!({"cpu": "2250m", "memory": "4216Mi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi", "pods": "1"})
             )
@@ -277,11 +463,12 @@ mod tests {
         let mut done = seed_pod();
         done["status"] = json!({"phase": "Succeeded"});
         let pending = json!({"spec": {"containers": []}});
-        let requested = requested([&seed_pod(), &done, &pending]);
+        let requested = requested([&seed_pod(), &done, &pending]).expect("readable");
         assert_eq!(requested.len(), 1);
         assert_eq!(
             requested["gpu-node-1"],
             Resources::from_quantities(&json!({"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi", "pods": "1"}))
+                .expect("readable")
         );
     }
 }

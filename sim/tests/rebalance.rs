@@ -126,7 +126,7 @@ fn annotations(object: &Value) -> BTreeMap<String, String> {
 /// first move, and whether the guardrails hold it back.
 fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Move, Result<(), Hold>), NoPlan> {
     let pods: Vec<Value> = of_kind(objects, "Pod").cloned().collect();
-    let nodes = Nodes::from_json(&of_kind(objects, "Node").cloned().collect::<Vec<_>>());
+    let nodes = Nodes::from_json(&of_kind(objects, "Node").cloned().collect::<Vec<_>>()).expect("readable nodes");
     let (service, replica) = (
         of_kind(objects, "InferenceService").next(),
         of_kind(objects, "InferenceReplica").next(),
@@ -134,7 +134,7 @@ fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Mov
     let (service, replica) = (service.expect("the service"), replica.expect("the replica"));
     let component = Component::new(service, None, replica, &pods, &nodes);
     let report = diagnose(&component, settings).expect("a report");
-    let next = recommend(&component, &report, &requested(&pods), settings)?.moves[0].clone();
+    let next = recommend(&component, &report, &requested(&pods).expect("readable pods"), settings)?.moves[0].clone();
     let service_annotations = annotations(service);
     let held = hold(&Situation {
         service: &format!("{NAMESPACE}/{SERVICE}"),

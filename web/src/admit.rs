@@ -26,7 +26,7 @@ fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
             pod["kind"]
         ));
     }
-    let objects = Objects::new(input::documents(objects, "objects")?);
+    let objects = input::objects(objects)?;
     // A pod without a namespace (generateName) is created in the namespace of its objects.
     let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_else(|| {
         let owners = objects

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use ome_spread_core::explain::{Explained, Objects, explain, namespace_of, text};
+use ome_spread_core::explain::{Explained, explain, namespace_of, text};
 use ome_spread_core::labels;
 use ome_spread_core::loss;
 use ome_spread_core::settings::Settings;
@@ -18,7 +18,7 @@ pub fn diagnose(objects: &str, settings: &str) -> Value {
 
 fn answer(objects: &str, settings: &str) -> Result<Value, String> {
     let (_, settings) = input::settings(settings)?;
-    let objects = Objects::new(input::documents(objects, "objects")?);
+    let objects = input::objects(objects)?;
     let services: Vec<Value> = objects
         .of_kind("InferenceService", None)
         .map(|service| {

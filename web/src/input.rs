@@ -1,8 +1,15 @@
 //! What the user pasted: YAML documents, the pod, the settings. Each error names what was pasted
 //! and, from the YAML reader, the line and column.
 
+use ome_spread_core::explain::Objects;
 use ome_spread_core::settings::Settings;
 use serde_json::{Map, Value};
+
+/// The pasted objects, read as `explain --from` reads saved ones: a quantity the API server
+/// would refuse is named, never counted as nothing.
+pub fn objects(text: &str) -> Result<Objects, String> {
+    Objects::new(documents(text, "objects")?).map_err(|e| format!("objects: {e}"))
+}
 
 /// The documents of `text` (`---` between them; empty ones dropped). The reader's budget is
 /// raised for a large cluster's objects (10,000 pods are some 3 million YAML nodes); its caps on

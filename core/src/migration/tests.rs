@@ -174,7 +174,7 @@ fn held(cluster: &Cluster) -> Result<(), Hold> {
 /// As [`held`], the component's own replica's records being `own` (fresher than the
 /// cluster's, which the controller reads once per change).
 fn held_with_own(cluster: &Cluster, own: &Value) -> Result<(), Hold> {
-    let nodes = Nodes::from_json(&[]);
+    let nodes = Nodes::from_json(&[]).expect("readable");
     let component = Component::new(&cluster.service, None, &cluster.replica, &cluster.pods, &nodes);
     let services: Vec<Annotated> = cluster
         .annotations

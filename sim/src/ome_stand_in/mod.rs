@@ -157,7 +157,14 @@ impl StandIn {
         ] {
             objects.extend(api::list(&self.client, kind).await?);
         }
-        let seen = Objects::new(objects.clone());
+        let seen = match Objects::new(objects.clone()) {
+            Ok(seen) => seen,
+            Err(e) => {
+                // Never served (the API server refuses such a quantity); said once, should one come.
+                self.say_once(format!("cannot read the cluster: {e}"));
+                return Ok(());
+            }
+        };
         let services: Vec<&Value> = seen
             .of_kind("InferenceService", None)
             .filter(|s| render::is_ome_native(s) && s["metadata"]["deletionTimestamp"].is_null())
