@@ -85,8 +85,9 @@ pub fn table(losses: &[Loss]) -> Vec<Vec<String>> {
     std::iter::once(header.to_vec()).chain(rows).collect()
 }
 
-/// The worst single-domain loss in one sentence, and whether it can be absorbed; None when no
-/// domain holds an Instance.
+/// The worst single-domain loss in one sentence: absorbed (Instances left serving, and every lost
+/// one placed again), not absorbed, or an outage (none left serving); None when no domain holds
+/// an Instance.
 pub fn sentence(losses: &[Loss]) -> Option<String> {
     let worst = losses.first().filter(|loss| !loss.lost.is_empty())?;
     let Loss {
@@ -98,9 +99,19 @@ pub fn sentence(losses: &[Loss]) -> Option<String> {
     } = worst;
     let (replaceable, lost) = (worst.placed_again.len(), worst.lost.len());
     let left = format!("Losing {domain} leaves {left_serving} of {instances} Instances serving");
+    // Absorbed only while Instances stay serving: with none left, nothing serves until the lost
+    // ones have started again elsewhere (a model's load takes minutes).
+    let verdict = if *left_serving == 0 {
+        "an outage"
+    } else if replaceable == lost {
+        "the loss is absorbed"
+    } else {
+        "the loss is not absorbed"
+    };
     if replaceable == lost {
+        let until = if *left_serving == 0 { " until they have started there" } else { "" };
         return Some(format!(
-            "{left}, and every lost Instance ({lost}) can be placed again elsewhere: the loss is absorbed."
+            "{left}, and every lost Instance ({lost}) can be placed again elsewhere: {verdict}{until}."
         ));
     }
     // Say so only when Honor would change the answer: it is the reason to set it.
@@ -114,7 +125,7 @@ pub fn sentence(losses: &[Loss]) -> Option<String> {
         _ => String::new(),
     };
     Some(format!(
-        "{left}, and {replaceable} of the {lost} lost can be placed again elsewhere: the loss is not absorbed{honor}."
+        "{left}, and {replaceable} of the {lost} lost can be placed again elsewhere: {verdict}{honor}."
     ))
 }
 
@@ -768,7 +779,16 @@ mod tests {
         assert_eq!(
             sentence(&cluster.losses()).as_deref(),
             Some(
-                "Losing zone-a leaves 0 of 3 Instances serving, and 2 of the 3 lost can be placed again elsewhere: the loss is not absorbed."
+                "Losing zone-a leaves 0 of 3 Instances serving, and 2 of the 3 lost can be placed again elsewhere: an outage."
+            )
+        );
+        // Room for all three elsewhere is still an outage: none serves until they have started.
+        let mut roomy = Cluster::new("Preferred", cluster.pods.clone(), cluster.nodes.clone());
+        roomy.nodes[1] = node("b1", "zone-b", "cq-b", 3, json!({}));
+        assert_eq!(
+            sentence(&roomy.losses()).as_deref(),
+            Some(
+                "Losing zone-a leaves 0 of 3 Instances serving, and every lost Instance (3) can be placed again elsewhere: an outage until they have started there."
             )
         );
         // With zone-c's room for one too, each repair goes to a zone with the fewest: zone-b
