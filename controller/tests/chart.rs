@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use live::{Process, eventually, kubectl};
+use ome_spread_controller::resources::InferenceService;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
@@ -387,6 +388,8 @@ fn every_object_carries_the_standard_labels() {
             "Service ome-spread-controller-metrics: controller",
             "ServiceAccount ome-spread-controller: controller",
             "ServiceMonitor ome-spread-controller: controller",
+            "ValidatingAdmissionPolicy ome-spread-controller-migrate-writes: controller",
+            "ValidatingAdmissionPolicyBinding ome-spread-controller-migrate-writes: controller",
         ],
         "every object"
     );
@@ -813,4 +816,104 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
     kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-chart"]).await;
+}
+
+/// Under `migrate`, the chart's ValidatingAdmissionPolicy lets the controller's ServiceAccount
+/// change nothing on an InferenceService but OME's migration request annotations and ome-spread's
+/// ledger, on the real kube-apiserver: a spec change or another annotation by that ServiceAccount
+/// is refused with the policy's message, the two annotations are accepted, and another user's
+/// spec change goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn under_migrate_the_controller_may_change_only_the_migration_annotations() {
+    let Some(admin) = live::kubeconfig() else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return;
+    };
+    live::install_crds(&admin).await;
+    let mut args = REQUIRED.to_vec();
+    args.extend([
+        "--set",
+        "controller.rebalance=migrate",
+        "--show-only",
+        "templates/rbac-migrate.yaml",
+    ]);
+    let render = template(&args).expect("rendered");
+    live::apply(&admin, &render).await;
+    let namespace = "ome-spread-migrate-writes";
+    live::fresh_namespace(&admin, namespace).await;
+    live::apply(
+        &admin,
+        &format!(
+            "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {{name: qwen3-0-6b, namespace: {namespace}}}\n\
+             spec: {{deploymentMode: OMENative, runtime: {{name: srt-qwen3-0-6b}}, engine: {{minReplicas: 2}}}}\n"
+        ),
+    )
+    .await;
+    // As the controller writes: a merge patch, with no read first (its RBAC grants none).
+    let file = kube::config::Kubeconfig::read_from(&admin).expect("a kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .expect("a cluster in the kubeconfig");
+    config.auth_info.impersonate = Some("system:serviceaccount:ome-spread:ome-spread-controller".into());
+    let services: kube::Api<InferenceService> =
+        kube::Api::namespaced(kube::Client::try_from(config).expect("a client"), namespace);
+    let patch = |body: Value| {
+        let services = services.clone();
+        async move {
+            let params = kube::api::PatchParams::default();
+            match services
+                .patch("qwen3-0-6b", &params, &kube::api::Patch::Merge(&body))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(status)) => Err(status.message),
+                Err(e) => panic!("the API server did not answer: {e}"),
+            }
+        }
+    };
+    // The API server enforces a new policy a moment after it is created: each try asks for
+    // another spec, so that one let through before then does not make the next a no-op.
+    let mut tries = 0;
+    let refused = eventually("the controller's spec change refused", 30, || {
+        tries += 1;
+        let patched = patch(json!({"spec": {"engine": {"minReplicas": 2 + tries}}}));
+        async move { patched.await.err() }
+    })
+    .await;
+    assert!(
+        refused.ends_with(
+            "denied request: ome-spread's controller may change only the migration annotations of an InferenceService, not its spec"
+        ),
+        "{refused}"
+    );
+    let other = patch(json!({"metadata": {"annotations": {"example.com/owner": "me"}}})).await;
+    assert!(
+        other.as_ref().is_err_and(|message| message.ends_with(
+            "denied request: ome-spread's controller may change only the annotations ome.io/migration-request-v1-* and spread.ome.io/rebalance-requests of an InferenceService"
+        )),
+        "{other:?}"
+    );
+    let request = json!({"metadata": {"annotations": {
+        "ome.io/migration-request-v1-00000000-0000-0000-0000-000000000001": "{}",
+        "spread.ome.io/rebalance-requests": "[]"}}});
+    assert_eq!(patch(request).await, Ok(()));
+    let admin_change = kubectl(
+        &admin,
+        &[
+            "patch",
+            "inferenceservice",
+            "qwen3-0-6b",
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"engine":{"minReplicas":5}}}"#,
+        ],
+    )
+    .await;
+    assert!(admin_change.contains("patched"), "{admin_change}");
+    kubectl(&admin, &["delete", "namespace", namespace, "--timeout=90s"]).await;
+    let removed = live::kubectl_with(&admin, &["delete", "-f", "-"], Some(&render)).await;
+    assert!(removed.ok, "{}", removed.stderr);
 }

@@ -109,7 +109,11 @@ pub fn sentence(losses: &[Loss]) -> Option<String> {
         "the loss is not absorbed"
     };
     if replaceable == lost {
-        let until = if *left_serving == 0 { " until they have started there" } else { "" };
+        let until = if *left_serving == 0 {
+            " until they have started there"
+        } else {
+            ""
+        };
         return Some(format!(
             "{left}, and every lost Instance ({lost}) can be placed again elsewhere: {verdict}{until}."
         ));
