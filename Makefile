@@ -324,23 +324,25 @@ bench: wasm-target web
 	fi
 
 # The controller as built, its own process, against the in-memory API server under a minute of
-# pod and node churn (controller/benches/churn.rs), beside the controller as it was before its
-# pods were indexed by their own events (the commit CHURN_BASELINE_REV, taken from git history
-# and built once under target/churn-baseline), which rebuilt its pod snapshot on every pod
-# change. CHURN_SECONDS sets the churn's length.
-CHURN_BASELINE_REV := 604ee3a2600a71fffe94b1d2d1dab42521e44de9
-CHURN_BASELINE := target/churn-baseline/target/release/ome-spread
+# pod and node churn (controller/benches/churn.rs), beside the controller as it was at the commit
+# CHURN_BASELINE_REV (taken from git history and built once under target/churn-baseline/REV): the
+# last one measured, so that a change is seen side by side with the code it changed.
+# CHURN_SECONDS sets the churn's length.
+CHURN_BASELINE_REV := fe890ccda69099af7f6ce36568bf1ed11664b005
+CHURN_BASELINE := target/churn-baseline/$(CHURN_BASELINE_REV)/target/release/ome-spread
 
 $(CHURN_BASELINE):
 	@git cat-file -e $(CHURN_BASELINE_REV)^{commit} 2>/dev/null || { echo "bench-churn needs the git history holding $(CHURN_BASELINE_REV)"; exit 1; }
-	rm -rf target/churn-baseline/src && mkdir -p target/churn-baseline/src
-	git archive $(CHURN_BASELINE_REV) | tar -x -C target/churn-baseline/src
+	rm -rf target/churn-baseline/$(CHURN_BASELINE_REV)/src && mkdir -p target/churn-baseline/$(CHURN_BASELINE_REV)/src
+	git archive $(CHURN_BASELINE_REV) | tar -x -C target/churn-baseline/$(CHURN_BASELINE_REV)/src
 	$(CARGO) build --release --locked --quiet -p ome-spread-controller --bin ome-spread \
-		--manifest-path target/churn-baseline/src/Cargo.toml --target-dir target/churn-baseline/target
+		--manifest-path target/churn-baseline/$(CHURN_BASELINE_REV)/src/Cargo.toml \
+		--target-dir target/churn-baseline/$(CHURN_BASELINE_REV)/target
 
 bench-churn: $(CHURN_BASELINE)
 	$(CARGO) build --release --quiet -p ome-spread-controller --bin ome-spread
 	OME_SPREAD_CHURN_CONTROLLER=$(CURDIR)/target/release/ome-spread OME_SPREAD_CHURN_BASELINE=$(CURDIR)/$(CHURN_BASELINE) \
+		OME_SPREAD_CHURN_BASELINE_REV=$(CHURN_BASELINE_REV) \
 		$(CARGO) bench -p ome-spread-controller --bench churn
 
 # cargo-fuzz on nightly: both targets, FUZZ_SECONDS each, the corpus seeded from the rule

@@ -8,10 +8,9 @@
 //! minute. Each node has room left (64 GPUs), so that the room count runs in full.
 //! Measured: the delay from each pod event
 //! to the condition written after it, reconciles per second, the controller's CPU and its peak
-//! resident memory. Side by side in the same run: the controller before its pods were indexed
-//! by their own events (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit it
-//! names), which rebuilt its whole pod snapshot after any pod change and re-diagnosed every
-//! replica on any node label.
+//! resident memory. Side by side in the same run: the controller as it was at an earlier commit
+//! (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit OME_SPREAD_CHURN_BASELINE_REV
+//! names: the last one measured).
 //!
 //! One event in flight per component: the next event of a component waits for the condition
 //! that reflects the last, so each write is matched to one event.
@@ -343,16 +342,20 @@ async fn main() {
         .unwrap_or(60);
     let dir = std::env::temp_dir().join(format!("ome-spread-churn-{}", std::process::id()));
     let mut measured = Vec::new();
+    let before = std::env::var("OME_SPREAD_CHURN_BASELINE_REV").map_or_else(
+        |_| "before".to_owned(),
+        |rev| format!("at {}", &rev[..rev.len().min(7)]),
+    );
     for (label, variable) in [
-        ("index", "OME_SPREAD_CHURN_CONTROLLER"),
-        ("full rebuild", "OME_SPREAD_CHURN_BASELINE"),
+        ("now", "OME_SPREAD_CHURN_CONTROLLER"),
+        (before.as_str(), "OME_SPREAD_CHURN_BASELINE"),
     ] {
         let run = dir.join(label.replace(' ', "-"));
         std::fs::create_dir_all(&run).expect("a run directory");
         println!("churn: {label}: {} for {seconds} s ...", binary(variable).display());
         measured.push(churn(&binary(variable), seconds, &run).await);
     }
-    println!("{:<34}{:>14}{:>14}", "", "index", "full rebuild");
+    println!("{:<34}{:>14}{:>14}", "", "now", before);
     let row = |name: &str, value: &dyn Fn(&Measured) -> String| {
         println!("{name:<34}{:>14}{:>14}", value(&measured[0]), value(&measured[1]));
     };
@@ -372,13 +375,15 @@ async fn main() {
     row("reconciles per second", &|m| format!("{:.0}", m.reconciles_per_second));
     row("controller CPU", &|m| format!("{:.2} cores", m.cores));
     row("peak resident memory", &|m| format!("{} MiB", m.peak_mib));
-    let (now, before) = (&measured[0], &measured[1]);
+    let (now, then) = (&measured[0], &measured[1]);
     println!(
-        "churn: {RATE} events/s, p99 event-to-condition {} ms (full rebuild {} ms), controller CPU {:.2} cores, peak memory {} MiB",
+        "churn: {RATE} events/s, p99 event-to-condition {} ms ({before} {} ms), controller CPU {:.2} cores ({before} {:.2}), peak memory {} MiB ({before} {} MiB)",
         now.delays.value_at_quantile(0.99) / 1000,
-        before.delays.value_at_quantile(0.99) / 1000,
+        then.delays.value_at_quantile(0.99) / 1000,
         now.cores,
-        now.peak_mib
+        then.cores,
+        now.peak_mib,
+        then.peak_mib
     );
     println!("churn: the controllers' logs are in {}", dir.display());
 }
