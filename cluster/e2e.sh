@@ -22,7 +22,8 @@ kubectl=(target/cluster/bin/kubectl --kubeconfig "$run/kubeconfig") helm=target/
 chart_values=(--set policy.module=registry://REGISTRY/ome-spread:v0.1.0
   --set controller.image.repository=REGISTRY/ome-spread-controller
   --set controller.rebalance=migrate --set serviceMonitor.enabled=true --set prometheusRule.enabled=true
-  --set grafanaDashboard.enabled=true)
+  --set grafanaDashboard.enabled=true --set networkPolicy.enabled=true
+  --set-json "networkPolicy.metricsFrom=[{\"podSelector\":{}}]")
 "$helm" lint --strict charts/ome-spread "${chart_values[@]}"
 "${kubectl[@]}" apply --server-side -f cluster/kubewarden-crds.yaml -f cluster/prometheus-operator-crds.yaml
 "${kubectl[@]}" wait --for=condition=Established --timeout=60s crd/clusteradmissionpolicies.policies.kubewarden.io \
