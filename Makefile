@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: release wasm-target musl-target controller-musl image image-test web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
+.PHONY: release release-cli wasm-target musl-target controller-musl image image-test web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -22,14 +22,28 @@ annotated-policy.wasm: policy.wasm metadata.yml docs/usage.md
 # (README: Install pushes it with kwctl push) and the plain module it was made from. Without kwctl
 # only the plain module and its checksum are written, and one line says so.
 RELEASE_DIR := target/release-artifacts
-release: policy.wasm
+release: policy.wasm controller-musl
 	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR) && cp policy.wasm $(RELEASE_DIR)/
 	@if command -v kwctl >/dev/null; then \
 		$(MAKE) --no-print-directory annotated-policy.wasm && cp annotated-policy.wasm $(RELEASE_DIR)/; \
 	else \
 		echo "kwctl not found: $(RELEASE_DIR) has policy.wasm but no annotated-policy.wasm (kwctl: $(KWCTL_RELEASES))"; \
 	fi
-	@cd $(RELEASE_DIR) && sha256sum *.wasm > SHA256SUMS && cat SHA256SUMS
+	@$(MAKE) --no-print-directory release-cli
+	@cd $(RELEASE_DIR) && sha256sum *.wasm *.tar.gz ome-spread-linux-amd64 > SHA256SUMS && cat SHA256SUMS
+
+# The static binary twice: as `ome-spread`, and as the kubectl plugin `kubectl-ome_spread` (run as
+# `kubectl ome-spread`) in the archive its krew manifest (charts/krew/ome-spread.yaml, filled in
+# with the version and the archive's checksum) names.
+release-cli:
+	cp $(MUSL_CONTROLLER) $(RELEASE_DIR)/ome-spread-linux-amd64
+	rm -rf $(RELEASE_DIR)/plugin && mkdir -p $(RELEASE_DIR)/plugin
+	cp $(MUSL_CONTROLLER) $(RELEASE_DIR)/plugin/kubectl-ome_spread && cp LICENSE $(RELEASE_DIR)/plugin/
+	tar -C $(RELEASE_DIR)/plugin -czf $(RELEASE_DIR)/kubectl-ome_spread-linux-amd64.tar.gz kubectl-ome_spread LICENSE
+	rm -rf $(RELEASE_DIR)/plugin
+	sed -e 's/VERSION/$(POLICY_VERSION)/g' \
+		-e "s/SHA256/$$(sha256sum $(RELEASE_DIR)/kubectl-ome_spread-linux-amd64.tar.gz | cut -d' ' -f1)/" \
+		charts/krew/ome-spread.yaml > $(RELEASE_DIR)/ome-spread.krew.yaml
 
 # Artifact Hub's package file: `kwctl scaffold artifacthub` on metadata.yml and questions-ui.yml
 # (Rancher's settings form, the annotation kubewarden/questions-ui), with four edits

@@ -37,7 +37,7 @@ start=$SECONDS
 # cluster-wide. The stand-ins' own tests first, then OME's how-to and the controller, then the webhook.
 suites=(
   "-p ome-spread-sim --test cluster_seed --test cluster_racks --test cluster_status --test cluster_migration --test cluster_migration_deadline --test cluster_restart"
-  "-p ome-spread-controller --test seed --test cluster --test room --test deployed --test chart --test signals"
+  "-p ome-spread-controller --test seed --test cluster --test room --test deployed --test chart --test signals --test plugin"
   "-p ome-spread --test webhook"
 )
 # A suite that fails is run once more, saying so, its first run's counts marked as such (CI's

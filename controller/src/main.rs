@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::{self, Source};
@@ -112,8 +112,27 @@ enum Command {
     Crd,
 }
 
+/// The name kubectl runs a plugin by: `kubectl ome-spread ...` runs `kubectl-ome_spread ...`.
+const PLUGIN: &str = "kubectl-ome_spread";
+
+/// The command line, its help and errors naming the command as it was run: `kubectl ome-spread`
+/// when run as the kubectl plugin.
+fn cli() -> Cli {
+    let run_as = std::env::args_os().next().map(PathBuf::from);
+    let plugin = run_as.as_deref().and_then(Path::file_name) == Some(PLUGIN.as_ref());
+    let command = Cli::command();
+    let command = if plugin {
+        command
+            .bin_name("kubectl ome-spread")
+            .display_name("kubectl ome-spread")
+    } else {
+        command
+    };
+    Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    match cli().command {
         Command::Explain {
             service,
             namespace,
