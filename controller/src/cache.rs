@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use tracing::warn;
 
 use crate::resources::{InferenceReplica, InferenceService};
+use crate::state::lock;
 
 /// What the diagnosis reads of a cache (the nodes indexed, the pods grouped by component), built
 /// from it only after it changed: a burst of reconciles (every replica, after a node change)
@@ -59,7 +60,7 @@ where
     }
 
     pub fn current(&self) -> Arc<T> {
-        let mut built = self.built.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut built = lock(&self.built);
         // Read under the lock, so that a slower caller never tags a newer build with an older
         // version.
         let version = self.version.load(Ordering::Acquire);

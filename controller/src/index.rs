@@ -9,6 +9,8 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
+use crate::state::lock;
+
 /// What an index derives from its entries, updated one entry at a time.
 pub trait Derived: Default {
     type Object: ResourceExt;
@@ -154,11 +156,7 @@ where
 {
     /// As [`Index::apply`].
     pub fn apply(&self, event: &watcher::Event<D::Object>) -> Vec<D::Trigger> {
-        let triggers = self
-            .index
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .apply(event);
+        let triggers = lock(&self.index).apply(event);
         if matches!(event, watcher::Event::InitDone) {
             self.filled.send_replace(true);
         }
@@ -174,11 +172,6 @@ where
 
     /// `read` of what is derived, as it stands.
     pub fn with<T>(&self, read: impl FnOnce(&D) -> T) -> T {
-        read(
-            self.index
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .derived(),
-        )
+        read(lock(&self.index).derived())
     }
 }

@@ -14,6 +14,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::state::lock;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReplicaLabels {
     namespace: String,
@@ -173,9 +175,7 @@ impl Metrics {
                 .set(loss.placed_again.len() as i64);
         }
         let domains = report.instances_per_domain.keys().cloned().collect();
-        if let Ok(mut shown) = self.shown.lock() {
-            shown.insert(labels, (report.reason, domains));
-        }
+        lock(&self.shown).insert(labels, (report.reason, domains));
     }
 
     /// Shows the moves a replica's plan still needs; None (rebalance off) removes the series.
@@ -205,7 +205,7 @@ impl Metrics {
     }
 
     fn forget_labels(&self, labels: &ReplicaLabels) {
-        let Some((reason, domains)) = self.shown.lock().ok().and_then(|mut s| s.remove(labels)) else {
+        let Some((reason, domains)) = lock(&self.shown).remove(labels) else {
             return;
         };
         for domain in &domains {

@@ -12,6 +12,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 use crate::metrics::Metrics;
+use crate::state::lock;
 
 /// The default of `--stalled-after`: well above what a quiet, healthy cluster leaves between two
 /// events of the Lease's watch (the leader renews the Lease every 25 s; with no leader for a
@@ -58,12 +59,12 @@ impl Health {
 
     /// Why the policy's settings are not read yet; None once they are.
     pub fn waiting_for_settings(&self, why: Option<String>) {
-        *self.settings.lock().expect("the settings' state") = why;
+        *lock(&self.settings) = why;
     }
 
     /// Ok when ready, else why not.
     pub fn ready(&self) -> Result<(), String> {
-        if let Some(why) = self.settings.lock().expect("the settings' state").clone() {
+        if let Some(why) = lock(&self.settings).clone() {
             return Err(why);
         }
         match self.ready.load(Ordering::Acquire) {
@@ -74,13 +75,13 @@ impl Health {
 
     /// The Lease's watch brought an event (a renewal, or a relist).
     pub fn watched(&self) {
-        *self.watched.lock().expect("the watch's state") = Some(Instant::now());
+        *lock(&self.watched) = Some(Instant::now());
     }
 
     /// A reconcile runs until the guard is dropped.
     pub fn reconciling(self: &Arc<Self>) -> Reconciling {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.running.lock().expect("the reconciles").insert(id, Instant::now());
+        lock(&self.running).insert(id, Instant::now());
         Reconciling {
             health: self.clone(),
             id,
@@ -90,7 +91,7 @@ impl Health {
     /// Ok while the controller makes progress, else why not.
     pub fn live(&self) -> Result<(), String> {
         let bound = self.bound;
-        if let Some(at) = *self.watched.lock().expect("the watch's state")
+        if let Some(at) = *lock(&self.watched)
             && at.elapsed() > bound
         {
             return Err(format!(
@@ -99,7 +100,7 @@ impl Health {
                 bound.as_secs()
             ));
         }
-        let running = self.running.lock().expect("the reconciles");
+        let running = lock(&self.running);
         if let Some(oldest) = running.values().min()
             && oldest.elapsed() > bound
         {
@@ -121,9 +122,7 @@ pub struct Reconciling {
 
 impl Drop for Reconciling {
     fn drop(&mut self) {
-        if let Ok(mut running) = self.health.running.lock() {
-            running.remove(&self.id);
-        }
+        lock(&self.health.running).remove(&self.id);
     }
 }
 

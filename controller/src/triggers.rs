@@ -15,6 +15,7 @@ use ome_spread_core::instance::COMPONENTS;
 use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
 
 use crate::resources::{CONDITION, InferenceReplica, InferenceService};
+use crate::state::lock;
 
 /// The node labels some replica's diagnosis reads ([`ome_spread_core::diagnosis::node_keys`]),
 /// as each replica's last reconcile found them.
@@ -37,13 +38,13 @@ impl KeysInUse {
     pub fn set(&self, replica: ObjectRef<InferenceReplica>, keys: BTreeSet<String>) -> bool {
         let before = self.all();
         self.update(|by_replica| by_replica.insert(replica, keys.clone()) != Some(keys));
-        let mut keys = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut keys = lock(&self.0);
         !keys.all.is_subset(&before) && std::mem::take(&mut keys.unread)
     }
 
     /// A label no replica reads changed.
     fn unread(&self) {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).unread = true;
+        lock(&self.0).unread = true;
     }
 
     pub fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
@@ -51,16 +52,12 @@ impl KeysInUse {
     }
 
     pub fn all(&self) -> Arc<BTreeSet<String>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .all
-            .clone()
+        lock(&self.0).all.clone()
     }
 
     /// `change` the keys per replica; it says whether they changed.
     fn update(&self, change: impl FnOnce(&mut HashMap<ObjectRef<InferenceReplica>, BTreeSet<String>>) -> bool) {
-        let mut keys = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut keys = lock(&self.0);
         if change(&mut keys.by_replica) {
             keys.all = Arc::new(keys.by_replica.values().flatten().cloned().collect());
         }
