@@ -65,7 +65,7 @@ fn cases() -> Vec<Case> {
         for (kind, pod, replica, target) in [
             ("single", single.clone(), &qwen, 1.0),
             ("leader", review("deepseek-v3-engine-0-leader-0"), &deepseek, 1.0),
-            ("worker", review("deepseek-v3-engine-0-worker-1"), &deepseek, 1.0),
+            ("worker", review("deepseek-v3-engine-0-worker-0"), &deepseek, 1.0),
             ("1.5MB pod", with_env(single, 40, 200), &qwen, 1.5),
         ] {
             cases.push(Case {

@@ -30,7 +30,7 @@ const SCENARIOS: &[Scenario] = &[
         replica: "deepseek-v3-engine",
         pods: &[
             "requests/deepseek-v3-engine-0-leader-0",
-            "requests/deepseek-v3-engine-0-worker-1",
+            "requests/deepseek-v3-engine-0-worker-0",
         ],
     },
     Scenario {

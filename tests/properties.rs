@@ -163,7 +163,7 @@ fn generated() -> impl Strategy<Value = Generated> {
 
 fn pod_of(case: &Generated) -> Value {
     let base = if case.runner == "worker" {
-        "deepseek-v3-engine-0-worker-1"
+        "deepseek-v3-engine-0-worker-0"
     } else {
         "deepseek-v3-engine-0-leader-0"
     };

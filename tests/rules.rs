@@ -23,7 +23,7 @@ fn p6_a_second_evaluation_adds_nothing() {
     for pod in [
         "qwen3-0-6b-engine-0-default-0",
         "deepseek-v3-engine-0-leader-0",
-        "deepseek-v3-engine-0-worker-1",
+        "deepseek-v3-engine-0-worker-0",
     ] {
         let cluster = Cluster::with_fixtures();
         let mut request = review(pod);

@@ -990,7 +990,7 @@ async fn a_leader_gets_the_spread_and_its_worker_the_leader_affinity_as_the_api_
 
         // P8 and P10 for a worker: its Instance's leader's rack, and no spread constraint.
         let worker = pods
-            .create(&PostParams::default(), &gang_pod("worker", 1, uid))
+            .create(&PostParams::default(), &gang_pod("worker", 0, uid))
             .await
             .expect("admitted");
         assert_eq!(constraints(&worker), Value::Null);

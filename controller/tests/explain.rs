@@ -69,7 +69,7 @@ fn leader_and_worker(objects: &mut Vec<Value>, index: usize, leader: &str, worke
     pod["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchLabels"]["ome.io/runner"] = json!("leader");
     pod["spec"]["nodeName"] = json!(leader);
     let mut pod = pod.clone();
-    pod["metadata"]["name"] = json!(format!("qwen3-0-6b-engine-{index}-worker-1"));
+    pod["metadata"]["name"] = json!(format!("qwen3-0-6b-engine-{index}-worker-0"));
     pod["metadata"]["labels"]["ome.io/runner"] = json!("worker");
     pod["spec"]
         .as_object_mut()
@@ -870,7 +870,7 @@ fn an_instance_split_across_racks_is_named_whatever_topology_spread_is() {
         |o| {
             (split.change)(o);
             // Instance 1 whole in cq-b1; Instance 0's worker on a node without a rack.
-            find(o, "Pod", "qwen3-0-6b-engine-1-worker-1")["spec"]["nodeName"] = json!("gpu-node-2");
+            find(o, "Pod", "qwen3-0-6b-engine-1-worker-0")["spec"]["nodeName"] = json!("gpu-node-2");
             let labels = &mut find(o, "Node", "gpu-node-3")["metadata"]["labels"];
             labels.as_object_mut().expect("labels").remove(CLIQUE);
             // Off: the rack is still kept, so an Instance is still whole or split.
@@ -882,16 +882,16 @@ fn an_instance_split_across_racks_is_named_whatever_topology_spread_is() {
     assert_eq!(
         message,
         "the pods of an Instance run in more than one rack of nvidia.com/gpu.clique, or on a node without it: \
-         Instance 0: qwen3-0-6b-engine-0-leader-0 on gpu-node-1 (cq-a1), qwen3-0-6b-engine-0-worker-1 on gpu-node-3 (<none>)"
+         Instance 0: qwen3-0-6b-engine-0-leader-0 on gpu-node-1 (cq-a1), qwen3-0-6b-engine-0-worker-0 on gpu-node-3 (<none>)"
     );
 
     let (reason, _) = diagnosed(
         |o| {
             (split.change)(o);
             // Instance 1's worker Pending, Instance 0's on a node that is not among the objects.
-            let pod = find(o, "Pod", "qwen3-0-6b-engine-1-worker-1");
+            let pod = find(o, "Pod", "qwen3-0-6b-engine-1-worker-0");
             pod["spec"].as_object_mut().expect("spec").remove("nodeName");
-            find(o, "Pod", "qwen3-0-6b-engine-0-worker-1")["spec"]["nodeName"] = json!("gpu-node-9");
+            find(o, "Pod", "qwen3-0-6b-engine-0-worker-0")["spec"]["nodeName"] = json!("gpu-node-9");
         },
         Settings::default(),
     );

@@ -137,8 +137,9 @@ fn label(object: &mut Value, label: &str, value: Value) {
 }
 
 const QWEN_0: &str = "qwen3-0-6b-engine-0-default-0";
+const DECODER_0: &str = "qwen3-0-6b-decoder-0-default-0";
 const LEADER: &str = "deepseek-v3-engine-0-leader-0";
-const WORKER: &str = "deepseek-v3-engine-0-worker-1";
+const WORKER: &str = "deepseek-v3-engine-0-worker-0";
 /// A key the component used before a change; OME keeps it for an Instance whose live pods carry it.
 const OLD_KEY: &str = "example.com/rack";
 const QWEN: Option<&str> = Some("qwen3-0-6b-engine");
@@ -193,7 +194,7 @@ pub fn all() -> Vec<Case> {
         Case { cluster: qwen_with(json!({"topologySpreadKey": "topology zone"})),
             ..case("p4_spread_key_that_is_not_a_label_key_is_rejected", review(QWEN_0), QWEN, Rejected("InferenceReplica spread-demo/qwen3-0-6b-engine: spec.topologySpreadKey is \"topology zone\": not a valid label key: a name must be alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character")) },
         Case { cluster: deepseek_with(json!({"topologyKey": 7})),
-            ..case("p4_topology_key_of_the_wrong_type_is_rejected_even_for_a_worker", review("deepseek-v3-engine-0-worker-1"), DEEPSEEK, Rejected("InferenceReplica spread-demo/deepseek-v3-engine: spec.topologyKey is 7: must be a label key (a string)")) },
+            ..case("p4_topology_key_of_the_wrong_type_is_rejected_even_for_a_worker", review("deepseek-v3-engine-0-worker-0"), DEEPSEEK, Rejected("InferenceReplica spread-demo/deepseek-v3-engine: spec.topologyKey is 7: must be a label key (a string)")) },
         Case { cluster: Cluster::default().with_raw_answer("spread-demo", "qwen3-0-6b-engine", br#"{"kind": "InferenceReplica", "spec": "Required"}"#),
             ..case("p4_replica_spec_that_is_not_an_object_is_rejected", review(QWEN_0), QWEN, Rejected("InferenceReplica spread-demo/qwen3-0-6b-engine: spec is \"Required\": must be an object")) },
         // P5: the leader or only pod gets the constraint.
@@ -204,10 +205,12 @@ pub fn all() -> Vec<Case> {
         Case { cluster: deepseek_with(json!({"topologySpreadKey": null})),
             ..case("p5_without_spread_key_the_leader_spreads_on_the_topology_key", review("deepseek-v3-engine-0-leader-0"), DEEPSEEK, Appended(SPREAD, constraint("deepseek-v3", "engine", "leader", CLIQUE, "DoNotSchedule"))) },
         Case { cluster: Cluster::with_fixtures().with_replica(with_spec(json!({"kind": "InferenceReplica", "metadata": {"name": "qwen3-0-6b-decoder", "namespace": "spread-demo"}, "spec": {}}), json!({"topologySpread": "Required", "topologySpreadKey": "rack"}))),
-            ..case("p5_decoder_spreads_separately_from_the_engine", qwen_pod(|p| {
+            ..case("p5_decoder_spreads_separately_from_the_engine", edited_request(qwen_pod(|p| {
                 label(p, "component", json!("decoder"));
+                p["metadata"]["name"] = json!(DECODER_0);
+                p["spec"]["hostname"] = json!(DECODER_0);
                 p["metadata"]["ownerReferences"][0]["name"] = json!("qwen3-0-6b-decoder");
-            }), Some("qwen3-0-6b-decoder"), Appended(SPREAD, constraint("qwen3-0-6b", "decoder", "default", "rack", "DoNotSchedule"))) },
+            }), |r| r["name"] = json!(DECODER_0)), Some("qwen3-0-6b-decoder"), Appended(SPREAD, constraint("qwen3-0-6b", "decoder", "default", "rack", "DoNotSchedule"))) },
         Case { settings: json!({"maxSkew": 2, "minDomains": 3, "nodeTaintsPolicy": "Honor"}),
             ..case("p5_settings_shape_a_required_constraint", review(QWEN_0), QWEN, Appended(SPREAD, json!({
                 "maxSkew": 2, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
@@ -277,29 +280,29 @@ pub fn all() -> Vec<Case> {
         Case { cluster: qwen_with(json!({"topologySpreadKey": null, "topologyKey": null})),
             ..case("p7_no_key_leaves_the_pod_unchanged", review(QWEN_0), QWEN, Accepted) },
         // P8 to P10: the worker.
-        case("p8_worker_gets_the_leader_affinity_and_keeps_its_other_affinity", review("deepseek-v3-engine-0-worker-1"), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
-        case("p8_worker_term_is_appended_after_a_term_on_another_key", edited(review("deepseek-v3-engine-0-worker-1"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"cache": "warm"}}}], "preferredDuringSchedulingIgnoredDuringExecution": []})), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
-        case("p8_worker_without_affinity_gets_one", edited(review("deepseek-v3-engine-0-worker-1"), |p| { p["spec"].as_object_mut().expect("spec").remove("affinity"); }), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
-        case("p9_worker_with_a_required_term_on_the_topology_key_is_unchanged", edited(review("deepseek-v3-engine-0-worker-1"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": CLIQUE, "labelSelector": {"matchLabels": {"gang": "g1"}}}]})), DEEPSEEK, Accepted),
+        case("p8_worker_gets_the_leader_affinity_and_keeps_its_other_affinity", review("deepseek-v3-engine-0-worker-0"), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
+        case("p8_worker_term_is_appended_after_a_term_on_another_key", edited(review("deepseek-v3-engine-0-worker-0"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"cache": "warm"}}}], "preferredDuringSchedulingIgnoredDuringExecution": []})), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
+        case("p8_worker_without_affinity_gets_one", edited(review("deepseek-v3-engine-0-worker-0"), |p| { p["spec"].as_object_mut().expect("spec").remove("affinity"); }), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
+        case("p9_worker_with_a_required_term_on_the_topology_key_is_unchanged", edited(review("deepseek-v3-engine-0-worker-0"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": CLIQUE, "labelSelector": {"matchLabels": {"gang": "g1"}}}]})), DEEPSEEK, Accepted),
         case("p9_ome_term_on_the_topology_key_is_kept", rendered(review(WORKER), AFFINITY, worker_term.clone()), DEEPSEEK, Accepted),
         case("p9_ome_term_on_the_instances_older_key_is_kept", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "0", OLD_KEY)), DEEPSEEK, Accepted),
         case("p9_a_term_for_another_instances_leader_does_not_count", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "1", OLD_KEY)), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
         Case { cluster: deepseek_with(json!({"topologyKey": null})),
-            ..case("p10_worker_never_gets_a_spread_constraint", review("deepseek-v3-engine-0-worker-1"), DEEPSEEK, Accepted) },
+            ..case("p10_worker_never_gets_a_spread_constraint", review("deepseek-v3-engine-0-worker-0"), DEEPSEEK, Accepted) },
         // P11: labels a rule needs.
         case("p11_missing_runner_is_rejected", qwen_pod(|p| label(p, "ome.io/runner", Value::Null)), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/runner is missing")),
         case("p11_unknown_runner_is_rejected", qwen_pod(|p| label(p, "ome.io/runner", json!("coordinator"))), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/runner is \"coordinator\": must be default, leader or worker")),
         case("p11_missing_inference_service_is_rejected", qwen_pod(|p| label(p, "ome.io/inferenceservice", Value::Null)), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/inferenceservice is missing")),
         case("p11_missing_component_is_rejected", qwen_pod(|p| label(p, "component", Value::Null)), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: label component is missing")),
         case("p11_label_that_is_not_a_string_is_rejected", qwen_pod(|p| label(p, "ome.io/runner", json!(1))), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/runner is 1: must be a string")),
-        case("p11_worker_index_that_is_not_a_whole_number_is_rejected", edited(review("deepseek-v3-engine-0-worker-1"), |p| label(p, "ome.io/instance-index", json!("-1"))), None, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-1: label ome.io/instance-index is \"-1\": must be a whole number")),
-        case("p11_worker_without_index_is_rejected", edited(review("deepseek-v3-engine-0-worker-1"), |p| label(p, "ome.io/instance-index", Value::Null)), None, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-1: label ome.io/instance-index is missing")),
+        case("p11_worker_index_that_is_not_a_whole_number_is_rejected", edited(review("deepseek-v3-engine-0-worker-0"), |p| label(p, "ome.io/instance-index", json!("-1"))), None, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-0: label ome.io/instance-index is \"-1\": must be a whole number")),
+        case("p11_worker_without_index_is_rejected", edited(review("deepseek-v3-engine-0-worker-0"), |p| label(p, "ome.io/instance-index", Value::Null)), None, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-0: label ome.io/instance-index is missing")),
         // Bad input: a clear answer naming the field and the value, never a trap.
         Case { settings: json!({"maxskew": 2}),
             ..case("bad_settings_reach_validate_as_a_rejection", review(QWEN_0), None, Rejected("invalid policy settings: unknown setting \"maxskew\": the settings are maxSkew, minDomains, nodeTaintsPolicy, onMissingReplica")) },
         case("bad_pod_labels_that_are_a_list_are_rejected", qwen_pod(|p| p["metadata"]["labels"] = json!(["ome.io/managed-by"])), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: metadata.labels is [\"ome.io/managed-by\"]: must be an object")),
         case("bad_pod_constraint_list_of_the_wrong_type_is_rejected", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = json!("zone")), QWEN, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: spec.topologySpreadConstraints is \"zone\": must be a list")),
-        case("bad_pod_affinity_of_the_wrong_type_is_rejected", edited(review("deepseek-v3-engine-0-worker-1"), |p| p["spec"]["affinity"] = json!(true)), DEEPSEEK, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-1: spec.affinity is true: must be an object")),
+        case("bad_pod_affinity_of_the_wrong_type_is_rejected", edited(review("deepseek-v3-engine-0-worker-0"), |p| p["spec"]["affinity"] = json!(true)), DEEPSEEK, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-0: spec.affinity is true: must be an object")),
         case("bad_pod_constraint_without_topology_key_is_rejected", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1}])), QWEN, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: spec.topologySpreadConstraints[0].topologyKey is null: must be a string")),
         case("bad_request_with_a_null_object_is_rejected", edited_request(review(QWEN_0), |r| r["object"] = Value::Null), None, Rejected("pod spread-demo/(unnamed): object is null: must be a Pod object")),
         case("bad_owner_references_of_the_wrong_type_are_rejected", qwen_pod(|p| p["metadata"]["ownerReferences"] = json!({"name": "x"})), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: metadata.ownerReferences is {\"name\":\"x\"}: must be a list")),

@@ -8,7 +8,7 @@ use super::cases::{Case, Expected, SPREAD, case, constraint, edited, replica, re
 use super::{Cluster, validation_request};
 
 const QWEN_0: &str = "qwen3-0-6b-engine-0-default-0";
-const WORKER: &str = "deepseek-v3-engine-0-worker-1";
+const WORKER: &str = "deepseek-v3-engine-0-worker-0";
 const QWEN: Option<&str> = Some("qwen3-0-6b-engine");
 const DEEPSEEK: Option<&str> = Some("deepseek-v3-engine");
 
@@ -214,7 +214,7 @@ pub fn all() -> Vec<Case> {
             worker(label("ome.io/instance-index", json!("1.5"))),
             None,
             Rejected(
-                "pod spread-demo/deepseek-v3-engine-0-worker-1: label ome.io/instance-index is \"1.5\": must be a whole number",
+                "pod spread-demo/deepseek-v3-engine-0-worker-0: label ome.io/instance-index is \"1.5\": must be a whole number",
             ),
         ),
         case(
@@ -222,7 +222,7 @@ pub fn all() -> Vec<Case> {
             worker(label("ome.io/instance-index", json!(""))),
             None,
             Rejected(
-                "pod spread-demo/deepseek-v3-engine-0-worker-1: label ome.io/instance-index is \"\": must be a whole number",
+                "pod spread-demo/deepseek-v3-engine-0-worker-0: label ome.io/instance-index is \"\": must be a whole number",
             ),
         ),
         case(
@@ -230,7 +230,7 @@ pub fn all() -> Vec<Case> {
             worker(label("ome.io/instance-index", json!("1".repeat(64)))),
             None,
             Rejected(
-                "pod spread-demo/deepseek-v3-engine-0-worker-1: label ome.io/instance-index is \"1111111111111111111111111111111111111111111111111111111111111111\": must be a whole number",
+                "pod spread-demo/deepseek-v3-engine-0-worker-0: label ome.io/instance-index is \"1111111111111111111111111111111111111111111111111111111111111111\": must be a whole number",
             ),
         ),
         text_edited(
@@ -311,7 +311,7 @@ pub fn all() -> Vec<Case> {
             worker(|p| p["spec"]["affinity"]["podAffinity"] = json!([])),
             DEEPSEEK,
             Rejected(
-                "pod spread-demo/deepseek-v3-engine-0-worker-1: spec.affinity.podAffinity is []: must be an object",
+                "pod spread-demo/deepseek-v3-engine-0-worker-0: spec.affinity.podAffinity is []: must be an object",
             ),
         ),
         case(
@@ -321,7 +321,7 @@ pub fn all() -> Vec<Case> {
             }),
             DEEPSEEK,
             Rejected(
-                "pod spread-demo/deepseek-v3-engine-0-worker-1: spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution is {}: must be a list",
+                "pod spread-demo/deepseek-v3-engine-0-worker-0: spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution is {}: must be a list",
             ),
         ),
         case(

@@ -25,7 +25,7 @@ const ADMIT: [(&str, &str, &str); 4] = [
     (
         "A worker: kept inside its leader's NVLink rack",
         saved!("tests/data/replicas/deepseek-v3-engine.json"),
-        saved!("tests/data/requests/deepseek-v3-engine-0-worker-1.json"),
+        saved!("tests/data/requests/deepseek-v3-engine-0-worker-0.json"),
     ),
     (
         "Preferred: the spread as a preference",

@@ -306,10 +306,10 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
             "spec": replica_spec},
         node("node-a", "zone-a"), node("node-b", "zone-b"),
         pod("ds-engine-0-leader-0", "leader", "0", Some("node-a")),
-        pod("ds-engine-0-worker-1", "worker", "0", Some("node-a")),
+        pod("ds-engine-0-worker-0", "worker", "0", Some("node-a")),
         pod("ds-engine-1-leader-0", "leader", "1", None),
-        pod("ds-engine-1-worker-1", "worker", "1", Some("node-b")),
-        pod("ds-engine-2-worker-1", "worker", "2", Some("node-b")),
+        pod("ds-engine-1-worker-0", "worker", "1", Some("node-b")),
+        pod("ds-engine-2-worker-0", "worker", "2", Some("node-b")),
     ]});
     let answer = diagnose(&objects.to_string(), "");
     let drawn = |pods: &[(&str, &str, Option<&str>)]| -> Value {
@@ -321,12 +321,12 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
         answer["services"][0]["components"][0]["domains"],
         json!([
             {"domain": "zone-a", "instances": [{"index": "0", "pods": drawn(&[
-                ("ds-engine-0-leader-0", "leader", Some("node-a")), ("ds-engine-0-worker-1", "worker", Some("node-a"))])}]},
+                ("ds-engine-0-leader-0", "leader", Some("node-a")), ("ds-engine-0-worker-0", "worker", Some("node-a"))])}]},
             {"domain": "zone-b", "instances": []},
             {"domain": null, "instances": [
                 {"index": "1", "pods": drawn(&[
-                    ("ds-engine-1-leader-0", "leader", None), ("ds-engine-1-worker-1", "worker", Some("node-b"))])},
-                {"index": "2", "pods": drawn(&[("ds-engine-2-worker-1", "worker", Some("node-b"))])},
+                    ("ds-engine-1-leader-0", "leader", None), ("ds-engine-1-worker-0", "worker", Some("node-b"))])},
+                {"index": "2", "pods": drawn(&[("ds-engine-2-worker-0", "worker", Some("node-b"))])},
             ]},
         ]),
         "{answer}"
