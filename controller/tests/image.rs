@@ -40,7 +40,7 @@ async fn the_image_runs_the_static_controller_as_user_65532() {
             "org.opencontainers.image.title": "ome-spread-controller",
             "org.opencontainers.image.description": "Says whether the spread of OME's OMENative Instances holds, and why not",
             "org.opencontainers.image.source": "https://github.com/ome-spread/ome-spread",
-            "org.opencontainers.image.version": "0.1.0",
+            "org.opencontainers.image.version": "v0.1.0",
             "org.opencontainers.image.licenses": "Apache-2.0"
         })
     );
@@ -78,7 +78,7 @@ async fn the_image_runs_the_static_controller_as_user_65532() {
 }
 
 /// The image's reference in the registry the test starts, as the chart's image value would name it.
-const REPOSITORY: &str = "ome-spread-controller:0.1.0";
+const REPOSITORY: &str = "ome-spread-controller:v0.1.0";
 
 /// The containerd namespace of the test, and so its cgroup under each controller.
 const NAMESPACE: &str = "ome-spread-test";
