@@ -87,7 +87,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     options.health.set_ready(false);
     options.metrics.set_leading(true);
     let (health, metrics) = (options.health.clone(), options.metrics.clone());
-    let controller = reconcile_all(client, options, settings, stop);
+    let controller = reconcile_all(client, options, settings, stop.clone());
     let lost = async {
         while leading.changed().await.is_ok() {
             if !*leading.borrow_and_update() {
@@ -98,6 +98,13 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     let outcome = tokio::select! {
         () = controller => Ok(()),
         () = lost => Err("lost the Lease: another replica leads now".to_owned()),
+        () = async {
+            stopped(stop).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            warn!("the reconciles in flight did not end within {SHUTDOWN_GRACE:?} of the stop: stopping without them");
+            Ok(())
+        }
     };
     health.set_ready(false);
     metrics.set_leading(false);
@@ -113,6 +120,11 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     }
     outcome
 }
+
+/// How long a leader asked to stop waits for its reconciles in flight (each API call is bounded
+/// by `API_TIMEOUT`) before it releases the Lease without them: within the kubelet's default 30 s
+/// grace period, the release included.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Listens for SIGTERM (the kubelet's, on a rollout or a drain) and SIGINT from now on, in every
 /// phase: as its container's PID 1, the process would ignore a signal it does not handle, and be
@@ -337,7 +349,7 @@ async fn reconcile_all(
         // At most 16 reconciles at once: each holds its component's pods and the nodes it read,
         // and at a start a thousand at once held the peak memory (make bench-churn: 300 to 196 MiB).
         .with_config(controller::Config::default().concurrency(16))
-        .run(reconcile, error_policy, context)
+        .run(reconcile, error_policy, context.clone())
         .for_each(|result| {
             match result {
                 // A service's decoder (or engine) that OME has not made, or a replica just
@@ -348,10 +360,15 @@ async fn reconcile_all(
             }
             future::ready(())
         });
+    let mut caches = context.filled.subscribe();
     // The room's watch runs as long as the controller, and no longer.
     tokio::select! {
         () = controller => {}
         () = room => {}
+        // Stopped before the caches filled: no reconcile got past its wait for them, and
+        // kube-runtime holds its runner until the replicas' store is filled, which their ended
+        // watch never does (its graceful shutdown would wait for it forever).
+        _ = caches.wait_for(|caches| *caches == Caches::Stopping) => {}
     }
 }
 
