@@ -9,13 +9,13 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use ome_spread_core::instance::component_of;
-use ome_spread_core::replica::ReplicaRef;
 use serde_json::Value;
 use tracing::warn;
 
 use crate::index::{self, Derived, Shared};
 use crate::resources::InferenceReplica;
 use crate::room::requests_only;
+use crate::triggers::replica_of_component;
 
 /// (namespace, InferenceService, component).
 pub type ComponentKey = (String, String, String);
@@ -56,8 +56,7 @@ impl Derived for ByComponent {
     }
 
     fn trigger(((namespace, service, component), _, _): &Self::Entry) -> Option<Self::Trigger> {
-        let replica = ReplicaRef::for_component(namespace, service, component);
-        Some(ObjectRef::new(&replica.name).within(&replica.namespace))
+        Some(replica_of_component(namespace, service, component))
     }
 
     fn insert(&mut self, (component, name, pod): &Self::Entry) {

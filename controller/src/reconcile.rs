@@ -41,8 +41,7 @@ pub async fn reconcile(replica: Arc<InferenceReplica>, ctx: Arc<Context>) -> Res
     match &result {
         Ok(_) => {
             ctx.metrics.reconciled(started.elapsed());
-            ctx.replicas
-                .with(&ObjectRef::from_obj(&*replica), |kept| kept.failures = 0);
+            ctx.replicas.succeeded(&ObjectRef::from_obj(&*replica));
         }
         Err(error) => ctx.metrics.failed(&error.kind(), started.elapsed()),
     }

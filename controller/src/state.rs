@@ -37,6 +37,14 @@ impl ReplicaStates {
         change(lock(&self.0).entry(replica.clone()).or_default())
     }
 
+    /// A reconcile that succeeded: no failures in a row. A replica with no record gets none (one
+    /// with nothing to say has just been forgotten).
+    pub(crate) fn succeeded(&self, replica: &ObjectRef<InferenceReplica>) {
+        if let Some(kept) = lock(&self.0).get_mut(replica) {
+            kept.failures = 0;
+        }
+    }
+
     /// Drops the replica's record.
     pub(crate) fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
         lock(&self.0).remove(replica);

@@ -196,11 +196,14 @@ pub fn replicas_of_service(service: &InferenceService) -> Vec<ObjectRef<Inferenc
     let namespace = service.namespace().unwrap_or_default();
     COMPONENTS
         .iter()
-        .map(|component| {
-            let replica = ReplicaRef::for_component(&namespace, &service.name_any(), component);
-            ObjectRef::new(&replica.name).within(&replica.namespace)
-        })
+        .map(|component| replica_of_component(&namespace, &service.name_any(), component))
         .collect()
+}
+
+/// The replica of an InferenceService's component, whose reconcile reads that component's pods.
+pub fn replica_of_component(namespace: &str, service: &str, component: &str) -> ObjectRef<InferenceReplica> {
+    let replica = ReplicaRef::for_component(namespace, service, component);
+    ObjectRef::new(&replica.name).within(&replica.namespace)
 }
 
 /// The replicas of every InferenceService that uses the runtime (a namespaced one only in its

@@ -886,13 +886,8 @@ async fn under_migrate_the_controller_may_change_only_the_migration_annotations(
     )
     .await;
     // As the controller writes: a merge patch, with no read first (its RBAC grants none).
-    let file = kube::config::Kubeconfig::read_from(&admin).expect("a kubeconfig");
-    let mut config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .expect("a cluster in the kubeconfig");
-    config.auth_info.impersonate = Some("system:serviceaccount:ome-spread:ome-spread-controller".into());
-    let services: kube::Api<InferenceService> =
-        kube::Api::namespaced(kube::Client::try_from(config).expect("a client"), namespace);
+    let controller = live::client_as(&admin, "system:serviceaccount:ome-spread:ome-spread-controller").await;
+    let services: kube::Api<InferenceService> = kube::Api::namespaced(controller, namespace);
     let patch = |body: Value| {
         let services = services.clone();
         async move {

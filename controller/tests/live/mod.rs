@@ -64,11 +64,21 @@ fn kubectl_program() -> PathBuf {
 }
 
 pub async fn client_of(kubeconfig: &Path) -> Client {
-    let file = Kubeconfig::read_from(kubeconfig).expect("a kubeconfig");
-    let config = Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-        .await
-        .expect("a cluster in the kubeconfig");
+    Client::try_from(config_of(kubeconfig).await).expect("a client")
+}
+
+/// A client of the kubeconfig's cluster acting as `user` (impersonation).
+pub async fn client_as(kubeconfig: &Path, user: &str) -> Client {
+    let mut config = config_of(kubeconfig).await;
+    config.auth_info.impersonate = Some(user.to_owned());
     Client::try_from(config).expect("a client")
+}
+
+async fn config_of(kubeconfig: &Path) -> Config {
+    let file = Kubeconfig::read_from(kubeconfig).expect("a kubeconfig");
+    Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+        .await
+        .expect("a cluster in the kubeconfig")
 }
 
 /// What kubectl printed, and whether it succeeded.
