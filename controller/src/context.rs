@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot};
 use crate::metrics::Metrics;
 use crate::pods::Pods;
+use crate::report::Reports;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room::Room;
 use crate::serve::Health;
@@ -104,6 +105,8 @@ pub struct Context {
     pub no_condition: Mutex<Option<String>>,
     /// Whether every cache the diagnosis reads is filled ([`Self::caches_filled`]).
     pub filled: tokio::sync::watch::Sender<Caches>,
+    /// Each diagnosis as a policy report (`--reports`).
+    pub reports: Arc<Reports>,
 }
 
 /// Whether the reconciles can read the caches.

@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::pods::{self, Pods};
 use crate::policy::{self, Source};
 use crate::reconcile::{error_policy, reconcile};
+use crate::report::Reports;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room::{self, Room};
 use crate::schema;
@@ -49,6 +50,8 @@ pub struct Options {
     pub rebalance: Mode,
     /// `--rebalance-max-per-hour`: migration requests of ours started in an hour, at most.
     pub max_per_hour: usize,
+    /// `--reports`: the reports written, and the policy their results name.
+    pub reports: Arc<Reports>,
 }
 
 /// Runs the controller while this process holds the Lease; returns when asked to stop (SIGTERM
@@ -67,6 +70,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
             name.clone(),
             sender.clone(),
             options.health.clone(),
+            options.reports.clone(),
         )))),
     };
     tokio::select! {
@@ -306,6 +310,7 @@ async fn reconcile_all(
         written: tokio::sync::Mutex::default(),
         no_condition: Mutex::new(no_condition),
         filled: watch::Sender::new(Caches::Filling),
+        reports: options.reports.clone(),
     });
     // A refusal lifted: every replica is reconciled again, so that the conditions held back are
     // written.

@@ -14,6 +14,7 @@ pub mod pods;
 pub mod policy;
 pub mod rebalance;
 pub mod reconcile;
+pub mod report;
 pub mod resources;
 pub mod room;
 pub mod schema;

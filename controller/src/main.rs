@@ -10,6 +10,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::{self, Source};
+use ome_spread_controller::report::{Format, Reports};
 use ome_spread_controller::serve::Health;
 use ome_spread_controller::{explain, objects, resources, serve};
 use ome_spread_core::explain::{Objects, namespace_of_service};
@@ -104,6 +105,11 @@ enum Command {
         /// cluster-wide (OME's Alfred keeps the same default).
         #[arg(long, default_value_t = 10, env = "OME_SPREAD_REBALANCE_MAX_PER_HOUR")]
         rebalance_max_per_hour: usize,
+        /// The policy report each diagnosed InferenceReplica gets, owned by it: OpenReports'
+        /// Report (Kubewarden 1.33 and later), wgpolicyk8s.io's PolicyReport (older Kubewarden),
+        /// or none.
+        #[arg(long, value_enum, default_value = "openreports", env = "OME_SPREAD_REPORTS")]
+        reports: Format,
     },
     /// Print the subsets of OME's CRDs that ome-spread reads
     /// (deploy/without-ome/ome-crd-subsets.yaml), for trying the controller on a cluster WITHOUT
@@ -189,8 +195,15 @@ fn main() -> ExitCode {
             rebalance,
             rebalance_max_per_hour,
             stalled_after,
+            reports,
         } => {
             logs(log_json);
+            let health = Arc::new(Health::new(Duration::from_secs(stalled_after)));
+            let reports = Reports::new(
+                reports,
+                policy.as_deref().unwrap_or(policy::DEFAULT_NAME),
+                health.clone(),
+            );
             let source = match policy {
                 Some(name) => Ok(Source::Policy(name)),
                 None => policy::read_settings(settings.as_deref()).map(Source::Fixed),
@@ -201,10 +214,11 @@ fn main() -> ExitCode {
                         settings,
                         lease_namespace,
                         identity,
-                        health: Arc::new(Health::new(Duration::from_secs(stalled_after))),
+                        health,
                         metrics: Arc::default(),
                         rebalance,
                         max_per_hour: rebalance_max_per_hour,
+                        reports,
                     },
                     listen,
                 ))

@@ -243,11 +243,12 @@ fn reason_labels(labels: &ReplicaLabels, reason: Reason) -> ReasonLabels {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ome_spread_core::spread::SpreadSettings;
 
-    fn report(reason: Reason, per_domain: &[(&str, usize)], skew: usize) -> Report {
+    /// A report of `reason`, its Instances per domain and skew, with no message.
+    pub(crate) fn report(reason: Reason, per_domain: &[(&str, usize)], skew: usize) -> Report {
         Report {
             reason,
             message: String::new(),

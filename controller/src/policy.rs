@@ -15,6 +15,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use crate::report::Reports;
 use crate::serve::Health;
 
 pub const KIND: &str = "ClusterAdmissionPolicy";
@@ -97,7 +98,13 @@ pub async fn fetch_settings(client: Client, name: &str) -> Result<Settings, Stri
 /// read and each time they change. Until they are first read, `health` is not ready and says why;
 /// settings that do not parse, or the policy deleted, keep the last good settings and say so in
 /// the log.
-pub async fn follow(client: Client, name: String, settings: watch::Sender<Settings>, health: Arc<Health>) {
+pub async fn follow(
+    client: Client,
+    name: String,
+    settings: watch::Sender<Settings>,
+    health: Arc<Health>,
+    reports: Arc<Reports>,
+) {
     health.waiting_for_settings(Some(format!("waiting for {KIND} {name}: not read yet")));
     let (mut read, mut listed) = (false, false);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
@@ -140,7 +147,10 @@ pub async fn follow(client: Client, name: String, settings: watch::Sender<Settin
         listed = true;
         let parsed = serde_json::to_value(&policy)
             .map_err(|e| e.to_string())
-            .and_then(|policy| settings_of(&policy));
+            .and_then(|policy| {
+                reports.policy_read(&policy);
+                settings_of(&policy)
+            });
         match parsed {
             Ok(new) if !read => {
                 info!(policy = %policy.name_any(), settings = ?new, "settings read");

@@ -19,14 +19,13 @@ use ome_spread_core::replica::RuntimeRef;
 use serde_json::{Value, json};
 use tracing::{Span, debug, field, info, instrument, warn};
 
-use crate::context::{Context, Error, Objects, within_timeout};
+use crate::context::{Context, Error, Mode, Objects, recommendation, within_timeout};
 use crate::index::key;
 use crate::rebalance;
-use crate::resources::{CONDITION, InferenceReplica, InferenceService};
+use crate::report::Found;
+use crate::resources::{CONDITION, FIELD_MANAGER, InferenceReplica, InferenceService};
 use crate::state::lock;
 
-/// The field manager of the `Spread` condition.
-pub const FIELD_MANAGER: &str = "ome-spread";
 /// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
 const RESYNC: Duration = Duration::from_secs(600);
 /// One reconcile, in a span naming the replica, on which the diagnosis's reason and the time the
@@ -79,14 +78,51 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     }) = diagnosed(replica, ctx)?
     else {
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
-        ctx.forget(&ObjectRef::from_obj(replica));
+        let key = ObjectRef::from_obj(replica);
+        if ctx.replicas.with(&key, |kept| kept.reported.is_some()) {
+            within_timeout("the report's deletion", ctx.reports.delete(&ctx.client, replica)).await?;
+        }
+        ctx.forget(&key);
         return Ok(Action::await_change());
     };
     Span::current().record("reason", field::display(report.reason.as_str()));
     ctx.metrics.show(&namespace, &name, &report, worst_loss.as_ref());
     record(replica, &report, &action, ctx).await?;
+    let moves = match (ctx.rebalance.for_service(&service), &plan) {
+        (Ok(Mode::Recommend), Ok(plan)) => plan
+            .moves
+            .iter()
+            .map(|step| {
+                recommendation(
+                    step.describe(&service.name_any(), &replica.spec.component, &namespace),
+                    &objects,
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let found = Found {
+        report: &report,
+        message: &condition_message(&report, &action),
+        worst_loss: worst_loss.as_ref(),
+        moves,
+    };
+    show_report(replica, &found, ctx).await?;
     rebalance::recommend(replica, &service, &plan, &objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
+}
+
+/// The replica's policy report, written when its results change.
+async fn show_report(replica: &InferenceReplica, found: &Found<'_>, ctx: &Context) -> Result<(), Error> {
+    let key = ObjectRef::from_obj(replica);
+    let results = ctx.reports.results(found);
+    if ctx.replicas.with(&key, |kept| kept.reported.as_ref() == Some(&results)) {
+        return Ok(());
+    }
+    if within_timeout("the report", ctx.reports.write(&ctx.client, replica, &results)).await? {
+        ctx.replicas.with(&key, |kept| kept.reported = Some(results));
+    }
+    Ok(())
 }
 
 /// A replica's diagnosis, the rebalance plan from it, and the objects both read.
@@ -244,12 +280,17 @@ pub fn spread_condition(
         type_: CONDITION.into(),
         status: status.into(),
         reason: report.reason.as_str().into(),
-        message: format!("{}. {action}", report.message),
+        message: condition_message(report, action),
         observed_generation: generation,
         last_transition_time: previous
             .filter(|p| p.status == status)
             .map_or(now, |p| p.last_transition_time.clone()),
     }
+}
+
+/// What is the matter, then what to do.
+fn condition_message(report: &Report, action: &str) -> String {
+    format!("{}. {action}", report.message)
 }
 
 fn same(a: &Condition, b: &Condition) -> bool {

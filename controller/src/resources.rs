@@ -96,6 +96,8 @@ pub struct Runner {
 
 /// The type of ome-spread's condition on an InferenceReplica.
 pub const CONDITION: &str = "Spread";
+/// The field manager of what ome-spread writes: the `Spread` condition and the reports.
+pub const FIELD_MANAGER: &str = "ome-spread";
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 pub struct InferenceReplicaStatus {

@@ -26,6 +26,8 @@ pub struct Health {
     ready: AtomicBool,
     /// Why the settings are not read yet, or None.
     settings: Mutex<Option<String>>,
+    /// What a ready controller does not do, said beside `ok` (the reports' CRD missing).
+    note: Mutex<Option<String>>,
     bound: Duration,
     /// The last event of the Lease's watch; None until the watch starts.
     watched: Mutex<Option<Instant>>,
@@ -46,6 +48,7 @@ impl Health {
         Self {
             ready: AtomicBool::new(false),
             settings: Mutex::default(),
+            note: Mutex::default(),
             bound,
             watched: Mutex::default(),
             running: Mutex::default(),
@@ -60,6 +63,16 @@ impl Health {
     /// Why the policy's settings are not read yet; None once they are.
     pub fn waiting_for_settings(&self, why: Option<String>) {
         *lock(&self.settings) = why;
+    }
+
+    /// What a ready controller does not do, or None.
+    pub fn note(&self, what: Option<String>) {
+        *lock(&self.note) = what;
+    }
+
+    /// What `/readyz` says beside `ok`.
+    pub fn note_now(&self) -> Option<String> {
+        lock(&self.note).clone()
     }
 
     /// Ok when ready, else why not.
@@ -142,19 +155,24 @@ pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
         )
         .route(
             "/healthz",
-            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move { answer(health.live()) }),
+            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move {
+                answer(health.live().map(|()| None))
+            }),
         )
         .route(
             "/readyz",
-            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move { answer(health.ready()) }),
+            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move {
+                answer(health.ready().map(|()| health.note_now()))
+            }),
         )
         .with_state((metrics, health))
 }
 
-/// 200 `ok`, or 503 with the reason on one line.
-fn answer(state: Result<(), String>) -> axum::response::Response {
+/// 200 `ok` (and a note on the next line), or 503 with the reason on one line.
+fn answer(state: Result<Option<String>, String>) -> axum::response::Response {
     match state {
-        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Ok(None) => (StatusCode::OK, "ok").into_response(),
+        Ok(Some(note)) => (StatusCode::OK, format!("ok\n{note}\n")).into_response(),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
     }
 }

@@ -25,6 +25,9 @@ pub struct ReplicaState {
     /// comes before the cache does is compared with what was written, not with what the cache
     /// still says (its own write triggers no reconcile).
     pub written: Option<Condition>,
+    /// The results of the report last written, without their time: the report is written again
+    /// only when they change.
+    pub reported: Option<Vec<serde_json::Value>>,
 }
 
 /// Every replica's record.

@@ -284,6 +284,8 @@ fn every_controller_value_reaches_its_deployment_and_the_mode_the_policy() {
         "--set",
         "controller.rebalanceMaxPerHour=3",
         "--set",
+        "controller.reports=policyreport",
+        "--set",
         "controller.stalledAfter=120",
         "--set",
         "controller.port=9090",
@@ -319,6 +321,8 @@ fn every_controller_value_reaches_its_deployment_and_the_mode_the_policy() {
         json!([
             "--rebalance-max-per-hour",
             "3",
+            "--reports",
+            "policyreport",
             "--stalled-after",
             "120",
             "--listen",
@@ -330,6 +334,45 @@ fn every_controller_value_reaches_its_deployment_and_the_mode_the_policy() {
     assert_eq!(container["ports"][0]["containerPort"], 9090);
     let service = find(&render, "Service").expect("the metrics Service");
     assert_eq!(service["spec"]["ports"][0]["port"], 9090);
+}
+
+/// The controller may write exactly the kind of report `controller.reports` chooses.
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn the_controller_may_write_only_the_reports_chosen() {
+    let report_rules = |reports: &str| {
+        let mut args = REQUIRED.to_vec();
+        let value = format!("controller.reports={reports}");
+        args.extend(["--set", &value]);
+        let render = objects(&template(&args).expect("rendered"));
+        let role = render
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "ome-spread-controller")
+            .expect("the controller's ClusterRole")
+            .clone();
+        let rules = role["rules"].as_array().expect("rules").clone();
+        rules
+            .into_iter()
+            .filter(|r| r["apiGroups"] == json!(["openreports.io"]) || r["apiGroups"] == json!(["wgpolicyk8s.io"]))
+            .collect::<Vec<_>>()
+    };
+    let verbs = json!(["create", "patch", "delete"]);
+    assert_eq!(
+        report_rules("openreports"),
+        [json!({"apiGroups": ["openreports.io"], "resources": ["reports"], "verbs": verbs})]
+    );
+    assert_eq!(
+        report_rules("policyreport"),
+        [json!({"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"], "verbs": verbs})]
+    );
+    assert_eq!(report_rules("off"), Vec::<Value>::new());
+    let refused = schema_refusal(&[&REQUIRED[..], &["--set", "controller.reports=OpenReports"]].concat());
+    assert!(
+        refused
+            .iter()
+            .any(|line| line.starts_with("- at '/controller/reports'")),
+        "{refused:?}"
+    );
 }
 
 /// Kubernetes' recommended labels and helm's on every object the chart renders, each the

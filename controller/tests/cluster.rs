@@ -20,6 +20,7 @@ use live::eventually;
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
+use ome_spread_controller::report::Reports;
 use ome_spread_controller::resources::{ClusterServingRuntime, InferenceReplica, InferenceService};
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
@@ -107,6 +108,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
             metrics: Arc::default(),
             rebalance: Mode::Recommend,
             max_per_hour: 10,
+            reports: Reports::off(),
         },
     ));
 
@@ -265,6 +267,7 @@ async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
             metrics: metrics.clone(),
             rebalance: Mode::Recommend,
             max_per_hour: 10,
+            reports: Reports::off(),
         },
     ));
     let series = format!(r#"ome_spread_reason{{namespace="{namespace}",replica="{REPLICA}",reason="NotRequested"}} 1"#);

@@ -16,6 +16,7 @@ use kube::client::Body;
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
+use ome_spread_controller::report::{Format, Reports};
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::ome::{Cluster, Ome, apply};
 use serde_json::{Value, json};
@@ -68,6 +69,7 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
             metrics: metrics.clone(),
             rebalance: Mode::Recommend,
             max_per_hour: 10,
+            reports: Reports::new(Format::OpenReports, "ome-spread", Arc::default()),
         },
     ));
 
@@ -118,6 +120,21 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
 
     let replica = server.get("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");
     assert_eq!(replica["status"]["conditions"][0]["reason"], "SettingsNotProjected");
+    // The report followed each change, once each.
+    let reasons = [
+        "Satisfied",
+        "Skewed",
+        "MissingLabel",
+        "SingleDomain",
+        "SettingsNotProjected",
+    ];
+    for _ in 0..600 {
+        if server.report_reasons().len() >= reasons.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(server.report_reasons(), reasons);
     assert!(metrics.encode().contains(
         r#"ome_spread_reason{namespace="spread-demo",replica="qwen3-0-6b-engine",reason="SettingsNotProjected"} 1"#
     ));
@@ -169,6 +186,7 @@ async fn a_replica_stands_by_while_another_holds_the_lease() {
             metrics: Arc::default(),
             rebalance: Mode::Recommend,
             max_per_hour: 10,
+            reports: Reports::off(),
         },
     ));
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -222,6 +240,7 @@ async fn the_settings_are_the_policys_and_follow_its_changes() {
             metrics: metrics.clone(),
             rebalance: Mode::Recommend,
             max_per_hour: 10,
+            reports: Reports::off(),
         },
     ));
     until("the policy's absence said", || {
@@ -400,6 +419,7 @@ fn running(server: &Arc<ApiServer>, mode: Mode) -> tokio::task::JoinHandle<Resul
             metrics: Arc::default(),
             rebalance: mode,
             max_per_hour: 10,
+            reports: Reports::off(),
         },
     ))
 }

@@ -239,6 +239,9 @@ fn migrate_alone_may_patch_inferenceservices_in_its_own_manifest() {
         ("ome.io", "inferencereplicas/status", "patch"),
         ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch"),
+        ("openreports.io", "reports", "create"),
+        ("openreports.io", "reports", "patch"),
+        ("openreports.io", "reports", "delete"),
     ];
     assert_eq!(
         writes
@@ -246,7 +249,7 @@ fn migrate_alone_may_patch_inferenceservices_in_its_own_manifest() {
             .map(|(g, r, v)| (g.as_str(), r.as_str(), v.as_str()))
             .collect::<Vec<_>>(),
         expected_writes,
-        "the default RBAC writes only the condition and Events"
+        "the default RBAC writes only the condition, Events and reports"
     );
     let (rebalance, rebalance_subjects) = rules("controller-rbac-rebalance.yaml");
     assert_eq!(

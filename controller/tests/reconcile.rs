@@ -16,6 +16,8 @@ use ome_spread_controller::context::Error;
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::pods;
 use ome_spread_controller::reconcile::{error_policy, reconcile, retry_after};
+use ome_spread_controller::report::{Format, Reports};
+use ome_spread_controller::serve::Health;
 use ome_spread_core::diagnosis::Reason;
 use serde_json::json;
 
@@ -647,4 +649,101 @@ async fn a_change_before_the_cache_shows_the_last_write_is_compared_with_that_wr
     assert_eq!(body, apply_body(&expected));
     answer(respond, StatusCode::OK, &serde_json::to_value(&*cached).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
+}
+
+/// The seed's example, its condition already there: one report, applied server-side with the
+/// results docs/controller.md ("Reports") gives (the condition's message, the seed's loss of
+/// zone-a); the same results again write nothing.
+#[tokio::test(start_paused = true)]
+async fn the_report_is_applied_once_and_again_only_when_its_results_change() {
+    let health = Arc::new(Health::default());
+    let reports = Reports::new(Format::OpenReports, "ome-spread", health.clone());
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness_reporting(&fixture(Reason::Satisfied), Mode::Off, reports);
+    let message = expected_message(Reason::Satisfied);
+    let mut replica = with_condition(
+        replica,
+        condition("True", "Satisfied", &message, "2026-11-01T10:00:00Z"),
+    );
+    replica.metadata.uid = Some("7d1e-uid".into());
+    let replica = Arc::new(replica);
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (method, uri, body, respond) = next(&mut server).await;
+    assert_eq!(
+        (method.as_str(), uri.as_str()),
+        (
+            "PATCH",
+            "/apis/openreports.io/v1alpha1/namespaces/spread-demo/reports/ome-spread-7d1e-uid?&force=true&fieldManager=ome-spread"
+        )
+    );
+    let stamp = body["results"][0]["timestamp"].clone();
+    assert!(stamp["seconds"].as_i64().is_some_and(|s| s > 1_700_000_000), "{stamp}");
+    let result = |rule: &str, outcome: &str, message: &str, properties: serde_json::Value| {
+        json!({"source": "ome-spread", "policy": "clusterwide-ome-spread", "rule": rule, "result": outcome,
+            "scored": true, "message": message, "properties": properties, "timestamp": stamp})
+    };
+    let owner = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "qwen3-0-6b-engine", "uid": "7d1e-uid"});
+    assert_eq!(
+        body,
+        json!({
+            "apiVersion": "openreports.io/v1alpha1", "kind": "Report", "source": "ome-spread",
+            "metadata": {"name": "ome-spread-7d1e-uid", "namespace": "spread-demo",
+                "labels": {"app.kubernetes.io/managed-by": "ome-spread"}, "ownerReferences": [owner]},
+            "scope": {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "namespace": "spread-demo",
+                "name": "qwen3-0-6b-engine", "uid": "7d1e-uid"},
+            "summary": {"pass": 2, "fail": 0, "warn": 0, "error": 0, "skip": 0},
+            "results": [
+                result("spread", "pass", &message,
+                    json!({"reason": "Satisfied", "instances-per-domain": "zone-a=1,zone-b=1", "skew": "0"})),
+                result("domain-loss", "pass",
+                    "Losing zone-a leaves 1 of 2 Instances serving, and 0 of the 1 lost can be placed again elsewhere: the loss is not absorbed.",
+                    json!({"domain": "zone-a", "left-serving": "1", "instances": "2"})),
+            ],
+        })
+    );
+    answer(respond, StatusCode::OK, &body);
+    reconciling.await.expect("no panic").expect("reconciled");
+    // Any request now would go unanswered, and fail the reconcile after the API timeout.
+    reconcile(replica, ctx.clone())
+        .await
+        .expect("reconciled without a write");
+    assert_eq!(health.note_now(), None);
+}
+
+/// No Report CRD: said once (in `/readyz`, the reconcile carrying on), and not asked again on
+/// the next reconcile.
+#[tokio::test(start_paused = true)]
+async fn without_the_crd_no_report_is_written_and_the_reconcile_carries_on() {
+    let health = Arc::new(Health::default());
+    let reports = Reports::new(Format::OpenReports, "ome-spread", health.clone());
+    let Harness {
+        ctx,
+        replica,
+        mut server,
+        _writers,
+    } = harness_reporting(&fixture(Reason::Satisfied), Mode::Off, reports);
+    let message = expected_message(Reason::Satisfied);
+    let replica = Arc::new(with_condition(
+        replica,
+        condition("True", "Satisfied", &message, "2026-11-01T10:00:00Z"),
+    ));
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (method, uri, _, respond) = next(&mut server).await;
+    assert_eq!(method, "PATCH");
+    assert!(uri.starts_with("/apis/openreports.io/v1alpha1/"), "{uri}");
+    answer(respond, StatusCode::NOT_FOUND, &failure(404, "NotFound"));
+    reconciling.await.expect("no panic").expect("reconciled");
+    assert_eq!(
+        health.note_now().as_deref(),
+        Some(
+            "no Report CRD (openreports.io/v1alpha1) in the cluster: no reports are written; install it, or set --reports"
+        )
+    );
+    reconcile(replica, ctx.clone())
+        .await
+        .expect("reconciled without a write");
 }

@@ -17,8 +17,10 @@ use live::{Process, kubectl, table};
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
+use ome_spread_controller::report::{Format, Reports};
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::nodes::{self, NodeShape};
+use serde_json::{Value, json};
 
 /// The seed's prerequisites: the ClusterBaseModel `qwen3-0-6b`, Ready, and the
 /// ClusterServingRuntime `srt-qwen3-0-6b`, whose engine asks for what the seed says one engine
@@ -83,6 +85,7 @@ impl World {
         let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
         live::install_crds(&admin).await;
+        live::install_openreports_crd(&admin).await;
         live::apply(&admin, &PREREQUISITES.replace("qwen3-0-6b", model)).await;
         kubectl(
             &admin,
@@ -118,6 +121,7 @@ impl World {
                     metrics: Arc::default(),
                     rebalance,
                     max_per_hour: 10,
+                    reports: Reports::new(Format::OpenReports, "ome-spread", Arc::default()),
                 },
             ))
         });
@@ -388,6 +392,7 @@ async fn diagnosed_as_the_row_says(world: &World, row: &Row) {
         (Some(row.status), Some(message.as_str())),
         "the Spread condition as the API server stores it: {condition}"
     );
+    reported_as_the_condition_says(&world.admin, namespace, &condition).await;
     let events = world
         .kubectl(&[
             "get",
@@ -436,8 +441,76 @@ async fn diagnosed_as_the_row_says(world: &World, row: &Row) {
     assert_eq!(explain.status.code(), Some(if row.status == "True" { 0 } else { 1 }));
 }
 
-/// `row`'s namespace and nodes deleted, the world stopped.
+/// The reports in `namespace`, as the API server stores them.
+async fn reports(admin: &Path, namespace: &str) -> Vec<Value> {
+    let printed = live::kubectl_with(
+        admin,
+        &["get", "reports.openreports.io", "-n", namespace, "-o", "json"],
+        None,
+    )
+    .await;
+    let list: Value = serde_json::from_str(&printed.stdout).unwrap_or_default();
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The replica's one report, within seconds of its `Spread` condition: its spread result says
+/// what the condition says, under the source Policy Reporter lists it by.
+async fn reported_as_the_condition_says(admin: &Path, namespace: &str, condition: &Value) {
+    let started = std::time::Instant::now();
+    let report = live::eventually("the report of the condition's message", 10, || async {
+        let reports = reports(admin, namespace).await;
+        assert!(reports.len() <= 1, "one report: {reports:?}");
+        reports
+            .into_iter()
+            .find(|r| r["results"][0]["message"] == condition["message"])
+    })
+    .await;
+    eprintln!("the report followed the condition within {:?}", started.elapsed());
+    let spread = &report["results"][0];
+    let outcome = if condition["status"] == "True" { "pass" } else { "fail" };
+    assert_eq!(
+        (
+            (
+                &report["source"],
+                &report["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+            ),
+            (&report["scope"]["kind"], &report["scope"]["name"]),
+            (
+                &spread["policy"],
+                &spread["rule"],
+                &spread["result"],
+                &spread["message"]
+            ),
+        ),
+        (
+            (&json!("ome-spread"), &json!("ome-spread")),
+            (&json!("InferenceReplica"), &json!("qwen3-0-6b-engine")),
+            (
+                &json!("clusterwide-ome-spread"),
+                &json!("spread"),
+                &json!(outcome),
+                &condition["message"]
+            ),
+        ),
+        "{report:#}"
+    );
+    let results = report["results"].as_array().expect("results");
+    let count = |outcome: &str| results.iter().filter(|r| r["result"] == outcome).count();
+    for outcome in ["pass", "fail", "warn", "error", "skip"] {
+        assert_eq!(report["summary"][outcome], count(outcome), "{outcome}: {report:#}");
+    }
+    assert_eq!(results[1]["rule"], "domain-loss", "{report:#}");
+}
+
+/// `row`'s namespace and nodes deleted, the world stopped; the report goes with its replica.
 async fn end_row(world: World, row: &Row) {
+    world
+        .kubectl(&["delete", "inferenceservice", "qwen3-0-6b", "-n", row.name])
+        .await;
+    live::eventually("the report gone with its replica", 60, || async {
+        reports(&world.admin, row.name).await.is_empty().then_some(())
+    })
+    .await;
     world.kubectl(&["delete", "namespace", row.name, "--timeout=60s"]).await;
     let names: Vec<&str> = row.nodes.iter().map(|n| n.name.as_str()).collect();
     world.kubectl(&[&["delete", "node"][..], &names].concat()).await;
@@ -576,6 +649,10 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
         (reason().await == "PodsPredateChange").then_some(())
     })
     .await;
+    // The report follows the change.
+    let replica = live::replica(&world.admin, namespace).await.expect("the replica");
+    let condition = live::spread(&replica).expect("the condition").clone();
+    reported_as_the_condition_says(&world.admin, namespace, &condition).await;
 
     // Zone-b opens: one migration, surge first. Not within 5 s of the change: policy-server (and
     // the admission host, as it) answers a replica's lookup from its cache for 5 s, so a surge

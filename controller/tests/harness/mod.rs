@@ -20,6 +20,7 @@ use ome_spread_controller::context::Mode;
 use ome_spread_controller::context::{Caches, Context};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::pods::{self, Pods};
+use ome_spread_controller::report::Reports;
 use ome_spread_controller::resources::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
 };
@@ -97,6 +98,11 @@ pub struct Harness {
 /// The caches filled with `objects`; rebalance in `rebalance` mode (off for the condition's own
 /// scenarios, so that a plan's Event does not interleave with theirs).
 pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
+    harness_reporting(objects, rebalance, Reports::off())
+}
+
+/// [`harness`], writing `reports`.
+pub fn harness_reporting(objects: &[Value], rebalance: Mode, reports: Arc<Reports>) -> Harness {
     let (service, server) = mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let (services, w1) = cache(of_kind::<InferenceService>(objects, "InferenceService"));
@@ -137,6 +143,7 @@ pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
         written: tokio::sync::Mutex::default(),
         no_condition: std::sync::Mutex::new(None),
         filled: tokio::sync::watch::Sender::new(Caches::Filled),
+        reports,
     };
     let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
     replica.metadata.generation = Some(3);

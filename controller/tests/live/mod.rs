@@ -141,6 +141,14 @@ pub async fn install_crds(admin: &Path) {
     .await;
 }
 
+/// OpenReports' Report CRD (cluster/openreports-crd.yaml) on the cluster, Established.
+pub async fn install_openreports_crd(admin: &Path) {
+    let crd = std::fs::read_to_string(workspace().join("cluster/openreports-crd.yaml")).expect("the CRD");
+    apply(admin, &crd).await;
+    let crd = "crd/reports.openreports.io";
+    kubectl(admin, &["wait", "--for=condition=Established", crd, "--timeout=60s"]).await;
+}
+
 /// Kubewarden's ClusterAdmissionPolicy CRD (cluster/kubewarden-crds.yaml) on the cluster,
 /// Established.
 pub async fn install_kubewarden_crd(admin: &Path) {

@@ -109,6 +109,7 @@ impl ApiServer {
             // Where the recorder patches an Event that repeats.
             "Event" => ("/apis/events.k8s.io/v1", "events".into()),
             "ClusterAdmissionPolicy" => ("/apis/policies.kubewarden.io/v1", "clusteradmissionpolicies".into()),
+            "Report" => ("/apis/openreports.io/v1alpha1", "reports".into()),
             _ => ("/apis/ome.io/v1beta1", format!("{}s", kind.to_lowercase())),
         }
     }
@@ -223,6 +224,22 @@ impl ApiServer {
                     c["reason"].as_str().unwrap_or_default().into(),
                     c["message"].as_str().unwrap_or_default().into(),
                 )
+            })
+            .collect()
+    }
+
+    /// The reason of each report applied so far, in order.
+    pub fn report_reasons(&self) -> Vec<String> {
+        self.writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|w| w.method == "PATCH" && w.path.contains("/reports/"))
+            .map(|w| {
+                w.body["results"][0]["properties"]["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into()
             })
             .collect()
     }
@@ -346,6 +363,8 @@ impl ApiServer {
                 self.wrote("PATCH", path, &body);
                 let existing = self.objects.lock().unwrap().get(&key(&name)).cloned();
                 let mut object = match existing {
+                    // The controller's reports: applied whole, created when missing.
+                    _ if resource == "reports" => body.clone(),
                     Some(object) => object,
                     None if resource == "leases" => body.clone(),
                     None => return respond(404, &not_found),

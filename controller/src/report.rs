@@ -1,0 +1,465 @@
+//! The spread where platform teams already read policy results (docs/controller.md, "Reports"):
+//! one report per replica the controller diagnoses, in the replica's namespace and owned by it, so
+//! that it goes with the replica. OpenReports' `Report`, which Kubewarden's audit scanner writes
+//! since 1.33, or wgpolicyk8s.io's `PolicyReport` for older Kubewarden. Each result reads as the
+//! audit scanner writes its own (kubewarden/audit-scanner, `internal/report/report.go`): `policy`
+//! the policy's unique name, severity and category from its annotations, `info` in monitor mode.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use ome_spread_core::diagnosis::Report;
+use ome_spread_core::loss::{Loss, sentence};
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use crate::resources::{FIELD_MANAGER, InferenceReplica};
+use crate::serve::Health;
+use crate::state::lock;
+
+/// The `source` Policy Reporter lists the reports under.
+pub const SOURCE: &str = "ome-spread";
+const SEVERITY: &str = "io.kubewarden.policy.severity";
+const CATEGORY: &str = "io.kubewarden.policy.category";
+/// After a write found no CRD for the reports, how long the writes wait before trying again: the
+/// CRD installed later is found within this, and a cluster without it is not asked on every
+/// reconcile.
+const MISSING_RETRY: Duration = Duration::from_secs(300);
+
+/// Which reports the controller writes (`--reports`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// `openreports.io/v1alpha1` `Report`: what Kubewarden 1.33 and later write.
+    #[value(name = "openreports")]
+    OpenReports,
+    /// `wgpolicyk8s.io/v1alpha2` `PolicyReport`: what older Kubewarden writes.
+    #[value(name = "policyreport")]
+    PolicyReport,
+    Off,
+}
+
+impl Format {
+    fn resource(self) -> Option<ApiResource> {
+        let (group, version, kind) = match self {
+            Self::OpenReports => ("openreports.io", "v1alpha1", "Report"),
+            Self::PolicyReport => ("wgpolicyk8s.io", "v1alpha2", "PolicyReport"),
+            Self::Off => return None,
+        };
+        Some(ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)))
+    }
+}
+
+/// The ClusterAdmissionPolicy as each result names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyShown {
+    /// Kubewarden's unique name of a ClusterAdmissionPolicy: `clusterwide-NAME`.
+    pub name: String,
+    pub severity: Option<String>,
+    pub category: Option<String>,
+}
+
+impl PolicyShown {
+    /// A policy not read (yet): its name only.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: format!("clusterwide-{name}"),
+            severity: None,
+            category: None,
+        }
+    }
+
+    /// As the audit scanner reads a policy: severity `info` in monitor mode, else its annotation.
+    pub fn of(policy: &Value) -> Self {
+        let annotation = |key: &str| policy["metadata"]["annotations"][key].as_str().map(str::to_owned);
+        let monitor = policy["spec"]["mode"] == "monitor";
+        Self {
+            severity: if monitor {
+                Some("info".into())
+            } else {
+                annotation(SEVERITY)
+            },
+            category: annotation(CATEGORY),
+            ..Self::named(policy["metadata"]["name"].as_str().unwrap_or_default())
+        }
+    }
+}
+
+/// What a reconcile found, as its report says it.
+pub struct Found<'a> {
+    pub report: &'a Report,
+    /// The `Spread` condition's message.
+    pub message: &'a str,
+    pub worst_loss: Option<&'a Loss>,
+    /// Under `recommend`, each move that would fix the skew, with its command.
+    pub moves: Vec<String>,
+}
+
+/// The reports, as `--reports` chose them, and the policy their results name.
+pub struct Reports {
+    format: Format,
+    policy: Mutex<PolicyShown>,
+    /// When a write last found no CRD for the format.
+    missing: Mutex<Option<Instant>>,
+    health: Arc<Health>,
+}
+
+impl Reports {
+    /// Reports naming ClusterAdmissionPolicy `policy` until it is read; `health` tells a missing
+    /// CRD.
+    pub fn new(format: Format, policy: &str, health: Arc<Health>) -> Arc<Self> {
+        Arc::new(Self {
+            format,
+            policy: Mutex::new(PolicyShown::named(policy)),
+            missing: Mutex::default(),
+            health,
+        })
+    }
+
+    /// None written (`--reports off`).
+    pub fn off() -> Arc<Self> {
+        Self::new(Format::Off, crate::policy::DEFAULT_NAME, Arc::default())
+    }
+
+    /// The ClusterAdmissionPolicy read again: its name, severity and category.
+    pub fn policy_read(&self, policy: &Value) {
+        *lock(&self.policy) = PolicyShown::of(policy);
+    }
+
+    /// The results of a diagnosis, without their time: what a change is told by.
+    pub fn results(&self, found: &Found) -> Vec<Value> {
+        let policy = lock(&self.policy).clone();
+        let result = |rule: &str, outcome: &str, message: String, properties: Value| {
+            let mut result = json!({
+                "source": SOURCE, "policy": policy.name, "rule": rule, "result": outcome,
+                "scored": true, "message": message, "properties": properties,
+            });
+            for (field, value) in [("severity", &policy.severity), ("category", &policy.category)] {
+                if let Some(value) = value {
+                    result[field] = json!(value);
+                }
+            }
+            result
+        };
+        let counts: Vec<String> = found
+            .report
+            .instances_per_domain
+            .iter()
+            .map(|(domain, instances)| format!("{domain}={instances}"))
+            .collect();
+        let mut results = vec![result(
+            "spread",
+            if found.report.reason.holds() { "pass" } else { "fail" },
+            found.message.to_owned(),
+            json!({
+                "reason": found.report.reason.as_str(),
+                "instances-per-domain": counts.join(","),
+                "skew": found.report.skew.to_string(),
+            }),
+        )];
+        results.push(match found.worst_loss {
+            Some(loss) => result(
+                "domain-loss",
+                loss_outcome(loss),
+                sentence(std::slice::from_ref(loss))
+                    .unwrap_or_else(|| format!("Losing {} takes no Instance.", loss.domain)),
+                json!({
+                    "domain": loss.domain,
+                    "left-serving": loss.left_serving.to_string(),
+                    "instances": loss.instances.to_string(),
+                }),
+            ),
+            None => result(
+                "domain-loss",
+                "skip",
+                "No Instance is placed in a domain of the spread key.".into(),
+                json!({}),
+            ),
+        });
+        if !found.moves.is_empty() {
+            results.push(result("rebalance", "warn", found.moves.join("\n"), json!({})));
+        }
+        results
+    }
+
+    /// Writes the replica's report with `results`, stamped now; Ok(false) when none is written
+    /// (`--reports off`, or no CRD for the format, which is said once and in `/readyz`).
+    pub async fn write(
+        &self,
+        client: &Client,
+        replica: &InferenceReplica,
+        results: &[Value],
+    ) -> Result<bool, kube::Error> {
+        let Some(resource) = self.format.resource() else {
+            return Ok(false);
+        };
+        if lock(&self.missing).is_some_and(|at| at.elapsed() < MISSING_RETRY) {
+            return Ok(false);
+        }
+        let namespace = replica.namespace().unwrap_or_default();
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
+        let report = report(&resource, replica, results, Timestamp::now());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match api.patch(&name(replica), &params, &Patch::Apply(report)).await {
+            Ok(_) => {
+                self.found(&resource);
+                Ok(true)
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                self.not_found(&resource);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes the report of a replica with nothing left to say.
+    pub async fn delete(&self, client: &Client, replica: &InferenceReplica) -> Result<(), kube::Error> {
+        let Some(resource) = self.format.resource() else {
+            return Ok(());
+        };
+        let namespace = replica.namespace().unwrap_or_default();
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
+        match api.delete(&name(replica), &DeleteParams::default()).await {
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            deleted => deleted.map(|_| ()),
+        }
+    }
+
+    fn not_found(&self, resource: &ApiResource) {
+        if lock(&self.missing).replace(Instant::now()).is_none() {
+            let why = format!(
+                "no {} CRD ({}) in the cluster: no reports are written; install it, or set --reports",
+                resource.kind, resource.api_version
+            );
+            warn!("{why}");
+            self.health.note(Some(why));
+        }
+    }
+
+    fn found(&self, resource: &ApiResource) {
+        if lock(&self.missing).take().is_some() {
+            info!("the {} CRD is installed: writing reports", resource.kind);
+            self.health.note(None);
+        }
+    }
+}
+
+/// What losing the worst domain leaves: none serving fails; fewer than all but one warns.
+fn loss_outcome(loss: &Loss) -> &'static str {
+    if loss.left_serving == 0 {
+        "fail"
+    } else if loss.left_serving + 1 < loss.instances {
+        "warn"
+    } else {
+        "pass"
+    }
+}
+
+/// One report per replica, named after its uid as Kubewarden names its own, prefixed so that
+/// it never takes the name of the audit scanner's report of the same replica.
+fn name(replica: &InferenceReplica) -> String {
+    format!("{SOURCE}-{}", replica.uid().unwrap_or_else(|| replica.name_any()))
+}
+
+/// The report object: its results stamped `now` and counted. The scope names no
+/// resourceVersion (the audit scanner's does): the condition's own write would make it stale.
+pub fn report(resource: &ApiResource, replica: &InferenceReplica, results: &[Value], now: Timestamp) -> Value {
+    let stamp = json!({"seconds": now.as_second(), "nanos": now.subsec_nanosecond()});
+    let results: Vec<Value> = results
+        .iter()
+        .map(|result| {
+            let mut result = result.clone();
+            result["timestamp"] = stamp.clone();
+            result
+        })
+        .collect();
+    let count = |outcome: &str| results.iter().filter(|r| r["result"] == outcome).count();
+    let (namespace, replica_name) = (replica.namespace().unwrap_or_default(), replica.name_any());
+    let mut report = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {
+            "name": name(replica),
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": SOURCE},
+            "ownerReferences": [{
+                "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+                "name": replica_name, "uid": replica.uid().unwrap_or_default(),
+            }],
+        },
+        "scope": {
+            "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "namespace": namespace, "name": replica_name, "uid": replica.uid().unwrap_or_default(),
+        },
+        "summary": {
+            "pass": count("pass"), "fail": count("fail"), "warn": count("warn"),
+            "error": count("error"), "skip": count("skip"),
+        },
+        "results": results,
+    });
+    // wgpolicyk8s.io's PolicyReport has `source` on its results only.
+    if resource.group == "openreports.io" {
+        report["source"] = json!(SOURCE);
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::tests::report as diagnosis;
+    use ome_spread_core::diagnosis::Reason;
+
+    fn replica() -> InferenceReplica {
+        serde_json::from_value(json!({
+            "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "metadata": {"name": "qwen3-0-6b-engine", "namespace": "spread-demo", "uid": "5f0c-uid"},
+            "spec": {"component": "engine", "runners": []},
+        }))
+        .expect("a replica")
+    }
+
+    fn loss(left_serving: usize, instances: usize) -> Loss {
+        Loss {
+            domain: "zone-a".into(),
+            lost: vec!["qwen3-0-6b-engine-0-default-0".into(); instances - left_serving],
+            left_serving,
+            instances,
+            placed_again: Vec::new(),
+            still_counts: None,
+        }
+    }
+
+    fn medium() -> Arc<Reports> {
+        let reports = Reports::new(Format::OpenReports, "ome-spread", Arc::default());
+        reports.policy_read(&json!({"metadata": {"name": "ome-spread", "annotations": {
+            SEVERITY: "medium", CATEGORY: "Scheduling"}}, "spec": {"mode": "protect"}}));
+        reports
+    }
+
+    #[test]
+    fn the_policy_is_named_and_rated_as_kubewardens_audit_scanner_does() {
+        let annotated = json!({"metadata": {"name": "spread", "annotations": {SEVERITY: "high", CATEGORY: "Scheduling"}},
+            "spec": {"mode": "protect"}});
+        let cases = [
+            (
+                annotated.clone(),
+                ("clusterwide-spread", Some("high"), Some("Scheduling")),
+            ),
+            (
+                json!({"metadata": annotated["metadata"], "spec": {"mode": "monitor"}}),
+                ("clusterwide-spread", Some("info"), Some("Scheduling")),
+            ),
+            (
+                json!({"metadata": {"name": "plain"}, "spec": {}}),
+                ("clusterwide-plain", None, None),
+            ),
+        ];
+        for (policy, (name, severity, category)) in cases {
+            let shown = PolicyShown::of(&policy);
+            assert_eq!(
+                (
+                    shown.name.as_str(),
+                    shown.severity.as_deref(),
+                    shown.category.as_deref()
+                ),
+                (name, severity, category),
+                "{policy}"
+            );
+        }
+    }
+
+    #[test]
+    fn losing_the_worst_domain_fails_with_none_left_and_warns_with_fewer_than_all_but_one() {
+        let cases = [
+            ((0, 3), "fail"),
+            ((1, 3), "warn"),
+            ((2, 3), "pass"),
+            ((3, 3), "pass"),
+            ((0, 1), "fail"),
+            ((1, 2), "pass"),
+        ];
+        for ((left, instances), outcome) in cases {
+            assert_eq!(
+                loss_outcome(&loss(left, instances)),
+                outcome,
+                "{left} of {instances} left"
+            );
+        }
+    }
+
+    #[test]
+    fn a_skewed_replica_fails_warns_of_its_loss_and_lists_its_moves() {
+        let report = diagnosis(Reason::Skewed, &[("zone-a", 2), ("zone-b", 0)], 2);
+        let worst = loss(0, 2);
+        let found = Found {
+            report: &report,
+            message: "Skewed. Move one",
+            worst_loss: Some(&worst),
+            moves: vec!["Move Instance 1 ...".into(), "Move Instance 2 ...".into()],
+        };
+        let shared = json!({"source": "ome-spread", "policy": "clusterwide-ome-spread", "scored": true,
+            "severity": "medium", "category": "Scheduling"});
+        let with = |fields: Value| {
+            let mut result = shared.clone();
+            result
+                .as_object_mut()
+                .expect("an object")
+                .extend(fields.as_object().cloned().expect("fields"));
+            result
+        };
+        assert_eq!(
+            medium().results(&found),
+            [
+                with(
+                    json!({"rule": "spread", "result": "fail", "message": "Skewed. Move one",
+                    "properties": {"reason": "Skewed", "instances-per-domain": "zone-a=2,zone-b=0", "skew": "2"}})
+                ),
+                with(json!({"rule": "domain-loss", "result": "fail",
+                    "message": "Losing zone-a leaves 0 of 2 Instances serving, and 0 of the 2 lost can be placed again elsewhere: an outage.",
+                    "properties": {"domain": "zone-a", "left-serving": "0", "instances": "2"}})),
+                with(
+                    json!({"rule": "rebalance", "result": "warn", "message": "Move Instance 1 ...\nMove Instance 2 ...",
+                    "properties": {}})
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_report_is_owned_by_its_replica_stamped_and_counted() {
+        let results = [
+            json!({"rule": "spread", "result": "pass"}),
+            json!({"rule": "domain-loss", "result": "skip"}),
+        ];
+        let now: Timestamp = "2026-12-03T14:00:00.5Z".parse().expect("a time");
+        let resource = Format::OpenReports.resource().expect("a resource");
+        let reference = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "name": "qwen3-0-6b-engine", "uid": "5f0c-uid"});
+        let stamp = json!({"seconds": 1_796_306_400, "nanos": 500_000_000});
+        let expected = json!({
+            "apiVersion": "openreports.io/v1alpha1", "kind": "Report", "source": "ome-spread",
+            "metadata": {"name": "ome-spread-5f0c-uid", "namespace": "spread-demo",
+                "labels": {"app.kubernetes.io/managed-by": "ome-spread"}, "ownerReferences": [reference]},
+            "scope": {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "namespace": "spread-demo",
+                "name": "qwen3-0-6b-engine", "uid": "5f0c-uid"},
+            "summary": {"pass": 1, "fail": 0, "warn": 0, "error": 0, "skip": 1},
+            "results": [{"rule": "spread", "result": "pass", "timestamp": stamp},
+                {"rule": "domain-loss", "result": "skip", "timestamp": stamp}],
+        });
+        assert_eq!(report(&resource, &replica(), &results, now), expected);
+        let older = Format::PolicyReport.resource().expect("a resource");
+        let policy_report = report(&older, &replica(), &results, now);
+        assert_eq!(
+            (
+                &policy_report["apiVersion"],
+                &policy_report["kind"],
+                policy_report.get("source")
+            ),
+            (&json!("wgpolicyk8s.io/v1alpha2"), &json!("PolicyReport"), None)
+        );
+    }
+}
