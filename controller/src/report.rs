@@ -143,21 +143,19 @@ impl Reports {
             }
             result
         };
-        let counts: Vec<String> = found
-            .report
-            .instances_per_domain
-            .iter()
-            .map(|(domain, instances)| format!("{domain}={instances}"))
-            .collect();
+        let mut spread = json!({"reason": found.report.reason.as_str()});
+        // As the metrics: no counts for a reason found before the domains are counted.
+        let per_domain = &found.report.instances_per_domain;
+        if !per_domain.is_empty() {
+            let counts: Vec<String> = per_domain.iter().map(|(domain, n)| format!("{domain}={n}")).collect();
+            spread["instances-per-domain"] = json!(counts.join(","));
+            spread["skew"] = json!(found.report.skew.to_string());
+        }
         let mut results = vec![result(
             "spread",
             if found.report.reason.holds() { "pass" } else { "fail" },
             found.message.to_owned(),
-            json!({
-                "reason": found.report.reason.as_str(),
-                "instances-per-domain": counts.join(","),
-                "skew": found.report.skew.to_string(),
-            }),
+            spread,
         )];
         results.push(match found.worst_loss {
             Some(loss) => result(

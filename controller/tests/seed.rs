@@ -466,6 +466,12 @@ async fn reported_as_the_condition_says(admin: &Path, namespace: &str, condition
     })
     .await;
     eprintln!("the report followed the condition within {:?}", started.elapsed());
+    let name = report["metadata"]["name"].as_str().unwrap_or_default();
+    let args = ["get", "reports.openreports.io", name, "-n", namespace, "-o", "yaml"];
+    eprintln!(
+        "the report as stored:\n{}",
+        live::kubectl_with(admin, &args, None).await.stdout
+    );
     let spread = &report["results"][0];
     let outcome = if condition["status"] == "True" { "pass" } else { "fail" };
     assert_eq!(
