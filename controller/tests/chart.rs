@@ -217,6 +217,8 @@ fn one_settings_value_reaches_the_policy_and_the_controller_reads_that_policy() 
             "recommend",
             "--rebalance-max-per-hour",
             "10",
+            "--reports",
+            "openreports",
             "--stalled-after",
             "600",
             "--listen",
