@@ -214,7 +214,12 @@ mod tests {
             (StatusCode::SERVICE_UNAVAILABLE, "filling caches\n")
         );
         health.set_ready(true);
-        assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
+        let (status, _, body) = get(&router, "/readyz").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+        // What a ready controller does not do is said, and it stays ready.
+        health.note(Some("no Report CRD".into()));
+        let (status, _, body) = get(&router, "/readyz").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\nno Report CRD\n"));
         let (status, content_type, body) = get(&router, "/metrics").await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(
