@@ -109,8 +109,8 @@ wait_for containerd test -S "$node/containerd.sock"
 readlink "/proc/$holder/ns/net" > "$node/netns"
 in_node=(nsenter --target "$holder" --net --mount)
 
-# forward NAME FROM_NETNS LISTEN TO: socat from LISTEN (address:port) in one namespace to the
-# same port on 127.0.0.1 in the other, through a Unix socket.
+# forward_in NAME LISTEN PORT: socat from LISTEN (address:port) in the node's network namespace
+# to PORT on the host's 127.0.0.1, through the Unix socket sockets/NAME.
 forward_in() {
   local name=$1 listen=$2 port=$3 socket=$node/sockets/$1
   start "$name-host" socat "UNIX-LISTEN:$socket,fork" "TCP:127.0.0.1:$port"
@@ -151,6 +151,7 @@ evictionHard: {memory.available: 1Mi, nodefs.available: 1%, imagefs.available: 1
 imageGCHighThresholdPercent: 100
 registerWithTaints: [{key: ome-spread.io/node, value: real, effect: NoSchedule}]
 EOF
+# The admin's kubeconfig, as the kubelet was tried here: cluster/up.sh makes no node certificate.
 start kubelet "${in_node[@]}" "$bin/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$kubeconfig" \
   --hostname-override localhost --node-ip 10.99.0.1 --node-labels ome-spread.io/node=real \
   --root-dir "$node/kubelet" --cert-dir "$node/kubelet-pki"
