@@ -300,8 +300,9 @@ async fn the_log_is_json(admin: &Path, leader: &str) {
 }
 
 /// `kubectl rollout restart`: the kubelet sends each old pod SIGTERM; the leader releases the
-/// Lease on its way out, so that another pod holds it well before the Lease's 30 s term would
-/// run out, and at the end a new pod holds it.
+/// Lease on its way out, so that another pod holds it within seconds (3 s here, 9 s under a load
+/// of 9 on 2 cores), and at the end a new pod holds it. Without the release, the Lease's 30 s term
+/// would have to run out after the SIGTERM, which itself waits for a new pod to be Ready.
 async fn a_rollout_restart_moves_the_lease(admin: &Path, old: &[String], leader: &str) {
     let started = tokio::time::Instant::now();
     kubectl(
@@ -321,7 +322,7 @@ async fn a_rollout_restart_moves_the_lease(admin: &Path, old: &[String], leader:
     .await;
     let moved = started.elapsed();
     eprintln!("time: the Lease moved from {leader} to {next} {moved:?} after kubectl rollout restart");
-    assert!(moved < Duration::from_secs(30), "{moved:?}: not released on SIGTERM");
+    assert!(moved < Duration::from_secs(20), "{moved:?}: not released on SIGTERM");
     let status = [
         "rollout",
         "status",
