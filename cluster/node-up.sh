@@ -34,7 +34,8 @@ kubeconfig=$run/admin.kubeconfig
 api_port=$(sed -n 's|.*server: https://127.0.0.1:\([0-9]*\),.*|\1|p' "$kubeconfig")
 kubectl=("$bin/kubectl" --kubeconfig "$kubeconfig")
 
-rm -rf "$node"
+# A node an earlier run left (killed before its node-down.sh) is stopped first.
+"$PWD/cluster/node-down.sh" "$node" > /dev/null
 mkdir -p "$node/logs" "$node/cni" "$node/sockets" "$node/pod-logs"
 : > "$node/pids"
 # start NAME COMMAND...: in the background, its output in logs/NAME.log.
