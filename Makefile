@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: release release-cli wasm-target musl-target controller-musl image image-test web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
+.PHONY: release release-cli wasm-target musl-target controller-musl image image-test pause-image node-bin web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -133,6 +133,8 @@ IMAGE_NAME = ome-spread-controller:$(APP_VERSION)
 BUILDAH = TMPDIR=$(CURDIR)/$(IMAGE_DIR)/tmp unshare --mount --propagation private \
 	sh -c 'mount -t tmpfs tmpfs /var/lib && mount -t tmpfs tmpfs /run && exec "$$@"' sh \
 	buildah --root $(CURDIR)/$(IMAGE_DIR)/storage --runroot $(CURDIR)/$(IMAGE_DIR)/run --storage-driver vfs
+
+PAUSE_BUILDAH = $(subst $(IMAGE_DIR),$(PAUSE_DIR),$(BUILDAH))
 
 image: controller-musl
 	@rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)/context $(IMAGE_DIR)/tmp && cp $(MUSL_CONTROLLER) $(IMAGE_DIR)/context/
@@ -295,6 +297,35 @@ $(CLUSTER_BIN)/promtool: cluster/prometheus/go.mod cluster/prometheus/go.sum
 
 cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm $(CLUSTER_BIN)/promtool
 
+# A real node for the chart's pods (controller/tests/node.rs, cluster/node-up.sh): the kubelet of
+# the same pinned module, and the pause image its pods' sandboxes run, built here from
+# Kubernetes' own build/pause/linux/pause.c in that module (static, by musl-gcc, as its Makefile
+# builds it with gcc -static) into a FROM scratch image (cluster/pause/Containerfile), written as
+# the OCI archive PAUSE_ARCHIVE. containerd's CRI plugin names it by PAUSE_IMAGE.
+$(CLUSTER_BIN)/kubelet: cluster/go.mod cluster/go.sum
+	@start=$$(date +%s); \
+	$(GO_BUILD) -o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kubelet && \
+	echo "cluster-bin: built kubelet $(K8S_VERSION) in $$(( $$(date +%s) - start )) s"
+
+PAUSE_VERSION := 3.10.1
+PAUSE_IMAGE := localhost/pause:$(PAUSE_VERSION)
+PAUSE_DIR := target/node/pause
+PAUSE_ARCHIVE := target/node/pause.oci.tar
+PAUSE_SOURCE = $(shell go -C cluster list -mod=readonly -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+
+$(PAUSE_ARCHIVE): cluster/go.mod cluster/pause/Containerfile
+	@command -v musl-gcc >/dev/null || { echo "musl-gcc not found: the pause binary builds with it (Debian: apt-get install musl-tools)"; exit 1; }
+	@rm -rf $(PAUSE_DIR) && mkdir -p $(PAUSE_DIR)/context $(PAUSE_DIR)/tmp
+	musl-gcc -Os -Wall -Werror -static -DVERSION=v$(PAUSE_VERSION)-ome-spread -o $(PAUSE_DIR)/context/pause $(PAUSE_SOURCE)
+	strip $(PAUSE_DIR)/context/pause
+	@$(PAUSE_BUILDAH) bud --quiet --isolation chroot --identity-label=false -f cluster/pause/Containerfile -t $(PAUSE_IMAGE) $(PAUSE_DIR)/context && \
+	$(PAUSE_BUILDAH) push --quiet $(PAUSE_IMAGE) oci-archive:$(CURDIR)/$@:$(PAUSE_IMAGE); \
+	status=$$?; rm -rf $(PAUSE_DIR); [ $$status -eq 0 ] && echo "pause-image: $(PAUSE_IMAGE), $@ of $$(wc -c < $@) bytes"
+
+pause-image: $(PAUSE_ARCHIVE)
+
+node-bin: $(CLUSTER_BIN)/kubelet $(PAUSE_ARCHIVE)
+
 # deploy/'s plain manifests, rendered from the chart (charts/manifests.sh): after a chart change.
 manifests: $(CLUSTER_BIN)/helm
 	charts/manifests.sh $(CLUSTER_BIN)/helm deploy
@@ -308,11 +339,21 @@ cluster-down:
 
 # OME's how-to and every cluster test against a control plane of their own (cluster/e2e.sh):
 # started, run, stopped, no process left. The stand-ins, the admission host and the controller
-# they start are built first.
+# they start are built first; then, for the chart on a real node (controller/tests/node.rs), the
+# image, the kubelet and the pause image, where the node's tools are installed (otherwise one
+# line says which are missing; CI=true makes that a failure).
+NODE_TOOLS := buildah musl-gcc docker-registry containerd ctr runc socat nsenter /usr/lib/cni/bridge
 e2e-cluster: cluster-bin policy.wasm
 	$(CARGO) build --quiet -p ome-spread-controller --bin ome-spread -p ome-spread-sim --bins
 	$(CARGO) build --quiet --example admission_host
-	cluster/e2e.sh
+	@missing="$(call missing,$(NODE_TOOLS))"; \
+	if [ -z "$$missing" ]; then \
+		$(MAKE) --no-print-directory image node-bin; \
+	else \
+		echo "the real node's suite is skipped: it needs $$missing (Debian: apt-get install buildah musl-tools docker-registry containerd runc socat containernetworking-plugins)"; \
+		[ "$$CI" != true ]; \
+	fi
+	@missing="$(call missing,$(NODE_TOOLS))"; [ -n "$$missing" ] || export OME_SPREAD_E2E_NODE=1; cluster/e2e.sh
 
 demo: wasm-target
 	$(CARGO) run --quiet --example demo

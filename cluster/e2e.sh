@@ -40,6 +40,9 @@ suites=(
   "-p ome-spread-controller --test seed --test cluster --test room --test deployed --test chart --test signals --test plugin"
   "-p ome-spread --test webhook"
 )
+# The chart on a real node, last: the node runs the Deployment's pods, and only while it is up
+# (make e2e-cluster sets OME_SPREAD_E2E_NODE once it built the image and the node's binaries).
+[ "${OME_SPREAD_E2E_NODE:-}" = 1 ] && suites+=("-p ome-spread-controller --test node")
 # A suite that fails is run once more, saying so, its first run's counts marked as such (CI's
 # closing count reads only the second): the control plane is real and shared by the suites, and a
 # retry keeps a rare miss visible in every log without failing CI on it alone.

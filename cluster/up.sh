@@ -50,7 +50,8 @@ cert() {
     -days 2 -extfile "$ext" -out "$pki/$name.crt"
   rm -f "$pki/$name.csr" "$ext"
 }
-cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
+# 10.96.0.1: the `kubernetes` Service, where pods on cluster/node-up.sh's node reach the API server.
+cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes.default.svc"
 # Served by the tests' admission host, which the API server calls as a webhook.
 cert webhook "/CN=ome-spread-admission" "IP:127.0.0.1,DNS:localhost"
 cert admin "/O=system:masters/CN=admin"

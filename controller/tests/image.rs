@@ -6,9 +6,11 @@
 //! the image and runs this; `make test` does so where the tools are installed.
 
 mod live;
+mod oci;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+
+use oci::{Buildah, IMAGE, archive, output, private, registry, scratch};
 
 use serde_json::{Value, json};
 
@@ -77,9 +79,6 @@ async fn the_image_runs_the_static_controller_as_user_65532() {
     );
 }
 
-/// The image's reference in the registry the test starts, as the chart's image value would name it.
-const REPOSITORY: &str = "ome-spread-controller:v0.1.0";
-
 /// The containerd namespace of the test, and so its cgroup under each controller.
 const NAMESPACE: &str = "ome-spread-test";
 
@@ -88,10 +87,10 @@ const NAMESPACE: &str = "ome-spread-test";
 async fn the_image_goes_through_a_registry_and_runs_under_containerd() {
     let buildah = Buildah::new(&scratch("registry"));
     let (registry, _registry) = registry(&buildah.dir).await;
-    let reference = format!("{registry}/{REPOSITORY}");
+    let reference = format!("{registry}/{IMAGE}");
 
     let built = buildah.run(&["pull", "--quiet", &archive()]).await;
-    let local = format!("localhost/{REPOSITORY}");
+    let local = format!("localhost/{IMAGE}");
     let remote = format!("docker://{reference}");
     buildah
         .run(&["push", "--quiet", "--tls-verify=false", &local, &remote])
@@ -126,48 +125,6 @@ async fn the_image_goes_through_a_registry_and_runs_under_containerd() {
     node.ctr(&["containers", "rm", "help"]).await;
 }
 
-/// `oci-archive:FILE` of the archive make image writes.
-fn archive() -> String {
-    let archive = live::workspace().join("target/image/ome-spread-controller.oci.tar");
-    assert!(
-        archive.is_file(),
-        "{} not found: make image writes it",
-        archive.display()
-    );
-    format!("oci-archive:{}", archive.display())
-}
-
-/// A fresh folder of the test's own under target/image-test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = live::workspace().join("target/image-test").join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    dir
-}
-
-/// Debian's docker-registry on a free port of 127.0.0.1, its storage in `dir`: its address, and
-/// the process, stopped when dropped.
-async fn registry(dir: &Path) -> (String, live::Process) {
-    let address = format!("127.0.0.1:{}", live::free_port());
-    let config = dir.join("registry.yml");
-    let storage = dir.join("registry");
-    let yaml = format!(
-        "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
-        storage.display()
-    );
-    std::fs::write(&config, yaml).expect("the registry's config written");
-    let config = config.display().to_string();
-    let (process, _) = live::Process::start(
-        "docker-registry",
-        Path::new("docker-registry"),
-        &["serve", &config],
-        &[],
-        &format!("listening on {address}"),
-    )
-    .await;
-    (address, process)
-}
-
 /// The bytes of the regular files under `root`.
 fn files_size(root: &Path) -> u64 {
     std::fs::read_dir(root)
@@ -184,76 +141,6 @@ fn files_size(root: &Path) -> u64 {
             }
         })
         .sum()
-}
-
-/// unshare's arguments that run `program` where /var/lib and /run are empty and forgotten: buildah
-/// and containerd keep caches and folders there as root that their flags do not move (as in the
-/// Makefile), so that nothing of the test is left outside target/.
-fn private(program: &str) -> Vec<&str> {
-    vec![
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        r#"mount -t tmpfs tmpfs /var/lib && mount -t tmpfs tmpfs /run && exec "$@""#,
-        "sh",
-        program,
-    ]
-}
-
-/// The standard output of `command`, which must succeed within a minute.
-async fn output(command: std::process::Command) -> String {
-    let shown = format!("{command:?}");
-    let output = tokio::process::Command::from(command).kill_on_drop(true).output();
-    let output = tokio::time::timeout(Duration::from_secs(60), output)
-        .await
-        .unwrap_or_else(|_| panic!("{shown} took more than a minute"))
-        .unwrap_or_else(|e| panic!("{shown} does not start: {e}"));
-    assert!(
-        output.status.success(),
-        "{shown}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8")
-}
-
-/// buildah with storage of its own (vfs, in `dir`), removed when dropped.
-struct Buildah {
-    dir: PathBuf,
-}
-
-impl Buildah {
-    fn new(dir: &Path) -> Buildah {
-        std::fs::create_dir_all(dir.join("tmp")).expect("buildah's TMPDIR");
-        Buildah { dir: dir.to_owned() }
-    }
-
-    fn command(&self, args: &[&str]) -> std::process::Command {
-        let mut command = std::process::Command::new("unshare");
-        command
-            .args(private("buildah"))
-            .arg("--root")
-            .arg(self.dir.join("storage"))
-            .arg("--runroot")
-            .arg(self.dir.join("run"))
-            .args(["--storage-driver", "vfs"])
-            .args(args)
-            .env("TMPDIR", self.dir.join("tmp"));
-        command
-    }
-
-    /// `buildah ARGS`: its standard output, trimmed.
-    async fn run(&self, args: &[&str]) -> String {
-        output(self.command(args)).await.trim().to_owned()
-    }
-}
-
-impl Drop for Buildah {
-    fn drop(&mut self) {
-        let _ = self.command(&["rm", "--all"]).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// containerd (Debian's, with runc) with its root, state and socket in `dir`, in the namespace
