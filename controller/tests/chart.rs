@@ -782,6 +782,8 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         ],
     )
     .await;
+    // As the README installs it: the namespace made first, then taken over by the chart.
+    live::apply(&admin, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}").await;
     let chart = chart();
     let mut install = vec![
         "install",
@@ -789,7 +791,6 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         chart.to_str().expect("a path"),
         "-n",
         "ome-spread",
-        "--create-namespace",
         "--take-ownership",
     ];
     install.extend(REQUIRED);
