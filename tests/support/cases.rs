@@ -209,7 +209,16 @@ pub fn all() -> Vec<Case> {
                 label(p, "component", json!("decoder"));
                 p["metadata"]["name"] = json!(DECODER_0);
                 p["spec"]["hostname"] = json!(DECODER_0);
+                p["spec"]["subdomain"] = json!("qwen3-0-6b-decoder-headless");
                 p["metadata"]["ownerReferences"][0]["name"] = json!("qwen3-0-6b-decoder");
+                // The decoder's own `OME_*` environment (`render.go` `buildOMENativeEnv`).
+                for var in p["spec"]["containers"][0]["env"].as_array_mut().expect("env") {
+                    match var["name"].as_str() {
+                        Some("OME_COMPONENT") => var["value"] = json!("decoder"),
+                        Some("OME_INSTANCE_SUBDOMAIN") => var["value"] = json!("qwen3-0-6b-decoder-0"),
+                        _ => {}
+                    }
+                }
             }), |r| r["name"] = json!(DECODER_0)), Some("qwen3-0-6b-decoder"), Appended(SPREAD, constraint("qwen3-0-6b", "decoder", "default", "rack", "DoNotSchedule"))) },
         Case { settings: json!({"maxSkew": 2, "minDomains": 3, "nodeTaintsPolicy": "Honor"}),
             ..case("p5_settings_shape_a_required_constraint", review(QWEN_0), QWEN, Appended(SPREAD, json!({
