@@ -6,7 +6,12 @@
 //!   writes `OME_RUNNER_SIZE` and `OME_RUNNER_INDEX` (the pod's place in a runner of several);
 //! - `pkg/controller/v1beta1/workload/ops/create.go`, `expectedPodNamesForInstance`: a runner of
 //!   several pods numbers them 0..N-1 (the first worker is `-worker-0`), a one-pod runner takes
-//!   its Instance's active slot, 0, or 1 after a SurgeThenDrain update.
+//!   its Instance's active slot, 0, or 1 after a SurgeThenDrain update;
+//! - `render.go`, `RenderWithRevision`: the labels are `podLabels`' seven, `ome.io/revision-hash`,
+//!   `ome.io/pairing-protocol` where a protocol is set, and on a multi-pod Instance
+//!   `scheduling.x-k8s.io/pod-group` naming `<service>-<component>-<index>` (`PodGroupName`);
+//!   annotations only the runner template's (the fixtures' templates have none), and no
+//!   `spec.workloadRef`.
 
 mod support;
 
@@ -48,8 +53,58 @@ fn env(pod: &Value, name: &str) -> Result<u32, String> {
     whole_number(value, &format!("env {name}"))
 }
 
-/// Whether `pod` is named as OME names it, from its own labels and environment.
+/// The labels OME's render writes: `podLabels`', the revision, the pairing protocol, the pod group.
+const OME_LABELS: [&str; 10] = [
+    "ome.io/inferenceservice",
+    "component",
+    "ome.io/instance-index",
+    "ome.io/instance-incarnation",
+    "ome.io/runner",
+    "ome.io/managed-by",
+    "ome.io/pod-ordinal",
+    "ome.io/revision-hash",
+    "ome.io/pairing-protocol",
+    "scheduling.x-k8s.io/pod-group",
+];
+
+/// Whether `pod` carries the labels OME's render writes and nothing it does not write.
+fn labelled_as_ome_labels_it(pod: &Value) -> Result<(), String> {
+    let labels = pod["metadata"]["labels"].as_object().into_iter().flatten();
+    if let Some((key, _)) = labels.clone().find(|(key, _)| !OME_LABELS.contains(&key.as_str())) {
+        return Err(format!("label {key} is not one OME writes"));
+    }
+    if let Some(missing) = OME_LABELS[..8]
+        .iter()
+        .find(|key| !labels.clone().any(|(k, _)| k == *key))
+    {
+        return Err(format!("label {missing} is missing"));
+    }
+    let group = match label(pod, "ome.io/runner")? {
+        "leader" | "worker" => Some(format!(
+            "{}-{}-{}",
+            label(pod, "ome.io/inferenceservice")?,
+            label(pod, "component")?,
+            label(pod, "ome.io/instance-index")?
+        )),
+        _ => None,
+    };
+    let found = pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"].as_str();
+    if found != group.as_deref() {
+        return Err(format!("pod group {found:?}: OME writes {group:?}"));
+    }
+    if let Some(annotations) = pod["metadata"]["annotations"].as_object() {
+        return Err(format!("annotations {annotations:?}: the templates declare none"));
+    }
+    if !pod["spec"]["workloadRef"].is_null() {
+        return Err("spec.workloadRef: OME's render sets none".into());
+    }
+    Ok(())
+}
+
+/// Whether `pod` is named as OME names it, from its own labels and environment, and labelled as
+/// OME labels it.
 fn named_as_ome_names(pod: &Value) -> Result<(), String> {
+    labelled_as_ome_labels_it(pod)?;
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
     let runner = label(pod, "ome.io/runner")?;
     let ordinal = whole_number(label(pod, "ome.io/pod-ordinal")?, "label ome.io/pod-ordinal")?;
@@ -109,7 +164,7 @@ fn fixture_files() -> Vec<PathBuf> {
 }
 
 #[test]
-fn every_fixture_pod_is_named_as_ome_names_it() {
+fn every_fixture_pod_is_named_and_labelled_as_ome_writes_it() {
     let mut wrong = Vec::new();
     let mut checked = 0;
     let mut listed_seen = Vec::new();
@@ -140,7 +195,7 @@ fn every_fixture_pod_is_named_as_ome_names_it() {
     }
     assert!(
         wrong.is_empty(),
-        "pods not named as OME names them:\n{}",
+        "pods not named or labelled as OME writes them:\n{}",
         wrong.join("\n")
     );
     // Five requests and about a hundred case files hold OME pods: a walk finding fewer is lost.

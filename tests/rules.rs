@@ -57,8 +57,8 @@ fn lossless_untouched_fields_come_back_equal_including_unknown_ones() {
     let response = Native.validate(&validation_request(&request, json!({})), &Cluster::with_fixtures());
     let pod = &request["request"]["object"];
     assert_eq!(
-        response["mutated_object"]["spec"]["workloadRef"],
-        pod["spec"]["workloadRef"]
+        response["mutated_object"]["spec"]["readinessGates"],
+        pod["spec"]["readinessGates"]
     );
     let term = &response["mutated_object"]["spec"]["topologySpreadConstraints"][0];
     assert_eq!(response["mutated_object"], appended(pod, SPREAD, term));

@@ -82,11 +82,7 @@ fn a_pod_nested_100000_deep_is_answered_not_trapped() {
     let pod = format!("{}0{}", "[".repeat(100_000), "]".repeat(100_000));
     let text =
         String::from_utf8(validation_request(&review("qwen3-0-6b-engine-0-default-0"), json!({}))).expect("utf-8");
-    let payload = text.replacen(
-        "\"workloadRef\":",
-        &format!("\"futureField\":{pod},\"workloadRef\":"),
-        1,
-    );
+    let payload = text.replacen("\"hostname\":", &format!("\"futureField\":{pod},\"hostname\":"), 1);
     assert_ne!(payload, text);
     let response = instance(&Cluster::with_fixtures())
         .call("validate", payload.as_bytes())

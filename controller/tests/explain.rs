@@ -61,11 +61,20 @@ fn third_instance(objects: &mut Vec<Value>, node: Option<&str>, when: &str) {
 }
 
 /// Instance `index`'s only pod made its leader, on `leader`, with one worker on `worker` (a
-/// worker from before topologyKey was set: no term keeps it beside its leader).
+/// worker from before topologyKey was set: no term keeps it beside its leader). The runtime
+/// declares a leader and a worker, as OME's `components/engine.go` needs for two pods an
+/// Instance, and the replica their runners; both pods carry the Instance's pod group.
 fn leader_and_worker(objects: &mut Vec<Value>, index: usize, leader: &str, worker: &str) {
+    let config = &mut find(objects, "ClusterServingRuntime", "srt-qwen3-0-6b")["spec"]["engineConfig"];
+    config["leader"] = json!({"runner": config["runner"].clone()});
+    config["worker"] = json!({"size": 1, "runner": config["runner"].clone()});
+    let runners = &mut find(objects, "InferenceReplica", "qwen3-0-6b-engine")["spec"]["runners"];
+    let template = runners[0]["template"].clone();
+    *runners = json!([{"name": "leader", "size": 1, "template": template}, {"name": "worker", "size": 1, "template": template}]);
     let pod = find(objects, "Pod", &format!("qwen3-0-6b-engine-{index}-default-0"));
     pod["metadata"]["name"] = json!(format!("qwen3-0-6b-engine-{index}-leader-0"));
     pod["metadata"]["labels"]["ome.io/runner"] = json!("leader");
+    pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = json!(format!("qwen3-0-6b-engine-{index}"));
     pod["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchLabels"]["ome.io/runner"] = json!("leader");
     pod["spec"]["nodeName"] = json!(leader);
     let mut pod = pod.clone();

@@ -798,7 +798,7 @@ async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zon
     let racks = Row {
         name: "racks",
         nodes,
-        engine: "    minReplicas: 2\n    maxReplicas: 2\n    worker: {size: 1}\n    topologyKey: nvidia.com/gpu.clique\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
+        engine: "    minReplicas: 2\n    maxReplicas: 2\n    leader: {}\n    worker: {size: 1}\n    topologyKey: nvidia.com/gpu.clique\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
         status: "True",
         reason: "Satisfied",
         why: "the 2 Instances run in 2 different domains of topology.kubernetes.io/zone.".into(),
@@ -923,7 +923,7 @@ async fn an_instance_in_two_racks_instance_split() {
     let mut split = Row {
         name: "split",
         nodes,
-        engine: "    minReplicas: 1\n    maxReplicas: 1\n    worker: {size: 1}\n",
+        engine: "    minReplicas: 1\n    maxReplicas: 1\n    leader: {}\n    worker: {size: 1}\n",
         status: "False",
         reason: "InstanceSplit",
         why: String::new(),

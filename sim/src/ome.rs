@@ -30,6 +30,10 @@ use crate::scheduler;
 
 const INSTANCE_INDEX: &str = "ome.io/instance-index";
 const RUNNER: &str = "ome.io/runner";
+/// A pod's place in its runner, as its name ends (`render.go` `podLabels`).
+pub const POD_ORDINAL: &str = "ome.io/pod-ordinal";
+/// The scheduler-plugins gang label on every pod of a multi-pod Instance (`render.go`).
+pub const POD_GROUP: &str = "scheduling.x-k8s.io/pod-group";
 
 /// OME, with the policy's settings (for the surge's pods), the time a record may stay
 /// non-terminal (its `deadline`, from its acceptance), and whether the operator configured its
@@ -427,6 +431,9 @@ fn place_surge(
 
 /// A pod of Instance `surge` from one of the source's: its index, its name, no node, no status,
 /// and none of the source's spread constraints and leader terms (OME renders the surge's own).
+/// The surge is a new Instance, on slot 0: a one-pod runner's pod is `-0` whatever the source's
+/// slot, a worker keeps its place in its runner (`expectedPodNamesForInstance`), and a multi-pod
+/// Instance's pods name its own pod group (`render.go`).
 fn surge_pod(source: &Value, surge: u64) -> Value {
     let mut pod = source.clone();
     let labels = &source["metadata"]["labels"];
@@ -435,7 +442,10 @@ fn surge_pod(source: &Value, surge: u64) -> Value {
         labels["component"].as_str().unwrap_or_default(),
         labels[RUNNER].as_str().unwrap_or_default(),
     );
-    let ordinal = name(source).rsplit('-').next().unwrap_or("0");
+    let ordinal = match runner {
+        "worker" => name(source).rsplit('-').next().unwrap_or("0"),
+        _ => "0",
+    };
     pod["metadata"] = json!({
         "name": format!("{service}-{component}-{surge}-{runner}-{ordinal}"),
         "namespace": source["metadata"]["namespace"],
@@ -445,7 +455,14 @@ fn surge_pod(source: &Value, surge: u64) -> Value {
     if let Some(owners) = source["metadata"].get("ownerReferences") {
         pod["metadata"]["ownerReferences"] = owners.clone();
     }
-    pod["metadata"]["labels"][INSTANCE_INDEX] = json!(surge.to_string());
+    let labels = &mut pod["metadata"]["labels"];
+    labels[INSTANCE_INDEX] = json!(surge.to_string());
+    if labels.get(POD_ORDINAL).is_some() {
+        labels[POD_ORDINAL] = json!(ordinal);
+    }
+    if labels.get(POD_GROUP).is_some() {
+        labels[POD_GROUP] = json!(format!("{service}-{component}-{surge}"));
+    }
     if let Some(spec) = pod["spec"].as_object_mut() {
         spec.remove("nodeName");
         if let Some(constraints) = spec.get_mut("topologySpreadConstraints").and_then(Value::as_array_mut) {
@@ -729,6 +746,43 @@ mod tests {
         let pods = objects.iter().filter(|o| o["kind"] == "Pod");
         pods.map(|p| (name(p), p["spec"]["nodeName"].as_str().unwrap_or("-")))
             .collect()
+    }
+
+    #[test]
+    fn a_surge_is_a_new_instance_on_slot_0_its_workers_keeping_their_places() {
+        let pod = |name: &str, runner: &str, ordinal: &str| {
+            json!({"metadata": {"name": name, "namespace": "ns", "labels": {"ome.io/inferenceservice": "s",
+                "component": "engine", RUNNER: runner, INSTANCE_INDEX: "1", POD_ORDINAL: ordinal,
+                POD_GROUP: "s-engine-1"}}, "spec": {}})
+        };
+        let shown = |surge: &Value| {
+            let labels = &surge["metadata"]["labels"];
+            (
+                name(surge).to_owned(),
+                labels[INSTANCE_INDEX].clone(),
+                labels[POD_ORDINAL].clone(),
+                labels[POD_GROUP].clone(),
+            )
+        };
+        // The source's leader on its second slot after a SurgeThenDrain update; its second worker.
+        assert_eq!(
+            shown(&surge_pod(&pod("s-engine-1-leader-1", "leader", "1"), 2)),
+            (
+                "s-engine-2-leader-0".to_owned(),
+                json!("2"),
+                json!("0"),
+                json!("s-engine-2")
+            )
+        );
+        assert_eq!(
+            shown(&surge_pod(&pod("s-engine-1-worker-1", "worker", "1"), 2)),
+            (
+                "s-engine-2-worker-1".to_owned(),
+                json!("2"),
+                json!("1"),
+                json!("s-engine-2")
+            )
+        );
     }
 
     #[test]

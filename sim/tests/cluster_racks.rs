@@ -23,6 +23,8 @@ async fn each_instance_keeps_to_one_rack_and_the_instances_spread_across_zones()
         let cluster = support::cluster(&layout("racks").expect("a layout"), Terms::InTree).await;
         let mut service = seed_service();
         service["spec"]["engine"]["topologyKey"] = json!(RACK);
+        // A leader and a worker make each Instance two pods (OME's `components/engine.go`).
+        service["spec"]["engine"]["leader"] = json!({});
         service["spec"]["engine"]["worker"] = json!({"size": 1});
         cluster.apply(INFERENCE_SERVICE, &service).await;
         cluster.wait_ready(120).await;

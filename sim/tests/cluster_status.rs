@@ -91,7 +91,7 @@ async fn the_controllers_spread_condition_stays_beside_the_stand_ins_status_thro
         assert_eq!(
             conditions,
             [
-                (&json!("Ready"), &json!("True"), &json!("InstancesReady")),
+                (&json!("Ready"), &json!("True"), &json!("AllInstancesReady")),
                 (&json!("Spread"), &json!("True"), &json!("Satisfied"))
             ]
         );

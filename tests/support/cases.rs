@@ -209,7 +209,16 @@ pub fn all() -> Vec<Case> {
                 label(p, "component", json!("decoder"));
                 p["metadata"]["name"] = json!(DECODER_0);
                 p["spec"]["hostname"] = json!(DECODER_0);
+                p["spec"]["subdomain"] = json!("qwen3-0-6b-decoder-headless");
                 p["metadata"]["ownerReferences"][0]["name"] = json!("qwen3-0-6b-decoder");
+                // The decoder's own `OME_*` environment (`render.go` `buildOMENativeEnv`).
+                for var in p["spec"]["containers"][0]["env"].as_array_mut().expect("env") {
+                    match var["name"].as_str() {
+                        Some("OME_COMPONENT") => var["value"] = json!("decoder"),
+                        Some("OME_INSTANCE_SUBDOMAIN") => var["value"] = json!("qwen3-0-6b-decoder-0"),
+                        _ => {}
+                    }
+                }
             }), |r| r["name"] = json!(DECODER_0)), Some("qwen3-0-6b-decoder"), Appended(SPREAD, constraint("qwen3-0-6b", "decoder", "default", "rack", "DoNotSchedule"))) },
         Case { settings: json!({"maxSkew": 2, "minDomains": 3, "nodeTaintsPolicy": "Honor"}),
             ..case("p5_settings_shape_a_required_constraint", review(QWEN_0), QWEN, Appended(SPREAD, json!({
@@ -238,6 +247,11 @@ pub fn all() -> Vec<Case> {
         case("p6_ome_constraint_on_the_spread_key_is_kept", rendered(review(QWEN_0), SPREAD, required_zone.clone()), QWEN, Accepted),
         Case { cluster: deepseek_with(json!({"topologySpreadKey": null})),
             ..case("p6_ome_constraint_on_an_older_key_is_kept", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "leader", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Accepted) },
+        // An Instance on its second slot is the same Instance: its anchor is spread, and OME's own
+        // constraint on its older key kept, as on its first.
+        case("p5_an_instance_on_its_second_slot_gets_the_constraint", on_second_slot(review(QWEN_0)), QWEN, Appended(SPREAD, required_zone.clone())),
+        Case { cluster: deepseek_with(json!({"topologySpreadKey": null})),
+            ..case("p6_ome_constraint_on_an_older_key_is_kept_on_the_second_slot", rendered(on_second_slot(review(LEADER)), SPREAD, constraint("deepseek-v3", "engine", "leader", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Accepted) },
         case("p6_a_constraint_for_another_runner_is_not_omes_for_this_pod", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "default", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Appended(SPREAD, leader_zone.clone())),
         case("p6_a_selector_with_match_expressions_is_not_omes", rendered(review(QWEN_0), SPREAD, json!({
             "maxSkew": 1, "topologyKey": OLD_KEY, "whenUnsatisfiable": "DoNotSchedule",
@@ -307,6 +321,20 @@ pub fn all() -> Vec<Case> {
         case("bad_request_with_a_null_object_is_rejected", edited_request(review(QWEN_0), |r| r["object"] = Value::Null), None, Rejected("pod spread-demo/(unnamed): object is null: must be a Pod object")),
         case("bad_owner_references_of_the_wrong_type_are_rejected", qwen_pod(|p| p["metadata"]["ownerReferences"] = json!({"name": "x"})), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: metadata.ownerReferences is {\"name\":\"x\"}: must be a list")),
     ]
+}
+
+/// The pod of a one-pod runner on its Instance's second slot, after a SurgeThenDrain update: OME
+/// names and labels it with ordinal 1 (`workload/ops/create.go` `expectedPodNamesForInstance`),
+/// its `OME_RUNNER_INDEX` still 0 (`render.go` `buildOMENativeEnv`).
+fn on_second_slot(review: Value) -> Value {
+    let name = review["request"]["name"].as_str().unwrap_or_default();
+    let second = format!("{}1", name.strip_suffix('0').unwrap_or(name));
+    let review = edited(review, |pod| {
+        pod["metadata"]["name"] = json!(second);
+        pod["spec"]["hostname"] = json!(second);
+        label(pod, "ome.io/pod-ordinal", json!("1"));
+    });
+    edited_request(review, |request| request["name"] = json!(second))
 }
 
 fn edited_request(mut review: Value, change: impl FnOnce(&mut Value)) -> Value {

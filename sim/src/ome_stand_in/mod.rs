@@ -13,10 +13,11 @@
 //! - moves each migration request one phase, by [`crate::ome`]'s own logic, its surge admitted by
 //!   the API server and placed by kube-scheduler ([`cluster::Cluster`]).
 //!
-//! Simpler than OME, on purpose (besides [`render`]'s): no scale-down or rollout; a repair only
-//! of an Instance whose pods are all gone, created again at the lowest free index with
-//! incarnation 1 (upstream keeps its index and counts its incarnation up, and repairs a missing
-//! worker too); a component taken off the InferenceService keeps its replica; the status is
+//! Simpler than OME, on purpose (besides [`render`]'s): no scale-down or rollout, so a new
+//! Instance is always on slot 0 (an Instance OME moved to its second slot is counted as any
+//! other); a repair only of an Instance whose pods are all gone, created again at the lowest free
+//! index with incarnation 1 (upstream keeps its index and counts its incarnation up, and repairs
+//! a missing worker too); a component taken off the InferenceService keeps its replica; the status is
 //! written whole by a merge patch guarded by the resourceVersion read, rather than through OME's
 //! status writer.
 
@@ -295,7 +296,7 @@ impl StandIn {
         let missing = wanted.saturating_sub(instances.len());
         let free = (0u64..).filter(|i| !instances.contains_key(i)).take(missing);
         for index in free.collect::<Vec<_>>() {
-            for pod in render::instance_pods(replica, index, 1, self.options.terms) {
+            for pod in render::instance_pods(replica, render::Instance::new(index), self.options.terms) {
                 let (namespace, name) = api::identity(&pod);
                 match api::create(&self.client, POD, &pod).await {
                     Ok(()) => api::log(WHO, format!("pod {namespace}/{name} created (Instance {index})")),

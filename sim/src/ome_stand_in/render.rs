@@ -3,22 +3,30 @@
 //! core's own M1), each Instance's pods as OME names, labels and shapes them, OME's in-tree spread
 //! terms when asked for, and the statuses.
 //!
+//! Upstream (`ome-projects/ome`): the InferenceService's component spec over its runtime's
+//! (`inferenceservice/utils` `MergeEngineSpec`, a strategic merge patch), the replica it projects
+//! (`components/engine.go`, `reconcilers/irprojector`), the pods (`workload/ops/render.go`
+//! `RenderWithRevision`, `workload/query/names.go` `PodName`, `workload/ops/create.go`
+//! `expectedPodNamesForInstance`) and the replica's `Ready` (`inferencereplica/status.go`
+//! `computeReadyCondition`) and the InferenceService's `<Component>Ready`
+//! (`inferenceservice/status` `TopLevelComponentReadyFromLifecycle`).
+//!
 //! Simpler than OME, on purpose: the runtime's pod fields are taken whole, the InferenceService's
 //! over them field by field (upstream merges containers and pod specs deeply); the model is not
-//! read (its node selector is written from its name); no headless Service, PodGroup, environment
-//! or ControllerRevision; the revision hash is a hash of the runners; an Instance's terms follow
-//! the replica's settings now (upstream keeps an Instance's older `topologyKey` while its live
-//! pods carry it).
+//! read (its node selector is written from its name); no headless Service, PodGroup object (its
+//! label is on the pods), environment, hostname or ControllerRevision; the revision hash is a
+//! hash of the runners; no rollout, so no `RolloutInProgress` or `InstanceFailed`; an Instance's
+//! terms follow the replica's settings now (upstream keeps an Instance's older `topologyKey`
+//! while its live pods carry it).
 
 use ome_spread_core::diagnosis::settings_in_effect;
 use ome_spread_core::labels::{COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, RUNNER};
 use ome_spread_core::spread::SpreadSettings;
 use serde_json::{Map, Value, json};
 
-use crate::ome::with_condition;
+use crate::ome::{POD_GROUP, POD_ORDINAL, with_condition};
 
 pub const INSTANCE_INCARNATION: &str = "ome.io/instance-incarnation";
-pub const POD_ORDINAL: &str = "ome.io/pod-ordinal";
 pub const REVISION_HASH: &str = "ome.io/revision-hash";
 /// The readiness gate OME puts on every pod it creates.
 pub const SERVING_GATE: &str = "ome.io/serving";
@@ -56,13 +64,13 @@ pub fn replica(service: &Value, runtime: Option<&Value>, component: &str) -> Res
     let in_effect = settings_in_effect(service, runtime, component).map_err(|e| e.to_string())?;
     let own = &service["spec"][component];
     let config = runtime.map_or(&Value::Null, |r| &r["spec"][format!("{component}Config")]);
-    let replicas = own["minReplicas"].as_u64().unwrap_or(1);
+    let replicas = instance_count(own, config);
     if replicas > MAX_INSTANCES {
         return Err(format!(
             "spec.{component}.minReplicas is {replicas}: the stand-in runs at most {MAX_INSTANCES}"
         ));
     }
-    let runners = runners(service, own, config, component);
+    let runners = runners(service, own, config, component)?;
     if let Some(size) = runners[1]["size"].as_u64().filter(|size| *size > MAX_WORKERS) {
         return Err(format!(
             "a worker size of {size}: the stand-in runs at most {MAX_WORKERS}"
@@ -106,13 +114,36 @@ fn spread_fields(settings: &SpreadSettings) -> Vec<(&'static str, &str)> {
     fields
 }
 
-/// `default` (size 1), or `leader` (1) and `worker` (N) when the InferenceService or its runtime
-/// sets `worker.size`.
-fn runners(service: &Value, own: &Value, config: &Value, component: &str) -> Value {
-    let workers = own["worker"]["size"]
+/// The field of the InferenceService's component spec, else its runtime's: `MergeEngineSpec`
+/// patches the runtime's with every field the InferenceService sets.
+fn merged<'a>(own: &'a Value, config: &'a Value, path: &[&str]) -> &'a Value {
+    let at = |from: &'a Value| path.iter().fold(from, |value, key| &value[*key]);
+    if at(own).is_null() { at(config) } else { at(own) }
+}
+
+/// The Instances OME projects (irprojector `replicasFromComponentExt`): the merged `minReplicas`,
+/// one where it is unset, 0 or less. So the InferenceService's `0` gives one Instance, and its
+/// unset `minReplicas` the runtime's.
+fn instance_count(own: &Value, config: &Value) -> u64 {
+    merged(own, config, &["minReplicas"])
         .as_u64()
-        .or_else(|| config["worker"]["size"].as_u64())
-        .unwrap_or(0);
+        .filter(|count| *count > 0)
+        .unwrap_or(1)
+}
+
+/// `default` (size 1), or `leader` (1) and `worker` (N) when the merged spec declares both a
+/// `leader` and a `worker` (`components/engine.go`: `multiPod`); a `worker` without a size has
+/// one (OME's `declaredMultiPod` and its defaulting), one of 0 or less OME's admission refuses.
+fn runners(service: &Value, own: &Value, config: &Value, component: &str) -> Result<Value, String> {
+    let declared = |block: &str| own[block].is_object() || config[block].is_object();
+    let workers = match merged(own, config, &["worker", "size"]) {
+        _ if !(declared("leader") && declared("worker")) => 0,
+        Value::Null => 1,
+        size => size
+            .as_u64()
+            .filter(|size| *size > 0)
+            .ok_or_else(|| format!("spec.{component}.worker.size is {size}: OME requires a whole number above 0"))?,
+    };
     let template = |runner: &str, section: Option<&str>| {
         let container = |from: &Value| match section {
             Some(section) if from[section]["runner"].is_object() => from[section]["runner"].clone(),
@@ -127,14 +158,14 @@ fn runners(service: &Value, own: &Value, config: &Value, component: &str) -> Val
             over(&container(config), &container(own)),
         )
     };
-    if workers == 0 {
+    Ok(if workers == 0 {
         json!([{"name": "default", "size": 1, "template": template("default", None)}])
     } else {
         json!([
             {"name": "leader", "size": 1, "template": template("leader", Some("leader"))},
             {"name": "worker", "size": workers, "template": template("worker", Some("worker"))},
         ])
-    }
+    })
 }
 
 /// `top`'s fields over `base`'s, one level deep (`Null` is unset).
@@ -206,28 +237,62 @@ pub fn revision_hash(replica: &Value) -> String {
     format!("{hash:08x}")
 }
 
-/// The pods of Instance `index` (incarnation `incarnation`) of `replica`, the leader first:
-/// `<isvc>-<component>-<index>-<runner>-<ordinal>`, owned by the replica, from the runners'
-/// templates; with OME's terms when `terms` is [`Terms::InTree`].
-pub fn instance_pods(replica: &Value, index: u64, incarnation: u64, terms: Terms) -> Vec<Value> {
+/// Where an Instance is in its life: its index, its incarnation (from 1) and the slot its one-pod
+/// runners take (0, or 1 after a SurgeThenDrain update: the Instance's `activeOrdinal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Instance {
+    pub index: u64,
+    pub incarnation: u64,
+    pub slot: u64,
+}
+
+impl Instance {
+    /// A new Instance at `index`: its first incarnation, on slot 0.
+    pub fn new(index: u64) -> Self {
+        Self {
+            index,
+            incarnation: 1,
+            slot: 0,
+        }
+    }
+}
+
+/// The pods of `instance` of `replica`, the leader first, owned by the replica, from the runners'
+/// templates; with OME's terms when `terms` is [`Terms::InTree`]. Each is named
+/// `<isvc>-<component>-<index>-<runner>-<ordinal>` and labelled with that ordinal: a runner of
+/// several pods numbers them 0..N-1, a one-pod runner takes the Instance's slot
+/// (`expectedPodNamesForInstance`); a multi-pod Instance's pods carry its pod group
+/// (`query.PodGroupName`).
+pub fn instance_pods(replica: &Value, instance: Instance, terms: Terms) -> Vec<Value> {
     let service = replica["spec"]["parentRef"]["name"].as_str().unwrap_or_default();
     let component = replica["spec"]["component"].as_str().unwrap_or_default();
+    let Instance {
+        index,
+        incarnation,
+        slot,
+    } = instance;
     let revision = revision_hash(replica);
+    let multi_pod = pods_per_instance(replica) > 1;
     let mut pods = Vec::new();
     let runners = replica["spec"]["runners"].as_array().cloned().unwrap_or_default();
-    // The pod's place in its Instance, across runners: the leader 0, its workers 1 to N.
-    let mut rank = 0u64;
     for runner in &runners {
         let runner_name = runner["name"].as_str().unwrap_or_default();
-        for ordinal in 0..runner["size"].as_u64().unwrap_or(1) {
+        let ordinals = match runner["size"].as_u64().unwrap_or(1) {
+            1 => slot..slot + 1,
+            size => 0..size,
+        };
+        for ordinal in ordinals {
             let template = &runner["template"];
             let mut labels = template["metadata"]["labels"].as_object().cloned().unwrap_or_default();
             labels.extend([
                 (INSTANCE_INDEX.to_owned(), json!(index.to_string())),
                 (INSTANCE_INCARNATION.to_owned(), json!(incarnation.to_string())),
-                (POD_ORDINAL.to_owned(), json!(rank.to_string())),
+                (POD_ORDINAL.to_owned(), json!(ordinal.to_string())),
                 (REVISION_HASH.to_owned(), json!(revision)),
             ]);
+            if multi_pod {
+                labels.insert(POD_GROUP.to_owned(), json!(format!("{service}-{component}-{index}")));
+            }
             let mut pod = json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {
@@ -242,7 +307,6 @@ pub fn instance_pods(replica: &Value, index: u64, incarnation: u64, terms: Terms
                 in_tree_terms(&mut pod, replica);
             }
             pods.push(pod);
-            rank += 1;
         }
     }
     pods
@@ -357,69 +421,157 @@ pub fn instances<'a>(pods: &[&'a Value]) -> std::collections::BTreeMap<u64, Vec<
 
 /// The replica's status as OME counts it (Instances, Instances with every pod Ready, its
 /// `Ready` condition), each condition of another writer kept; `now` is a changed condition's
-/// transition.
+/// transition. OME keeps a row for each Instance it wants, created or not, and for a migration's
+/// surge beside them.
 pub fn replica_status(replica: &Value, pods: &[&Value], now: &str) -> Value {
     let instances = instances(pods);
     let size = pods_per_instance(replica);
     let ready = instances.values().filter(|pods| instance_ready(pods, size)).count();
-    let wanted = usize::try_from(replica["spec"]["replicas"].as_u64().unwrap_or(1)).unwrap_or(1);
+    let counts = Counts {
+        replicas: instances.len().max(wanted(replica)),
+        ready,
+        wanted: wanted(replica),
+    };
     let service = replica["spec"]["parentRef"]["name"].as_str().unwrap_or_default();
     let component = replica["spec"]["component"].as_str().unwrap_or_default();
-    let condition = if ready >= wanted {
-        condition(
-            "Ready",
-            true,
-            "InstancesReady",
-            format!("{ready} of {wanted} Instances Ready"),
-            now,
-        )
-    } else {
-        condition(
-            "Ready",
-            false,
-            "InstancesNotReady",
-            format!("{ready} of {wanted} Instances Ready"),
-            now,
-        )
-    };
     // Available and serving as soon as Ready: no minReadySeconds, and the node stand-in starts
     // every pod with its `ome.io/serving` gate True.
     json!({
         "observedGeneration": replica["metadata"]["generation"],
-        "replicas": instances.len(), "readyReplicas": ready, "availableReplicas": ready, "servingReplicas": ready,
-        "labelSelector": format!("{INFERENCE_SERVICE}={service},{COMPONENT}={component}"),
-        "conditions": with_condition(&replica["status"]["conditions"], condition),
+        "replicas": counts.replicas, "readyReplicas": ready, "availableReplicas": ready, "servingReplicas": ready,
+        // `irLabelSelectorString`: a selector's requirements sorted by key.
+        "labelSelector": format!("{COMPONENT}={component},{INFERENCE_SERVICE}={service},{MANAGED_BY}={OME_NATIVE}"),
+        "conditions": with_condition(&replica["status"]["conditions"], replica_ready(&counts, &replica["spec"], now)),
     })
 }
 
-/// The InferenceService's conditions with `<Component>Ready` for each of its replicas and
-/// `Ready` over them all, each other condition kept.
+fn wanted(replica: &Value) -> usize {
+    usize::try_from(replica["spec"]["replicas"].as_u64().unwrap_or(1)).unwrap_or(usize::MAX)
+}
+
+/// A replica's Instances: its rows, those Ready (the stand-in's serve as soon as Ready), those wanted.
+struct Counts {
+    replicas: usize,
+    ready: usize,
+    wanted: usize,
+}
+
+impl Counts {
+    /// `InstanceAvailabilityFloor`: of the Instances wanted (the rows, where fewer are wanted or
+    /// none), all but the lifecycle's `updateStrategy.rollingUpdate.maxUnavailable`, a percentage
+    /// rounded up; all without it.
+    fn floor(&self, lifecycle: &Value) -> usize {
+        let basis = if self.wanted > 0 && self.wanted < self.replicas {
+            self.wanted
+        } else {
+            self.replicas
+        };
+        let budget = match &lifecycle["updateStrategy"]["rollingUpdate"]["maxUnavailable"] {
+            Value::Number(count) => count.as_u64().map(|count| usize::try_from(count).unwrap_or(usize::MAX)),
+            Value::String(percent) => percent
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<usize>().ok())
+                .map(|p| (p.saturating_mul(basis)).div_ceil(100)),
+            _ => None,
+        };
+        budget.map_or(basis, |budget| basis.saturating_sub(budget))
+    }
+}
+
+/// The replica's `Ready` as `computeReadyCondition` words it for a replica with no rollout under
+/// way and no failed Instance.
+fn replica_ready(counts: &Counts, spec: &Value, now: &str) -> Value {
+    let Counts { replicas, ready, .. } = *counts;
+    let floor = counts.floor(&spec["lifecycle"]);
+    let (status, reason, message) = if replicas == 0 {
+        (
+            false,
+            "NoReplicas",
+            "InferenceReplica has no desired Instances".to_owned(),
+        )
+    } else if ready == replicas {
+        (true, "AllInstancesReady", format!("{ready}/{replicas} Instances Ready"))
+    } else if ready >= floor {
+        (
+            true,
+            "MinimumAvailable",
+            format!("{ready}/{replicas} Instances serving (min {floor})"),
+        )
+    } else {
+        let message = format!("{ready}/{replicas} Instances serving, need {floor} (no rollout in flight)");
+        (false, "ReplicaCountMismatch", message)
+    };
+    condition("Ready", status, reason, message, now)
+}
+
+/// The InferenceService's conditions with `<Component>Ready` for each of its replicas, as
+/// `TopLevelComponentReadyFromLifecycle` words it from the replica's status, and `Ready` over
+/// them all as knative's condition set makes it (True when every one is, else False with the
+/// first one's reason and message), each other condition kept.
 pub fn service_conditions(service: &Value, replicas: &[&Value], now: &str) -> Value {
     let mut conditions = service["status"]["conditions"].clone();
-    let mut all_ready = !replicas.is_empty();
+    let mut not_ready: Option<Value> = None;
     for replica in replicas {
         let component = replica["spec"]["component"].as_str().unwrap_or_default();
-        let ready = replica["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
-        all_ready &= ready;
         let mut capitalised = component.to_owned();
         if let Some(first) = capitalised.get_mut(..1) {
             first.make_ascii_uppercase();
         }
-        let reason = if ready { "InstancesReady" } else { "InstancesNotReady" };
-        let message = format!("InferenceReplica {} Ready: {ready}", name(replica));
-        conditions = with_condition(
-            &conditions,
-            condition(&format!("{capitalised}Ready"), ready, reason, message, now),
-        );
+        let component_ready = component_ready(&format!("{capitalised}Ready"), replica, now);
+        if component_ready["status"] != "True" && not_ready.is_none() {
+            not_ready = Some(component_ready.clone());
+        }
+        conditions = with_condition(&conditions, component_ready);
     }
-    let (reason, message) = if all_ready {
-        ("ComponentsReady", "every component is Ready")
-    } else {
-        ("ComponentsNotReady", "not every component is Ready")
+    // Before any replica, nothing to say: knative's `Unknown` stands.
+    if replicas.is_empty() {
+        return conditions;
+    }
+    let ready = match not_ready {
+        Some(first) => condition(
+            "Ready",
+            false,
+            first["reason"].as_str().unwrap_or_default(),
+            first["message"].as_str().unwrap_or_default().to_owned(),
+            now,
+        ),
+        None => json!({"type": "Ready", "status": "True", "lastTransitionTime": now}),
     };
-    with_condition(&conditions, condition("Ready", all_ready, reason, message.into(), now))
+    with_condition(&conditions, ready)
+}
+
+/// `TopLevelComponentReadyFromLifecycle`: the replica's counts against its availability floor.
+fn component_ready(kind: &str, replica: &Value, now: &str) -> Value {
+    let status = &replica["status"];
+    let count = |field: &str| usize::try_from(status[field].as_u64().unwrap_or(0)).unwrap_or(usize::MAX);
+    let counts = Counts {
+        replicas: count("replicas"),
+        ready: count("readyReplicas"),
+        wanted: wanted(replica),
+    };
+    let (replicas, serving, floor) = (
+        counts.replicas,
+        count("servingReplicas"),
+        counts.floor(&replica["spec"]["lifecycle"]),
+    );
+    let (ready, reason, message) = if replicas == 0 {
+        (false, "NoReplicas", "Component has no desired Instances".to_owned())
+    } else if counts.ready >= replicas {
+        (true, "Ready", "All Instances are Ready".to_owned())
+    } else if serving >= floor {
+        (
+            true,
+            "MinimumAvailable",
+            format!("{serving}/{replicas} Instances serving (min {floor})"),
+        )
+    } else {
+        (
+            false,
+            "InsufficientAvailable",
+            format!("{serving}/{replicas} Instances serving, need {floor}"),
+        )
+    };
+    condition(kind, ready, reason, message, now)
 }
 
 fn condition(kind: &str, status: bool, reason: &str, message: String, now: &str) -> Value {
@@ -507,10 +659,11 @@ mod tests {
     fn a_malformed_runtime_field_is_left_as_it_is_not_indexed() {
         let (mut service, mut runtime) = seed();
         service["spec"]["engine"]["topologyKey"] = json!("rack");
+        runtime["spec"]["engineConfig"]["leader"] = json!({});
         runtime["spec"]["engineConfig"]["worker"] = json!({"size": 1});
         runtime["spec"]["engineConfig"]["affinity"] = json!("anywhere");
         let replica = replica(&service, Some(&runtime), "engine").expect("a replica");
-        let pods = instance_pods(&replica, 0, 1, Terms::InTree);
+        let pods = instance_pods(&replica, Instance::new(0), Terms::InTree);
         assert_eq!(
             pods[1]["spec"]["affinity"],
             json!("anywhere"),
@@ -530,6 +683,7 @@ mod tests {
             Err("spec.engine.minReplicas is 100000: the stand-in runs at most 64".into())
         );
         service["spec"]["engine"]["minReplicas"] = json!(2);
+        runtime["spec"]["engineConfig"]["leader"] = json!({});
         runtime["spec"]["engineConfig"]["worker"] = json!({"size": 17});
         assert_eq!(
             replica(&service, Some(&runtime), "engine").map(|_| ()),
@@ -565,7 +719,7 @@ mod tests {
         let (service, runtime) = seed();
         let mut replica = replica(&service, Some(&runtime), "engine").expect("a replica");
         replica["metadata"]["uid"] = json!("ir-uid");
-        let pods = instance_pods(&replica, 1, 1, Terms::InTree);
+        let pods = instance_pods(&replica, Instance::new(1), Terms::InTree);
         let mut spec = seed_template()["spec"].clone();
         spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
             "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {
@@ -583,7 +737,7 @@ mod tests {
                         "uid": "ir-uid", "controller": true, "blockOwnerDeletion": true}]},
                 "spec": spec})]
         );
-        let bare = instance_pods(&replica, 1, 1, Terms::Webhook);
+        let bare = instance_pods(&replica, Instance::new(1), Terms::Webhook);
         assert_eq!(
             bare[0]["spec"],
             seed_template()["spec"],
@@ -595,6 +749,7 @@ mod tests {
     fn p8_a_leader_and_its_workers_from_the_runtimes_worker_size() {
         let (mut service, mut runtime) = seed();
         service["spec"]["engine"]["topologyKey"] = json!("nvidia.com/gpu.clique");
+        runtime["spec"]["engineConfig"]["leader"] = json!({});
         runtime["spec"]["engineConfig"]["worker"] = json!({"size": 2});
         let replica = replica(&service, Some(&runtime), "engine").expect("a replica");
         let runners: Vec<(&Value, &Value)> = replica["spec"]["runners"]
@@ -604,15 +759,17 @@ mod tests {
             .map(|r| (&r["name"], &r["size"]))
             .collect();
         assert_eq!(runners, [(&json!("leader"), &json!(1)), (&json!("worker"), &json!(2))]);
-        let pods = instance_pods(&replica, 0, 1, Terms::InTree);
-        let shown: Vec<(&str, &Value, usize, &Value)> = pods
+        let pods = instance_pods(&replica, Instance::new(0), Terms::InTree);
+        let shown: Vec<(&str, &Value, &Value, usize, &Value)> = pods
             .iter()
             .map(|p| {
                 let constraints = p["spec"]["topologySpreadConstraints"].as_array().map_or(0, Vec::len);
                 let affinity = &p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+                let labels = &p["metadata"]["labels"];
                 (
                     name(p),
-                    &p["metadata"]["labels"]["ome.io/pod-ordinal"],
+                    &labels["ome.io/pod-ordinal"],
+                    &labels["scheduling.x-k8s.io/pod-group"],
                     constraints,
                     affinity,
                 )
@@ -621,12 +778,14 @@ mod tests {
         let leader_term = json!([{"topologyKey": "nvidia.com/gpu.clique", "labelSelector": {"matchLabels": {
             "ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/instance-index": "0",
             "ome.io/runner": "leader"}}}]);
+        // The ordinal within the runner (`podLabels`), the group of the Instance (`PodGroupName`).
+        let group = json!("qwen3-0-6b-engine-0");
         assert_eq!(
             shown,
             [
-                ("qwen3-0-6b-engine-0-leader-0", &json!("0"), 1, &Value::Null),
-                ("qwen3-0-6b-engine-0-worker-0", &json!("1"), 0, &leader_term),
-                ("qwen3-0-6b-engine-0-worker-1", &json!("2"), 0, &leader_term)
+                ("qwen3-0-6b-engine-0-leader-0", &json!("0"), &group, 1, &Value::Null),
+                ("qwen3-0-6b-engine-0-worker-0", &json!("0"), &group, 0, &leader_term),
+                ("qwen3-0-6b-engine-0-worker-1", &json!("1"), &group, 0, &leader_term)
             ]
         );
     }
@@ -638,7 +797,7 @@ mod tests {
             "labelSelector": {"matchLabels": {"app": "x"}}}]);
         runtime["spec"]["engineConfig"]["topologySpreadConstraints"] = own.clone();
         let replica = replica(&service, Some(&runtime), "engine").expect("a replica");
-        let pods = instance_pods(&replica, 0, 1, Terms::InTree);
+        let pods = instance_pods(&replica, Instance::new(0), Terms::InTree);
         assert_eq!(pods[0]["spec"]["topologySpreadConstraints"], own);
     }
 
@@ -648,7 +807,7 @@ mod tests {
     }
 
     #[test]
-    fn the_replica_and_the_service_are_ready_when_every_instance_is() {
+    fn the_replica_and_the_service_are_ready_in_omes_words() {
         let (service, runtime) = seed();
         let mut replica = replica(&service, Some(&runtime), "engine").expect("a replica");
         replica["metadata"]["generation"] = json!(1);
@@ -656,30 +815,174 @@ mod tests {
             "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"}]});
         let (zero, one) = (ready_pod("0", true), ready_pod("1", false));
         let status = replica_status(&replica, &[&zero, &one], "2026-12-01T10:00:00Z");
+        // No lifecycle budget: the floor is every Instance (`InstanceAvailabilityFloor`).
         assert_eq!(
             status,
             json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 1, "availableReplicas": 1, "servingReplicas": 1,
-                "labelSelector": "ome.io/inferenceservice=qwen3-0-6b,component=engine",
+                "labelSelector": "component=engine,ome.io/inferenceservice=qwen3-0-6b,ome.io/managed-by=OMENative",
                 "conditions": [
                     {"type": "Spread", "status": "True", "reason": "Satisfied", "message": "", "lastTransitionTime": "2026-12-01T09:00:00Z"},
-                    {"type": "Ready", "status": "False", "reason": "InstancesNotReady", "message": "1 of 2 Instances Ready",
-                        "lastTransitionTime": "2026-12-01T10:00:00Z"}]})
+                    {"type": "Ready", "status": "False", "reason": "ReplicaCountMismatch",
+                        "message": "1/2 Instances serving, need 2 (no rollout in flight)", "lastTransitionTime": "2026-12-01T10:00:00Z"}]})
         );
         replica["status"] = status;
+        assert_eq!(
+            service_conditions(&service, &[&replica], "2026-12-01T10:00:00Z"),
+            json!([
+                {"type": "EngineReady", "status": "False", "reason": "InsufficientAvailable",
+                    "message": "1/2 Instances serving, need 2", "lastTransitionTime": "2026-12-01T10:00:00Z"},
+                {"type": "Ready", "status": "False", "reason": "InsufficientAvailable",
+                    "message": "1/2 Instances serving, need 2", "lastTransitionTime": "2026-12-01T10:00:00Z"}])
+        );
         let one = ready_pod("1", true);
         let status = replica_status(&replica, &[&zero, &one], "2026-12-01T10:01:00Z");
         assert_eq!(
-            (&status["readyReplicas"], &status["conditions"][1]["status"]),
-            (&json!(2), &json!("True"))
+            (&status["readyReplicas"], &status["conditions"][1]),
+            (
+                &json!(2),
+                &json!({"type": "Ready", "status": "True", "reason": "AllInstancesReady",
+                "message": "2/2 Instances Ready", "lastTransitionTime": "2026-12-01T10:01:00Z"})
+            )
         );
         replica["status"] = status;
         assert_eq!(
             service_conditions(&service, &[&replica], "2026-12-01T10:01:00Z"),
             json!([
-                {"type": "EngineReady", "status": "True", "reason": "InstancesReady",
-                    "message": "InferenceReplica qwen3-0-6b-engine Ready: true", "lastTransitionTime": "2026-12-01T10:01:00Z"},
-                {"type": "Ready", "status": "True", "reason": "ComponentsReady", "message": "every component is Ready",
-                    "lastTransitionTime": "2026-12-01T10:01:00Z"}])
+                {"type": "EngineReady", "status": "True", "reason": "Ready", "message": "All Instances are Ready",
+                    "lastTransitionTime": "2026-12-01T10:01:00Z"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T10:01:00Z"}])
         );
+    }
+
+    #[test]
+    fn below_every_instance_ready_the_lifecycles_budget_keeps_the_replica_minimum_available() {
+        let (service, runtime) = seed();
+        let mut replica = replica(&service, Some(&runtime), "engine").expect("a replica");
+        let (zero, one, two) = (ready_pod("0", true), ready_pod("1", false), ready_pod("2", true));
+        // `maxUnavailable: 1` of 2 wanted: a floor of 1; `"50%"` of 3, rounded up to 2: a floor of 1.
+        for (wanted, budget, pods, message) in [
+            (2, json!(1), vec![&zero, &one], "1/2 Instances serving (min 1)"),
+            (
+                3,
+                json!("50%"),
+                vec![&zero, &one, &two],
+                "2/3 Instances serving (min 1)",
+            ),
+        ] {
+            replica["spec"]["replicas"] = json!(wanted);
+            replica["spec"]["lifecycle"] = json!({"updateStrategy": {"rollingUpdate": {"maxUnavailable": budget}}});
+            let status = replica_status(&replica, &pods, "2026-12-01T10:00:00Z");
+            assert_eq!(
+                (
+                    &status["conditions"][0]["status"],
+                    &status["conditions"][0]["reason"],
+                    &status["conditions"][0]["message"]
+                ),
+                (&json!("True"), &json!("MinimumAvailable"), &json!(message))
+            );
+        }
+    }
+
+    fn runners_of(service: &Value, runtime: &Value) -> Result<Vec<(String, u64)>, String> {
+        let replica = replica(service, Some(runtime), "engine")?;
+        let runners = replica["spec"]["runners"].as_array().cloned().unwrap_or_default();
+        Ok(runners
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap_or_default().to_owned(),
+                    r["size"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect())
+    }
+
+    #[test]
+    fn a_leader_and_a_worker_make_an_instance_multi_pod_as_ome_decides_it() {
+        let (mut service, mut runtime) = seed();
+        let single = Ok(vec![("default".to_owned(), 1)]);
+        // A worker size alone is no multi-pod shape (`components/engine.go`: a leader and a worker).
+        runtime["spec"]["engineConfig"]["worker"] = json!({"size": 3});
+        assert_eq!(runners_of(&service, &runtime), single);
+        // A worker runner of three: the leader on the InferenceService, the worker on its runtime.
+        service["spec"]["engine"]["leader"] = json!({});
+        assert_eq!(
+            runners_of(&service, &runtime),
+            Ok(vec![("leader".to_owned(), 1), ("worker".to_owned(), 3)])
+        );
+        // A leader and a worker with no size: one worker.
+        runtime["spec"]["engineConfig"]["worker"] = json!({});
+        assert_eq!(
+            runners_of(&service, &runtime),
+            Ok(vec![("leader".to_owned(), 1), ("worker".to_owned(), 1)])
+        );
+        service["spec"]["engine"]["worker"] = json!({"size": 0});
+        assert_eq!(
+            runners_of(&service, &runtime),
+            Err("spec.engine.worker.size is 0: OME requires a whole number above 0".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_worker_runner_of_three_numbers_its_pods_and_the_leader_takes_the_instances_slot() {
+        let (mut service, mut runtime) = seed();
+        service["spec"]["engine"]["topologyKey"] = json!("nvidia.com/gpu.clique");
+        runtime["spec"]["engineConfig"]["leader"] = json!({});
+        runtime["spec"]["engineConfig"]["worker"] = json!({"size": 3});
+        let replica = replica(&service, Some(&runtime), "engine").expect("a replica");
+        // Instance 1, repaired once, on its second slot after a SurgeThenDrain update.
+        let second_slot = Instance {
+            index: 1,
+            incarnation: 2,
+            slot: 1,
+        };
+        let pods = instance_pods(&replica, second_slot, Terms::InTree);
+        let shown: Vec<(&str, &Value, &Value, &Value)> = pods
+            .iter()
+            .map(|p| {
+                let labels = &p["metadata"]["labels"];
+                (
+                    name(p),
+                    &labels["ome.io/pod-ordinal"],
+                    &labels["ome.io/instance-incarnation"],
+                    &labels["scheduling.x-k8s.io/pod-group"],
+                )
+            })
+            .collect();
+        let (two, group) = (json!("2"), json!("qwen3-0-6b-engine-1"));
+        assert_eq!(
+            shown,
+            [
+                ("qwen3-0-6b-engine-1-leader-1", &json!("1"), &two, &group),
+                ("qwen3-0-6b-engine-1-worker-0", &json!("0"), &two, &group),
+                ("qwen3-0-6b-engine-1-worker-1", &json!("1"), &two, &group),
+                ("qwen3-0-6b-engine-1-worker-2", &json!("2"), &two, &group)
+            ]
+        );
+        let (service, runtime) = seed();
+        let single_pod = super::replica(&service, Some(&runtime), "engine").expect("a replica");
+        let only = &instance_pods(&single_pod, second_slot, Terms::InTree)[0];
+        assert_eq!(
+            (
+                name(only),
+                &only["metadata"]["labels"]["ome.io/pod-ordinal"],
+                &only["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]
+            ),
+            ("qwen3-0-6b-engine-1-default-1", &json!("1"), &Value::Null)
+        );
+    }
+
+    #[test]
+    fn min_replicas_0_gives_one_instance_and_unset_the_runtimes() {
+        let (mut service, mut runtime) = seed();
+        runtime["spec"]["engineConfig"]["minReplicas"] = json!(3);
+        let count = |service: &Value| {
+            replica(service, Some(&runtime), "engine").expect("a replica")["spec"]["replicas"].clone()
+        };
+        assert_eq!(count(&service), json!(2));
+        service["spec"]["engine"]["minReplicas"] = json!(0);
+        assert_eq!(count(&service), json!(1));
+        service["spec"]["engine"]["minReplicas"] = Value::Null;
+        assert_eq!(count(&service), json!(3));
     }
 }
