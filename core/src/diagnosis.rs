@@ -220,10 +220,14 @@ pub(crate) fn service_name<'a>(component: &Component<'a>) -> &'a str {
     component.service["metadata"]["name"].as_str().unwrap_or_default()
 }
 
-/// The three fields of `fields` (a spec, a component, a runtime config), checked (P4).
-fn fields(fields: &Value, object: impl Fn() -> String) -> Result<SpreadSettings, DiagnosisError> {
-    let parsed: SpreadFields = serde_json::from_value(fields.clone()).unwrap_or_default();
-    SpreadSettings::from_fields(parsed).map_err(|bad| DiagnosisError::BadField {
+/// The three fields of `fields` (a spec, a component, a runtime config), as they stand.
+fn raw_fields(fields: &Value) -> SpreadFields {
+    serde_json::from_value(fields.clone()).unwrap_or_default()
+}
+
+/// The three fields checked (P4), a bad one named with its `object`.
+fn checked(fields: SpreadFields, object: impl Fn() -> String) -> Result<SpreadSettings, DiagnosisError> {
+    SpreadSettings::from_fields(fields).map_err(|bad| DiagnosisError::BadField {
         object: object(),
         field: bad.field,
         value: bad.value,
@@ -231,8 +235,14 @@ fn fields(fields: &Value, object: impl Fn() -> String) -> Result<SpreadSettings,
     })
 }
 
+/// The three fields of `fields` (a spec, a component, a runtime config), checked (P4).
+fn fields(fields: &Value, object: impl Fn() -> String) -> Result<SpreadSettings, DiagnosisError> {
+    checked(raw_fields(fields), object)
+}
+
 /// M1: the settings in effect for the `kind` component: the InferenceService's values over its
-/// runtime's, field by field.
+/// runtime's, field by field, as OME merges them (an InferenceService's `""` key replaces the
+/// runtime's). Each object's fields are checked first, so that a bad one is named with its object.
 pub fn settings_in_effect(
     service: &Value,
     runtime: Option<&Value>,
@@ -247,14 +257,18 @@ pub fn settings_in_effect(
             None => format!("{} {name}", object["kind"].as_str().unwrap_or_default()),
         }
     };
-    let from_service = fields(&service["spec"][kind], || format!("{} spec.{kind}", named(service)))?;
+    let in_service = || format!("{} spec.{kind}", named(service));
+    let from_service = raw_fields(&service["spec"][kind]);
+    checked(from_service.clone(), in_service)?;
     let from_runtime = match runtime {
-        Some(runtime) => fields(&runtime["spec"][format!("{kind}Config")], || {
-            format!("{} spec.{kind}Config", named(runtime))
-        })?,
-        None => SpreadSettings::default(),
+        Some(runtime) => {
+            let config = raw_fields(&runtime["spec"][format!("{kind}Config")]);
+            checked(config.clone(), || format!("{} spec.{kind}Config", named(runtime)))?;
+            config
+        }
+        None => SpreadFields::default(),
     };
-    Ok(from_service.over(&from_runtime))
+    checked(from_service.over(from_runtime), in_service)
 }
 
 /// The component's leaders and only pods: the pods the spread counts.

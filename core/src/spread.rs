@@ -85,13 +85,23 @@ impl SpreadSettings {
         self.spread_key.as_deref().or(self.topology_key.as_deref())
     }
 
-    /// The settings in effect (M1): field by field, this component's value if set, else the
-    /// runtime's default.
-    pub fn over(self, runtime: &SpreadSettings) -> SpreadSettings {
-        SpreadSettings {
-            spread: self.spread.or(runtime.spread),
-            spread_key: self.spread_key.or_else(|| runtime.spread_key.clone()),
-            topology_key: self.topology_key.or_else(|| runtime.topology_key.clone()),
+}
+
+impl SpreadFields {
+    /// The fields in effect (M1), as OME's merge makes them: field by field, this component's
+    /// value if it has one, else the runtime's default. A key set to `""` is a value there (OME
+    /// merges the component's spec over the runtime's as a strategic merge patch of `*string`
+    /// fields with `omitempty`: `""` is written, and replaces the runtime's key), and only then
+    /// reads as unset (P4); absent or null is no value.
+    pub fn over(self, runtime: SpreadFields) -> SpreadFields {
+        let pick = |own: Option<Value>, default: Option<Value>| match own {
+            None | Some(Value::Null) => default,
+            own => own,
+        };
+        SpreadFields {
+            topology_spread: pick(self.topology_spread, runtime.topology_spread),
+            topology_spread_key: pick(self.topology_spread_key, runtime.topology_spread_key),
+            topology_key: pick(self.topology_key, runtime.topology_key),
         }
     }
 }
@@ -206,25 +216,33 @@ mod tests {
 
     #[test]
     fn m1_settings_in_effect_merge_field_by_field() {
-        let runtime = settings(Some(Spread::Preferred), Some("zone"), Some("rack"));
-        let service = settings(Some(Spread::Required), None, None);
+        let fields = |value: Value| -> SpreadFields { serde_json::from_value(value).expect("three fields") };
+        let in_effect = |service: Value, runtime: Value| {
+            SpreadSettings::from_fields(fields(service).over(fields(runtime))).expect("valid")
+        };
+        let runtime = json!({"topologySpread": "Preferred", "topologySpreadKey": "zone", "topologyKey": "rack"});
         assert_eq!(
-            service.over(&runtime),
+            in_effect(json!({"topologySpread": "Required"}), runtime.clone()),
             settings(Some(Spread::Required), Some("zone"), Some("rack"))
         );
-        assert_eq!(SpreadSettings::default().over(&runtime), runtime);
-        let unset_runtime = SpreadSettings::default();
-        let only_key = settings(None, Some("zone"), None);
-        assert_eq!(only_key.clone().over(&unset_runtime), only_key);
-        // An empty key on the InferenceService is unset (P4): the runtime's key stays in effect.
-        let empty: SpreadSettings = SpreadSettings::from_fields(
-            serde_json::from_value(json!({"topologySpread": "Required", "topologySpreadKey": "", "topologyKey": ""}))
-                .expect("three fields"),
-        )
-        .expect("valid");
         assert_eq!(
-            empty.over(&runtime),
-            settings(Some(Spread::Required), Some("zone"), Some("rack"))
+            in_effect(json!({}), runtime.clone()),
+            settings(Some(Spread::Preferred), Some("zone"), Some("rack"))
+        );
+        assert_eq!(
+            in_effect(json!({"topologySpreadKey": "zone"}), json!({})),
+            settings(None, Some("zone"), None)
+        );
+        // null is no value: the runtime's stays.
+        assert_eq!(
+            in_effect(json!({"topologySpreadKey": null, "topologyKey": null}), runtime.clone()),
+            settings(Some(Spread::Preferred), Some("zone"), Some("rack"))
+        );
+        // An empty key on the InferenceService replaces the runtime's, as OME's merge writes it,
+        // then reads as unset.
+        assert_eq!(
+            in_effect(json!({"topologySpread": "Required", "topologySpreadKey": ""}), runtime),
+            settings(Some(Spread::Required), None, Some("rack"))
         );
     }
 }
