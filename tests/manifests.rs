@@ -305,7 +305,8 @@ fn owned(list: &[(&str, &str, &str, &str)]) -> std::collections::BTreeSet<Grant>
 /// watches (list and watch, never a get); the policy's ClusterAdmissionPolicy is watched by name
 /// (policy.rs); the Lease is read, created and patched by kube-lease-manager (its state.rs) and
 /// watched by name (controller.rs); the condition is a server-side apply of the status
-/// (reconcile.rs); Events are created and patched by kube's Recorder.
+/// (reconcile.rs); Events are created and patched by kube's Recorder; reports applied and deleted
+/// (report.rs).
 #[test]
 fn the_controller_and_the_policy_server_get_only_what_they_use() {
     let mut allowed = Vec::new();
@@ -328,6 +329,11 @@ fn the_controller_and_the_policy_server_get_only_what_they_use() {
         ("ome.io", "inferencereplicas/status", "patch", ""),
         ("events.k8s.io", "events", "create", ""),
         ("events.k8s.io", "events", "patch", ""),
+        // Each replica's report (report.rs), applied server-side and deleted; named by the
+        // replica's uid, so not by a name the RBAC can know.
+        ("openreports.io", "reports", "create", ""),
+        ("openreports.io", "reports", "patch", ""),
+        ("openreports.io", "reports", "delete", ""),
         // A create cannot be limited by name: the object does not exist yet.
         ("coordination.k8s.io", "leases", "create", ""),
         ("coordination.k8s.io", "leases", "get", lease),
