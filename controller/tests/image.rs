@@ -5,7 +5,7 @@
 //! run by containerd with runc, as a node would (short of the kubelet). `make image-test` builds
 //! the image and runs this; `make test` does so where the tools are installed.
 
-mod live;
+use ome_spread_sim::{live, local};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -128,7 +128,7 @@ async fn the_image_goes_through_a_registry_and_runs_under_containerd() {
 
 /// `oci-archive:FILE` of the archive make image writes.
 fn archive() -> String {
-    let archive = live::workspace().join("target/image/ome-spread-controller.oci.tar");
+    let archive = local::workspace().join("target/image/ome-spread-controller.oci.tar");
     assert!(
         archive.is_file(),
         "{} not found: make image writes it",
@@ -139,7 +139,7 @@ fn archive() -> String {
 
 /// A fresh folder of the test's own under target/image-test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = live::workspace().join("target/image-test").join(name);
+    let dir = local::workspace().join("target/image-test").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     dir
@@ -148,7 +148,7 @@ fn scratch(name: &str) -> PathBuf {
 /// Debian's docker-registry on a free port of 127.0.0.1, its storage in `dir`: its address, and
 /// the process, stopped when dropped.
 async fn registry(dir: &Path) -> (String, live::Process) {
-    let address = format!("127.0.0.1:{}", live::free_port());
+    let address = format!("127.0.0.1:{}", local::free_port());
     let config = dir.join("registry.yml");
     let storage = dir.join("registry");
     let yaml = format!(

@@ -8,16 +8,16 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=target/cluster/e2e/kubeconfig cargo test -p ome-spread-controller --test seed -- --ignored
 
-mod live;
+use ome_spread_sim::{live, local, wait::eventually};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use live::{Process, kubectl, table};
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
 use ome_spread_core::settings::Settings;
+use ome_spread_sim::live::{Process, kubectl, table};
 use ome_spread_sim::nodes::{self, NodeShape};
 
 /// The seed's prerequisites: the ClusterBaseModel `qwen3-0-6b`, Ready, and the
@@ -80,7 +80,7 @@ impl World {
     /// when asked, the controller (its Lease's namespace, its rebalance mode).
     async fn start(admin: PathBuf, model: &str, nodes: &[NodeShape], controller: Option<(&str, Mode)>) -> World {
         live::logs();
-        let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
+        let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
         live::install_crds(&admin).await;
         live::apply(&admin, &PREREQUISITES.replace("qwen3-0-6b", model)).await;
@@ -101,7 +101,7 @@ impl World {
         nodes::create_nodes(&client, nodes).await.expect("the nodes");
         let mut processes = Vec::new();
         let env = [("KUBECONFIG", admin.as_path())];
-        let stand_in = live::binary("stand-in");
+        let stand_in = local::binary("stand-in");
         let (nodes, _) = Process::start("nodes", &stand_in, &["nodes"], &env, "nodes: ready").await;
         processes.push(nodes);
         let (ome, _) = Process::start("ome", &stand_in, &["ome", "--no-in-tree-terms"], &env, "ome: ready").await;
@@ -167,14 +167,14 @@ async fn admission_host(admin: &Path, scratch: &Path) -> Process {
     // policy.yaml whole, on Kubewarden's CRD: its ClusterAdmissionPolicy is where `explain` reads
     // the settings, as in a cluster that runs Kubewarden.
     live::install_kubewarden_crd(admin).await;
-    let policy = std::fs::read_to_string(live::workspace().join("policy.yaml")).expect("policy.yaml");
+    let policy = std::fs::read_to_string(local::workspace().join("policy.yaml")).expect("policy.yaml");
     live::apply(admin, &policy).await;
     let token = live::service_account_kubeconfig(admin, "kubewarden", "policy-server", scratch).await;
     let pki = live::run_dir()
         .expect("OME_SPREAD_E2E_RUN: cluster/up.sh's run directory")
         .join("pki");
     let (cert, key, ca) = (pki.join("webhook.crt"), pki.join("webhook.key"), pki.join("ca.crt"));
-    let wasm = live::workspace().join("policy.wasm");
+    let wasm = local::workspace().join("policy.wasm");
     let args = [
         "--wasm",
         path(&wasm),
@@ -194,7 +194,7 @@ async fn admission_host(admin: &Path, scratch: &Path) -> Process {
         "--admin-kubeconfig",
         path(admin),
     ];
-    let host = live::binary("examples/admission_host");
+    let host = local::binary("examples/admission_host");
     Process::start("admission", &host, &args, &[], "listening on").await.0
 }
 
@@ -210,7 +210,6 @@ fn row(cells: &[&str]) -> Vec<String> {
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn step_1_and_step_2_as_the_seed_writes_them() {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let layout = nodes::layout("two-zones").expect("the seed's nodes");
@@ -351,7 +350,6 @@ fn node(row: &str, name: &str, zone: Option<&str>, gpus: u32) -> NodeShape {
 
 async fn troubleshoot(row: Row) {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let world = start_row(admin, &row).await;
@@ -377,7 +375,7 @@ async fn start_row(admin: PathBuf, row: &Row) -> World {
 /// API server, each as `row` says.
 async fn diagnosed_as_the_row_says(world: &World, row: &Row) {
     let namespace = row.name;
-    let condition = live::eventually(&format!("Spread {} ({})", row.status, row.reason), 120, || async {
+    let condition = eventually(&format!("Spread {} ({})", row.status, row.reason), 120, || async {
         let replica = live::replica(&world.admin, namespace).await?;
         live::spread(&replica).filter(|c| c["reason"] == row.reason).cloned()
     })
@@ -412,7 +410,7 @@ async fn diagnosed_as_the_row_says(world: &World, row: &Row) {
         assert!(events.starts_with(&format!("{regarding}{}", row.why)), "{events}");
     }
 
-    let explain = tokio::process::Command::new(live::binary("ome-spread"))
+    let explain = tokio::process::Command::new(local::binary("ome-spread"))
         .args(["explain", "qwen3-0-6b", "-n", namespace])
         .env("KUBECONFIG", &world.admin)
         .output()
@@ -529,7 +527,6 @@ async fn a_spread_without_a_key_no_key() {
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let namespace = "added";
@@ -572,7 +569,7 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
     let spread = "    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n";
     live::apply(&world.admin, &service(spread)).await;
     let reason = || async { live::spread_reason(&world.admin, namespace).await.unwrap_or_default() };
-    live::eventually("PodsPredateChange", 60, || async {
+    eventually("PodsPredateChange", 60, || async {
         (reason().await == "PodsPredateChange").then_some(())
     })
     .await;
@@ -594,7 +591,7 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
         let printed = live::kubectl_with(&world.admin, &args, None).await.stdout;
         printed.lines().filter(|l| *l == "True").count()
     };
-    let moved = live::eventually("an Instance in zone-b", 180, || async {
+    let moved = eventually("an Instance in zone-b", 180, || async {
         let ready = serving().await;
         assert!(ready >= 2, "serving dropped to {ready}");
         let now = table(&pods().await);
@@ -634,7 +631,7 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
         "-o",
         "jsonpath={range .status.migrations[*]}{.phase} {.sourceInstance}{\"\\n\"}{end}",
     ];
-    live::eventually("one migration, completed", 60, || async {
+    eventually("one migration, completed", 60, || async {
         let records = live::kubectl_with(&world.admin, &args, None).await.stdout;
         assert_eq!(records.lines().count(), 1, "one migration in all: {records}");
         (records == format!("Completed {source}\n")).then_some(())
@@ -699,7 +696,6 @@ async fn preferred_piles_into_the_domain_with_room_skewed() {
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zones() {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let mut nodes = Vec::new();
@@ -826,7 +822,6 @@ async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zon
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn an_instance_in_two_racks_instance_split() {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let nodes: Vec<NodeShape> = ["r1", "r2"]

@@ -5,9 +5,16 @@
 //! cluster would do with it. On a real kube-apiserver and kube-scheduler (`make e2e-cluster`):
 //! stand-ins, test-only, for what such a control plane lacks: the nodes' kubelets ([`nodes`]) and
 //! OME ([`ome_stand_in`]), which runs [`ome`]'s migration against the API server.
+//!
+//! And the one home of what the workspace's tests share: waiting on a condition ([`wait`]), the
+//! workspace's files, built binaries and free ports ([`local`]), and the live cluster of the
+//! cluster suites, kubectl and the processes they start ([`live`]).
 
 pub mod api;
+pub mod live;
+pub mod local;
 pub mod nodes;
 pub mod ome;
 pub mod ome_stand_in;
 pub mod scheduler;
+pub mod wait;

@@ -5,12 +5,13 @@
 
 #![allow(dead_code)] // each test file uses its part
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use ome_spread_sim::api::{self, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, NODE, POD};
+use ome_spread_sim::live;
+use ome_spread_sim::local::workspace;
 use ome_spread_sim::nodes::{self, NodeShape, STAND_IN_LABEL};
 use ome_spread_sim::ome_stand_in::{self, Terms};
 use serde_json::{Value, json};
@@ -35,10 +36,6 @@ const CRDS: Kind = Kind {
     namespaced: false,
 };
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// The seed's ClusterServingRuntime: its engine asks for what the seed says one engine pod needs
 /// (1 GPU, 10 CPUs, 30 GiB); OME selects the nodes where the model is Ready.
 pub fn runtime() -> Value {
@@ -56,7 +53,7 @@ pub fn seed_service() -> Value {
             "engine": {"minReplicas": 2, "maxReplicas": 2, "topologySpread": "Required", "topologySpreadKey": ZONE}}})
 }
 
-pub use ome_spread_sim::api::eventually;
+pub use ome_spread_sim::wait::eventually;
 
 /// The cluster under test, with the stand-ins running in this process until it is dropped.
 pub struct Cluster {
@@ -87,9 +84,7 @@ pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
 
 /// [`cluster`], the OME stand-in run with `ome_options`.
 pub async fn cluster_with(layout: &[NodeShape], ome_options: ome_stand_in::Options) -> Cluster {
-    let path = std::env::var_os("OME_SPREAD_E2E_KUBECONFIG").expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
-    // A relative path is the workspace's (cargo runs the test in sim/).
-    let path = workspace().join(path);
+    let path = live::kubeconfig().expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
     let client = api::client(Some(&path)).await.expect("a cluster in the kubeconfig");
     install_crds(&client).await;
     // The node stand-in first: an earlier run's pods, being deleted with their namespace, need
