@@ -1,5 +1,5 @@
 //! `make bench-churn`: the controller as built (`ome-spread controller`, its own
-//! process) against the in-memory API server (tests/memory, over HTTP on 127.0.0.1) holding the
+//! process) against the in-memory API server (`ome_spread_sim::memory`, over HTTP on 127.0.0.1) holding the
 //! benchmarks' large cluster: 1,000 replicas, their 10,000 pods as OME creates them, 20,000 pods
 //! of other workloads and 5,000 nodes. Then CHURN_SECONDS of churn at 1,000 pod events a second
 //! over random components: a third status updates that change no condition, the rest an
@@ -24,11 +24,10 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
-#[path = "../tests/memory/mod.rs"]
-mod memory;
 mod support;
 
-use memory::ApiServer;
+use ome_spread_sim::local::free_port;
+use ome_spread_sim::memory::{self, ApiServer};
 
 const RATE: u64 = 1_000;
 const OTHER_PODS: usize = 20_000;
@@ -179,11 +178,6 @@ async fn reconciles(metrics: &str) -> f64 {
         .find_map(|l| l.strip_prefix("ome_spread_reconciles_total "))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0.0)
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    listener.local_addr().expect("an address").port()
 }
 
 /// The controller, started on a kubeconfig for `api`, its logs to `log`.

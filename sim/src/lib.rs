@@ -7,12 +7,14 @@
 //! OME ([`ome_stand_in`]), which runs [`ome`]'s migration against the API server.
 //!
 //! And the one home of what the workspace's tests share: waiting on a condition ([`wait`]), the
-//! workspace's files, built binaries and free ports ([`local`]), and the live cluster of the
-//! cluster suites, kubectl and the processes they start ([`live`]).
+//! workspace's files, built binaries and free ports ([`local`]), the live cluster of the cluster
+//! suites, kubectl and the processes they start ([`live`]), and the in-memory API server
+//! ([`memory`]).
 
 pub mod api;
 pub mod live;
 pub mod local;
+pub mod memory;
 pub mod nodes;
 pub mod ome;
 pub mod ome_stand_in;
