@@ -8,8 +8,8 @@
 //!
 //! And the one home of what the workspace's tests share: waiting on a condition ([`wait`]), the
 //! workspace's files, built binaries and free ports ([`local`]), the live cluster of the cluster
-//! suites, kubectl and the processes they start ([`live`]), and the in-memory API server
-//! ([`memory`]).
+//! suites, kubectl and the processes they start ([`live`]), the in-memory API server ([`memory`]),
+//! and the real Kubewarden policy-server run over the rule table's cases ([`policy_server`]).
 
 pub mod api;
 pub mod live;
@@ -18,5 +18,6 @@ pub mod memory;
 pub mod nodes;
 pub mod ome;
 pub mod ome_stand_in;
+pub mod policy_server;
 pub mod scheduler;
 pub mod wait;
