@@ -24,8 +24,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
-mod support;
-
+use ome_spread_sim::large_cluster;
 use ome_spread_sim::local::free_port;
 use ome_spread_sim::memory::{self, ApiServer};
 
@@ -63,12 +62,12 @@ struct Measured {
 }
 
 fn objects() -> Vec<Value> {
-    let cluster = support::cluster::cluster();
+    let cluster = large_cluster::cluster();
     let mut objects = vec![cluster.runtime.clone()];
     objects.extend(cluster.services.iter().cloned());
     objects.extend(cluster.replicas.iter().cloned());
-    objects.extend(support::ome_pods(&cluster));
-    objects.extend(support::other_pods(&cluster, OTHER_PODS));
+    objects.extend(large_cluster::ome_pods(&cluster));
+    objects.extend(large_cluster::other_pods(&cluster, OTHER_PODS));
     // Every node with room left beside the pods above (two of OME's 8-GPU pods and four trainers
     // on each, on average): so that the room count runs in full, as on a cluster with free GPUs.
     // The benchmarks' nodes have no allocatable, which is no room, and a count that ends at once.
@@ -209,7 +208,7 @@ async fn churn(binary: &Path, seconds: u64, dir: &Path) -> Measured {
     for object in objects {
         server.put(object);
     }
-    let nodes: Vec<String> = (0..support::cluster::cluster().nodes.len())
+    let nodes: Vec<String> = (0..large_cluster::cluster().nodes.len())
         .map(|n| format!("gpu-node-{n}"))
         .collect();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");

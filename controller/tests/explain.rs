@@ -13,6 +13,7 @@ use ome_spread_core::diagnosis::{Component, Reason, Report, diagnose};
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::memory::ApiServer;
+use ome_spread_sim::objects::Node;
 use serde_json::{Value, json};
 
 fn data() -> PathBuf {
@@ -42,7 +43,7 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 const CLIQUE: &str = "nvidia.com/gpu.clique";
 
 fn node(name: &str, labels: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+    Node::named(name).labels(labels).json()
 }
 
 fn third_instance(objects: &mut Vec<Value>, node: Option<&str>, when: &str) {

@@ -12,10 +12,12 @@
 //! and the real Kubewarden policy-server run over the rule table's cases ([`policy_server`]).
 
 pub mod api;
+pub mod large_cluster;
 pub mod live;
 pub mod local;
 pub mod memory;
 pub mod nodes;
+pub mod objects;
 pub mod ome;
 pub mod ome_stand_in;
 pub mod policy_server;

@@ -28,6 +28,7 @@ use ome_spread_core::rebalance::{Move, NoPlan, recommend};
 use ome_spread_core::room::requested;
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::nodes::RACK;
+use ome_spread_sim::objects::{self, Node, Pod};
 use ome_spread_sim::ome::{Ome, admitted, apply};
 use serde_json::{Value, json};
 
@@ -91,27 +92,25 @@ fn service() -> Value {
 }
 
 fn replica() -> Value {
-    let mut spec = spread_fields();
-    spec["component"] = json!("engine");
-    spec["parentRef"] = json!({"name": SERVICE});
-    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
-        "metadata": {"name": format!("{SERVICE}-engine"), "namespace": NAMESPACE}, "spec": spec})
+    objects::replica(NAMESPACE, SERVICE, "engine", &spread_fields())
 }
 
 /// A pod of Instance `index` as OME creates it, before the policy: one GPU.
 fn bare_pod(index: usize, runner: &str, ordinal: usize) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("{SERVICE}-engine-{index}-{runner}-{ordinal}"), "namespace": NAMESPACE,
-            "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": SERVICE, "component": "engine",
-                "ome.io/runner": runner, "ome.io/instance-index": index.to_string()}},
-        "spec": {"nodeSelector": {"gpu": "true"},
-            "containers": [{"name": "engine", "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "4"}}}]}})
+    Pod::instance(NAMESPACE, SERVICE, "engine", index, runner, ordinal)
+        .with("nodeSelector", json!({"gpu": "true"}))
+        .requests(json!({"nvidia.com/gpu": "1", "cpu": "4"}))
+        .json()
 }
 
 fn node(name: &str, zone: usize, rack: &str, gpus: usize, spec: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {ZONE: format!("zone-{zone}"), RACK: rack, "gpu": "true"}}, "spec": spec,
-        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "pods": "110"}}})
+    Node::named(name)
+        .label(ZONE, &format!("zone-{zone}"))
+        .label(RACK, rack)
+        .label("gpu", "true")
+        .spec(spec)
+        .allocatable(json!({"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "pods": "110"}))
+        .json()
 }
 
 fn of_kind<'a>(objects: &'a [Value], kind: &str) -> impl Iterator<Item = &'a Value> {

@@ -5,17 +5,16 @@
 
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
+use ome_spread_sim::large_cluster as cluster;
+use ome_spread_sim::local::free_port;
 use serde_json::{Value, json};
-
-#[path = "../../core/benches/support/cluster.rs"]
-mod cluster;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -32,11 +31,6 @@ impl Drop for Running {
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
 }
 
 fn start(program: &str, args: &[&str]) -> Running {
