@@ -14,6 +14,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use ome_spread_sim::large_cluster as cluster;
 use ome_spread_sim::local::free_port;
+use ome_spread_sim::wait::until;
 use serde_json::{Value, json};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -44,13 +45,10 @@ fn start(program: &str, args: &[&str]) -> Running {
 }
 
 async fn listening(port: u16) {
-    for _ in 0..100 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("nothing listens on port {port} after 10 s");
+    until(&format!("something listening on port {port}"), 10, || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .await;
 }
 
 /// Why the test cannot run here, if it cannot.
