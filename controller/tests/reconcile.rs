@@ -36,12 +36,7 @@ async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_om
         let name = reason.as_str();
         let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx.clone()));
 
-        let (method, uri, event, respond) = next(&mut server).await;
-        assert_eq!(
-            (method.as_str(), uri.as_str()),
-            ("POST", &*format!("{EVENTS_PATH}?")),
-            "{name}"
-        );
+        let event = event_recorded(&mut server).await;
         let kind = if reason.holds() { "Normal" } else { "Warning" };
         assert_eq!(
             (&event["type"], &event["reason"], &event["note"], &event["action"]),
@@ -59,14 +54,8 @@ async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_om
             "{name}"
         );
         assert_eq!(event["reportingController"], "ome-spread", "{name}");
-        answer(respond, StatusCode::CREATED, &event);
 
-        let (method, uri, body, respond) = next(&mut server).await;
-        assert_eq!(
-            (method.as_str(), uri.as_str()),
-            ("PATCH", &*format!("{STATUS_PATH}{APPLY_QUERY}")),
-            "{name}"
-        );
+        let body = condition_applied(&mut server, &replica).await;
         let status = if reason.holds() { "True" } else { "False" };
         let at = body["status"]["conditions"][0]["lastTransitionTime"].clone();
         assert!(
@@ -77,7 +66,6 @@ async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_om
         let expected = json!({"type": "Spread", "status": status, "reason": name, "message": expected_message(reason),
             "observedGeneration": 3, "lastTransitionTime": at});
         assert_eq!(body, apply_body(&expected), "{name}");
-        answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
 
         let action = reconciling.await.expect("no panic").expect("reconciled");
         assert_eq!(action, Action::requeue(Duration::from_secs(600)), "{name}");
@@ -151,15 +139,10 @@ async fn a_new_message_under_the_same_reason_is_applied_without_an_event() {
         condition("False", "Skewed", "an older count", "2026-11-01T10:00:00Z"),
     );
     let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx));
-    let (method, uri, body, respond) = next(&mut server).await;
-    assert_eq!(
-        (method.as_str(), uri.as_str()),
-        ("PATCH", &*format!("{STATUS_PATH}{APPLY_QUERY}"))
-    );
+    let body = condition_applied(&mut server, &replica).await;
     let expected = json!({"type": "Spread", "status": "False", "reason": "Skewed", "message": expected_message(Reason::Skewed),
         "observedGeneration": 3, "lastTransitionTime": "2026-11-01T10:00:00Z"});
     assert_eq!(body, apply_body(&expected));
-    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
 }
 
@@ -182,20 +165,18 @@ async fn a_reason_change_records_a_warning_and_moves_the_transition_time() {
         ),
     );
     let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx));
-    let (method, _, event, respond) = next(&mut server).await;
+    let event = event_recorded(&mut server).await;
     assert_eq!(
-        (method.as_str(), &event["type"], &event["reason"]),
-        ("POST", &json!("Warning"), &json!("Skewed"))
+        (&event["type"], &event["reason"]),
+        (&json!("Warning"), &json!("Skewed"))
     );
-    answer(respond, StatusCode::CREATED, &event);
-    let (_, _, body, respond) = next(&mut server).await;
+    let body = condition_applied(&mut server, &replica).await;
     let condition = &body["status"]["conditions"][0];
     assert_eq!(
         (&condition["status"], &condition["reason"]),
         (&json!("False"), &json!("Skewed"))
     );
     assert_ne!(condition["lastTransitionTime"], "2026-11-01T10:00:00Z");
-    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
 }
 
@@ -386,8 +367,7 @@ async fn recommend_records_the_first_move_once_and_the_moves_still_needed() {
         condition("False", "Skewed", &message, "2026-11-01T10:00:00Z"),
     ));
     let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-    let (method, uri, event, respond) = next(&mut server).await;
-    assert_eq!((method.as_str(), uri.as_str()), ("POST", &*format!("{EVENTS_PATH}?")));
+    let event = event_recorded(&mut server).await;
     assert_eq!(
         (&event["type"], &event["reason"], &event["note"], &event["action"]),
         (
@@ -401,7 +381,6 @@ async fn recommend_records_the_first_move_once_and_the_moves_still_needed() {
         event["regarding"],
         json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "qwen3-0-6b-engine", "namespace": "spread-demo"})
     );
-    answer(respond, StatusCode::CREATED, &event);
     reconciling.await.expect("no panic").expect("reconciled");
     assert!(
         ctx.metrics.encode().contains(&format!("{MOVES_SERIES} 1\n")),
@@ -455,8 +434,7 @@ async fn the_service_annotation_lowers_the_mode_and_an_unknown_value_is_named() 
     } = harness(&annotated("sometimes"), Mode::Recommend);
     let replica = Arc::new(with_condition(replica, skewed));
     let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-    let (method, _, event, respond) = next(&mut server).await;
-    assert_eq!(method, "POST");
+    let event = event_recorded(&mut server).await;
     assert_eq!(
         (&event["type"], &event["reason"], &event["note"]),
         (
@@ -471,7 +449,6 @@ async fn the_service_annotation_lowers_the_mode_and_an_unknown_value_is_named() 
         (&event["regarding"]["kind"], &event["regarding"]["name"]),
         (&json!("InferenceService"), &json!("qwen3-0-6b"))
     );
-    answer(respond, StatusCode::CREATED, &event);
     reconciling.await.expect("no panic").expect("reconciled");
     assert!(!ctx.metrics.encode().contains(MOVES_SERIES));
     reconcile(replica, ctx).await.expect("named once, not on every resync");
@@ -504,7 +481,7 @@ async fn an_instance_index_that_is_not_a_number_is_named() {
     );
     let replica = Arc::new(with_condition(replica, skewed));
     let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-    let (_, _, event, respond) = next(&mut server).await;
+    let event = event_recorded(&mut server).await;
     assert_eq!(
         (
             &event["type"],
@@ -519,7 +496,6 @@ async fn an_instance_index_that_is_not_a_number_is_named() {
             &json!("InferenceReplica")
         )
     );
-    answer(respond, StatusCode::CREATED, &event);
     reconciling.await.expect("no panic").expect("reconciled");
     assert!(ctx.metrics.encode().contains(&format!("{MOVES_SERIES} 0\n")));
     reconcile(replica, ctx).await.expect("named once, not on every resync");
@@ -552,10 +528,8 @@ async fn said(objects: &[serde_json::Value]) -> (String, String) {
         _writers,
     } = harness(objects, Mode::Off);
     let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx.clone()));
-    let (_, _, event, respond) = next(&mut server).await;
-    answer(respond, StatusCode::CREATED, &event);
-    let (_, _, body, respond) = next(&mut server).await;
-    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
+    let event = event_recorded(&mut server).await;
+    let body = condition_applied(&mut server, &replica).await;
     reconciling.await.expect("no panic").expect("reconciled");
     let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_owned();
     (text(&event["note"]), text(&body["status"]["conditions"][0]["message"]))
