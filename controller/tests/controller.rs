@@ -18,6 +18,7 @@ use ome_spread_controller::policy::Source;
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::memory::ApiServer;
+use ome_spread_sim::objects::Node;
 use ome_spread_sim::ome::{Cluster, Ome, apply};
 use ome_spread_sim::wait::{eventually, until};
 use serde_json::{Value, json};
@@ -293,10 +294,11 @@ fn skewed_and_ready() -> Vec<Value> {
             object["status"]["allocatable"] = room_for_two.clone();
         }
     }
-    objects.push(json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": "gpu-node-4", "labels": {"topology.kubernetes.io/zone": "zone-c",
-            "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}},
-        "status": {"allocatable": room_for_two}}));
+    let zone_c = Node::named("gpu-node-4")
+        .label("topology.kubernetes.io/zone", "zone-c")
+        .label("models.ome.io/clusterbasemodel.qwen3-0-6b", "Ready")
+        .allocatable(room_for_two);
+    objects.push(zone_c.json());
     objects
 }
 

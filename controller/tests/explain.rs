@@ -13,7 +13,7 @@ use ome_spread_core::diagnosis::{Component, Reason, Report, diagnose};
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::memory::ApiServer;
-use ome_spread_sim::objects::Node;
+use ome_spread_sim::objects::{Node, Pod};
 use serde_json::{Value, json};
 
 fn data() -> PathBuf {
@@ -44,6 +44,13 @@ const CLIQUE: &str = "nvidia.com/gpu.clique";
 
 fn node(name: &str, labels: Value) -> Value {
     Node::named(name).labels(labels).json()
+}
+
+/// A training job's pod on gpu-node-2, asking for `requests`: room another workload holds.
+fn training_pod(requests: Value) -> Pod {
+    Pod::named("batch", "train-0")
+        .on("gpu-node-2")
+        .container("trainer", requests)
 }
 
 fn third_instance(objects: &mut Vec<Value>, node: Option<&str>, when: &str) {
@@ -424,8 +431,7 @@ fn an_unreadable_quantity_exits_2_naming_it() {
     };
     let why = "is not a quantity: a number with an optional suffix (n, u, m, k, M, G, T, P, E, Ki to Ei) or exponent (e3, E-3)";
     let mut objects = crate::seed();
-    objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch"},
-        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer", "resources": {"requests": {"cpu": "86000001x"}}}]}}));
+    objects.push(training_pod(json!({"cpu": "86000001x"})).json());
     let file = saved("bad-request.yaml", &objects);
     assert_eq!(
         explain(&file),
@@ -458,11 +464,7 @@ fn a_request_in_micro_cpus_holds_its_room_as_in_milli_cpus() {
         let mut objects = Case::of(Reason::Skewed).objects;
         find(&mut objects, "Node", "gpu-node-2")["status"]["allocatable"] =
             json!({"nvidia.com/gpu": "2", "cpu": "96", "memory": "512Gi", "pods": "110"});
-        objects.push(
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch"},
-            "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer",
-                "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": cpu}}}]}}),
-        );
+        objects.push(training_pod(json!({"nvidia.com/gpu": "1", "cpu": cpu})).json());
         explained(objects)
     };
     let no_room = "What to do: No migration can fix it now: no eligible domain has room for one more Instance. \
@@ -682,8 +684,12 @@ fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
     // Another workload's pod takes zone-b's only GPU: no domain can take one more Instance, and
     // What to do says so once, with what would make a move possible.
     let mut full = skewed.objects.clone();
-    full.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch-0", "namespace": "batch"},
-        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "job", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
+    full.push(
+        Pod::named("batch", "batch-0")
+            .on("gpu-node-2")
+            .container("job", json!({"nvidia.com/gpu": "1"}))
+            .json(),
+    );
     let text = explained(full);
     assert!(
         text.ends_with("What to do: No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.\n"),
@@ -934,9 +940,12 @@ fn satisfied_in_one_domain_says_losing_it_leaves_none_serving() {
 #[tokio::test]
 async fn live_explain_counts_the_room_other_workloads_hold() {
     let mut objects = Case::of(Reason::Skewed).objects;
-    objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch", "labels": {"app": "train"}},
-        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-        "status": {"phase": "Running"}}));
+    objects.push(
+        training_pod(json!({"nvidia.com/gpu": "1"}))
+            .label("app", "train")
+            .running()
+            .json(),
+    );
     let client = ApiServer::holding(objects).client();
     let fetched = ome_spread_controller::explain::fetch(client, "qwen3-0-6b", "spread-demo")
         .await

@@ -17,6 +17,7 @@ use ome_spread_controller::context::Mode;
 use ome_spread_controller::pods;
 use ome_spread_controller::reconcile::{error_policy, reconcile, retry_after};
 use ome_spread_core::diagnosis::Reason;
+use ome_spread_sim::objects;
 use serde_json::json;
 
 use harness::*;
@@ -540,9 +541,13 @@ async fn said(objects: &[serde_json::Value]) -> (String, String) {
 #[tokio::test]
 async fn another_workloads_pod_takes_room_and_no_move_goes_into_it() {
     let mut objects = fixture(Reason::Skewed);
-    objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch"},
-        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-        "status": {"phase": "Running"}}));
+    objects.push(
+        objects::Pod::named("batch", "train-0")
+            .on("gpu-node-2")
+            .container("trainer", json!({"nvidia.com/gpu": "1"}))
+            .running()
+            .json(),
+    );
     let expected = "Instances per domain (zone-a: 3, zone-b: 0) differ by 3, more than maxSkew 1. \
         No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.";
     assert_eq!(said(&objects).await, (expected.to_owned(), expected.to_owned()));

@@ -1,5 +1,5 @@
 //! The tests' objects as OME v1.3 and a cluster make them, built step by step (as controller-rs's
-//! fixtures are): an Instance's pod, a node, a component's InferenceReplica. Each gives its JSON
+//! fixtures are): an Instance's pod or another workload's, a node, a component's InferenceReplica. Each gives its JSON
 //! with [`Pod::json`], [`Node::json`].
 
 use serde_json::{Value, json};
@@ -27,6 +27,17 @@ impl Pod {
             "spec": {}}))
     }
 
+    /// A pod of another workload (a training job, a batch job), not yet placed.
+    pub fn named(namespace: &str, name: &str) -> Self {
+        Pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {}}))
+    }
+
+    /// The label `key` set to `value`.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.0["metadata"]["labels"][key] = json!(value);
+        self
+    }
+
     /// `spec.field` set to `value`.
     pub fn with(mut self, field: &str, value: Value) -> Self {
         self.0["spec"][field] = value;
@@ -38,13 +49,27 @@ impl Pod {
         self.with("nodeName", json!(node))
     }
 
-    /// One container, named for the component, asking for `requests`.
+    /// One container, named for the Instance's component, asking for `requests`.
     pub fn requests(self, requests: Value) -> Self {
-        let name = self.0["metadata"]["labels"]["component"].clone();
+        let name = self.0["metadata"]["labels"]["component"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.container(&name, requests)
+    }
+
+    /// One container, `name`, asking for `requests`.
+    pub fn container(self, name: &str, requests: Value) -> Self {
         self.with(
             "containers",
             json!([{"name": name, "resources": {"requests": requests}}]),
         )
+    }
+
+    /// Running, as its kubelet reports it once started.
+    pub fn running(mut self) -> Self {
+        self.0["status"] = json!({"phase": "Running"});
+        self
     }
 
     pub fn json(self) -> Value {
@@ -118,6 +143,35 @@ mod tests {
                         "component": "engine", "ome.io/runner": "leader", "ome.io/instance-index": "2"}},
                 "spec": {"nodeName": "gpu-node-1",
                     "containers": [{"name": "engine", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}})
+        );
+    }
+
+    #[test]
+    fn another_workloads_pod_and_a_node_carry_what_they_were_given() {
+        let pod = Pod::named("batch", "train-0")
+            .label("app", "train")
+            .on("gpu-node-2")
+            .container("trainer", json!({"nvidia.com/gpu": "1"}))
+            .running()
+            .json();
+        assert_eq!(
+            pod,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "train-0", "namespace": "batch", "labels": {"app": "train"}},
+                "spec": {"nodeName": "gpu-node-2",
+                    "containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+                "status": {"phase": "Running"}})
+        );
+        let node = Node::named("gpu-node-4")
+            .label("topology.kubernetes.io/zone", "zone-c")
+            .spec(json!({"unschedulable": true}))
+            .allocatable(json!({"nvidia.com/gpu": "2"}))
+            .json();
+        assert_eq!(
+            node,
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "gpu-node-4", "labels": {"topology.kubernetes.io/zone": "zone-c"}},
+                "spec": {"unschedulable": true}, "status": {"allocatable": {"nvidia.com/gpu": "2"}}})
         );
     }
 
