@@ -678,26 +678,6 @@ async fn helm(admin: &Path, args: &[&str]) {
     );
 }
 
-const OBJECTS: &str = "apiVersion: ome.io/v1beta1
-kind: ClusterServingRuntime
-metadata: {name: srt-chart}
-spec: {engineConfig: {}}
----
-apiVersion: ome.io/v1beta1
-kind: InferenceService
-metadata: {name: qwen3-0-6b, namespace: ome-spread-chart}
-spec: {deploymentMode: OMENative, runtime: {name: srt-chart}, engine: {minReplicas: 2}}
----
-apiVersion: ome.io/v1beta1
-kind: InferenceReplica
-metadata: {name: qwen3-0-6b-engine, namespace: ome-spread-chart}
-spec:
-  parentRef: {name: qwen3-0-6b}
-  component: engine
-  replicas: 2
-  runners: [{name: default, size: 1, template: {spec: {containers: [{name: ome-container, image: sglang}]}}}]
-";
-
 /// The value of an env entry of the container as the kubelet would set it for pod `pod` in
 /// namespace `namespace`: a plain value or one of the two fields the chart refers to.
 fn env_value(entry: &Value, pod: &str, namespace: &str) -> String {
@@ -755,7 +735,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         "{namespace}"
     );
     live::fresh_namespace(&admin, NAMESPACE).await;
-    live::apply(&admin, OBJECTS).await;
+    live::apply(&admin, &live::unspread_service(NAMESPACE, "srt-chart")).await;
 
     let deployment: Value = serde_json::from_str(
         &kubectl(

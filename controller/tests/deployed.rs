@@ -16,27 +16,6 @@ use serde_json::Value;
 
 const NAMESPACE: &str = "ome-spread-deployed";
 
-/// A replica OME would write for an InferenceService that asks for no spread.
-const OBJECTS: &str = "apiVersion: ome.io/v1beta1
-kind: ClusterServingRuntime
-metadata: {name: srt-deployed}
-spec: {engineConfig: {}}
----
-apiVersion: ome.io/v1beta1
-kind: InferenceService
-metadata: {name: qwen3-0-6b, namespace: ome-spread-deployed}
-spec: {deploymentMode: OMENative, runtime: {name: srt-deployed}, engine: {minReplicas: 2}}
----
-apiVersion: ome.io/v1beta1
-kind: InferenceReplica
-metadata: {name: qwen3-0-6b-engine, namespace: ome-spread-deployed}
-spec:
-  parentRef: {name: qwen3-0-6b}
-  component: engine
-  replicas: 2
-  runners: [{name: default, size: 1, template: {spec: {containers: [{name: ome-container, image: sglang}]}}}]
-";
-
 async fn replica(admin: &Path) -> Value {
     live::replica(admin, NAMESPACE).await.expect("the replica")
 }
@@ -52,16 +31,11 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::apply(
-        &admin,
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}\n",
-    )
-    .await;
+    live::controller_namespace(&admin).await;
     let rbac = std::fs::read_to_string(local::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
     live::apply(&admin, &rbac).await;
-    live::forget_lease(&admin).await;
     live::fresh_namespace(&admin, NAMESPACE).await;
-    live::apply(&admin, OBJECTS).await;
+    live::apply(&admin, &live::unspread_service(NAMESPACE, "srt-deployed")).await;
     let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
     let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
 
@@ -315,14 +289,9 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
         return;
     };
     live::install_kubewarden_crd(&admin).await;
-    live::apply(
-        &admin,
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}\n",
-    )
-    .await;
+    live::controller_namespace(&admin).await;
     let rbac = std::fs::read_to_string(local::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
     live::apply(&admin, &rbac).await;
-    live::forget_lease(&admin).await;
     live::fresh_namespace(&admin, SETTINGS_NAMESPACE).await;
     // Pods wait for the namespace's default ServiceAccount.
     let objects = placed();

@@ -32,12 +32,7 @@ async fn as_pid_one_a_standby_stops_at_once_and_the_leader_hands_the_lease_over_
     let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::apply(
-        &admin,
-        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"),
-    )
-    .await;
-    live::forget_lease(&admin).await;
+    live::controller_namespace(&admin).await;
 
     let binary = local::binary("ome-spread");
     let binary = binary.to_str().expect("a UTF-8 path");

@@ -153,6 +153,40 @@ pub async fn forget_lease(admin: &Path) {
     kubectl(admin, &args).await;
 }
 
+/// The controller's namespace (`ome-spread`, as deploy/ and the chart name it), with no Lease an
+/// earlier run left there.
+pub async fn controller_namespace(admin: &Path) {
+    let namespace = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {LEASE_NAMESPACE}}}\n");
+    apply(admin, &namespace).await;
+    forget_lease(admin).await;
+}
+
+/// The objects OME writes for an InferenceService of `namespace` that asks for no spread: its
+/// ClusterServingRuntime `runtime`, and its engine's replica of two single-pod Instances.
+pub fn unspread_service(namespace: &str, runtime: &str) -> String {
+    format!(
+        "apiVersion: ome.io/v1beta1
+kind: ClusterServingRuntime
+metadata: {{name: {runtime}}}
+spec: {{engineConfig: {{}}}}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceService
+metadata: {{name: qwen3-0-6b, namespace: {namespace}}}
+spec: {{deploymentMode: OMENative, runtime: {{name: {runtime}}}, engine: {{minReplicas: 2}}}}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceReplica
+metadata: {{name: qwen3-0-6b-engine, namespace: {namespace}}}
+spec:
+  parentRef: {{name: qwen3-0-6b}}
+  component: engine
+  replicas: 2
+  runners: [{{name: default, size: 1, template: {{spec: {{containers: [{{name: ome-container, image: sglang}}]}}}}}}]
+"
+    )
+}
+
 /// Who holds the controller's Lease, if anyone.
 pub async fn lease_holder(admin: &Path) -> Option<String> {
     let args = [
