@@ -32,6 +32,12 @@ impl Pod {
         Pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {}}))
     }
 
+    /// Its labels, all of them.
+    pub fn labels(mut self, labels: Value) -> Self {
+        self.0["metadata"]["labels"] = labels;
+        self
+    }
+
     /// The label `key` set to `value`.
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.0["metadata"]["labels"][key] = json!(value);
