@@ -1,5 +1,5 @@
 //! `make bench-churn`: the controller as built (`ome-spread controller`, its own
-//! process) against the in-memory API server (tests/memory, over HTTP on 127.0.0.1) holding the
+//! process) against the in-memory API server (`ome_spread_sim::memory`, over HTTP on 127.0.0.1) holding the
 //! benchmarks' large cluster: 1,000 replicas, their 10,000 pods as OME creates them, 20,000 pods
 //! of other workloads and 5,000 nodes. Then CHURN_SECONDS of churn at 1,000 pod events a second
 //! over random components: a third status updates that change no condition, the rest an
@@ -24,11 +24,9 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
-#[path = "../tests/memory/mod.rs"]
-mod memory;
-mod support;
-
-use memory::ApiServer;
+use ome_spread_sim::large_cluster;
+use ome_spread_sim::local::free_port;
+use ome_spread_sim::memory::{self, ApiServer};
 
 const RATE: u64 = 1_000;
 const OTHER_PODS: usize = 20_000;
@@ -64,12 +62,12 @@ struct Measured {
 }
 
 fn objects() -> Vec<Value> {
-    let cluster = support::cluster::cluster();
+    let cluster = large_cluster::cluster();
     let mut objects = vec![cluster.runtime.clone()];
     objects.extend(cluster.services.iter().cloned());
     objects.extend(cluster.replicas.iter().cloned());
-    objects.extend(support::ome_pods(&cluster));
-    objects.extend(support::other_pods(&cluster, OTHER_PODS));
+    objects.extend(large_cluster::ome_pods(&cluster));
+    objects.extend(large_cluster::other_pods(&cluster, OTHER_PODS));
     // Every node with room left beside the pods above (two of OME's 8-GPU pods and four trainers
     // on each, on average): so that the room count runs in full, as on a cluster with free GPUs.
     // The benchmarks' nodes have no allocatable, which is no room, and a count that ends at once.
@@ -181,11 +179,6 @@ async fn reconciles(metrics: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    listener.local_addr().expect("an address").port()
-}
-
 /// The controller, started on a kubeconfig for `api`, its logs to `log`.
 fn controller(binary: &Path, api: u16, listen: u16, dir: &Path) -> Child {
     let kubeconfig = dir.join("kubeconfig");
@@ -215,7 +208,7 @@ async fn churn(binary: &Path, seconds: u64, dir: &Path) -> Measured {
     for object in objects {
         server.put(object);
     }
-    let nodes: Vec<String> = (0..support::cluster::cluster().nodes.len())
+    let nodes: Vec<String> = (0..large_cluster::cluster().nodes.len())
         .map(|n| format!("gpu-node-{n}"))
         .collect();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");

@@ -1,7 +1,7 @@
 //! `make bench`: what a pod event costs the controller. The 10,000 OME pods of the
-//! benchmarks' large cluster (core/benches/support/cluster.rs), each shaped as OME v1.3 creates it
-//! (benches/support: the repository's fixture leader, its env, volumes and probes, with the pod's
-//! own rendered terms), in the pods index and the room's. Side by side in one run: one pod's
+//! benchmarks' large cluster (`ome_spread_sim::large_cluster`), each shaped as OME v1.3 creates it
+//! (the repository's fixture leader, its env, volumes and probes, with the pod's own rendered
+//! terms), in the pods index and the room's. Side by side in one run: one pod's
 //! status update, trimmed and indexed in both, and a relist of all 10,000: what every pod event
 //! cost before, when the pod snapshot was built anew from the whole cache. First, what the room's
 //! index keeps of each pod (a counting allocator): the cost of its watch of every pod.
@@ -16,8 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
 use ome_spread_controller::pods::{self, Pods};
 use ome_spread_controller::room::{self, Room};
-
-mod support;
+use ome_spread_sim::large_cluster;
 
 /// The bytes allocated and not yet freed: what an index keeps of the pods it was given.
 struct Counting;
@@ -64,7 +63,7 @@ fn room_bytes_a_pod(pods: &[Pod]) -> usize {
 
 /// The large cluster's pods as OME creates them.
 fn pods() -> Vec<Pod> {
-    let pods = support::ome_pods(&support::cluster::cluster());
+    let pods = large_cluster::ome_pods(&large_cluster::cluster());
     pods.into_iter()
         .map(|pod| serde_json::from_value(pod).expect("a pod"))
         .collect()
@@ -95,8 +94,8 @@ fn main() {
     let size = serde_json::to_string(&pods[0]).map_or(0, |json| json.len());
     println!("pod index: {} pods of {size} bytes as JSON", pods.len());
     // The room's watch of every pod, of any workload: what it keeps of each.
-    let cluster = support::cluster::cluster();
-    let others: Vec<Pod> = support::other_pods(&cluster, 20_000)
+    let cluster = large_cluster::cluster();
+    let others: Vec<Pod> = large_cluster::other_pods(&cluster, 20_000)
         .into_iter()
         .map(|pod| serde_json::from_value(pod).expect("a pod"))
         .collect();

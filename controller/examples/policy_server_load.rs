@@ -11,16 +11,13 @@
 //! search, `STEP_SECONDS` (10) each per step, for the highest rate each sustains with p99 under
 //! 10 ms. Prints markdown tables for BENCHMARKS.md.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
+use ome_spread_sim::policy_server::{self, Case, Client, FakeApi, Policy, PolicyServer, Tools};
 use serde_json::{Value, json};
-use support::{Case, Client, FakeApi, Policy, PolicyServer, Tools};
 
 /// The pods of OME's how-to: its two single-pod Instances, and a leader and a worker of a multi-node one.
 const PODS: [&str; 4] = [
@@ -66,7 +63,7 @@ impl Request {
             return true;
         }
         let right = serde_json::from_slice(answer)
-            .is_ok_and(|review| support::differences(&self.review, &self.expected, &review).is_empty());
+            .is_ok_and(|review| policy_server::differences(&self.review, &self.expected, &review).is_empty());
         if right {
             let _ = self.right.set(answer.clone());
         }
@@ -127,7 +124,7 @@ async fn load(rig: &Rig, target: &Arc<Target>, rate: u64, seconds: u64) -> Outco
         tokio::spawn(async move {
             let request = &target.requests[i as usize % target.requests.len()];
             let sent = Instant::now();
-            let answer = support::validate_bytes(&client, port, target.policy, request.body.clone()).await;
+            let answer = policy_server::validate_bytes(&client, port, target.policy, request.body.clone()).await;
             let latency = sent.elapsed();
             let right = answer.map(|answer| request.is_right(&answer));
             let _ = answers.send((latency, right));
@@ -189,7 +186,7 @@ fn main() {
         env_number("LOAD_SECONDS", 60),
         env_number("STEP_SECONDS", 10),
     );
-    let cases = support::cases();
+    let cases = policy_server::cases();
     let pods: Vec<&Case> = PODS
         .iter()
         .map(|name| {
@@ -199,7 +196,7 @@ fn main() {
                 .unwrap_or_else(|| panic!("no case {name}"))
         })
         .collect();
-    let groups = support::groups(pods.iter().copied());
+    let groups = policy_server::groups(pods.iter().copied());
     assert_eq!(groups.len(), 1, "the benchmark's pods must agree on their replicas");
     // The fake API server on a thread of its own, so that it answers the policy-server's lookups
     // as promptly as an API server would, however busy the load client is: while a lookup is in
@@ -251,7 +248,7 @@ fn main() {
         });
         let rig = Rig {
             server,
-            client: support::client(),
+            client: policy_server::client(),
             api,
         };
 

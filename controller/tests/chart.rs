@@ -6,14 +6,14 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=... cargo test -p ome-spread-controller --test chart -- --ignored
 
-mod live;
+use ome_spread_sim::{live, local, wait::eventually};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use live::{Process, eventually, kubectl};
 use ome_spread_controller::resources::InferenceService;
 use ome_spread_core::settings::Settings;
+use ome_spread_sim::live::{Process, kubectl};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-chart";
@@ -28,7 +28,7 @@ const REQUIRED: [&str; 4] = [
 
 /// helm or promtool, as `make cluster-bin` builds them.
 fn built(tool: &str) -> PathBuf {
-    let path = live::workspace().join("target/cluster/bin").join(tool);
+    let path = local::workspace().join("target/cluster/bin").join(tool);
     assert!(
         path.is_file(),
         "{} not built: make cluster-bin builds it",
@@ -42,7 +42,7 @@ fn helm_program() -> PathBuf {
 }
 
 fn chart() -> PathBuf {
-    live::workspace().join("charts/ome-spread")
+    local::workspace().join("charts/ome-spread")
 }
 
 /// `helm template` of the chart in namespace ome-spread with `args`: its output, or its error.
@@ -73,9 +73,9 @@ fn find<'a>(objects: &'a [Value], kind: &str) -> Option<&'a Value> {
 #[test]
 #[ignore = "needs helm: make cluster-bin"]
 fn deploy_is_what_the_chart_renders() {
-    let dir = live::workspace().join(format!("target/chart-render/{}", std::process::id()));
+    let dir = local::workspace().join(format!("target/chart-render/{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a directory for the render");
-    let rendered = Command::new(live::workspace().join("charts/manifests.sh"))
+    let rendered = Command::new(local::workspace().join("charts/manifests.sh"))
         .arg(helm_program())
         .arg(&dir)
         .status()
@@ -86,7 +86,7 @@ fn deploy_is_what_the_chart_renders() {
         "controller-rbac.yaml",
         "controller-rbac-rebalance.yaml",
     ] {
-        let shipped = std::fs::read_to_string(live::workspace().join("deploy").join(file)).expect(file);
+        let shipped = std::fs::read_to_string(local::workspace().join("deploy").join(file)).expect(file);
         let render = std::fs::read_to_string(dir.join(file)).expect(file);
         assert!(
             shipped == render,
@@ -101,7 +101,7 @@ fn deploy_is_what_the_chart_renders() {
 #[test]
 #[ignore = "needs helm: make cluster-bin"]
 fn policy_yaml_is_the_charts_policy_and_its_rbac() {
-    let shipped = objects(&std::fs::read_to_string(live::workspace().join("policy.yaml")).expect("policy.yaml"));
+    let shipped = objects(&std::fs::read_to_string(local::workspace().join("policy.yaml")).expect("policy.yaml"));
     let module = shipped[0]["spec"]["module"].as_str().expect("policy.yaml's module");
     let render = template(&[
         "--show-only",
@@ -493,12 +493,12 @@ fn prometheus_rule() -> Value {
 #[test]
 #[ignore = "needs helm and promtool: make cluster-bin"]
 fn the_alerts_fire_when_they_should_under_promtool() {
-    let dir = live::workspace().join(format!("target/chart-alerts/{}", std::process::id()));
+    let dir = local::workspace().join(format!("target/chart-alerts/{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a directory for the rules");
     let rules = serde_json::to_string(&prometheus_rule()["spec"]).expect("JSON");
     std::fs::write(dir.join("rules.json"), rules).expect("rules.json written");
     std::fs::copy(
-        live::workspace().join("charts/alerts-test.yaml"),
+        local::workspace().join("charts/alerts-test.yaml"),
         dir.join("alerts-test.yaml"),
     )
     .expect("the rule tests copied");
@@ -520,7 +520,7 @@ fn the_alerts_fire_when_they_should_under_promtool() {
 #[test]
 #[ignore = "needs helm: make cluster-bin"]
 fn every_alert_links_its_section_of_the_runbook() {
-    let runbook = std::fs::read_to_string(live::workspace().join("docs/runbook.md")).expect("docs/runbook.md");
+    let runbook = std::fs::read_to_string(local::workspace().join("docs/runbook.md")).expect("docs/runbook.md");
     let rule = prometheus_rule();
     let mut alerts = Vec::new();
     for alert in rule["spec"]["groups"][0]["rules"].as_array().expect("rules") {
@@ -723,26 +723,6 @@ async fn helm(admin: &Path, args: &[&str]) {
     );
 }
 
-const OBJECTS: &str = "apiVersion: ome.io/v1beta1
-kind: ClusterServingRuntime
-metadata: {name: srt-chart}
-spec: {engineConfig: {}}
----
-apiVersion: ome.io/v1beta1
-kind: InferenceService
-metadata: {name: qwen3-0-6b, namespace: ome-spread-chart}
-spec: {deploymentMode: OMENative, runtime: {name: srt-chart}, engine: {minReplicas: 2}}
----
-apiVersion: ome.io/v1beta1
-kind: InferenceReplica
-metadata: {name: qwen3-0-6b-engine, namespace: ome-spread-chart}
-spec:
-  parentRef: {name: qwen3-0-6b}
-  component: engine
-  replicas: 2
-  runners: [{name: default, size: 1, template: {spec: {containers: [{name: ome-container, image: sglang}]}}}]
-";
-
 /// The value of an env entry of the container as the kubelet would set it for pod `pod` in
 /// namespace `namespace`: a plain value or one of the two fields the chart refers to.
 fn env_value(entry: &Value, pod: &str, namespace: &str) -> String {
@@ -762,11 +742,9 @@ fn env_value(entry: &Value, pod: &str, namespace: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_condition() {
-    let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+    let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::install_crds(&admin).await;
     live::install_kubewarden_crd(&admin).await;
     // deploy/'s objects, where the deployed suite applied them, are taken over: the same names.
     live::forget_lease(&admin).await;
@@ -803,7 +781,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         "{namespace}"
     );
     live::fresh_namespace(&admin, NAMESPACE).await;
-    live::apply(&admin, OBJECTS).await;
+    live::apply(&admin, &live::unspread_service(NAMESPACE, "srt-chart")).await;
 
     let deployment: Value = serde_json::from_str(
         &kubectl(
@@ -839,9 +817,9 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     let container = &pod["containers"][0];
     let identity = "ome-spread-controller-chart-0";
     let account = pod["serviceAccountName"].as_str().expect("a ServiceAccount");
-    let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
+    let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
     let token = live::service_account_kubeconfig(&admin, "ome-spread", account, &scratch).await;
-    let listen = format!("127.0.0.1:{}", live::free_port());
+    let listen = format!("127.0.0.1:{}", local::free_port());
     let mut args: Vec<&str> = container["args"]
         .as_array()
         .expect("args")
@@ -867,7 +845,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         .chain([("KUBECONFIG".to_owned(), token.clone())])
         .collect();
     let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (k.as_str(), v.as_path())).collect();
-    let binary = live::binary("ome-spread");
+    let binary = local::binary("ome-spread");
     let (controller, _) = Process::start(identity, &binary, &args, &env, "standing by for the Lease").await;
 
     eventually("the Deployment's controller on the Lease", 60, || async {
@@ -907,11 +885,9 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn under_migrate_the_controller_may_change_only_the_migration_annotations() {
-    let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+    let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::install_crds(&admin).await;
     let mut args = REQUIRED.to_vec();
     args.extend([
         "--set",

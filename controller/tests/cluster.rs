@@ -10,13 +10,13 @@
 //! next to a condition of another field manager (OME's) without removing it, passes the CRD's
 //! validation of a condition, and changes with the InferenceService, with an Event.
 
-mod live;
+use ome_spread_sim::{live, local, wait::eventually};
 
 use std::sync::Arc;
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use live::eventually;
+
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
@@ -41,13 +41,11 @@ async fn spread_condition(replicas: &Api<InferenceReplica>) -> Option<(String, S
 #[tokio::test]
 #[ignore = "needs a cluster without OME: make e2e-cluster, or set OME_SPREAD_E2E_KUBECONFIG"]
 async fn the_controller_applies_its_condition_beside_omes_and_follows_the_inference_service() {
-    let Some(kubeconfig) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+    let Some(kubeconfig) = live::with_crds().await else {
         return;
     };
     live::logs();
     let client = live::client_of(&kubeconfig).await;
-    live::install_crds(&kubeconfig).await;
     live::fresh_namespace(&kubeconfig, NAMESPACE).await;
 
     let runtimes: Api<ClusterServingRuntime> = Api::all(client.clone());
@@ -171,12 +169,11 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
 #[ignore = "needs a cluster without OME: make e2e-cluster, or set OME_SPREAD_E2E_KUBECONFIG"]
 async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
     let Some(kubeconfig) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     live::logs();
     let namespace = "ome-spread-minimal";
-    let workspace = live::workspace();
+    let workspace = local::workspace();
     let crd = |file: &str| std::fs::read_to_string(workspace.join("cluster").join(file)).expect("a CRD");
     live::apply(&kubeconfig, &crd("ome-crds.yaml")).await;
     live::kubectl_with(

@@ -1,77 +1,76 @@
-//! `ome-spread controller` as it runs, against the in-memory API server (tests/memory, behind
-//! tower-test's mock service): it takes the Lease, fills its caches,
+//! `ome-spread controller` as it runs, against the in-memory API server (`ome_spread_sim::memory`,
+//! behind tower-test's mock service): it takes the Lease, fills its caches,
 //! sets the `Spread` condition, and follows what changes it — a pod that moves, a node that loses
 //! its domain label and then goes, a runtime that changes the settings in effect — each through
 //! its own watch —
 //! and drops the metrics of a replica that is deleted.
+//!
+//! Each test runs on tokio's paused time: the clock moves only when the controller and the API
+//! server have nothing left to do, so "nothing happened within 2 s" is exact, not a race.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use http::{Request, Response};
-use kube::client::Body;
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
 use ome_spread_controller::report::{Format, Reports};
+use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::settings::Settings;
+use ome_spread_sim::memory::ApiServer;
+use ome_spread_sim::objects::Node;
 use ome_spread_sim::ome::{Cluster, Ome, apply};
+use ome_spread_sim::wait::{eventually, until};
 use serde_json::{Value, json};
+use tokio::time::{Duration, Instant, sleep};
 
-mod memory;
-use memory::{ApiServer, ResponseBody};
-
-fn fixture() -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reasons/Satisfied.yaml");
-    let list: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("yaml");
-    list["items"].as_array().expect("items").clone()
-}
+mod harness;
+use harness::fixture;
 
 /// Waits up to a minute until the controller has applied `count` conditions, and returns the last.
 async fn condition_number(server: &ApiServer, count: usize) -> (String, String) {
-    for _ in 0..600 {
+    eventually(&format!("condition number {count}"), 60, || async {
         let applied = server.spread_conditions();
-        if applied.len() >= count {
+        (applied.len() >= count).then(|| {
             assert_eq!(applied.len(), count, "one write per change: {applied:?}");
-            return applied[count - 1].clone();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no condition number {count}: {:?}", server.spread_conditions());
+            applied[count - 1].clone()
+        })
+    })
+    .await
 }
 
-#[tokio::test]
-async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
-    let server = Arc::new(ApiServer::default());
-    for object in fixture() {
-        server.put(object);
+/// The controller's options in these tests: the default settings, rebalance in `mode`.
+fn options(rebalance: Mode) -> Options {
+    Options {
+        settings: Source::Fixed(Settings::default()),
+        lease_namespace: "ome-spread".into(),
+        identity: "ome-spread-controller-0".into(),
+        health: Arc::default(),
+        metrics: Arc::default(),
+        rebalance,
+        max_per_hour: 10,
+        reports: Reports::off(),
     }
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<ResponseBody>>();
-    let answering = server.clone();
-    let api = tokio::spawn(async move {
-        while let Some((request, respond)) = handle.next_request().await {
-            let server = answering.clone();
-            tokio::spawn(async move { respond.send_response(server.answer(request).await) });
-        }
-    });
-    let client = kube::Client::new(service, "default");
+}
+
+/// The controller with `options` against the in-memory API server.
+fn running(server: &Arc<ApiServer>, options: Options) -> tokio::task::JoinHandle<Result<(), String>> {
+    tokio::spawn(controller::run(server.client(), options))
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
+    let server = ApiServer::holding(fixture(Reason::Satisfied));
     let metrics = Arc::new(ome_spread_controller::metrics::Metrics::default());
-    let controller = tokio::spawn(controller::run(
-        client,
+    let controller = running(
+        &server,
         Options {
-            settings: Source::Fixed(Settings::default()),
-            lease_namespace: "ome-spread".into(),
-            identity: "ome-spread-controller-0".into(),
-            health: Arc::default(),
             metrics: metrics.clone(),
-            rebalance: Mode::Recommend,
-            max_per_hour: 10,
             reports: Reports::new(Format::OpenReports, "ome-spread", Arc::default()),
+            ..options(Mode::Recommend)
         },
-    ));
+    );
 
     let (reason, message) = condition_number(&server, 1).await;
     assert_eq!(reason, "Satisfied", "{message}");
@@ -141,56 +140,33 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
 
     // The replica goes: so do its series.
     server.delete("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");
-    for _ in 0..600 {
-        if !metrics.encode().contains("qwen3-0-6b-engine") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(!metrics.encode().contains("qwen3-0-6b-engine"), "{}", metrics.encode());
+    until("the replica's series dropped", 60, || {
+        !metrics.encode().contains("qwen3-0-6b-engine")
+    })
+    .await;
     controller.abort();
-    api.abort();
 }
 
 /// A second replica of the controller stands by while another holds a live Lease: it starts no
 /// watch and writes nothing.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_replica_stands_by_while_another_holds_the_lease() {
-    let server = Arc::new(ApiServer::default());
-    for object in fixture() {
-        server.put(object);
-    }
+    let server = ApiServer::holding(fixture(Reason::Satisfied));
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     server.put(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "ome-spread-controller", "namespace": "ome-spread"},
         "spec": {"holderIdentity": "ome-spread-controller-1", "leaseDurationSeconds": 3600,
             "acquireTime": now, "renewTime": now, "leaseTransitions": 0}}));
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<ResponseBody>>();
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let (answering, seen) = (server.clone(), requests.clone());
-    let api = tokio::spawn(async move {
-        while let Some((request, respond)) = handle.next_request().await {
-            seen.lock().unwrap().push(request.uri().path().to_owned());
-            let server = answering.clone();
-            tokio::spawn(async move { respond.send_response(server.answer(request).await) });
-        }
-    });
     let health = Arc::new(ome_spread_controller::serve::Health::default());
-    let controller = tokio::spawn(controller::run(
-        kube::Client::new(service, "default"),
+    let controller = running(
+        &server,
         Options {
-            settings: Source::Fixed(Settings::default()),
-            lease_namespace: "ome-spread".into(),
-            identity: "ome-spread-controller-0".into(),
             health: health.clone(),
-            metrics: Arc::default(),
-            rebalance: Mode::Recommend,
-            max_per_hour: 10,
-            reports: Reports::off(),
+            ..options(Mode::Recommend)
         },
-    ));
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let paths = requests.lock().unwrap().clone();
+    );
+    sleep(Duration::from_secs(2)).await;
+    let paths = server.paths.lock().unwrap().clone();
     assert!(
         !paths.is_empty() && paths.iter().all(|p| p.contains("/leases")),
         "only the Lease is read: {paths:?}"
@@ -201,7 +177,6 @@ async fn a_replica_stands_by_while_another_holds_the_lease() {
     let lease = server.get("Lease", Some("ome-spread"), "ome-spread-controller");
     assert_eq!(lease["spec"]["holderIdentity"], "ome-spread-controller-1");
     controller.abort();
-    api.abort();
 }
 
 /// Kubewarden's ClusterAdmissionPolicy `ome-spread` with `settings` as its spec.settings.
@@ -214,40 +189,25 @@ fn policy(settings: Value) -> Value {
 /// With `--policy`, the controller stands for the Lease once the ClusterAdmissionPolicy is read
 /// (until then it is not ready, saying why), diagnoses with its settings, follows a change of them
 /// without a restart, and keeps the last good settings when a change does not parse.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_settings_are_the_policys_and_follow_its_changes() {
-    let server = Arc::new(ApiServer::default());
-    for object in fixture() {
-        server.put(object);
-    }
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<ResponseBody>>();
-    let answering = server.clone();
-    let api = tokio::spawn(async move {
-        while let Some((request, respond)) = handle.next_request().await {
-            let server = answering.clone();
-            tokio::spawn(async move { respond.send_response(server.answer(request).await) });
-        }
-    });
+    let server = ApiServer::holding(fixture(Reason::Satisfied));
     let health = Arc::new(ome_spread_controller::serve::Health::default());
     let metrics = Arc::new(ome_spread_controller::metrics::Metrics::default());
-    let controller = tokio::spawn(controller::run(
-        kube::Client::new(service, "default"),
+    let controller = running(
+        &server,
         Options {
             settings: Source::Policy("ome-spread".into()),
-            lease_namespace: "ome-spread".into(),
-            identity: "ome-spread-controller-0".into(),
             health: health.clone(),
             metrics: metrics.clone(),
-            rebalance: Mode::Recommend,
-            max_per_hour: 10,
-            reports: Reports::off(),
+            ..options(Mode::Recommend)
         },
-    ));
-    until("the policy's absence said", || {
+    );
+    until("the policy's absence said", 60, || {
         health.ready() == Err("no ClusterAdmissionPolicy ome-spread in the cluster".into())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    sleep(Duration::from_secs(1)).await;
     assert!(
         server.writes.lock().unwrap().is_empty(),
         "no Lease taken, nothing written"
@@ -273,11 +233,11 @@ async fn the_settings_are_the_policys_and_follow_its_changes() {
     server.edit("ClusterAdmissionPolicy", None, "ome-spread", |policy| {
         policy["spec"]["settings"] = json!({"maxSkew": 0});
     });
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    sleep(Duration::from_secs(2)).await;
     assert_eq!(server.spread_conditions().len(), 2, "{:?}", server.spread_conditions());
     // The policy deleted: the same.
     server.delete("ClusterAdmissionPolicy", None, "ome-spread");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    sleep(Duration::from_secs(2)).await;
     assert_eq!(server.spread_conditions().len(), 2, "{:?}", server.spread_conditions());
 
     // Back to OME's terms: Satisfied again, with no restart.
@@ -286,7 +246,6 @@ async fn the_settings_are_the_policys_and_follow_its_changes() {
     assert_eq!(reason, "Satisfied", "{message}");
     assert_eq!(health.live(), Ok(()));
     controller.abort();
-    api.abort();
 }
 
 /// `migrate` and its hourly limit are flags the controller starts with: it goes on to connect
@@ -343,9 +302,7 @@ fn policy_and_settings_together_are_refused() {
 /// emptiest zone could still take another move (zone-a counts its source until it drains),
 /// which only the record under way holds back.
 fn skewed_and_ready() -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reasons/Skewed.yaml");
-    let list: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("yaml");
-    let mut objects = list["items"].as_array().expect("items").clone();
+    let mut objects = fixture(Reason::Skewed);
     let room_for_two = json!({"nvidia.com/gpu": "2", "cpu": "20", "memory": "60Gi", "pods": "110"});
     for object in &mut objects {
         if object["kind"] == "Pod" {
@@ -355,10 +312,11 @@ fn skewed_and_ready() -> Vec<Value> {
             object["status"]["allocatable"] = room_for_two.clone();
         }
     }
-    objects.push(json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": "gpu-node-4", "labels": {"topology.kubernetes.io/zone": "zone-c",
-            "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}},
-        "status": {"allocatable": room_for_two}}));
+    let zone_c = Node::named("gpu-node-4")
+        .label("topology.kubernetes.io/zone", "zone-c")
+        .label("models.ome.io/clusterbasemodel.qwen3-0-6b", "Ready")
+        .allocatable(room_for_two);
+    objects.push(zone_c.json());
     objects
 }
 
@@ -386,42 +344,6 @@ fn notes(server: &ApiServer, reason: &str) -> Vec<String> {
         .filter(|w| w.method == "POST" && w.path.ends_with("/events") && w.body["reason"] == reason)
         .map(|w| w.body["note"].as_str().unwrap_or_default().to_owned())
         .collect()
-}
-
-/// Waits up to a minute for `done`.
-async fn until(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..600 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("not within a minute: {what}");
-}
-
-/// The controller in `mode` against the fake API server.
-fn running(server: &Arc<ApiServer>, mode: Mode) -> tokio::task::JoinHandle<Result<(), String>> {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<ResponseBody>>();
-    let answering = server.clone();
-    tokio::spawn(async move {
-        while let Some((request, respond)) = handle.next_request().await {
-            let server = answering.clone();
-            tokio::spawn(async move { respond.send_response(server.answer(request).await) });
-        }
-    });
-    tokio::spawn(controller::run(
-        kube::Client::new(service, "default"),
-        Options {
-            settings: Source::Fixed(Settings::default()),
-            lease_namespace: "ome-spread".into(),
-            identity: "ome-spread-controller-0".into(),
-            health: Arc::default(),
-            metrics: Arc::default(),
-            rebalance: mode,
-            max_per_hour: 10,
-            reports: Reports::off(),
-        },
-    ))
 }
 
 /// The fake API server as OME writes to it: each edit on the object as stored then.
@@ -486,14 +408,11 @@ fn ome_step(server: &ApiServer, caps: bool) -> Seen {
 /// has the scheduler place it on the hint node, Ready before the source drains; the controller
 /// then requests the second move, into zone-c; 3,0,0 ends 1,1,1 in exactly two requests, never
 /// two in flight, serving Instances never below 3; and nothing more is requested.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn migrate_converges_through_omes_surges_across_restarts() {
-    let server = Arc::new(ApiServer::default());
-    for object in skewed_and_ready() {
-        server.put(object);
-    }
-    let controller = running(&server, Mode::Migrate);
-    until("a request", || !requests(&server).is_empty()).await;
+    let server = ApiServer::holding(skewed_and_ready());
+    let controller = running(&server, options(Mode::Migrate));
+    until("a request", 60, || !requests(&server).is_empty()).await;
     let (key, value) = requests(&server).remove(0);
     let request: Value = serde_json::from_str(value.as_str().expect("a string")).expect("JSON");
     assert_eq!(
@@ -517,8 +436,8 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
             .count()
     };
     let before = said(&pending);
-    let controller = running(&server, Mode::Migrate);
-    until("the restarted controller holds the request back", || {
+    let controller = running(&server, options(Mode::Migrate));
+    until("the restarted controller holds the request back", 60, || {
         said(&pending) > before
     })
     .await;
@@ -534,8 +453,8 @@ async fn migrate_converges_through_omes_surges_across_restarts() {
     controller.abort();
     let active = format!("migration {uuid} of InferenceReplica spread-demo/qwen3-0-6b-engine is SurgeReady");
     let before = said(&active);
-    let controller = running(&server, Mode::Migrate);
-    until("the restarted controller waits for the record", || {
+    let controller = running(&server, options(Mode::Migrate));
+    until("the restarted controller waits for the record", 60, || {
         said(&active) > before
     })
     .await;
@@ -560,10 +479,10 @@ async fn converges(server: &ApiServer, mut seen: Vec<Seen>) {
         if done(server) && seen.last().is_some_and(|s| s.in_flight == 0) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        sleep(Duration::from_millis(100)).await;
     }
     assert!(done(server), "{:?}", server.spread_conditions());
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    sleep(Duration::from_secs(2)).await;
     assert_eq!(
         requests(server).len(),
         2,
@@ -615,14 +534,11 @@ async fn converges(server: &ApiServer, mut seen: Vec<Seen>) {
 /// it in Accepted with its message and `MigrationPolicyUnconfigured` True; the controller says why
 /// (a Warning, in OME's words, and what to set) and requests nothing more; once the caps are set,
 /// OME runs the held request and the controller carries on to the same spread.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn migrate_waits_while_ome_holds_it_for_caps_then_converges() {
-    let server = Arc::new(ApiServer::default());
-    for object in skewed_and_ready() {
-        server.put(object);
-    }
-    let controller = running(&server, Mode::Migrate);
-    until("a request", || !requests(&server).is_empty()).await;
+    let server = ApiServer::holding(skewed_and_ready());
+    let controller = running(&server, options(Mode::Migrate));
+    until("a request", 60, || !requests(&server).is_empty()).await;
     let (key, _) = requests(&server).remove(0);
     let uuid = key.trim_start_matches("ome.io/migration-request-v1-").to_owned();
     let mut seen = vec![ome_step(&server, false), ome_step(&server, false)];
@@ -633,13 +549,13 @@ async fn migrate_waits_while_ome_holds_it_for_caps_then_converges() {
         or the same audit block under lifecycle in its inferenceservice-config ConfigMap. \
         Next: Move Instance 2 from gpu-node-1 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-2 -n spread-demo"
     );
-    until("the hold for caps said", || {
+    until("the hold for caps said", 60, || {
         notes(&server, "RebalanceHeld").contains(&held)
     })
     .await;
     for _ in 0..20 {
         seen.push(ome_step(&server, false));
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(requests(&server).len(), 1, "no request while OME holds one for caps");
     assert_eq!(
@@ -665,16 +581,13 @@ async fn migrate_waits_while_ome_holds_it_for_caps_then_converges() {
 /// On OME's minimal CRD an applied condition would replace OME's whole status (kube-apiserver
 /// v1.35.8 does so: cluster tests): the controller writes none there, and its Events still go out;
 /// once the full CRD is served, it writes it.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn on_omes_minimal_crd_no_condition_is_written() {
-    let server = Arc::new(ApiServer::default());
+    let server = ApiServer::holding(fixture(Reason::Satisfied));
     server.minimal_crd.store(true, Ordering::Relaxed);
-    for object in fixture() {
-        server.put(object);
-    }
-    let controller = running(&server, Mode::Recommend);
-    until("the Satisfied Event", || !notes(&server, "Satisfied").is_empty()).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let controller = running(&server, options(Mode::Recommend));
+    until("the Satisfied Event", 60, || !notes(&server, "Satisfied").is_empty()).await;
+    sleep(Duration::from_secs(1)).await;
     assert_eq!(server.spread_conditions(), Vec::<(String, String)>::new());
     let replica = server.get("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");
     assert_eq!(replica["status"]["conditions"], Value::Null, "{replica}");
@@ -690,13 +603,10 @@ async fn on_omes_minimal_crd_no_condition_is_written() {
 /// Pods deleted while the pods' watch was down (their deletions never sent): the relist that
 /// follows the watch's 410 finds them gone, and their replica is reconciled at once, not at the
 /// next resync ten minutes on.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_relist_reconciles_the_replica_of_pods_deleted_while_the_watch_was_down() {
-    let server = Arc::new(ApiServer::default());
-    for object in fixture() {
-        server.put(object);
-    }
-    let controller = running(&server, Mode::Recommend);
+    let server = ApiServer::holding(fixture(Reason::Satisfied));
+    let controller = running(&server, options(Mode::Recommend));
     let (reason, message) = condition_number(&server, 1).await;
     assert_eq!(reason, "Satisfied", "{message}");
     assert!(
@@ -705,7 +615,7 @@ async fn a_relist_reconciles_the_replica_of_pods_deleted_while_the_watch_was_dow
     );
 
     server.delete_unseen("Pod", Some("spread-demo"), "qwen3-0-6b-engine-1-default-0");
-    let cut = std::time::Instant::now();
+    let cut = Instant::now();
     server.expire_watches("pods");
     let (reason, message) = condition_number(&server, 2).await;
     eprintln!(
@@ -723,15 +633,12 @@ async fn a_relist_reconciles_the_replica_of_pods_deleted_while_the_watch_was_dow
 
 /// A replica deleted and made again under its name is a new replica: its first rebalance Event
 /// is told again, not held back as one already told.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_replica_made_again_under_its_name_is_told_its_first_rebalance_event_again() {
-    let server = Arc::new(ApiServer::default());
     let objects = skewed_and_ready();
-    for object in objects.clone() {
-        server.put(object);
-    }
-    let controller = running(&server, Mode::Recommend);
-    until("a RebalanceRecommended Event", || {
+    let server = ApiServer::holding(objects.clone());
+    let controller = running(&server, options(Mode::Recommend));
+    until("a RebalanceRecommended Event", 60, || {
         notes(&server, "RebalanceRecommended").len() == 1
     })
     .await;
@@ -742,7 +649,7 @@ async fn a_replica_made_again_under_its_name_is_told_its_first_rebalance_event_a
         .find(|o| o["kind"] == "InferenceReplica")
         .expect("the replica");
     server.put(replica);
-    until("the Event told again", || {
+    until("the Event told again", 60, || {
         notes(&server, "RebalanceRecommended").len() == 2
     })
     .await;

@@ -7,35 +7,14 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=... cargo test -p ome-spread-controller --test deployed -- --ignored
 
-mod live;
+use ome_spread_sim::{live, local, wait::eventually};
 
 use std::path::Path;
 
-use live::{Process, eventually, kubectl};
+use ome_spread_sim::live::{Process, kubectl};
 use serde_json::Value;
 
 const NAMESPACE: &str = "ome-spread-deployed";
-
-/// A replica OME would write for an InferenceService that asks for no spread.
-const OBJECTS: &str = "apiVersion: ome.io/v1beta1
-kind: ClusterServingRuntime
-metadata: {name: srt-deployed}
-spec: {engineConfig: {}}
----
-apiVersion: ome.io/v1beta1
-kind: InferenceService
-metadata: {name: qwen3-0-6b, namespace: ome-spread-deployed}
-spec: {deploymentMode: OMENative, runtime: {name: srt-deployed}, engine: {minReplicas: 2}}
----
-apiVersion: ome.io/v1beta1
-kind: InferenceReplica
-metadata: {name: qwen3-0-6b-engine, namespace: ome-spread-deployed}
-spec:
-  parentRef: {name: qwen3-0-6b}
-  component: engine
-  replicas: 2
-  runners: [{name: default, size: 1, template: {spec: {containers: [{name: ome-container, image: sglang}]}}}]
-";
 
 async fn replica(admin: &Path) -> Value {
     live::replica(admin, NAMESPACE).await.expect("the replica")
@@ -49,29 +28,22 @@ async fn metrics(port: u16) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_takes_over() {
-    let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+    let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::install_crds(&admin).await;
-    live::apply(
-        &admin,
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}\n",
-    )
-    .await;
-    let rbac = std::fs::read_to_string(live::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
+    live::controller_namespace(&admin).await;
+    let rbac = std::fs::read_to_string(local::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
     live::apply(&admin, &rbac).await;
-    live::forget_lease(&admin).await;
     live::fresh_namespace(&admin, NAMESPACE).await;
-    live::apply(&admin, OBJECTS).await;
-    let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
+    live::apply(&admin, &live::unspread_service(NAMESPACE, "srt-deployed")).await;
+    let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
     let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
 
-    let binary = live::binary("ome-spread");
+    let binary = local::binary("ome-spread");
     let started = tokio::time::Instant::now();
     let mut controllers = Vec::new();
     for identity in ["ome-spread-controller-a", "ome-spread-controller-b"] {
-        let port = live::free_port();
+        let port = local::free_port();
         let listen = format!("127.0.0.1:{port}");
         let args = ["controller", "--listen", &listen, "--identity", identity];
         let env = [
@@ -172,7 +144,7 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     // follows the next change. After the restart the API server refuses the controller's
     // ServiceAccount (403) until its RBAC caches fill.
     if let Some(run) = live::run_dir() {
-        let restart = live::workspace().join("cluster/restart.sh");
+        let restart = local::workspace().join("cluster/restart.sh");
         let restarted = tokio::process::Command::new(&restart)
             .args([run.as_os_str(), "kube-apiserver".as_ref()])
             .status()
@@ -313,20 +285,13 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
-    let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+    let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::install_crds(&admin).await;
     live::install_kubewarden_crd(&admin).await;
-    live::apply(
-        &admin,
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}\n",
-    )
-    .await;
-    let rbac = std::fs::read_to_string(live::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
+    live::controller_namespace(&admin).await;
+    let rbac = std::fs::read_to_string(local::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
     live::apply(&admin, &rbac).await;
-    live::forget_lease(&admin).await;
     live::fresh_namespace(&admin, SETTINGS_NAMESPACE).await;
     // Pods wait for the namespace's default ServiceAccount.
     let objects = placed();
@@ -337,9 +302,9 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     .await;
     live::apply(&admin, &policy("{onMissingReplica: Reject}")).await;
 
-    let scratch = live::workspace().join(format!("target/e2e-cluster/{}-settings", std::process::id()));
+    let scratch = local::workspace().join(format!("target/e2e-cluster/{}-settings", std::process::id()));
     let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
-    let port = live::free_port();
+    let port = local::free_port();
     let listen = format!("127.0.0.1:{port}");
     let args = [
         "controller",
@@ -356,7 +321,7 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     ];
     let (controller, _) = Process::start(
         "settings-e2e",
-        &live::binary("ome-spread"),
+        &local::binary("ome-spread"),
         &args,
         &env,
         "settings read",

@@ -12,6 +12,8 @@ use std::process::Command;
 use ome_spread_core::diagnosis::{Component, Reason, Report, diagnose};
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::settings::Settings;
+use ome_spread_sim::memory::ApiServer;
+use ome_spread_sim::objects::{Node, Pod};
 use serde_json::{Value, json};
 
 fn data() -> PathBuf {
@@ -41,7 +43,14 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 const CLIQUE: &str = "nvidia.com/gpu.clique";
 
 fn node(name: &str, labels: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+    Node::named(name).labels(labels).json()
+}
+
+/// A training job's pod on gpu-node-2, asking for `requests`: room another workload holds.
+fn training_pod(requests: Value) -> Pod {
+    Pod::named("batch", "train-0")
+        .on("gpu-node-2")
+        .container("trainer", requests)
 }
 
 fn third_instance(objects: &mut Vec<Value>, node: Option<&str>, when: &str) {
@@ -61,9 +70,10 @@ fn third_instance(objects: &mut Vec<Value>, node: Option<&str>, when: &str) {
 }
 
 /// Instance `index`'s only pod made its leader, on `leader`, with one worker on `worker` (a
-/// worker from before topologyKey was set: no term keeps it beside its leader). The runtime
-/// declares a leader and a worker, as OME's `components/engine.go` needs for two pods an
-/// Instance, and the replica their runners; both pods carry the Instance's pod group.
+/// worker from before topologyKey was set: no term keeps it beside its leader), listed after its
+/// leader as an API server lists pods: by name. The runtime declares a leader and a worker, as
+/// OME's `components/engine.go` needs for two pods an Instance, and the replica their runners;
+/// both pods carry the Instance's pod group.
 fn leader_and_worker(objects: &mut Vec<Value>, index: usize, leader: &str, worker: &str) {
     let config = &mut find(objects, "ClusterServingRuntime", "srt-qwen3-0-6b")["spec"]["engineConfig"];
     config["leader"] = json!({"runner": config["runner"].clone()});
@@ -71,7 +81,12 @@ fn leader_and_worker(objects: &mut Vec<Value>, index: usize, leader: &str, worke
     let runners = &mut find(objects, "InferenceReplica", "qwen3-0-6b-engine")["spec"]["runners"];
     let template = runners[0]["template"].clone();
     *runners = json!([{"name": "leader", "size": 1, "template": template}, {"name": "worker", "size": 1, "template": template}]);
-    let pod = find(objects, "Pod", &format!("qwen3-0-6b-engine-{index}-default-0"));
+    let name = format!("qwen3-0-6b-engine-{index}-default-0");
+    let at = objects
+        .iter()
+        .position(|o| o["metadata"]["name"] == name.as_str())
+        .expect("the pod");
+    let pod = &mut objects[at];
     pod["metadata"]["name"] = json!(format!("qwen3-0-6b-engine-{index}-leader-0"));
     pod["metadata"]["labels"]["ome.io/runner"] = json!("leader");
     pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = json!(format!("qwen3-0-6b-engine-{index}"));
@@ -85,7 +100,7 @@ fn leader_and_worker(objects: &mut Vec<Value>, index: usize, leader: &str, worke
         .expect("spec")
         .remove("topologySpreadConstraints");
     pod["spec"]["nodeName"] = json!(worker);
-    objects.push(pod);
+    objects.insert(at + 1, pod);
 }
 
 /// `change` made to the engine's fields in the InferenceService and in its replica, as OME
@@ -425,8 +440,7 @@ fn an_unreadable_quantity_exits_2_naming_it() {
     };
     let why = "is not a quantity: a number with an optional suffix (n, u, m, k, M, G, T, P, E, Ki to Ei) or exponent (e3, E-3)";
     let mut objects = crate::seed();
-    objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch"},
-        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer", "resources": {"requests": {"cpu": "86000001x"}}}]}}));
+    objects.push(training_pod(json!({"cpu": "86000001x"})).json());
     let file = saved("bad-request.yaml", &objects);
     assert_eq!(
         explain(&file),
@@ -459,11 +473,7 @@ fn a_request_in_micro_cpus_holds_its_room_as_in_milli_cpus() {
         let mut objects = Case::of(Reason::Skewed).objects;
         find(&mut objects, "Node", "gpu-node-2")["status"]["allocatable"] =
             json!({"nvidia.com/gpu": "2", "cpu": "96", "memory": "512Gi", "pods": "110"});
-        objects.push(
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch"},
-            "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer",
-                "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": cpu}}}]}}),
-        );
+        objects.push(training_pod(json!({"nvidia.com/gpu": "1", "cpu": cpu})).json());
         explained(objects)
     };
     let no_room = "What to do: No migration can fix it now: no eligible domain has room for one more Instance. \
@@ -489,80 +499,6 @@ fn explain_from_reads_the_namespace_the_saved_inference_service_names() {
     assert_eq!(output.status.code(), Some(0));
 }
 
-/// A fake API server over saved objects: GET of one object (404 when absent) and LIST with an
-/// equality label selector, items without kind and apiVersion as the API server sends them.
-async fn serve_objects(
-    mut server: tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>,
-    objects: Vec<Value>,
-) {
-    while let Some((request, respond)) = server.next_request().await {
-        let path = request.uri().path().to_owned();
-        let selector = request.uri().query().unwrap_or_default().split('&').find_map(|p| {
-            let value = p.strip_prefix("labelSelector=")?;
-            let decoded = value.replace("%2F", "/").replace("%3D", "=");
-            let (key, value) = decoded.split_once('=')?;
-            Some((key.to_owned(), value.to_owned()))
-        });
-        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        let (parts, namespace) = match parts.iter().position(|p| *p == "namespaces") {
-            Some(at) => (
-                [&parts[..at], &parts[at + 2..]].concat(),
-                Some(parts[at + 1].to_owned()),
-            ),
-            None => (parts.clone(), None),
-        };
-        let version_end = if parts[0] == "api" { 2 } else { 3 };
-        let plural = parts[version_end];
-        let name = parts.get(version_end + 1);
-        let matching: Vec<&Value> = objects
-            .iter()
-            .filter(|o| {
-                let kind = o["kind"].as_str().unwrap_or_default().to_lowercase();
-                let plural_of = match kind.strip_suffix('y') {
-                    Some(stem) => format!("{stem}ies"),
-                    None => format!("{kind}s"),
-                };
-                plural_of == plural
-            })
-            .filter(|o| namespace.as_deref().is_none_or(|ns| o["metadata"]["namespace"] == ns))
-            .filter(|o| name.is_none_or(|n| o["metadata"]["name"] == *n))
-            .filter(|o| {
-                selector
-                    .as_ref()
-                    .is_none_or(|(k, v)| o["metadata"]["labels"][k.as_str()] == v.as_str())
-            })
-            .collect();
-        let (status, body) = match (name, matching.first()) {
-            (Some(_), Some(object)) => (200, (*object).clone()),
-            (Some(_), None) => (
-                404,
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
-            ),
-            (None, _) => {
-                let items: Vec<Value> = matching
-                    .iter()
-                    .map(|o| {
-                        let mut item = (*o).clone();
-                        let fields = item.as_object_mut().expect("an object");
-                        fields.remove("kind");
-                        fields.remove("apiVersion");
-                        item
-                    })
-                    .collect();
-                (
-                    200,
-                    json!({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}),
-                )
-            }
-        };
-        let response = http::Response::builder()
-            .status(status)
-            .body(kube::client::Body::from(serde_json::to_vec(&body).expect("json")))
-            .expect("a response");
-        respond.send_response(response);
-    }
-}
-
 /// `explain` without --from reads the same objects from the cluster (here a fake API server
 /// over each reason's fixture) and prints exactly what `explain --from` prints for them.
 #[tokio::test]
@@ -572,10 +508,7 @@ async fn live_explain_prints_what_explain_from_prints() {
         let dir = data().join("reasons");
         let text = std::fs::read_to_string(dir.join(format!("{name}.yaml"))).expect("fixture");
         let list: Value = serde_saphyr::from_str(&text).expect("yaml");
-        let (service, server) =
-            tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
-        let api = tokio::spawn(serve_objects(server, list["items"].as_array().expect("items").clone()));
-        let client = kube::Client::new(service, "default");
+        let client = ApiServer::holding(list["items"].as_array().expect("items").clone()).client();
         let objects = ome_spread_controller::explain::fetch(client, "qwen3-0-6b", "spread-demo")
             .await
             .expect(name);
@@ -592,7 +525,6 @@ async fn live_explain_prints_what_explain_from_prints() {
         let expected = std::fs::read_to_string(dir.join(format!("{name}.txt"))).expect("expected");
         assert_eq!(printed, expected, "{name}");
         assert_eq!(holds, reason.holds(), "{name}");
-        api.abort();
     }
 }
 
@@ -761,8 +693,12 @@ fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
     // Another workload's pod takes zone-b's only GPU: no domain can take one more Instance, and
     // What to do says so once, with what would make a move possible.
     let mut full = skewed.objects.clone();
-    full.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch-0", "namespace": "batch"},
-        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "job", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
+    full.push(
+        Pod::named("batch", "batch-0")
+            .on("gpu-node-2")
+            .container("job", json!({"nvidia.com/gpu": "1"}))
+            .json(),
+    );
     let text = explained(full);
     assert!(
         text.ends_with("What to do: No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.\n"),
@@ -1013,13 +949,13 @@ fn satisfied_in_one_domain_says_losing_it_leaves_none_serving() {
 #[tokio::test]
 async fn live_explain_counts_the_room_other_workloads_hold() {
     let mut objects = Case::of(Reason::Skewed).objects;
-    objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch", "labels": {"app": "train"}},
-        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-        "status": {"phase": "Running"}}));
-    let (service, server) =
-        tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
-    let api = tokio::spawn(serve_objects(server, objects));
-    let client = kube::Client::new(service, "default");
+    objects.push(
+        training_pod(json!({"nvidia.com/gpu": "1"}))
+            .label("app", "train")
+            .running()
+            .json(),
+    );
+    let client = ApiServer::holding(objects).client();
     let fetched = ome_spread_controller::explain::fetch(client, "qwen3-0-6b", "spread-demo")
         .await
         .expect("fetched");
@@ -1037,7 +973,6 @@ async fn live_explain_counts_the_room_other_workloads_hold() {
         printed.ends_with("What to do: No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.\n"),
         "{printed}"
     );
-    api.abort();
 }
 
 /// `explain` on the Satisfied fixture with `args`: its exit code, stdout and stderr.
@@ -1146,10 +1081,7 @@ fn explain_names_a_settings_file_it_cannot_read() {
 async fn live_explain_reads_the_settings_of_the_clusters_policy() {
     let policy = json!({"apiVersion": "policies.kubewarden.io/v1", "kind": "ClusterAdmissionPolicy",
         "metadata": {"name": "ome-spread"}, "spec": {"settings": {"nodeTaintsPolicy": "Honor"}}});
-    let (service, server) =
-        tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
-    let api = tokio::spawn(serve_objects(server, vec![policy]));
-    let client = kube::Client::new(service, "default");
+    let client = ApiServer::holding(vec![policy]).client();
     let read = ome_spread_controller::policy::fetch_settings(client.clone(), "ome-spread").await;
     assert_eq!(
         read,
@@ -1162,5 +1094,4 @@ async fn live_explain_reads_the_settings_of_the_clusters_policy() {
                 .into()
         )
     );
-    api.abort();
 }

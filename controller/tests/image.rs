@@ -5,8 +5,9 @@
 //! run by containerd with runc, as a node would (short of the kubelet). `make image-test` builds
 //! the image and runs this; `make test` does so where the tools are installed.
 
-mod live;
 mod oci;
+
+use ome_spread_sim::live;
 
 use std::path::{Path, PathBuf};
 

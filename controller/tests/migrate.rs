@@ -77,14 +77,12 @@ fn minutes_ago(minutes: i64) -> String {
 
 /// The next request is an Event of `reason` with `note`; answered.
 async fn expect_event(server: &mut ApiServer, type_: &str, reason: &str, note: &str) -> Value {
-    let (method, uri, event, respond) = next(server).await;
-    assert_eq!((method.as_str(), uri.as_str()), ("POST", &*format!("{EVENTS_PATH}?")));
+    let event = event_recorded(server).await;
     assert_eq!(
         (&event["type"], &event["reason"], &event["note"]),
         (&json!(type_), &json!(reason), &json!(note)),
         "{event}"
     );
-    answer(respond, StatusCode::CREATED, &event);
     event
 }
 
@@ -417,12 +415,11 @@ async fn a_request_held_for_caps_elsewhere_does_not_hold_this_one_back() {
     let (method, uri, body, respond) = next(&mut server).await;
     assert_eq!((method.as_str(), uri.as_str()), ("PATCH", SERVICE_PATH), "{body}");
     answer(respond, StatusCode::OK, &patched());
-    let (_, _, event, respond) = next(&mut server).await;
+    let event = event_recorded(&mut server).await;
     assert_eq!(
         (&event["type"], &event["reason"]),
         (&json!("Normal"), &json!("RebalanceRequested"))
     );
-    answer(respond, StatusCode::CREATED, &event);
     reconciling.await.expect("no panic").expect("reconciled");
 }
 
@@ -538,10 +535,8 @@ async fn two_reconciles_at_once_write_one_request() {
     answer(respond, StatusCode::OK, &patched());
     let mut reasons = Vec::new();
     for _ in 0..2 {
-        let (method, _, event, respond) = next(&mut server).await;
-        assert_eq!(method, "POST", "no second request: {event}");
+        let event = event_recorded(&mut server).await;
         reasons.push(event["reason"].as_str().unwrap_or_default().to_owned());
-        answer(respond, StatusCode::CREATED, &event);
     }
     reasons.sort();
     assert_eq!(reasons, ["RebalanceHeld", "RebalanceRequested"]);
@@ -611,12 +606,11 @@ async fn a_migration_ome_failed_is_named_and_retried_after_backoff() {
         [(&json!(2), &json!("gpu-node-1")), (&json!(2), &json!("gpu-node-1"))]
     );
     answer(respond, StatusCode::OK, &patched());
-    let (_, _, event, respond) = next(&mut server).await;
+    let event = event_recorded(&mut server).await;
     assert_eq!(
         (&event["type"], &event["reason"]),
         (&json!("Normal"), &json!("RebalanceRequested"))
     );
-    answer(respond, StatusCode::CREATED, &event);
     reconciling.await.expect("no panic").expect("reconciled");
 }
 
@@ -667,7 +661,7 @@ async fn a_request_ome_rejects_is_named_kept_in_the_ledger_and_backed_off() {
     reconciling.await.expect("no panic").expect("reconciled");
 
     let reconciling = tokio::spawn(reconcile(replica, ctx.clone()));
-    let (_, _, event, respond) = next(&mut server).await;
+    let event = event_recorded(&mut server).await;
     let note = event["note"].as_str().expect("a note");
     assert_eq!(
         (&event["type"], &event["reason"]),
@@ -677,6 +671,5 @@ async fn a_request_ome_rejects_is_named_kept_in_the_ledger_and_backed_off() {
         "request {uuid} on InferenceService spread-demo/qwen3-0-6b was rejected ({message}): the engine's next request waits until "
     );
     assert!(note.starts_with(&backoff), "{note}");
-    answer(respond, StatusCode::CREATED, &event);
     reconciling.await.expect("no panic").expect("reconciled");
 }

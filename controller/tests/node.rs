@@ -7,14 +7,15 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=... OME_SPREAD_E2E_RUN=... cargo test -p ome-spread-controller --test node -- --ignored
 
-mod live;
 mod oci;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use live::{Printed, eventually, kubectl};
 use oci::{Buildah, IMAGE};
+use ome_spread_sim::live::{self, Printed, kubectl};
+use ome_spread_sim::local;
+use ome_spread_sim::wait::eventually;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-node";
@@ -55,7 +56,7 @@ impl Node {
             dir: dir.clone(),
             admin: admin.to_owned(),
         };
-        let mut command = tokio::process::Command::new(live::workspace().join("cluster/node-up.sh"));
+        let mut command = tokio::process::Command::new(local::workspace().join("cluster/node-up.sh"));
         command
             .arg(run)
             .arg(&dir)
@@ -76,7 +77,7 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        let _ = std::process::Command::new(live::workspace().join("cluster/node-down.sh"))
+        let _ = std::process::Command::new(local::workspace().join("cluster/node-down.sh"))
             .arg(&self.dir)
             .arg(&self.admin)
             .status();
@@ -85,7 +86,7 @@ impl Drop for Node {
 
 /// `helm ARGS` with the admin's kubeconfig, bounded to three minutes: what it printed.
 async fn helm(admin: &Path, args: &[&str]) -> Printed {
-    let mut command = tokio::process::Command::new(live::workspace().join("target/cluster/bin/helm"));
+    let mut command = tokio::process::Command::new(local::workspace().join("target/cluster/bin/helm"));
     command.args(args).env("KUBECONFIG", admin).kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(180), command.output())
         .await
@@ -212,7 +213,7 @@ async fn the_chart_runs_the_controller_from_a_registry_on_a_real_kubelet() {
 /// `helm install --wait` of the chart, the image from `registry`, the controller's pods (and
 /// helm test's) on the real node alone, helm test naming the replica's InferenceService.
 async fn install(admin: &Path, registry: &str) {
-    let chart = live::workspace().join("charts/ome-spread");
+    let chart = local::workspace().join("charts/ome-spread");
     let module = format!("policy.module=registry://{registry}/ome-spread:v0.1.0");
     let repository = format!("controller.image.repository={registry}/ome-spread-controller");
     let tolerations =

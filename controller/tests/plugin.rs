@@ -4,13 +4,13 @@
 //!
 //!   cargo test -p ome-spread-controller --test plugin -- --ignored
 
-mod live;
+use ome_spread_sim::local;
 
 use std::process::Command;
 
 /// `kubectl ARGS` with a folder holding the plugin first on PATH: its exit, stdout and stderr.
 fn kubectl(args: &[&str]) -> (bool, String, String) {
-    let kubectl = live::workspace().join("target/cluster/bin/kubectl");
+    let kubectl = local::workspace().join("target/cluster/bin/kubectl");
     assert!(
         kubectl.is_file(),
         "{} not built: make cluster-bin builds it",
@@ -20,7 +20,7 @@ fn kubectl(args: &[&str]) -> (bool, String, String) {
     std::fs::create_dir_all(&folder).expect("a folder for the plugin");
     let plugin = folder.join("kubectl-ome_spread");
     if !plugin.exists() {
-        std::os::unix::fs::symlink(live::binary("ome-spread"), &plugin).expect("the plugin linked");
+        std::os::unix::fs::symlink(local::binary("ome-spread"), &plugin).expect("the plugin linked");
     }
     let path = format!("{}:{}", folder.display(), std::env::var("PATH").unwrap_or_default());
     let output = Command::new(kubectl)
@@ -59,7 +59,7 @@ fn kubectl_runs_the_plugin_which_names_itself_so() {
     assert!(ok);
     assert!(listed.lines().any(|line| line == "kubectl-ome_spread"), "{listed}");
     // Under its own name, it is ome-spread.
-    let own = Command::new(live::binary("ome-spread"))
+    let own = Command::new(local::binary("ome-spread"))
         .arg("--help")
         .output()
         .expect("it runs");

@@ -4,11 +4,9 @@
 //! compared with the case's `response.json`. Needs the binary and the annotated policy:
 //! `make e2e-server` builds the one and runs this with `--ignored`.
 
-mod support;
-
 use std::collections::BTreeMap;
 
-use support::{Case, FakeApi, Policy, PolicyServer, Tools};
+use ome_spread_sim::policy_server::{self, Case, FakeApi, Policy, PolicyServer, Tools};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs policy-server and kwctl: make e2e-server"]
@@ -16,7 +14,7 @@ async fn every_case_under_the_real_policy_server() {
     let Some(tools) = Tools::find(false) else {
         return;
     };
-    let cases = support::cases();
+    let cases = policy_server::cases();
     let mut failed: Vec<String> = Vec::new();
     let mut report = |case: &Case, differences: Vec<String>| {
         if differences.is_empty() {
@@ -46,8 +44,8 @@ async fn every_case_under_the_real_policy_server() {
     }
 
     // One policy-server per set of cases whose cluster agrees, each case a policy of its own.
-    let groups = support::groups(valid);
-    let client = support::client();
+    let groups = policy_server::groups(valid);
+    let client = policy_server::client();
     for group in &groups {
         let replicas = group.iter().filter_map(|c| c.replica.clone()).collect();
         let api = FakeApi::start(replicas).await;
@@ -56,8 +54,8 @@ async fn every_case_under_the_real_policy_server() {
             .unwrap_or_else(|output| panic!("policy-server did not start: {output}"));
         for case in group {
             let before = api.seen().len();
-            let mut differences = match support::validate(&client, server.port, &case.name, case.body()).await {
-                Ok(review) => support::differences(&case.request, &case.expected, &review),
+            let mut differences = match policy_server::validate(&client, server.port, &case.name, case.body()).await {
+                Ok(review) => policy_server::differences(&case.request, &case.expected, &review),
                 Err(e) => vec![format!("no answer: {e}\n{}", server.log())],
             };
             // The policy reads only its own replica (perhaps from policy-server's cache), and

@@ -19,6 +19,7 @@ use ome_spread_controller::reconcile::{error_policy, reconcile, retry_after};
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_controller::serve::Health;
 use ome_spread_core::diagnosis::Reason;
+use ome_spread_sim::objects;
 use serde_json::json;
 
 use harness::*;
@@ -38,12 +39,7 @@ async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_om
         let name = reason.as_str();
         let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx.clone()));
 
-        let (method, uri, event, respond) = next(&mut server).await;
-        assert_eq!(
-            (method.as_str(), uri.as_str()),
-            ("POST", &*format!("{EVENTS_PATH}?")),
-            "{name}"
-        );
+        let event = event_recorded(&mut server).await;
         let kind = if reason.holds() { "Normal" } else { "Warning" };
         assert_eq!(
             (&event["type"], &event["reason"], &event["note"], &event["action"]),
@@ -61,14 +57,8 @@ async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_om
             "{name}"
         );
         assert_eq!(event["reportingController"], "ome-spread", "{name}");
-        answer(respond, StatusCode::CREATED, &event);
 
-        let (method, uri, body, respond) = next(&mut server).await;
-        assert_eq!(
-            (method.as_str(), uri.as_str()),
-            ("PATCH", &*format!("{STATUS_PATH}{APPLY_QUERY}")),
-            "{name}"
-        );
+        let body = condition_applied(&mut server, &replica).await;
         let status = if reason.holds() { "True" } else { "False" };
         let at = body["status"]["conditions"][0]["lastTransitionTime"].clone();
         assert!(
@@ -79,7 +69,6 @@ async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_om
         let expected = json!({"type": "Spread", "status": status, "reason": name, "message": expected_message(reason),
             "observedGeneration": 3, "lastTransitionTime": at});
         assert_eq!(body, apply_body(&expected), "{name}");
-        answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
 
         let action = reconciling.await.expect("no panic").expect("reconciled");
         assert_eq!(action, Action::requeue(Duration::from_secs(600)), "{name}");
@@ -153,15 +142,10 @@ async fn a_new_message_under_the_same_reason_is_applied_without_an_event() {
         condition("False", "Skewed", "an older count", "2026-11-01T10:00:00Z"),
     );
     let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx));
-    let (method, uri, body, respond) = next(&mut server).await;
-    assert_eq!(
-        (method.as_str(), uri.as_str()),
-        ("PATCH", &*format!("{STATUS_PATH}{APPLY_QUERY}"))
-    );
+    let body = condition_applied(&mut server, &replica).await;
     let expected = json!({"type": "Spread", "status": "False", "reason": "Skewed", "message": expected_message(Reason::Skewed),
         "observedGeneration": 3, "lastTransitionTime": "2026-11-01T10:00:00Z"});
     assert_eq!(body, apply_body(&expected));
-    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
 }
 
@@ -184,20 +168,18 @@ async fn a_reason_change_records_a_warning_and_moves_the_transition_time() {
         ),
     );
     let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx));
-    let (method, _, event, respond) = next(&mut server).await;
+    let event = event_recorded(&mut server).await;
     assert_eq!(
-        (method.as_str(), &event["type"], &event["reason"]),
-        ("POST", &json!("Warning"), &json!("Skewed"))
+        (&event["type"], &event["reason"]),
+        (&json!("Warning"), &json!("Skewed"))
     );
-    answer(respond, StatusCode::CREATED, &event);
-    let (_, _, body, respond) = next(&mut server).await;
+    let body = condition_applied(&mut server, &replica).await;
     let condition = &body["status"]["conditions"][0];
     assert_eq!(
         (&condition["status"], &condition["reason"]),
         (&json!("False"), &json!("Skewed"))
     );
     assert_ne!(condition["lastTransitionTime"], "2026-11-01T10:00:00Z");
-    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
 }
 
@@ -388,8 +370,7 @@ async fn recommend_records_the_first_move_once_and_the_moves_still_needed() {
         condition("False", "Skewed", &message, "2026-11-01T10:00:00Z"),
     ));
     let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-    let (method, uri, event, respond) = next(&mut server).await;
-    assert_eq!((method.as_str(), uri.as_str()), ("POST", &*format!("{EVENTS_PATH}?")));
+    let event = event_recorded(&mut server).await;
     assert_eq!(
         (&event["type"], &event["reason"], &event["note"], &event["action"]),
         (
@@ -403,7 +384,6 @@ async fn recommend_records_the_first_move_once_and_the_moves_still_needed() {
         event["regarding"],
         json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "qwen3-0-6b-engine", "namespace": "spread-demo"})
     );
-    answer(respond, StatusCode::CREATED, &event);
     reconciling.await.expect("no panic").expect("reconciled");
     assert!(
         ctx.metrics.encode().contains(&format!("{MOVES_SERIES} 1\n")),
@@ -457,8 +437,7 @@ async fn the_service_annotation_lowers_the_mode_and_an_unknown_value_is_named() 
     } = harness(&annotated("sometimes"), Mode::Recommend);
     let replica = Arc::new(with_condition(replica, skewed));
     let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-    let (method, _, event, respond) = next(&mut server).await;
-    assert_eq!(method, "POST");
+    let event = event_recorded(&mut server).await;
     assert_eq!(
         (&event["type"], &event["reason"], &event["note"]),
         (
@@ -473,7 +452,6 @@ async fn the_service_annotation_lowers_the_mode_and_an_unknown_value_is_named() 
         (&event["regarding"]["kind"], &event["regarding"]["name"]),
         (&json!("InferenceService"), &json!("qwen3-0-6b"))
     );
-    answer(respond, StatusCode::CREATED, &event);
     reconciling.await.expect("no panic").expect("reconciled");
     assert!(!ctx.metrics.encode().contains(MOVES_SERIES));
     reconcile(replica, ctx).await.expect("named once, not on every resync");
@@ -506,7 +484,7 @@ async fn an_instance_index_that_is_not_a_number_is_named() {
     );
     let replica = Arc::new(with_condition(replica, skewed));
     let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-    let (_, _, event, respond) = next(&mut server).await;
+    let event = event_recorded(&mut server).await;
     assert_eq!(
         (
             &event["type"],
@@ -521,7 +499,6 @@ async fn an_instance_index_that_is_not_a_number_is_named() {
             &json!("InferenceReplica")
         )
     );
-    answer(respond, StatusCode::CREATED, &event);
     reconciling.await.expect("no panic").expect("reconciled");
     assert!(ctx.metrics.encode().contains(&format!("{MOVES_SERIES} 0\n")));
     reconcile(replica, ctx).await.expect("named once, not on every resync");
@@ -554,10 +531,8 @@ async fn said(objects: &[serde_json::Value]) -> (String, String) {
         _writers,
     } = harness(objects, Mode::Off);
     let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx.clone()));
-    let (_, _, event, respond) = next(&mut server).await;
-    answer(respond, StatusCode::CREATED, &event);
-    let (_, _, body, respond) = next(&mut server).await;
-    answer(respond, StatusCode::OK, &serde_json::to_value(&replica).expect("json"));
+    let event = event_recorded(&mut server).await;
+    let body = condition_applied(&mut server, &replica).await;
     reconciling.await.expect("no panic").expect("reconciled");
     let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_owned();
     (text(&event["note"]), text(&body["status"]["conditions"][0]["message"]))
@@ -568,9 +543,13 @@ async fn said(objects: &[serde_json::Value]) -> (String, String) {
 #[tokio::test]
 async fn another_workloads_pod_takes_room_and_no_move_goes_into_it() {
     let mut objects = fixture(Reason::Skewed);
-    objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "batch"},
-        "spec": {"nodeName": "gpu-node-2", "containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-        "status": {"phase": "Running"}}));
+    objects.push(
+        objects::Pod::named("batch", "train-0")
+            .on("gpu-node-2")
+            .container("trainer", json!({"nvidia.com/gpu": "1"}))
+            .running()
+            .json(),
+    );
     let expected = "Instances per domain (zone-a: 3, zone-b: 0) differ by 3, more than maxSkew 1. \
         No migration can fix it now: no eligible domain has room for one more Instance. Free room for one more Instance in zone-b.";
     assert_eq!(said(&objects).await, (expected.to_owned(), expected.to_owned()));

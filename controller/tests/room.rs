@@ -11,14 +11,14 @@
 //! of the resource the count ran out of. It works in the namespace `ome-spread-e2e-room`, on nodes
 //! `room-*` and the RuntimeClass `ome-spread-e2e-overhead`, all deleted at the end, pass or fail.
 
-mod live;
+use ome_spread_sim::{live, wait::eventually};
 
 use std::path::Path;
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use live::eventually;
+
 use ome_spread_core::room::{self, Resources};
 use ome_spread_sim::nodes::{self, NodeShape};
 use serde_json::{Value, json};
@@ -102,7 +102,6 @@ fn shape(node: &str) -> NodeShape {
 #[ignore = "needs a cluster with kube-scheduler: make e2e-cluster, or set OME_SPREAD_E2E_KUBECONFIG"]
 async fn room_is_counted_as_kube_scheduler_fits_pods() {
     let Some(kubeconfig) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let client = live::client_of(&kubeconfig).await;

@@ -8,17 +8,17 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=target/cluster/e2e/kubeconfig cargo test -p ome-spread-controller --test seed -- --ignored
 
-mod live;
+use ome_spread_sim::{live, local, wait::eventually};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use live::{Process, kubectl, table};
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_core::settings::Settings;
+use ome_spread_sim::live::{Process, kubectl, table};
 use ome_spread_sim::nodes::{self, NodeShape};
 use serde_json::{Value, json};
 
@@ -82,7 +82,7 @@ impl World {
     /// when asked, the controller (its Lease's namespace, its rebalance mode).
     async fn start(admin: PathBuf, model: &str, nodes: &[NodeShape], controller: Option<(&str, Mode)>) -> World {
         live::logs();
-        let scratch = live::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
+        let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
         live::install_crds(&admin).await;
         live::install_openreports_crd(&admin).await;
@@ -104,7 +104,7 @@ impl World {
         nodes::create_nodes(&client, nodes).await.expect("the nodes");
         let mut processes = Vec::new();
         let env = [("KUBECONFIG", admin.as_path())];
-        let stand_in = live::binary("stand-in");
+        let stand_in = local::binary("stand-in");
         let (nodes, _) = Process::start("nodes", &stand_in, &["nodes"], &env, "nodes: ready").await;
         processes.push(nodes);
         let (ome, _) = Process::start("ome", &stand_in, &["ome", "--no-in-tree-terms"], &env, "ome: ready").await;
@@ -171,14 +171,14 @@ async fn admission_host(admin: &Path, scratch: &Path) -> Process {
     // policy.yaml whole, on Kubewarden's CRD: its ClusterAdmissionPolicy is where `explain` reads
     // the settings, as in a cluster that runs Kubewarden.
     live::install_kubewarden_crd(admin).await;
-    let policy = std::fs::read_to_string(live::workspace().join("policy.yaml")).expect("policy.yaml");
+    let policy = std::fs::read_to_string(local::workspace().join("policy.yaml")).expect("policy.yaml");
     live::apply(admin, &policy).await;
     let token = live::service_account_kubeconfig(admin, "kubewarden", "policy-server", scratch).await;
     let pki = live::run_dir()
         .expect("OME_SPREAD_E2E_RUN: cluster/up.sh's run directory")
         .join("pki");
     let (cert, key, ca) = (pki.join("webhook.crt"), pki.join("webhook.key"), pki.join("ca.crt"));
-    let wasm = live::workspace().join("policy.wasm");
+    let wasm = local::workspace().join("policy.wasm");
     let args = [
         "--wasm",
         path(&wasm),
@@ -198,7 +198,7 @@ async fn admission_host(admin: &Path, scratch: &Path) -> Process {
         "--admin-kubeconfig",
         path(admin),
     ];
-    let host = live::binary("examples/admission_host");
+    let host = local::binary("examples/admission_host");
     Process::start("admission", &host, &args, &[], "listening on").await.0
 }
 
@@ -214,7 +214,6 @@ fn row(cells: &[&str]) -> Vec<String> {
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn step_1_and_step_2_as_the_seed_writes_them() {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let layout = nodes::layout("two-zones").expect("the seed's nodes");
@@ -355,7 +354,6 @@ fn node(row: &str, name: &str, zone: Option<&str>, gpus: u32) -> NodeShape {
 
 async fn troubleshoot(row: Row) {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let world = start_row(admin, &row).await;
@@ -381,7 +379,7 @@ async fn start_row(admin: PathBuf, row: &Row) -> World {
 /// API server, each as `row` says.
 async fn diagnosed_as_the_row_says(world: &World, row: &Row) {
     let namespace = row.name;
-    let condition = live::eventually(&format!("Spread {} ({})", row.status, row.reason), 120, || async {
+    let condition = eventually(&format!("Spread {} ({})", row.status, row.reason), 120, || async {
         let replica = live::replica(&world.admin, namespace).await?;
         live::spread(&replica).filter(|c| c["reason"] == row.reason).cloned()
     })
@@ -417,7 +415,7 @@ async fn diagnosed_as_the_row_says(world: &World, row: &Row) {
         assert!(events.starts_with(&format!("{regarding}{}", row.why)), "{events}");
     }
 
-    let explain = tokio::process::Command::new(live::binary("ome-spread"))
+    let explain = tokio::process::Command::new(local::binary("ome-spread"))
         .args(["explain", "qwen3-0-6b", "-n", namespace])
         .env("KUBECONFIG", &world.admin)
         .output()
@@ -457,7 +455,7 @@ async fn reports(admin: &Path, namespace: &str) -> Vec<Value> {
 /// what the condition says, under the source Policy Reporter lists it by.
 async fn reported_as_the_condition_says(admin: &Path, namespace: &str, condition: &Value) {
     let started = std::time::Instant::now();
-    let report = live::eventually("the report of the condition's message", 10, || async {
+    let report = eventually("the report of the condition's message", 10, || async {
         let reports = reports(admin, namespace).await;
         assert!(reports.len() <= 1, "one report: {reports:?}");
         reports
@@ -513,7 +511,7 @@ async fn end_row(world: World, row: &Row) {
     world
         .kubectl(&["delete", "inferenceservice", "qwen3-0-6b", "-n", row.name])
         .await;
-    live::eventually("the report gone with its replica", 60, || async {
+    eventually("the report gone with its replica", 60, || async {
         reports(&world.admin, row.name).await.is_empty().then_some(())
     })
     .await;
@@ -608,7 +606,6 @@ async fn a_spread_without_a_key_no_key() {
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let namespace = "added";
@@ -651,7 +648,7 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
     let spread = "    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n";
     live::apply(&world.admin, &service(spread)).await;
     let reason = || async { live::spread_reason(&world.admin, namespace).await.unwrap_or_default() };
-    live::eventually("PodsPredateChange", 60, || async {
+    eventually("PodsPredateChange", 60, || async {
         (reason().await == "PodsPredateChange").then_some(())
     })
     .await;
@@ -677,7 +674,7 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
         let printed = live::kubectl_with(&world.admin, &args, None).await.stdout;
         printed.lines().filter(|l| *l == "True").count()
     };
-    let moved = live::eventually("an Instance in zone-b", 180, || async {
+    let moved = eventually("an Instance in zone-b", 180, || async {
         let ready = serving().await;
         assert!(ready >= 2, "serving dropped to {ready}");
         let now = table(&pods().await);
@@ -717,7 +714,7 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
         "-o",
         "jsonpath={range .status.migrations[*]}{.phase} {.sourceInstance}{\"\\n\"}{end}",
     ];
-    live::eventually("one migration, completed", 60, || async {
+    eventually("one migration, completed", 60, || async {
         let records = live::kubectl_with(&world.admin, &args, None).await.stdout;
         assert_eq!(records.lines().count(), 1, "one migration in all: {records}");
         (records == format!("Completed {source}\n")).then_some(())
@@ -782,7 +779,6 @@ async fn preferred_piles_into_the_domain_with_room_skewed() {
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zones() {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let mut nodes = Vec::new();
@@ -909,7 +905,6 @@ async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zon
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn an_instance_in_two_racks_instance_split() {
     let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
         return;
     };
     let nodes: Vec<NodeShape> = ["r1", "r2"]

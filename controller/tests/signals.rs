@@ -6,12 +6,12 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=... cargo test -p ome-spread-controller --test signals -- --ignored
 
-mod live;
+use ome_spread_sim::{live, local, wait::eventually};
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use live::{Process, eventually};
+use ome_spread_sim::live::Process;
 
 /// The Lease's namespace, as the chart's.
 const NAMESPACE: &str = "ome-spread";
@@ -29,23 +29,16 @@ async fn terminate(pid: u32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn as_pid_one_a_standby_stops_at_once_and_the_leader_hands_the_lease_over_on_sigterm() {
-    let Some(admin) = live::kubeconfig() else {
-        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+    let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::install_crds(&admin).await;
-    live::apply(
-        &admin,
-        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"),
-    )
-    .await;
-    live::forget_lease(&admin).await;
+    live::controller_namespace(&admin).await;
 
-    let binary = live::binary("ome-spread");
+    let binary = local::binary("ome-spread");
     let binary = binary.to_str().expect("a UTF-8 path");
     let mut controllers = Vec::new();
     for identity in ["ome-spread-signals-a", "ome-spread-signals-b", "ome-spread-signals-c"] {
-        let listen = format!("127.0.0.1:{}", live::free_port());
+        let listen = format!("127.0.0.1:{}", local::free_port());
         let args = [
             "--pid",
             "--fork",

@@ -18,9 +18,7 @@ use ome_spread_core::room::{Requested, requested};
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
-#[path = "support/cluster.rs"]
-mod cluster;
-use cluster::{Cluster, REPLICAS, cluster};
+use ome_spread_sim::large_cluster::{Cluster, REPLICAS, cluster};
 
 /// The controller's pass: nodes read once, pods grouped by replica once, one report per replica;
 /// with `requested` (the room the controller keeps by the pods' events), each replica's worst loss

@@ -20,9 +20,7 @@ use ome_spread_core::room::requested;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
-#[path = "support/cluster.rs"]
-mod cluster;
-use cluster::{Cluster, REPLICAS, cluster};
+use ome_spread_sim::large_cluster::{Cluster, REPLICAS, cluster};
 
 /// The large cluster with every pod Ready on a node of its model in zone-0, and room on every node.
 fn skewed() -> Cluster {

@@ -84,7 +84,6 @@ impl SpreadSettings {
     pub fn domain_key(&self) -> Option<&str> {
         self.spread_key.as_deref().or(self.topology_key.as_deref())
     }
-
 }
 
 impl SpreadFields {

@@ -250,23 +250,3 @@ pub fn log(who: &str, line: impl std::fmt::Display) {
             .unwrap_or_default()
     );
 }
-
-/// Polls `check` every half second until it gives a value, for at most `seconds`: the cluster
-/// tests' wait (the sim's and the controller's).
-pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    seconds: u64,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(seconds);
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {seconds} s waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
-}

@@ -5,9 +5,21 @@
 //! cluster would do with it. On a real kube-apiserver and kube-scheduler (`make e2e-cluster`):
 //! stand-ins, test-only, for what such a control plane lacks: the nodes' kubelets ([`nodes`]) and
 //! OME ([`ome_stand_in`]), which runs [`ome`]'s migration against the API server.
+//!
+//! And the one home of what the workspace's tests share: waiting on a condition ([`wait`]), the
+//! workspace's files, built binaries and free ports ([`local`]), the live cluster of the cluster
+//! suites, kubectl and the processes they start ([`live`]), the in-memory API server ([`memory`]),
+//! and the real Kubewarden policy-server run over the rule table's cases ([`policy_server`]).
 
 pub mod api;
+pub mod large_cluster;
+pub mod live;
+pub mod local;
+pub mod memory;
 pub mod nodes;
+pub mod objects;
 pub mod ome;
 pub mod ome_stand_in;
+pub mod policy_server;
 pub mod scheduler;
+pub mod wait;

@@ -295,26 +295,32 @@ fn affinity_allows(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value])
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::{Node, Pod};
     use serde_json::json;
 
     const ZONE: &str = "topology.kubernetes.io/zone";
 
     fn node(name: &str, zone: &str, gpus: &str, spec: Value) -> Value {
-        json!({"metadata": {"name": name, "labels": {ZONE: zone, "gpu": "true"}}, "spec": spec,
-            "status": {"allocatable": {"nvidia.com/gpu": gpus, "cpu": "32", "pods": "110"}}})
+        Node::named(name)
+            .label(ZONE, zone)
+            .label("gpu", "true")
+            .spec(spec)
+            .allocatable(json!({"nvidia.com/gpu": gpus, "cpu": "32", "pods": "110"}))
+            .json()
     }
 
     fn pod(name: &str, labels: Value, node: Option<&str>, extra: Value) -> Value {
-        let mut pod = json!({"metadata": {"name": name, "namespace": "ns", "labels": labels},
-            "spec": {"nodeSelector": {"gpu": "true"},
-                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "10"}}}]}});
+        let mut pod = Pod::named("ns", name)
+            .labels(labels)
+            .with("nodeSelector", json!({"gpu": "true"}))
+            .container("engine", json!({"nvidia.com/gpu": "1", "cpu": "10"}));
         if let Some(node) = node {
-            pod["spec"]["nodeName"] = json!(node);
+            pod = pod.on(node);
         }
-        for (k, v) in extra.as_object().into_iter().flatten() {
-            pod["spec"][k] = v.clone();
+        for (field, value) in extra.as_object().into_iter().flatten() {
+            pod = pod.with(field, value.clone());
         }
-        pod
+        pod.json()
     }
 
     fn spread(when: &str) -> Value {

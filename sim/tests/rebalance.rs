@@ -28,24 +28,15 @@ use ome_spread_core::rebalance::{Move, NoPlan, recommend};
 use ome_spread_core::room::requested;
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::nodes::RACK;
+use ome_spread_sim::objects::{self, Node, Pod};
 use ome_spread_sim::ome::{Ome, admitted, apply};
+use proptest::prelude::RngExt;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use serde_json::{Value, json};
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 const SERVICE: &str = "qwen3";
 const NAMESPACE: &str = "spread-demo";
-
-/// A tiny seeded PRNG (xorshift64): the same clusters on every run.
-struct XorShift(u64);
-
-impl XorShift {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 /// The fewest moves, by breadth-first search over the Instances per zone: a move takes one from
 /// a zone to another below its capacity; done when every zone is within `max_skew`.
@@ -91,27 +82,25 @@ fn service() -> Value {
 }
 
 fn replica() -> Value {
-    let mut spec = spread_fields();
-    spec["component"] = json!("engine");
-    spec["parentRef"] = json!({"name": SERVICE});
-    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
-        "metadata": {"name": format!("{SERVICE}-engine"), "namespace": NAMESPACE}, "spec": spec})
+    objects::replica(NAMESPACE, SERVICE, "engine", &spread_fields())
 }
 
 /// A pod of Instance `index` as OME creates it, before the policy: one GPU.
 fn bare_pod(index: usize, runner: &str, ordinal: usize) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("{SERVICE}-engine-{index}-{runner}-{ordinal}"), "namespace": NAMESPACE,
-            "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": SERVICE, "component": "engine",
-                "ome.io/runner": runner, "ome.io/instance-index": index.to_string()}},
-        "spec": {"nodeSelector": {"gpu": "true"},
-            "containers": [{"name": "engine", "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "4"}}}]}})
+    Pod::instance(NAMESPACE, SERVICE, "engine", index, runner, ordinal)
+        .with("nodeSelector", json!({"gpu": "true"}))
+        .requests(json!({"nvidia.com/gpu": "1", "cpu": "4"}))
+        .json()
 }
 
 fn node(name: &str, zone: usize, rack: &str, gpus: usize, spec: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {ZONE: format!("zone-{zone}"), RACK: rack, "gpu": "true"}}, "spec": spec,
-        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "pods": "110"}}})
+    Node::named(name)
+        .label(ZONE, &format!("zone-{zone}"))
+        .label(RACK, rack)
+        .label("gpu", "true")
+        .spec(spec)
+        .allocatable(json!({"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "pods": "110"}))
+        .json()
 }
 
 fn of_kind<'a>(objects: &'a [Value], kind: &str) -> impl Iterator<Item = &'a Value> {
@@ -179,19 +168,20 @@ fn serving(objects: &[Value], size: usize) -> usize {
 
 #[test]
 fn migrate_reaches_the_spread_in_the_fewest_moves_through_ome_and_the_scheduler() {
-    let mut rng = XorShift(0x5eed_0b11);
+    // proptest's deterministic generator: the same clusters on every run.
+    let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
     let (mut moved, mut reachable, mut gangs, mut stopped_clusters, mut would_go) = (0, 0, 0, 0, 0);
     let mut held_for_caps = 0;
     for case in 0..720 {
-        let zones = 2 + rng.below(5);
+        let zones = 2 + rng.random_range(0..5);
         // Per node: its zone, its rack (1-2 a zone), whether it accepts the pods, its GPUs.
         let mut layout: Vec<(usize, String, bool, usize)> = Vec::new();
         let mut objects = vec![service(), replica()];
         for zone in 0..zones {
-            let racks = 1 + rng.below(2);
-            for n in 0..1 + rng.below(3) {
-                let rack = format!("z{zone}-r{}", rng.below(racks));
-                let (gpus, trait_) = (rng.below(9), rng.below(8));
+            let racks = 1 + rng.random_range(0..2);
+            for n in 0..1 + rng.random_range(0..3) {
+                let rack = format!("z{zone}-r{}", rng.random_range(0..racks));
+                let (gpus, trait_) = (rng.random_range(0..9), rng.random_range(0..8));
                 let spec = match trait_ {
                     0 => json!({"unschedulable": true}),
                     1 => json!({"taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]}),
@@ -201,18 +191,18 @@ fn migrate_reaches_the_spread_in_the_fewest_moves_through_ome_and_the_scheduler(
                 layout.push((zone, rack, trait_ > 1, gpus));
             }
         }
-        let size = if case % 2 == 0 { 2 + rng.below(2) } else { 1 };
-        let max_skew = 1 + rng.below(2);
+        let size = if case % 2 == 0 { 2 + rng.random_range(0..2) } else { 1 };
+        let max_skew = 1 + rng.random_range(0..2);
         let policy_settings = json!({"maxSkew": max_skew});
         let settings = Settings::from_json(&policy_settings).expect("settings");
         // Instances placed skewed (zones weighted), each whole in one rack, on any node with a
         // free GPU: pods may predate a cordon or a taint.
-        let weights: Vec<usize> = (0..zones).map(|_| rng.below(4)).collect();
+        let weights: Vec<usize> = (0..zones).map(|_| rng.random_range(0..4)).collect();
         let mut used = vec![0usize; layout.len()];
         let mut counts = vec![0usize; zones];
         // At most two thirds of the GPUs taken, so that many clusters have room to move into.
         let gpus: usize = layout.iter().map(|l| l.3).sum();
-        for index in 0..(2 + rng.below(39)).min(gpus * 2 / 3 / size).max(2) {
+        for index in 0..(2 + rng.random_range(0..39)).min(gpus * 2 / 3 / size).max(2) {
             let free_in = |rack: &str, used: &[usize]| {
                 let nodes = layout.iter().enumerate().filter(|(_, l)| l.1 == rack);
                 nodes.map(|(at, l)| l.3 - used[at]).sum::<usize>()
@@ -223,7 +213,7 @@ fn migrate_reaches_the_spread_in_the_fewest_moves_through_ome_and_the_scheduler(
             };
             let zone = (0..zones)
                 .filter(|&z| roomy_rack(z, &used).is_some())
-                .max_by_key(|&z| (weights[z] * (1 + rng.below(3)), z));
+                .max_by_key(|&z| (weights[z] * (1 + rng.random_range(0..3)), z));
             let Some(zone) = zone else { break };
             let rack = roomy_rack(zone, &used).expect("a rack with room");
             for (ordinal, runner) in (0..size).map(|p| {

@@ -5,17 +5,17 @@
 
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
+use ome_spread_sim::large_cluster as cluster;
+use ome_spread_sim::local::free_port;
+use ome_spread_sim::wait::until;
 use serde_json::{Value, json};
-
-#[path = "../../core/benches/support/cluster.rs"]
-mod cluster;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -34,11 +34,6 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
-}
-
 fn start(program: &str, args: &[&str]) -> Running {
     let child = Command::new(program)
         .args(args)
@@ -50,13 +45,10 @@ fn start(program: &str, args: &[&str]) -> Running {
 }
 
 async fn listening(port: u16) {
-    for _ in 0..100 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("nothing listens on port {port} after 10 s");
+    until(&format!("something listening on port {port}"), 10, || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .await;
 }
 
 /// Why the test cannot run here, if it cannot.

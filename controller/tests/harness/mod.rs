@@ -200,6 +200,33 @@ pub async fn next(server: &mut ApiServer) -> (String, String, Value, mock::SendR
     (method, uri, body, respond)
 }
 
+/// The next request is an Event recorded in the replica's namespace: answered 201, and given
+/// for the test's own checks. (With [`condition_applied`], the scenarios of the API server the
+/// reconciler meets, as controller-rs's `ApiServerVerifier` plays them.)
+pub async fn event_recorded(server: &mut ApiServer) -> Value {
+    let (method, uri, event, respond) = next(server).await;
+    assert_eq!(
+        (method.as_str(), uri.as_str()),
+        ("POST", &*format!("{EVENTS_PATH}?")),
+        "{event}"
+    );
+    answer(respond, StatusCode::CREATED, &event);
+    event
+}
+
+/// The next request applies the `Spread` condition on the replica's status, server-side, as the
+/// field manager ome-spread: answered with `replica`, and its body given.
+pub async fn condition_applied(server: &mut ApiServer, replica: &InferenceReplica) -> Value {
+    let (method, uri, body, respond) = next(server).await;
+    assert_eq!(
+        (method.as_str(), uri.as_str()),
+        ("PATCH", &*format!("{STATUS_PATH}{APPLY_QUERY}")),
+        "{body}"
+    );
+    answer(respond, StatusCode::OK, &serde_json::to_value(replica).expect("json"));
+    body
+}
+
 pub fn answer(respond: mock::SendResponse<Response<Body>>, status: StatusCode, body: &Value) {
     let response = Response::builder()
         .status(status)

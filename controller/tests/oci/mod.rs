@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::live;
+use ome_spread_sim::{live, local};
 
 /// The image's name and tag in the registry a test starts, as the chart's image values name it
 /// (the tag: the chart's appVersion).
@@ -14,7 +14,7 @@ pub const IMAGE: &str = "ome-spread-controller:v0.1.0";
 
 /// `oci-archive:FILE` of the archive make image writes.
 pub fn archive() -> String {
-    let archive = live::workspace().join("target/image/ome-spread-controller.oci.tar");
+    let archive = local::workspace().join("target/image/ome-spread-controller.oci.tar");
     assert!(
         archive.is_file(),
         "{} not found: make image writes it",
@@ -25,7 +25,7 @@ pub fn archive() -> String {
 
 /// A fresh folder of the test's own under target/image-test.
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = live::workspace().join("target/image-test").join(name);
+    let dir = local::workspace().join("target/image-test").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     dir
@@ -34,7 +34,7 @@ pub fn scratch(name: &str) -> PathBuf {
 /// Debian's docker-registry on a free port of 127.0.0.1, its storage in `dir`: its address, and
 /// the process, stopped when dropped.
 pub async fn registry(dir: &Path) -> (String, live::Process) {
-    let address = format!("127.0.0.1:{}", live::free_port());
+    let address = format!("127.0.0.1:{}", local::free_port());
     let config = dir.join("registry.yml");
     let storage = dir.join("registry");
     let yaml = format!(

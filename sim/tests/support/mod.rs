@@ -1,16 +1,16 @@
 //! What the stand-ins' cluster tests share: the cluster `OME_SPREAD_E2E_KUBECONFIG` names (a
 //! real kube-apiserver and kube-scheduler, such as cluster/up.sh's; never one that runs OME),
-//! OME's CRDs on it, the seed's runtime and InferenceService, the stand-ins run in this process,
-//! and bounded waits.
+//! OME's CRDs on it, the seed's runtime and InferenceService, and the stand-ins run in this
+//! process.
 
 #![allow(dead_code)] // each test file uses its part
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use ome_spread_sim::api::{self, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, NODE, POD};
+use ome_spread_sim::live;
 use ome_spread_sim::nodes::{self, NodeShape, STAND_IN_LABEL};
 use ome_spread_sim::ome_stand_in::{self, Terms};
 use serde_json::{Value, json};
@@ -27,17 +27,6 @@ const NAMESPACES: Kind = Kind {
     plural: "namespaces",
     namespaced: false,
 };
-const CRDS: Kind = Kind {
-    group: "apiextensions.k8s.io",
-    version: "v1",
-    kind: "CustomResourceDefinition",
-    plural: "customresourcedefinitions",
-    namespaced: false,
-};
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// The seed's ClusterServingRuntime: its engine asks for what the seed says one engine pod needs
 /// (1 GPU, 10 CPUs, 30 GiB); OME selects the nodes where the model is Ready.
@@ -56,7 +45,7 @@ pub fn seed_service() -> Value {
             "engine": {"minReplicas": 2, "maxReplicas": 2, "topologySpread": "Required", "topologySpreadKey": ZONE}}})
 }
 
-pub use ome_spread_sim::api::eventually;
+pub use ome_spread_sim::wait::eventually;
 
 /// The cluster under test, with the stand-ins running in this process until it is dropped.
 pub struct Cluster {
@@ -87,11 +76,9 @@ pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
 
 /// [`cluster`], the OME stand-in run with `ome_options`.
 pub async fn cluster_with(layout: &[NodeShape], ome_options: ome_stand_in::Options) -> Cluster {
-    let path = std::env::var_os("OME_SPREAD_E2E_KUBECONFIG").expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
-    // A relative path is the workspace's (cargo runs the test in sim/).
-    let path = workspace().join(path);
+    let path = live::kubeconfig().expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
     let client = api::client(Some(&path)).await.expect("a cluster in the kubeconfig");
-    install_crds(&client).await;
+    live::install_crds(&path).await;
     // The node stand-in first: an earlier run's pods, being deleted with their namespace, need
     // it to go.
     let node_options = nodes::Options {
@@ -123,34 +110,6 @@ pub async fn cluster_with(layout: &[NodeShape], ome_options: ome_stand_in::Optio
         client,
         stand_ins,
         nodes: wanted.iter().map(|n| (*n).to_owned()).collect(),
-    }
-}
-
-/// cluster/ome-crds.yaml, unless the CRDs are there already (another test's, or OME's own
-/// subsets: this test does not replace them), each Established.
-async fn install_crds(client: &Client) {
-    let text = std::fs::read_to_string(workspace().join("cluster/ome-crds.yaml")).expect("cluster/ome-crds.yaml");
-    let crds: Api<DynamicObject> = CRDS.all(client);
-    for crd in text
-        .split("\n---\n")
-        .filter(|d| d.contains("kind: CustomResourceDefinition"))
-    {
-        let crd: Value = serde_saphyr::from_str(crd).expect("a CRD");
-        let name = crd["metadata"]["name"].as_str().expect("a name").to_owned();
-        if crds.get_opt(&name).await.expect("the CRDs").is_none() {
-            crds.patch(&name, &PatchParams::apply("ome-spread-sim-e2e"), &Patch::Apply(&crd))
-                .await
-                .expect("a CRD applied");
-        }
-        eventually(&format!("{name} Established"), 30, || async {
-            let crd = api::get(client, CRDS, "", &name).await.ok()??;
-            let conditions = crd["status"]["conditions"].as_array()?.clone();
-            conditions
-                .iter()
-                .any(|c| c["type"] == "Established" && c["status"] == "True")
-                .then_some(())
-        })
-        .await;
     }
 }
 

@@ -1,8 +1,7 @@
 //! The real Kubewarden `policy-server`, run as a child process with the annotated policy, its
 //! Kubernetes client pointed at a fake API server that serves the rule table's InferenceReplicas.
-//! Shared by `tests/policy_server.rs` (every case of the table) and `benches/policy_server.rs`
-//! (the load benchmark); each uses part of it.
-#![allow(dead_code)]
+//! Shared by controller/tests/policy_server.rs (every case of the table) and
+//! controller/examples/policy_server_load.rs (the load benchmark).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -25,12 +24,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace")
-        .to_path_buf()
-}
+use crate::local::{free_port, workspace};
 
 /// The binaries and modules the real runtime needs, from the environment (the Makefile sets
 /// them), else `PATH`, else where `.ci/run` unpacks them.
@@ -298,11 +292,6 @@ pub struct Policy {
     pub settings: Value,
     /// Reads InferenceReplicas: `contextAwareResources` and `allowedToMutate`, as `policy.yaml` has it.
     pub context_aware: bool,
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
 }
 
 /// The real `policy-server`, without TLS on a free localhost port; killed when dropped.

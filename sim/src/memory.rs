@@ -1,12 +1,10 @@
 //! The in-memory API server of the controller's tests and of `make bench-churn`: it lists,
 //! watches, creates and patches objects held as JSON, behind tower-test's mock service
-//! (tests/controller.rs) or over HTTP on 127.0.0.1 (benches/churn.rs).
-
-#![allow(dead_code)] // each user takes its part
+//! ([`ApiServer::client`]: controller/tests/controller.rs, explain.rs) or over HTTP on 127.0.0.1
+//! ([`serve`]: controller/benches/churn.rs).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -16,7 +14,11 @@ use futures::channel::mpsc;
 use http::{Request, Response};
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
+use kube::client::Body;
 use serde_json::{Value, json};
+use tower_test::mock;
+
+use crate::local::workspace;
 
 type Chunks = mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>;
 pub type ResponseBody = StreamBody<mpsc::UnboundedReceiver<Result<Frame<Bytes>, Infallible>>>;
@@ -44,6 +46,8 @@ pub struct ApiServer {
     watches: Mutex<Vec<Watch>>,
     /// Every write, in order.
     pub writes: Mutex<Vec<Write>>,
+    /// The path of every request, in order.
+    pub paths: Mutex<Vec<String>>,
     version: AtomicU64,
     /// Serve the InferenceReplica schema of OME's minimal CRD, not of its full one.
     pub minimal_crd: AtomicBool,
@@ -60,13 +64,14 @@ pub struct Write {
     pub at: Instant,
 }
 
+/// Where kube-apiserver serves the OpenAPI v3 document of the group version ome.io/v1beta1.
+const OPENAPI_PATH: &str = "/openapi/v3/apis/ome.io/v1beta1";
+
 /// The OpenAPI v3 document kube-apiserver v1.35.8 served for OME's full or minimal
 /// InferenceReplica CRD (cut to its status).
 fn served_schema(minimal: bool) -> Value {
     let file = if minimal { "minimal.json" } else { "full.json" };
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/openapi")
-        .join(file);
+    let path = workspace().join("controller/tests/data/openapi").join(file);
     serde_json::from_str(&std::fs::read_to_string(path).expect("recorded document")).expect("json")
 }
 
@@ -102,6 +107,29 @@ fn selected(object: &Value, selector: &Selector) -> bool {
 }
 
 impl ApiServer {
+    /// An API server that holds `objects`, each stored as [`ApiServer::put`] stores it.
+    pub fn holding(objects: impl IntoIterator<Item = Value>) -> Arc<Self> {
+        let server = Arc::new(Self::default());
+        for object in objects {
+            server.put(object);
+        }
+        server
+    }
+
+    /// A client whose every request this server answers in the test's process (tower-test's mock
+    /// service, as kube-rs tests its controllers), for as long as the client lives.
+    pub fn client(self: &Arc<Self>) -> kube::Client {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<ResponseBody>>();
+        let server = self.clone();
+        tokio::spawn(async move {
+            while let Some((request, respond)) = handle.next_request().await {
+                let server = server.clone();
+                tokio::spawn(async move { respond.send_response(server.answer(request).await) });
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+
     fn resource_of(kind: &str) -> (&'static str, String) {
         match kind {
             "Pod" | "Node" => ("/api/v1", format!("{}s", kind.to_lowercase())),
@@ -258,7 +286,8 @@ impl ApiServer {
         let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
         let mut body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let path = parts.uri.path().to_owned();
-        if path == ome_spread_controller::schema::OPENAPI_PATH {
+        self.paths.lock().unwrap().push(path.clone());
+        if path == OPENAPI_PATH {
             return reply(200, &served_schema(self.minimal_crd.load(Ordering::Relaxed)));
         }
         let query = parts
@@ -336,7 +365,7 @@ impl ApiServer {
                     .by_ref()
                     .skip(offset)
                     .take(limit)
-                    .map(|(_, o)| o.clone())
+                    .map(|(_, o)| item(o, &prefix))
                     .collect();
                 let more = matching.next().is_some();
                 drop(objects);
@@ -399,6 +428,20 @@ impl ApiServer {
             _ => respond(404, &not_found),
         }
     }
+}
+
+/// An object as a list's item: kube-apiserver leaves out the kind and apiVersion of a built-in
+/// kind's items; a custom resource's keep theirs.
+fn item(object: &Value, prefix: &str) -> Value {
+    let mut item = object.clone();
+    let custom = ["/apis/ome.io/", "/apis/policies.kubewarden.io/"]
+        .iter()
+        .any(|group| prefix.starts_with(group));
+    if let Some(fields) = item.as_object_mut().filter(|_| !custom) {
+        fields.remove("kind");
+        fields.remove("apiVersion");
+    }
+    item
 }
 
 /// A whole answer: the body ends after the value.

@@ -2,7 +2,6 @@
 //! (`OME_SPREAD_E2E_KUBECONFIG`; `make e2e-cluster` starts one with cluster/up.sh and names it),
 //! kubectl run as a user runs it, and the processes a test starts (stand-ins, the admission host,
 //! the controller), each stopped when the test ends, pass or fail.
-#![allow(dead_code)] // each test binary uses a part
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,10 +12,7 @@ use kube::{Client, Config};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// The workspace's root.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::local::workspace;
 
 /// Logs of a controller run inside the test's process, shown with a failing test's output:
 /// `RUST_LOG`, else the controller's debug lines (what it reconciled, and why not).
@@ -29,28 +25,28 @@ pub fn logs() {
         .try_init();
 }
 
-/// The kubeconfig of the cluster under test, or None (the test then says it is skipped).
+/// The kubeconfig of the cluster under test (a relative path is the workspace's), or None,
+/// saying that the test is skipped.
 pub fn kubeconfig() -> Option<PathBuf> {
-    std::env::var_os("OME_SPREAD_E2E_KUBECONFIG").map(PathBuf::from)
+    let Some(path) = std::env::var_os("OME_SPREAD_E2E_KUBECONFIG") else {
+        eprintln!("skipped: OME_SPREAD_E2E_KUBECONFIG names no cluster");
+        return None;
+    };
+    Some(workspace().join(path))
+}
+
+/// The cluster under test with OME's CRDs on it, Established: [`kubeconfig`], then
+/// [`install_crds`].
+pub async fn with_crds() -> Option<PathBuf> {
+    let admin = kubeconfig()?;
+    install_crds(&admin).await;
+    Some(admin)
 }
 
 /// cluster/up.sh's run directory (certificates, logs, the components' arguments), when the
 /// cluster is the one it started: faults that restart a component need it.
 pub fn run_dir() -> Option<PathBuf> {
     std::env::var_os("OME_SPREAD_E2E_RUN").map(PathBuf::from)
-}
-
-/// A built binary of the workspace (`make e2e-cluster` builds them first), where cargo put it:
-/// under `CARGO_TARGET_DIR` when it is set.
-pub fn binary(path: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from);
-    let file = target.join("debug").join(path);
-    assert!(
-        file.is_file(),
-        "{} not built: make e2e-cluster builds it",
-        file.display()
-    );
-    file
 }
 
 /// kubectl: cluster/up.sh's, else the one on PATH.
@@ -165,6 +161,40 @@ pub async fn forget_lease(admin: &Path) {
     kubectl(admin, &args).await;
 }
 
+/// The controller's namespace (`ome-spread`, as deploy/ and the chart name it), with no Lease an
+/// earlier run left there.
+pub async fn controller_namespace(admin: &Path) {
+    let namespace = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {LEASE_NAMESPACE}}}\n");
+    apply(admin, &namespace).await;
+    forget_lease(admin).await;
+}
+
+/// The objects OME writes for an InferenceService of `namespace` that asks for no spread: its
+/// ClusterServingRuntime `runtime`, and its engine's replica of two single-pod Instances.
+pub fn unspread_service(namespace: &str, runtime: &str) -> String {
+    format!(
+        "apiVersion: ome.io/v1beta1
+kind: ClusterServingRuntime
+metadata: {{name: {runtime}}}
+spec: {{engineConfig: {{}}}}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceService
+metadata: {{name: qwen3-0-6b, namespace: {namespace}}}
+spec: {{deploymentMode: OMENative, runtime: {{name: {runtime}}}, engine: {{minReplicas: 2}}}}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceReplica
+metadata: {{name: qwen3-0-6b-engine, namespace: {namespace}}}
+spec:
+  parentRef: {{name: qwen3-0-6b}}
+  component: engine
+  replicas: 2
+  runners: [{{name: default, size: 1, template: {{spec: {{containers: [{{name: ome-container, image: sglang}}]}}}}}}]
+"
+    )
+}
+
 /// Who holds the controller's Lease, if anyone.
 pub async fn lease_holder(admin: &Path) -> Option<String> {
     let args = [
@@ -212,14 +242,6 @@ pub fn spread(replica: &serde_json::Value) -> Option<&serde_json::Value> {
 pub async fn spread_reason(admin: &Path, namespace: &str) -> Option<String> {
     let replica = replica(admin, namespace).await?;
     Some(spread(&replica)?["reason"].as_str()?.to_owned())
-}
-
-/// A port free on 127.0.0.1 for a process a test starts.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// `GET http://ADDRESS PATH` (ADDRESS host:port): the status code and the body; "000" and no
@@ -385,9 +407,6 @@ impl Process {
             .map(|status| status.expect("its status"))
     }
 }
-
-#[allow(unused_imports)] // as dead_code above
-pub use ome_spread_sim::api::eventually;
 
 /// The columns of a `kubectl get -o custom-columns` table, split on runs of spaces: the seed's
 /// output blocks compared cell by cell, whatever width kubectl pads them to.

@@ -1,0 +1,154 @@
+//! The large cluster of the benchmarks (`make bench`): 1,000 InferenceServices in namespace
+//! `serving`, each with its engine's InferenceReplica, 10,000 pods and 5,000 nodes. Half the
+//! replicas run 10 single-pod Instances, half 2 Instances of a leader and 4 workers; each
+//! component's pods select the nodes that hold its model (a tenth of the cluster), some tainted,
+//! across 3 zones, and every spread holds. Shared by the core's benchmarks, the controller's and the
+//! playground's browser benchmark; the controller's take the pods shaped and sized as OME v1.3
+//! creates them ([`ome_pods`]), beside other workloads' ([`other_pods`]).
+
+use ome_spread_core::instance::{InstanceLabels, Runner};
+use ome_spread_core::rules::spread_constraint;
+use ome_spread_core::settings::Settings;
+use ome_spread_core::spread::Spread;
+use serde_json::{Value, json};
+
+use crate::local::workspace;
+use crate::objects::{Node, Pod, replica};
+
+pub const REPLICAS: usize = 1_000;
+const NODES: usize = 5_000;
+const MODELS: usize = 50;
+const ZONE: &str = "topology.kubernetes.io/zone";
+const CLIQUE: &str = "nvidia.com/gpu.clique";
+
+pub struct Cluster {
+    /// The ClusterServingRuntime every InferenceService names: no spread fields of its own.
+    pub runtime: Value,
+    pub services: Vec<Value>,
+    pub replicas: Vec<Value>,
+    pub pods: Vec<Value>,
+    pub nodes: Vec<Value>,
+}
+
+fn model_label(model: usize) -> String {
+    format!("models.ome.io/clusterbasemodel.model-{model}")
+}
+
+pub fn cluster() -> Cluster {
+    let nodes = (0..NODES)
+        .map(|n| {
+            let name = format!("gpu-node-{n}");
+            let mut node = Node::named(&name)
+                .label("kubernetes.io/hostname", &name)
+                .label(ZONE, &format!("zone-{}", n % 3))
+                .label(CLIQUE, &format!("clique-{}", n / 18))
+                .label("nvidia.com/gpu.product", "H100");
+            // Each node holds 5 of the 50 models: every model is on a tenth of the nodes.
+            for m in 0..5 {
+                node = node.label(&model_label((n + m * 10) % MODELS), "Ready");
+            }
+            let taints = if n % 10 == 0 {
+                json!([{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
+            } else {
+                json!([])
+            };
+            node.spec(json!({"taints": taints})).json()
+        })
+        .collect();
+    let (mut services, mut replicas, mut pods) = (Vec::new(), Vec::new(), Vec::new());
+    let settings = Settings::default();
+    for r in 0..REPLICAS {
+        let service = format!("model-{r}");
+        let multi_node = r % 2 == 1;
+        let spread = json!({"topologySpread": "Required", "topologySpreadKey": ZONE, "topologyKey": CLIQUE});
+        services.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": service, "namespace": "serving"},
+            "spec": {"deploymentMode": "OMENative", "runtime": {"name": "srt"}, "engine": spread}}));
+        replicas.push(replica("serving", &service, "engine", &spread));
+        let (instances, size) = if multi_node { (2, 5) } else { (10, 1) };
+        for instance in 0..instances {
+            for ordinal in 0..size {
+                let runner_name = match (multi_node, ordinal) {
+                    (false, _) => "default",
+                    (true, 0) => "leader",
+                    (true, _) => "worker",
+                };
+                let constraints = match runner_name {
+                    "worker" => json!([]),
+                    _ => {
+                        let labels = InstanceLabels {
+                            service: service.as_str().into(),
+                            component: "engine".into(),
+                            runner: if multi_node { Runner::Leader } else { Runner::Default },
+                        };
+                        json!([spread_constraint(&labels, Spread::Required, ZONE, &settings)])
+                    }
+                };
+                // Instances land round-robin over the model's nodes, so zones stay balanced; an
+                // Instance's workers beside its leader, on its node, so that it is in one rack.
+                let model = r % MODELS;
+                let node = (model + instance * size * 10) % NODES;
+                let pod = Pod::instance("serving", &service, "engine", instance, runner_name, ordinal)
+                    .on(&format!("gpu-node-{node}"))
+                    .with("schedulerName", json!("default-scheduler"))
+                    .with("nodeSelector", json!({model_label(model): "Ready"}))
+                    .with(
+                        "tolerations",
+                        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+                    )
+                    .with("topologySpreadConstraints", constraints);
+                pods.push(pod.json());
+            }
+        }
+    }
+    Cluster {
+        runtime: json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime", "metadata": {"name": "srt"},
+            "spec": {"engineConfig": {}}}),
+        services,
+        replicas,
+        pods,
+        nodes,
+    }
+}
+
+/// The cluster's pods as OME creates them: the repository's fixture leader (env, volumes,
+/// probes, readiness gates) with each pod's own name, labels, owner, node, node selection and
+/// rendered terms, Running where they are placed.
+pub fn ome_pods(cluster: &Cluster) -> Vec<Value> {
+    let fixture = workspace().join("tests/data/requests/deepseek-v3-engine-0-leader-0.json");
+    let request = std::fs::read_to_string(fixture).expect("the fixture");
+    let request: Value = serde_json::from_str(&request).expect("JSON");
+    let fixture = &request["request"]["object"];
+    cluster
+        .pods
+        .iter()
+        .map(|shape| {
+            let mut pod = fixture.clone();
+            pod["metadata"]["name"] = shape["metadata"]["name"].clone();
+            pod["metadata"]["namespace"] = shape["metadata"]["namespace"].clone();
+            pod["metadata"]["labels"] = shape["metadata"]["labels"].clone();
+            for field in ["nodeName", "nodeSelector", "tolerations", "topologySpreadConstraints"] {
+                pod["spec"][field] = shape["spec"][field].clone();
+            }
+            // Its controller is its own component's replica, as OME sets it.
+            let service = shape["metadata"]["labels"]["ome.io/inferenceservice"]
+                .as_str()
+                .unwrap_or_default();
+            pod["metadata"]["ownerReferences"][0]["name"] = json!(format!("{service}-engine"));
+            pod["status"] = json!({"phase": "Running"});
+            pod
+        })
+        .collect()
+}
+
+/// `count` pods of training jobs, eight GPUs each, on the cluster's nodes (the models' too).
+pub fn other_pods(cluster: &Cluster, count: usize) -> Vec<Value> {
+    let pod = |p: usize| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("trainer-{p}"), "namespace": "training", "labels": {"job-name": format!("job-{}", p / 8)}},
+            "spec": {"nodeName": format!("gpu-node-{}", p % cluster.nodes.len()),
+                "containers": [{"name": "trainer", "image": "trainer", "resources": {"requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "8"}}}]},
+            "status": {"phase": "Running"}})
+    };
+    (0..count).map(pod).collect()
+}

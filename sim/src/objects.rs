@@ -1,0 +1,195 @@
+//! The tests' objects as OME v1.3 and a cluster make them, built step by step (as controller-rs's
+//! fixtures are): an Instance's pod or another workload's, a node, a component's InferenceReplica. Each gives its JSON
+//! with [`Pod::json`], [`Node::json`].
+
+use serde_json::{Value, json};
+
+/// A pod of an OMENative Instance, as OME v1.3 creates it: named
+/// `<service>-<component>-<index>-<runner>-<ordinal>` and labelled with its InferenceService,
+/// component, runner (`default`, `leader` or `worker`) and Instance index.
+pub struct Pod(Value);
+
+impl Pod {
+    /// Pod `ordinal` of `runner` in Instance `index` of the `component` of `namespace/service`,
+    /// not yet placed.
+    pub fn instance(
+        namespace: &str,
+        service: &str,
+        component: &str,
+        index: usize,
+        runner: &str,
+        ordinal: usize,
+    ) -> Self {
+        Pod(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{service}-{component}-{index}-{runner}-{ordinal}"), "namespace": namespace,
+                "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": service, "component": component,
+                    "ome.io/runner": runner, "ome.io/instance-index": index.to_string()}},
+            "spec": {}}))
+    }
+
+    /// A pod of another workload (a training job, a batch job), not yet placed.
+    pub fn named(namespace: &str, name: &str) -> Self {
+        Pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {}}))
+    }
+
+    /// Its labels, all of them.
+    pub fn labels(mut self, labels: Value) -> Self {
+        self.0["metadata"]["labels"] = labels;
+        self
+    }
+
+    /// The label `key` set to `value`.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.0["metadata"]["labels"][key] = json!(value);
+        self
+    }
+
+    /// `spec.field` set to `value`.
+    pub fn with(mut self, field: &str, value: Value) -> Self {
+        self.0["spec"][field] = value;
+        self
+    }
+
+    /// Placed on `node`.
+    pub fn on(self, node: &str) -> Self {
+        self.with("nodeName", json!(node))
+    }
+
+    /// One container, named for the Instance's component, asking for `requests`.
+    pub fn requests(self, requests: Value) -> Self {
+        let name = self.0["metadata"]["labels"]["component"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.container(&name, requests)
+    }
+
+    /// One container, `name`, asking for `requests`.
+    pub fn container(self, name: &str, requests: Value) -> Self {
+        self.with(
+            "containers",
+            json!([{"name": name, "resources": {"requests": requests}}]),
+        )
+    }
+
+    /// Running, as its kubelet reports it once started.
+    pub fn running(mut self) -> Self {
+        self.0["status"] = json!({"phase": "Running"});
+        self
+    }
+
+    pub fn json(self) -> Value {
+        self.0
+    }
+}
+
+/// A node, with its labels, spec and allocatable resources.
+pub struct Node(Value);
+
+impl Node {
+    pub fn named(name: &str) -> Self {
+        Node(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}}}))
+    }
+
+    /// Its labels, all of them.
+    pub fn labels(mut self, labels: Value) -> Self {
+        self.0["metadata"]["labels"] = labels;
+        self
+    }
+
+    /// The label `key` set to `value`.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.0["metadata"]["labels"][key] = json!(value);
+        self
+    }
+
+    /// Its whole spec (taints, unschedulable).
+    pub fn spec(mut self, spec: Value) -> Self {
+        self.0["spec"] = spec;
+        self
+    }
+
+    /// What it can hold, as its kubelet reports it.
+    pub fn allocatable(mut self, resources: Value) -> Self {
+        self.0["status"]["allocatable"] = resources;
+        self
+    }
+
+    pub fn json(self) -> Value {
+        self.0
+    }
+}
+
+/// The InferenceReplica OME v1.3 makes for the `component` of `namespace/service`, named
+/// `<service>-<component>`, its spec the component's spread fields (`topologySpread`,
+/// `topologySpreadKey`, `topologyKey`) with its parent and component.
+pub fn replica(namespace: &str, service: &str, component: &str, spread: &Value) -> Value {
+    let mut spec = spread.clone();
+    spec["parentRef"] = json!({"name": service});
+    spec["component"] = json!(component);
+    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+        "metadata": {"name": format!("{service}-{component}"), "namespace": namespace}, "spec": spec})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leaders_pod_is_named_and_labelled_as_ome_names_and_labels_it() {
+        let pod = Pod::instance("spread-demo", "qwen3", "engine", 2, "leader", 0)
+            .on("gpu-node-1")
+            .requests(json!({"nvidia.com/gpu": "1"}))
+            .json();
+        assert_eq!(
+            pod,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "qwen3-engine-2-leader-0", "namespace": "spread-demo",
+                    "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": "qwen3",
+                        "component": "engine", "ome.io/runner": "leader", "ome.io/instance-index": "2"}},
+                "spec": {"nodeName": "gpu-node-1",
+                    "containers": [{"name": "engine", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}})
+        );
+    }
+
+    #[test]
+    fn another_workloads_pod_and_a_node_carry_what_they_were_given() {
+        let pod = Pod::named("batch", "train-0")
+            .label("app", "train")
+            .on("gpu-node-2")
+            .container("trainer", json!({"nvidia.com/gpu": "1"}))
+            .running()
+            .json();
+        assert_eq!(
+            pod,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "train-0", "namespace": "batch", "labels": {"app": "train"}},
+                "spec": {"nodeName": "gpu-node-2",
+                    "containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+                "status": {"phase": "Running"}})
+        );
+        let node = Node::named("gpu-node-4")
+            .label("topology.kubernetes.io/zone", "zone-c")
+            .spec(json!({"unschedulable": true}))
+            .allocatable(json!({"nvidia.com/gpu": "2"}))
+            .json();
+        assert_eq!(
+            node,
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "gpu-node-4", "labels": {"topology.kubernetes.io/zone": "zone-c"}},
+                "spec": {"unschedulable": true}, "status": {"allocatable": {"nvidia.com/gpu": "2"}}})
+        );
+    }
+
+    #[test]
+    fn a_replica_is_named_for_its_service_and_component() {
+        let spread = json!({"topologySpread": "Required", "topologySpreadKey": "topology.kubernetes.io/zone"});
+        assert_eq!(
+            replica("spread-demo", "qwen3", "engine", &spread),
+            json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+                "metadata": {"name": "qwen3-engine", "namespace": "spread-demo"},
+                "spec": {"topologySpread": "Required", "topologySpreadKey": "topology.kubernetes.io/zone",
+                    "parentRef": {"name": "qwen3"}, "component": "engine"}})
+        );
+    }
+}
