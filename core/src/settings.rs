@@ -90,18 +90,22 @@ impl Written {
     pub fn check(&self) -> Result<Settings, String> {
         let defaults = Settings::default();
         let max_skew = read(&self.max_skew, defaults.max_skew, |v| at_least_one("maxSkew", v));
-        let min_domains = read(&self.min_domains, None, |v| optional(v, |v| at_least_one("minDomains", v)));
+        let min_domains = read(&self.min_domains, None, |v| {
+            optional(v, |v| at_least_one("minDomains", v))
+        });
         let node_taints_policy = read(&self.node_taints_policy, None, |v| {
             optional(v, |v| match one_of("nodeTaintsPolicy", v, &["Honor", "Ignore"])? {
                 "Honor" => Ok(NodeTaintsPolicy::Honor),
                 _ => Ok(NodeTaintsPolicy::Ignore),
             })
         });
-        let on_missing_replica = read(&self.on_missing_replica, defaults.on_missing_replica, |v| {
-            match one_of("onMissingReplica", v, &["Reject", "Accept"])? {
-                "Accept" => Ok(OnMissingReplica::Accept),
-                _ => Ok(OnMissingReplica::Reject),
-            }
+        let on_missing_replica = read(&self.on_missing_replica, defaults.on_missing_replica, |v| match one_of(
+            "onMissingReplica",
+            v,
+            &["Reject", "Accept"],
+        )? {
+            "Accept" => Ok(OnMissingReplica::Accept),
+            _ => Ok(OnMissingReplica::Reject),
         });
         let known = [
             ("maxSkew", max_skew.as_ref().err()),
@@ -110,10 +114,12 @@ impl Written {
             ("onMissingReplica", on_missing_replica.as_ref().err()),
         ];
         let known = known.into_iter().filter_map(|(name, why)| Some((name, why?.clone())));
-        let unknown = self
-            .unknown
-            .keys()
-            .map(|name| (name.as_str(), format!("unknown setting {name:?}: the settings are {NAMES}")));
+        let unknown = self.unknown.keys().map(|name| {
+            (
+                name.as_str(),
+                format!("unknown setting {name:?}: the settings are {NAMES}"),
+            )
+        });
         if let Some((_, why)) = known.chain(unknown).min_by(|a, b| a.0.cmp(b.0)) {
             return Err(why);
         }
