@@ -141,12 +141,14 @@ mod with_sdk {
         }
     }
 
-    /// The request, checked to be a JSON object (serde reads a struct from a list too), its text
-    /// UTF-8 (checked once, so that its strings are not checked again).
+    /// The request, checked to be a JSON object (serde reads a struct from a list too). Text
+    /// that is not UTF-8 is named so, whatever else is wrong with it.
     fn request(payload: &[u8]) -> Result<ValidationRequest<PolicySettings>, String> {
-        let text = std::str::from_utf8(payload).map_err(|e| format!("not UTF-8: {e}"))?;
-        let request = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if !text.trim_start().starts_with('{') {
+        let request = serde_json::from_slice(payload).map_err(|e| match std::str::from_utf8(payload) {
+            Err(not_utf8) => format!("not UTF-8: {not_utf8}"),
+            Ok(_) => e.to_string(),
+        })?;
+        if payload.trim_ascii_start().first() != Some(&b'{') {
             return Err("not a JSON object".to_owned());
         }
         Ok(request)
