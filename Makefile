@@ -358,7 +358,8 @@ e2e-cluster: cluster-bin policy.wasm
 demo: wasm-target
 	$(CARGO) run --quiet --example demo
 
-# Criterion: the policy against the floor, with the ratio table printed at the end, then the
+# Criterion: the policy beside the SDK floor (at most 1.25x), the ratio table and both modules'
+# sizes printed at the end, then the
 # controller's diagnosis pass over 1,000 replicas, then the playground's diagnosis of the same
 # cluster natively and in headless Chromium, then both in the real policy-server under an
 # open-loop load (LOAD_SECONDS at LOAD_RATE per second, then STEP_SECONDS per step of the search

@@ -1,63 +1,44 @@
-//! One admission request, from the policy-server's ValidationRequest to its response:
-//! P1 and P2 (is this ours), P11 (the pod's labels), P3 (its InferenceReplica, read through the
-//! one host call), P4 (the replica's fields), then the rules.
+//! One admission request, from the policy-server's ValidationRequest to its ValidationResponse,
+//! in the order of docs/rules.md: P1 (a Pod CREATE), P2 (an OMENative pod), P11 (its labels), P3
+//! (its InferenceReplica, read through the one host call), P4 (the replica's fields), then the
+//! rules of the core, and the term they decide written into the pod. The pod is read and changed
+//! as a `serde_json::Value`: every field it carries comes back as it came, known or not.
 
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 
-use ome_spread_core::replica::ReplicaRef;
+use ome_spread_core::instance::{InstanceLabels, Runner};
+use ome_spread_core::labels;
+use ome_spread_core::replica::{ReplicaRef, is_controlling_replica};
 use ome_spread_core::rules::{self, Decision, Unchanged};
 use ome_spread_core::settings::{OnMissingReplica, Settings};
 use ome_spread_core::shown::{cut, shown};
 use ome_spread_core::spread::{SpreadFields, SpreadSettings};
 
-use crate::early;
-use crate::pod::{Pod, Splice};
-use crate::raw::{self, Checked};
 use crate::rejection::Rejection;
 
-/// What the policy reads of a ValidationRequest; everything else is skipped unparsed, and the
-/// pod is kept as the text it came in (serde_json checks it, and [`Pod`] reads its parts).
-#[derive(Deserialize)]
-struct ValidationRequest<'a> {
-    #[serde(borrow, default)]
-    settings: Option<&'a RawValue>,
-    #[serde(borrow)]
-    request: AdmissionRequest<'a>,
+/// What happens to an admission request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Unchanged(Unchanged),
+    /// Accepted with this pod: the request's pod with the one term added.
+    Mutated(Value),
+    Rejected(Rejection),
 }
 
-#[derive(Deserialize)]
-struct AdmissionRequest<'a> {
-    #[serde(borrow, default)]
-    operation: Cow<'a, str>,
-    #[serde(borrow, default)]
-    kind: GroupVersionKind<'a>,
-    #[serde(borrow, default)]
-    namespace: Cow<'a, str>,
-    #[serde(borrow, default)]
-    object: Option<&'a RawValue>,
+/// The outcome of one request, and a warning for the API client, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admission {
+    pub outcome: Outcome,
+    pub warning: Option<String>,
 }
 
-#[derive(Deserialize, Default)]
-struct GroupVersionKind<'a> {
-    #[serde(borrow, default)]
-    group: Cow<'a, str>,
-    #[serde(borrow, default)]
-    version: Cow<'a, str>,
-    #[serde(borrow, default)]
-    kind: Cow<'a, str>,
-}
-
-/// What the policy reads of the host's answer: the kind, and the spec with its three spread fields.
-#[derive(Deserialize)]
-struct ReplicaAnswer<'a> {
-    #[serde(default)]
-    kind: Option<Value>,
-    #[serde(borrow, default)]
-    spec: Option<&'a RawValue>,
+impl From<Outcome> for Admission {
+    fn from(outcome: Outcome) -> Self {
+        Self { outcome, warning: None }
+    }
 }
 
 /// The payload of the `kubewarden/kubernetes/get_resource` host call.
@@ -83,125 +64,392 @@ pub fn get_resource_request(replica: &ReplicaRef) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&request).map_err(|e| format!("internal error: the host call cannot be written: {e}"))
 }
 
-/// What happens to an admission request.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome<'a> {
-    Unchanged(Unchanged),
-    /// Accepted with this pod: the request's pod text with the one term spliced in.
-    Mutated(Splice<'a>),
-    Rejected(Rejection),
-}
+#[cfg(any(not(target_arch = "wasm32"), target_os = "wasi"))]
+pub use with_sdk::{PolicySettings, validate};
 
-/// The outcome of one request, and a warning for the API client, if any.
-pub struct Evaluation<'a> {
-    pub outcome: Outcome<'a>,
-    warning: Option<String>,
-}
+/// The request and the response, as the Kubewarden SDK reads and writes them. The playground
+/// (wasm32-unknown-unknown) goes without: it calls [`admit`] with the pod it builds.
+#[cfg(any(not(target_arch = "wasm32"), target_os = "wasi"))]
+mod with_sdk {
+    use kubewarden_policy_sdk::request::ValidationRequest;
+    use kubewarden_policy_sdk::response::ValidationResponse;
+    use kubewarden_policy_sdk::settings::Validatable;
+    use kubewarden_policy_sdk::wapc_guest::CallResult;
+    use kubewarden_policy_sdk::{accept_request, mutate_request, reject_request};
+    use serde::Deserialize;
+    use serde_json::Value;
 
-/// Evaluates a ValidationRequest. `read_replica` is the host call: it returns the replica's JSON,
-/// or the host's reason for not returning it. It is called at most once, and only for an
-/// OMENative pod with well-formed labels. A request that is not a Pod CREATE, or a pod that is
-/// not OMENative, passes as soon as the start of its text says so ([`early`](crate::early)).
-pub fn evaluate<'a>(
-    payload: &'a [u8],
-    read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>,
-) -> Evaluation<'a> {
-    match early::unchanged(payload) {
-        Some(why) => Evaluation {
-            outcome: Outcome::Unchanged(why),
-            warning: None,
-        },
-        None => evaluate_fully(payload, read_replica),
+    use ome_spread_core::replica::ReplicaRef;
+    use ome_spread_core::rules::Unchanged;
+    use ome_spread_core::settings::Settings;
+
+    use super::{Admission, Outcome, admit};
+    use crate::rejection::Rejection;
+
+    /// The policy's settings as the policy-server passes them, any JSON: a bad one is named by
+    /// `validate_settings`, and by `validate` as the reason for rejecting the pod.
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(transparent)]
+    pub struct PolicySettings(pub Value);
+
+    impl Validatable for PolicySettings {
+        fn validate(&self) -> Result<(), String> {
+            Settings::from_json(&self.0).map(drop)
+        }
+    }
+
+    /// Evaluates a ValidationRequest and answers its ValidationResponse. `read_replica` is the
+    /// host call: it returns the replica's JSON, or the host's reason for not returning it. It is
+    /// called at most once, and only for an OMENative pod with well-formed labels.
+    pub fn validate(payload: &[u8], read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>) -> CallResult {
+        let admission = match request(payload) {
+            Err(e) => Outcome::Rejected(Rejection::MalformedRequest(e)).into(),
+            Ok(ValidationRequest { settings, request }) => {
+                let kind = &request.kind;
+                if request.operation != "CREATE" || !kind.group.is_empty() || kind.version != "v1" || kind.kind != "Pod"
+                {
+                    Outcome::Unchanged(Unchanged::NotPodCreate).into()
+                } else {
+                    admit(&request.namespace, request.object, &settings.0, read_replica)
+                }
+            }
+        };
+        match admission {
+            Admission {
+                outcome: Outcome::Unchanged(_),
+                warning: None,
+            } => accept_request(),
+            Admission {
+                outcome: Outcome::Unchanged(_),
+                warning: Some(warning),
+            } => Ok(serde_json::to_vec(&ValidationResponse {
+                accepted: true,
+                message: None,
+                code: None,
+                mutated_object: None,
+                audit_annotations: None,
+                warnings: Some(vec![warning]),
+            })?),
+            Admission {
+                outcome: Outcome::Mutated(pod),
+                ..
+            } => mutate_request(pod),
+            Admission {
+                outcome: Outcome::Rejected(rejection),
+                ..
+            } => reject_request(Some(rejection.to_string()), None, None, None),
+        }
+    }
+
+    /// The request, checked to be a JSON object (serde reads a struct from a list too). Text
+    /// that is not UTF-8 is named so, whatever else is wrong with it.
+    fn request(payload: &[u8]) -> Result<ValidationRequest<PolicySettings>, String> {
+        let request = serde_json::from_slice(payload).map_err(|e| match std::str::from_utf8(payload) {
+            Err(not_utf8) => format!("not UTF-8: {not_utf8}"),
+            Ok(_) => e.to_string(),
+        })?;
+        if payload.trim_ascii_start().first() != Some(&b'{') {
+            return Err("not a JSON object".to_owned());
+        }
+        Ok(request)
     }
 }
 
-/// As [`evaluate`], reading and checking every byte of the request first: the path of every
-/// OMENative pod, and the reference the early answers are tested against.
-pub fn evaluate_fully<'a>(
-    payload: &'a [u8],
+/// P2 onwards, for the `pod` of a Pod CREATE in `namespace` with the policy's `settings`.
+pub fn admit(
+    namespace: &str,
+    pod: Value,
+    settings: &Value,
     read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>,
-) -> Evaluation<'a> {
+) -> Admission {
     let mut warning = None;
-    // One UTF-8 check of the whole text, so that no part of it is checked again.
-    let request = std::str::from_utf8(payload)
-        .map_err(|e| format!("not UTF-8: {e}"))
-        .and_then(|text| {
-            let request = serde_json::from_str::<ValidationRequest>(text).map_err(|e| e.to_string())?;
-            if !is_object(payload) {
-                return Err("not a JSON object".to_owned());
-            }
-            if let Some(object) = request.request.object {
-                raw::check_escapes(object.get()).map_err(|e| format!("object: {e}"))?;
-            }
-            Ok(request)
-        });
-    let outcome = match request {
-        Ok(request) => decide(request, read_replica, &mut warning).unwrap_or_else(Outcome::Rejected),
-        Err(e) => Outcome::Rejected(Rejection::MalformedRequest(e)),
+    let outcome = match mutated(namespace, pod, settings, read_replica, &mut warning) {
+        Ok(pod) => Outcome::Mutated(pod),
+        Err(outcome) => outcome,
     };
-    Evaluation { outcome, warning }
+    Admission { outcome, warning }
 }
 
-fn decide<'a>(
-    ValidationRequest { settings, request }: ValidationRequest<'a>,
+/// The pod with the term the rules decide; the outcome instead where they leave it unchanged.
+fn mutated(
+    namespace: &str,
+    mut pod: Value,
+    settings: &Value,
     read_replica: impl FnOnce(&ReplicaRef) -> Result<Vec<u8>, String>,
     warning: &mut Option<String>,
-) -> Result<Outcome<'a>, Rejection> {
-    let kind = &request.kind;
-    if request.operation != "CREATE" || !kind.group.is_empty() || kind.version != "v1" || kind.kind != "Pod" {
-        return Ok(Outcome::Unchanged(Unchanged::NotPodCreate));
+) -> Result<Value, Outcome> {
+    let rejected = Outcome::Rejected;
+    let reader = Pod::read(&pod, namespace).map_err(rejected)?;
+    if reader.label(labels::MANAGED_BY).map_err(rejected)?.as_deref() != Some(labels::OME_NATIVE) {
+        return Err(Outcome::Unchanged(Unchanged::NotOmeNative));
     }
-    let pod = Pod::new(request.object.map(Checked::of), &request.namespace)?;
-    if !pod.is_ome_native()? {
-        return Ok(Outcome::Unchanged(Unchanged::NotOmeNative));
-    }
-    let settings = match settings {
-        None => Settings::default(),
-        Some(settings) => serde_json::from_str(settings.get())
-            .map_err(|e| e.to_string())
-            .and_then(|settings| Settings::from_json(&settings))
-            .map_err(Rejection::BadSettings)?,
-    };
-    let instance = pod.instance_labels()?;
-    let replica = match pod.controller_replica()? {
+    let settings = Settings::from_json(settings)
+        .map_err(Rejection::BadSettings)
+        .map_err(rejected)?;
+    let instance = reader.instance_labels().map_err(rejected)?;
+    let replica = match reader.controller_replica().map_err(rejected)? {
         Some(name) => ReplicaRef {
-            namespace: pod.namespace.clone(),
+            namespace: reader.namespace.clone(),
             name,
         },
-        None => ReplicaRef::for_component(&pod.namespace, &instance.service, &instance.component),
+        None => ReplicaRef::for_component(&reader.namespace, &instance.service, &instance.component),
     };
-    let spread = match replica_settings(&replica, read_replica(&replica))? {
+    let spread = match replica_settings(&replica, read_replica(&replica)).map_err(rejected)? {
         Ok(spread) => spread,
-        Err(unreadable) => {
-            return match settings.on_missing_replica {
-                OnMissingReplica::Reject => Err(unreadable),
-                OnMissingReplica::Accept => {
-                    *warning = Some(format!(
-                        "{unreadable}; admitted without spread (onMissingReplica: Accept)"
-                    ));
-                    Ok(Outcome::Unchanged(Unchanged::ReplicaUnreadable))
-                }
-            };
+        Err(unreadable) if settings.on_missing_replica == OnMissingReplica::Accept => {
+            *warning = Some(format!(
+                "{unreadable}; admitted without spread (onMissingReplica: Accept)"
+            ));
+            return Err(Outcome::Unchanged(Unchanged::ReplicaUnreadable));
+        }
+        Err(unreadable) => return Err(rejected(unreadable)),
+    };
+    let term = rules::wanted(&instance, &spread, &settings).map_err(Outcome::Unchanged)?;
+    let path = term.list().path();
+    let present = reader.listed(path).map_err(rejected)?;
+    let name = reader.name.clone();
+    let internal = |what: String| rejected(Rejection::Internal { pod: name, what });
+    let edit = match rules::decide(term, &present, &settings) {
+        Decision::Unchanged(why) => return Err(Outcome::Unchanged(why)),
+        Decision::Append(term) => serde_json::to_value(term).map(Edit::Append),
+        Decision::Complete { index, fields } => {
+            serde_json::to_value(fields).map(|fields| Edit::Complete(index, fields))
         }
     };
-    let term = match rules::wanted(&instance, &spread, &settings) {
-        Ok(term) => term,
-        Err(why) => return Ok(Outcome::Unchanged(why)),
-    };
-    let list = term.list();
-    let present = pod.listed(list)?;
-    let values: Vec<&Value> = present.iter().map(|term| &term.value).collect();
-    match rules::decide(term, &values, &settings) {
-        Decision::Unchanged(why) => Ok(Outcome::Unchanged(why)),
-        Decision::Append(term) => pod.with_appended(list.path(), &term).map(Outcome::Mutated),
-        Decision::Complete { index, fields } => match present.get(index) {
-            Some(own) => pod.with_fields_added(own.text, &fields).map(Outcome::Mutated),
-            None => Err(Rejection::Internal {
-                pod: pod.name.clone(),
-                what: format!("no term {index} to complete"),
-            }),
+    match edit.map_err(|e| format!("the term cannot be written as JSON: {e}")) {
+        Ok(Edit::Append(term)) => append(&mut pod, path, term),
+        Ok(Edit::Complete(index, Value::Object(fields))) => match list_at(&mut pod, path)
+            .and_then(|list| list.get_mut(index))
+            .and_then(Value::as_object_mut)
+        {
+            Some(own) => own.extend(fields),
+            None => return Err(internal(format!("no term {index} to complete"))),
         },
+        Ok(Edit::Complete(..)) => return Err(internal("the fields to add are not an object".into())),
+        Err(e) => return Err(internal(e)),
     }
+    Ok(pod)
+}
+
+/// What the rules decided to write into the pod, as JSON.
+enum Edit {
+    Append(Value),
+    Complete(usize, Value),
+}
+
+/// P5, P8: `term` at the end of the list at `path`; the list and the objects above it are made
+/// where they are absent or null (the pod's lists were read, so every step is an object).
+fn append(pod: &mut Value, path: &[&str], term: Value) {
+    let mut at = pod;
+    for step in path {
+        if let Value::Object(fields) = at {
+            at = fields.entry(*step).or_insert(Value::Null);
+        }
+        if at.is_null() {
+            *at = Value::Object(Map::new());
+        }
+    }
+    match at {
+        Value::Array(list) => list.push(term),
+        other => *other = Value::Array(vec![term]),
+    }
+}
+
+fn list_at<'a>(pod: &'a mut Value, path: &[&str]) -> Option<&'a mut Vec<Value>> {
+    path.iter()
+        .try_fold(pod, |at, step| at.get_mut(*step))
+        .and_then(Value::as_array_mut)
+}
+
+/// What the rules read of a pod: its namespace, name, labels and owners, and a list's terms.
+struct Pod<'a> {
+    /// The request's namespace; a pod created from `generateName` may carry none of its own.
+    namespace: String,
+    /// `<namespace>/<name>` for messages (`<generateName>*` before the API server names it).
+    name: String,
+    object: &'a Value,
+    metadata: Option<&'a Map<String, Value>>,
+}
+
+impl<'a> Pod<'a> {
+    fn read(object: &'a Value, request_namespace: &str) -> Result<Self, Rejection> {
+        let bad = |field: &str, value: &Value, why: &str| Rejection::BadPod {
+            pod: format!("{request_namespace}/(unnamed)"),
+            field: field.into(),
+            value: shown(value),
+            why: why.into(),
+        };
+        if !object.is_object() {
+            return Err(bad("object", object, "must be a Pod object"));
+        }
+        let metadata = match &object["metadata"] {
+            Value::Null => None,
+            Value::Object(metadata) => Some(metadata),
+            other => return Err(bad("metadata", other, "must be an object")),
+        };
+        let text = |field: &str| {
+            metadata
+                .and_then(|m| m.get(field))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let namespace = match request_namespace {
+            "" => text("namespace"),
+            namespace => namespace,
+        }
+        .to_owned();
+        let name = match (text("name"), text("generateName")) {
+            ("", "") => format!("{namespace}/(unnamed)"),
+            ("", prefix) => format!("{namespace}/{prefix}*"),
+            (name, _) => format!("{namespace}/{name}"),
+        };
+        let pod = Self {
+            namespace,
+            name,
+            object,
+            metadata,
+        };
+        match pod.field("labels") {
+            Value::Null | Value::Object(_) => Ok(pod),
+            other => Err(pod.bad("metadata.labels", other, "must be an object")),
+        }
+    }
+
+    fn field(&self, name: &str) -> &'a Value {
+        self.metadata.and_then(|m| m.get(name)).unwrap_or(&Value::Null)
+    }
+
+    /// A label's value; one that is not a string is an error, not a miss.
+    fn label(&self, name: &'static str) -> Result<Option<Cow<'a, str>>, Rejection> {
+        match &self.field("labels")[name] {
+            Value::Null => Ok(None),
+            Value::String(value) => Ok(Some(Cow::Borrowed(value))),
+            other => Err(self.bad_label(name, &shown(other), "must be a string")),
+        }
+    }
+
+    /// P11: the labels a rule needs, present and well formed.
+    fn instance_labels(&self) -> Result<InstanceLabels<'a>, Rejection> {
+        let runner = match self.required(labels::RUNNER)?.as_ref() {
+            "default" => Runner::Default,
+            "leader" => Runner::Leader,
+            "worker" => {
+                let index = self.required(labels::INSTANCE_INDEX)?;
+                if index.is_empty() || index.len() > 63 || !index.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(self.bad_label(labels::INSTANCE_INDEX, &quoted(&index), "must be a whole number"));
+                }
+                Runner::Worker {
+                    instance_index: index.into_owned(),
+                }
+            }
+            other => {
+                return Err(self.bad_label(labels::RUNNER, &quoted(other), "must be default, leader or worker"));
+            }
+        };
+        Ok(InstanceLabels {
+            service: self.selector_value(labels::INFERENCE_SERVICE)?,
+            component: self.selector_value(labels::COMPONENT)?,
+            runner,
+        })
+    }
+
+    /// P3: the name of the InferenceReplica that controls this pod, if an ownerReference says so.
+    fn controller_replica(&self) -> Result<Option<String>, Rejection> {
+        let references = match self.field("ownerReferences") {
+            Value::Null => return Ok(None),
+            Value::Array(references) => references,
+            other => return Err(self.bad("metadata.ownerReferences", other, "must be a list")),
+        };
+        let is_replica = |r: &&Value| {
+            let text = |field: &str| r[field].as_str().unwrap_or_default();
+            is_controlling_replica(text("apiVersion"), text("kind"), r["controller"] == true)
+        };
+        match references.iter().find(is_replica).map(|r| &r["name"]) {
+            None => Ok(None),
+            Some(Value::String(name)) if !name.is_empty() => Ok(Some(name.clone())),
+            Some(other) => Err(self.bad(
+                "metadata.ownerReferences[InferenceReplica].name",
+                other,
+                "must be the replica's name",
+            )),
+        }
+    }
+
+    /// The terms of the list at `path`; every term must name its topologyKey. Absent or null
+    /// along the way is an empty list; any other non-object on the way, or a non-list at the
+    /// end, is an error naming the field.
+    fn listed(&self, path: &[&str]) -> Result<Vec<&'a Value>, Rejection> {
+        let mut at = self.object;
+        for (depth, step) in path.iter().enumerate() {
+            at = &at[*step];
+            let last = depth + 1 == path.len();
+            match at {
+                Value::Null => return Ok(Vec::new()),
+                Value::Array(_) if last => {}
+                Value::Object(_) if !last => {}
+                _ => {
+                    let why = if last { "must be a list" } else { "must be an object" };
+                    return Err(self.bad(&path[..=depth].join("."), at, why));
+                }
+            }
+        }
+        let terms = at.as_array().map(Vec::as_slice).unwrap_or_default();
+        for (i, term) in terms.iter().enumerate() {
+            if !term["topologyKey"].is_string() {
+                let field = format!("{}[{i}].topologyKey", path.join("."));
+                return Err(self.bad(&field, &term["topologyKey"], "must be a string"));
+            }
+        }
+        Ok(terms.iter().collect())
+    }
+
+    fn required(&self, label: &'static str) -> Result<Cow<'a, str>, Rejection> {
+        self.label(label)?.ok_or_else(|| Rejection::MissingLabel {
+            pod: self.name.clone(),
+            label,
+        })
+    }
+
+    /// A label whose value goes into a selector: present and a valid label value.
+    fn selector_value(&self, label: &'static str) -> Result<Cow<'a, str>, Rejection> {
+        let value = self.required(label)?;
+        match labels::check_value(&value) {
+            Ok(()) if !value.is_empty() => Ok(value),
+            Ok(()) => Err(self.bad_label(label, &quoted(&value), "must not be empty")),
+            Err(why) => Err(self.bad_label(label, &quoted(&value), why)),
+        }
+    }
+
+    fn bad(&self, field: &str, value: &Value, why: &str) -> Rejection {
+        Rejection::BadPod {
+            pod: self.name.clone(),
+            field: field.into(),
+            value: shown(value),
+            why: why.into(),
+        }
+    }
+
+    fn bad_label(&self, label: &'static str, value: &str, why: &str) -> Rejection {
+        Rejection::BadLabel {
+            pod: self.name.clone(),
+            label,
+            value: value.into(),
+            why: why.into(),
+        }
+    }
+}
+
+fn quoted(text: &str) -> String {
+    shown(&Value::String(text.to_owned()))
+}
+
+/// What the policy reads of the host's answer.
+#[derive(Deserialize)]
+struct ReplicaAnswer {
+    #[serde(default)]
+    kind: Option<Value>,
+    #[serde(default)]
+    spec: Option<Value>,
 }
 
 /// P3, P4: the replica's settings in effect from the host's answer; `Ok(Err(_))` when it could
@@ -210,19 +458,59 @@ fn replica_settings(
     replica: &ReplicaRef,
     answer: Result<Vec<u8>, String>,
 ) -> Result<Result<SpreadSettings, Rejection>, Rejection> {
-    let answer = answer
+    let spec = answer
         .map_err(|e| host_reason(&e))
-        .and_then(|answer| String::from_utf8(answer).map_err(|e| format!("the host's answer is not JSON: {e}")));
-    match answer.as_deref().map_err(String::clone).and_then(replica_spec) {
-        Ok(spec) => SpreadSettings::from_fields(spec_fields(replica, spec)?)
-            .map(Ok)
-            .map_err(|b| bad_replica(replica, format!("spec.{}", b.field), b.value, b.why)),
+        .and_then(|answer| replica_spec(&answer));
+    let bad = |field: String, value: String, why: String| Rejection::BadReplica {
+        namespace: replica.namespace.clone(),
+        name: replica.name.clone(),
+        field,
+        value,
+        why,
+    };
+    match spec {
+        Ok(Value::Object(spec)) => {
+            let field = |name: &str| spec.get(name).cloned();
+            let fields = SpreadFields {
+                topology_spread: field("topologySpread"),
+                topology_spread_key: field("topologySpreadKey"),
+                topology_key: field("topologyKey"),
+            };
+            SpreadSettings::from_fields(fields)
+                .map(Ok)
+                .map_err(|b| bad(format!("spec.{}", b.field), b.value, b.why))
+        }
+        Ok(other) => Err(bad("spec".into(), shown(&other), "must be an object".into())),
         Err(reason) => Ok(Err(Rejection::ReplicaUnreadable {
             namespace: replica.namespace.clone(),
             name: replica.name.clone(),
             reason,
         })),
     }
+}
+
+/// The host's answer, checked to be an InferenceReplica, and its spec.
+fn replica_spec(answer: &[u8]) -> Result<Value, String> {
+    let answer: Value = serde_json::from_slice(answer).map_err(|e| format!("the host's answer is not JSON: {e}"))?;
+    if !answer.is_object() {
+        return Err("the host's answer is not an InferenceReplica: not a JSON object".to_owned());
+    }
+    let replica: ReplicaAnswer =
+        serde_json::from_value(answer).map_err(|e| format!("the host's answer is not an InferenceReplica: {e}"))?;
+    match replica.kind {
+        None => {}
+        Some(Value::String(kind)) if kind == "InferenceReplica" => {}
+        Some(other) => {
+            return Err(format!(
+                "the host answered with kind {}, not InferenceReplica",
+                shown(&other)
+            ));
+        }
+    }
+    replica
+        .spec
+        .filter(|spec| !spec.is_null())
+        .ok_or_else(|| "the host's answer has no spec".to_owned())
 }
 
 /// The host's reason for not answering, as one short line for the message a user reads: without
@@ -247,97 +535,9 @@ fn host_reason(error: &str) -> String {
     cut(line, 300)
 }
 
-/// The host's answer, checked to be an InferenceReplica, and its spec.
-fn replica_spec(answer: &str) -> Result<&RawValue, String> {
-    let replica: ReplicaAnswer = serde_json::from_str(answer).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => format!("the host's answer is not an InferenceReplica: {e}"),
-        _ => format!("the host's answer is not JSON: {e}"),
-    })?;
-    if !is_object(answer.as_bytes()) {
-        return Err("the host's answer is not an InferenceReplica: not a JSON object".to_owned());
-    }
-    match replica.kind {
-        None => {}
-        Some(Value::String(kind)) if kind == "InferenceReplica" => {}
-        Some(other) => {
-            return Err(format!(
-                "the host answered with kind {}, not InferenceReplica",
-                shown(&other)
-            ));
-        }
-    }
-    replica.spec.ok_or_else(|| "the host's answer has no spec".to_owned())
-}
-
-/// serde reads a struct from a JSON list too; a request or a replica must be an object.
-fn is_object(json: &[u8]) -> bool {
-    json.iter().find(|b| !raw::is_space(**b)) == Some(&b'{')
-}
-
-/// P4: the three fields of the replica's spec, which must be an object.
-fn spec_fields(replica: &ReplicaRef, spec: &RawValue) -> Result<SpreadFields, Rejection> {
-    let spec = Checked::of(spec);
-    if raw::kind(spec) != raw::Kind::Object {
-        let value = serde_json::from_str::<Value>(&spec)
-            .map(|v| shown(&v))
-            .unwrap_or_default();
-        return Err(bad_replica(replica, "spec".into(), value, "must be an object".into()));
-    }
-    // serde_json has checked the answer: only the three fields are parsed.
-    let value = |field: Option<Checked>| field.and_then(|text| serde_json::from_str::<Value>(&text).ok());
-    let [spread, spread_key, topology_key] = raw::fields(spec, ["topologySpread", "topologySpreadKey", "topologyKey"]);
-    Ok(SpreadFields {
-        topology_spread: value(spread),
-        topology_spread_key: value(spread_key),
-        topology_key: value(topology_key),
-    })
-}
-
-fn bad_replica(replica: &ReplicaRef, field: String, value: String, why: String) -> Rejection {
-    Rejection::BadReplica {
-        namespace: replica.namespace.clone(),
-        name: replica.name.clone(),
-        field,
-        value,
-        why,
-    }
-}
-
-impl Evaluation<'_> {
-    /// The ValidationResponse the policy-server expects, as JSON text. A mutated pod goes out as
-    /// the text it came in, with the term spliced in: copied once, not re-serialised.
-    pub fn response(self) -> Vec<u8> {
-        let (head, pod, tail): (&[u8], _, _) = match (&self.outcome, &self.warning) {
-            (Outcome::Unchanged(_), None) => return br#"{"accepted":true}"#.to_vec(),
-            (Outcome::Unchanged(_), Some(warning)) => {
-                return json!({"accepted": true, "warnings": [warning]})
-                    .to_string()
-                    .into_bytes();
-            }
-            (Outcome::Rejected(rejection), _) => {
-                return json!({"accepted": false, "message": rejection.to_string()})
-                    .to_string()
-                    .into_bytes();
-            }
-            (Outcome::Mutated(pod), None) => (br#"{"accepted":true,"mutated_object":"#, pod, String::new()),
-            (Outcome::Mutated(pod), Some(warning)) => (
-                br#"{"accepted":true,"mutated_object":"#,
-                pod,
-                format!(",\"warnings\":{}", json!([warning])),
-            ),
-        };
-        let mut response = Vec::with_capacity(head.len() + pod.len() + tail.len() + 1);
-        response.extend_from_slice(head);
-        pod.write_to(&mut response);
-        response.extend_from_slice(tail.as_bytes());
-        response.push(b'}');
-        response
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::host_reason;
+    use super::{Pod, host_reason};
 
     #[test]
     fn p3_the_host_reason_is_one_short_line() {
@@ -358,5 +558,41 @@ mod tests {
             r#"r is forbidden: User "u" cannot get resource "r": Forbidden"#
         );
         assert_eq!(host_reason(&"x".repeat(400)), format!("{}...", "x".repeat(300)));
+    }
+
+    fn owner(references: &str) -> Result<Option<String>, String> {
+        let text = format!(r#"{{"metadata": {{"name": "p", "ownerReferences": {references}}}, "spec": {{}}}}"#);
+        let object = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let pod = Pod::read(&object, "ns").map_err(|e| e.to_string())?;
+        pod.controller_replica().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn p3_the_controlling_replica_is_the_controller_owner_of_that_kind() {
+        let replica = |fields: &str| format!(r#"[{{"kind": "Other", "controller": true}}, {{{fields}}}]"#);
+        let ok = r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": true"#;
+        assert_eq!(owner(&replica(ok)), Ok(Some("r".into())));
+        let escaped = r#""api\u0056ersion": "ome.io\/v1beta1", "kind": "InferenceReplica", "name": "r\u0031", "controller": true"#;
+        assert_eq!(owner(&replica(escaped)), Ok(Some("r1".into())));
+        let not_controller =
+            r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "r", "controller": "true""#;
+        assert_eq!(owner(&replica(not_controller)), Ok(None));
+        assert_eq!(
+            owner(r#"[["ome.io/v1beta1", "InferenceReplica", "r", true]]"#),
+            Ok(None)
+        );
+        assert_eq!(owner("null"), Ok(None));
+        assert_eq!(owner("[]"), Ok(None));
+        assert_eq!(
+            owner(r#""x""#),
+            Err(r#"pod ns/p: metadata.ownerReferences is "x": must be a list"#.into())
+        );
+        let unnamed = r#""apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "", "controller": true"#;
+        assert_eq!(
+            owner(&replica(unnamed)),
+            Err(
+                r#"pod ns/p: metadata.ownerReferences[InferenceReplica].name is "": must be the replica's name"#.into()
+            )
+        );
     }
 }

@@ -1,5 +1,8 @@
 //! The policy's settings (the README's Settings). With none set, the output is exactly OME's.
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::shown::shown;
@@ -52,48 +55,86 @@ impl Settings {
     /// Reads the settings as the policy-server passes them: an object, or null for none.
     /// The error names the setting and its bad value.
     pub fn from_json(settings: &Value) -> Result<Self, String> {
-        let mut parsed = Self::default();
-        let fields = match settings {
-            Value::Null => return Ok(parsed),
-            Value::Object(fields) => fields,
-            other => return Err(format!("settings must be an object, got {}", shown(other))),
-        };
-        // The first bad one by name is named, whichever order the JSON reader keeps (serde_json's
-        // `preserve_order` or not).
-        let mut first_bad: Option<(&str, String)> = None;
-        for (name, value) in fields {
-            if let Err(why) = parsed.set(name, value)
-                && first_bad.as_ref().is_none_or(|(first, _)| name.as_str() < *first)
-            {
-                first_bad = Some((name, why));
-            }
+        match settings {
+            Value::Null => Ok(Self::default()),
+            Value::Object(_) => Written::deserialize(settings).map_err(|e| e.to_string())?.check(),
+            other => Err(format!("settings must be an object, got {}", shown(other))),
         }
-        if let Some((_, why)) = first_bad {
+    }
+}
+
+/// The settings as written: each field as given (null kept apart from absent), and any other
+/// field by its name. [`Written::check`] reads them into [`Settings`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Written {
+    #[serde(deserialize_with = "given")]
+    max_skew: Option<Value>,
+    #[serde(deserialize_with = "given")]
+    min_domains: Option<Value>,
+    #[serde(deserialize_with = "given")]
+    node_taints_policy: Option<Value>,
+    #[serde(deserialize_with = "given")]
+    on_missing_replica: Option<Value>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, Value>,
+}
+
+/// A field that is present, null included.
+fn given<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+impl Written {
+    /// The settings, or the first bad one by name, the same whichever order they came in.
+    pub fn check(&self) -> Result<Settings, String> {
+        let defaults = Settings::default();
+        let max_skew = read(&self.max_skew, defaults.max_skew, |v| at_least_one("maxSkew", v));
+        let min_domains = read(&self.min_domains, None, |v| {
+            optional(v, |v| at_least_one("minDomains", v))
+        });
+        let node_taints_policy = read(&self.node_taints_policy, None, |v| {
+            optional(v, |v| match one_of("nodeTaintsPolicy", v, &["Honor", "Ignore"])? {
+                "Honor" => Ok(NodeTaintsPolicy::Honor),
+                _ => Ok(NodeTaintsPolicy::Ignore),
+            })
+        });
+        let on_missing_replica = read(&self.on_missing_replica, defaults.on_missing_replica, |v| match one_of(
+            "onMissingReplica",
+            v,
+            &["Reject", "Accept"],
+        )? {
+            "Accept" => Ok(OnMissingReplica::Accept),
+            _ => Ok(OnMissingReplica::Reject),
+        });
+        let known = [
+            ("maxSkew", max_skew.as_ref().err()),
+            ("minDomains", min_domains.as_ref().err()),
+            ("nodeTaintsPolicy", node_taints_policy.as_ref().err()),
+            ("onMissingReplica", on_missing_replica.as_ref().err()),
+        ];
+        let known = known.into_iter().filter_map(|(name, why)| Some((name, why?.clone())));
+        let unknown = self.unknown.keys().map(|name| {
+            (
+                name.as_str(),
+                format!("unknown setting {name:?}: the settings are {NAMES}"),
+            )
+        });
+        if let Some((_, why)) = known.chain(unknown).min_by(|a, b| a.0.cmp(b.0)) {
             return Err(why);
         }
-        Ok(parsed)
+        Ok(Settings {
+            max_skew: max_skew?,
+            min_domains: min_domains?,
+            node_taints_policy: node_taints_policy?,
+            on_missing_replica: on_missing_replica?,
+        })
     }
+}
 
-    fn set(&mut self, name: &str, value: &Value) -> Result<(), String> {
-        match name {
-            "maxSkew" => self.max_skew = at_least_one(name, value)?,
-            "minDomains" => self.min_domains = optional(value, |v| at_least_one(name, v))?,
-            "nodeTaintsPolicy" => {
-                self.node_taints_policy = optional(value, |v| match one_of(name, v, &["Honor", "Ignore"])? {
-                    "Honor" => Ok(NodeTaintsPolicy::Honor),
-                    _ => Ok(NodeTaintsPolicy::Ignore),
-                })?
-            }
-            "onMissingReplica" => {
-                self.on_missing_replica = match one_of(name, value, &["Reject", "Accept"])? {
-                    "Accept" => OnMissingReplica::Accept,
-                    _ => OnMissingReplica::Reject,
-                }
-            }
-            unknown => return Err(format!("unknown setting {unknown:?}: the settings are {NAMES}")),
-        }
-        Ok(())
-    }
+/// A field's value: `parse`d where given, else `default`.
+fn read<T>(given: &Option<Value>, default: T, parse: impl FnOnce(&Value) -> Result<T, String>) -> Result<T, String> {
+    given.as_ref().map_or(Ok(default), parse)
 }
 
 fn optional<T>(value: &Value, parse: impl FnOnce(&Value) -> Result<T, String>) -> Result<Option<T>, String> {
@@ -118,20 +159,6 @@ fn one_of<'a>(name: &str, value: &Value, allowed: &[&'a str]) -> Result<&'a str,
         .find(|a| Some(**a) == given)
         .copied()
         .ok_or_else(|| format!("{name} must be {}, got {}", allowed.join(" or "), shown(value)))
-}
-
-/// The answer to the policy-server's `validate_settings` call.
-pub fn validation_response(payload: &[u8]) -> Value {
-    // Read as text, as the policy reads everything: one JSON reader in the module.
-    let checked = std::str::from_utf8(payload)
-        .map_err(|e| e.to_string())
-        .and_then(|text| serde_json::from_str::<Value>(text).map_err(|e| e.to_string()))
-        .map_err(|e| format!("settings are not valid JSON: {e}"))
-        .and_then(|settings| Settings::from_json(&settings));
-    match checked {
-        Ok(_) => serde_json::json!({"valid": true}),
-        Err(message) => serde_json::json!({"valid": false, "message": message}),
-    }
 }
 
 #[cfg(test)]
@@ -211,19 +238,5 @@ mod tests {
         for (settings, message) in cases {
             assert_eq!(Settings::from_json(&settings), Err(message.to_string()), "{settings}");
         }
-    }
-
-    #[test]
-    fn validate_settings_answers_valid_or_names_the_problem() {
-        assert_eq!(validation_response(br#"{"maxSkew": 2}"#), json!({"valid": true}));
-        assert_eq!(validation_response(b"null"), json!({"valid": true}));
-        assert_eq!(
-            validation_response(br#"{"minDomains": 0}"#),
-            json!({"valid": false, "message": "minDomains must be a whole number of at least 1, got 0"})
-        );
-        assert_eq!(
-            validation_response(b"{"),
-            json!({"valid": false, "message": "settings are not valid JSON: EOF while parsing an object at line 1 column 1"})
-        );
     }
 }

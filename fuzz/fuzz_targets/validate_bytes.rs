@@ -10,11 +10,12 @@ const REPLICA: &[u8] = include_bytes!("../../tests/data/replicas/deepseek-v3-eng
 fuzz_target!(|data: &[u8]| {
     // The first byte picks the host's answer; the rest is the request.
     let Some((&mode, request)) = data.split_first() else { return };
-    let evaluation = ome_spread::admission::evaluate(request, |_| match mode % 3 {
+    let response = ome_spread::admission::validate(request, |_| match mode % 3 {
         0 => Ok(REPLICA.to_vec()),
         1 => Ok(request.to_vec()),
         _ => Err("Cannot find ome.io/v1beta1/InferenceReplica".to_owned()),
-    });
-    let response: Value = serde_json::from_slice(&evaluation.response()).expect("the response is JSON");
+    })
+    .expect("the policy answers");
+    let response: Value = serde_json::from_slice(&response).expect("the response is JSON");
     assert!(response["accepted"].is_boolean(), "{response}");
 });

@@ -485,9 +485,13 @@ pub fn admitted(pod: &Value, replica: &Value, settings: &Value) -> Result<Value,
     let request = json!({"settings": settings, "request": {"uid": "surge", "operation": "CREATE",
         "kind": {"group": "", "version": "v1", "kind": "Pod"}, "namespace": pod["metadata"]["namespace"], "object": pod}});
     let payload = request.to_string().into_bytes();
-    let evaluation = admission::evaluate(&payload, |_| Ok(replica.to_string().into_bytes()));
-    let response: Value = serde_json::from_slice(&evaluation.response()).map_err(|e| e.to_string())?;
-    match (&response["accepted"], response.get("mutated_object")) {
+    let response =
+        admission::validate(&payload, |_| Ok(replica.to_string().into_bytes())).map_err(|e| e.to_string())?;
+    let response: Value = serde_json::from_slice(&response).map_err(|e| e.to_string())?;
+    match (
+        &response["accepted"],
+        response.get("mutated_object").filter(|pod| !pod.is_null()),
+    ) {
         (Value::Bool(true), Some(mutated)) => Ok(mutated.clone()),
         (Value::Bool(true), None) => Ok(pod.clone()),
         _ => Err(format!("pod {} denied: {}", name(pod), response["message"])),

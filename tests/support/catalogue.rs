@@ -115,8 +115,14 @@ pub fn all() -> Vec<Case> {
         ),
         payload(
             "request_with_trailing_bytes",
-            br#"{"request": {}} x"#,
-            "malformed ValidationRequest: trailing characters at line 1 column 17",
+            br#"{"settings": {}, "request": {}} x"#,
+            "malformed ValidationRequest: trailing characters at line 1 column 33",
+        ),
+        // The policy-server always sends the settings, `{}` when none are set.
+        payload(
+            "request_without_settings",
+            br#"{"request": {}}"#,
+            "malformed ValidationRequest: missing field `settings` at line 1 column 15",
         ),
         case(
             "request_without_object",
@@ -238,7 +244,8 @@ pub fn all() -> Vec<Case> {
             QWEN_0,
             r#""name":"qwen3-0-6b-engine-0-default-0""#,
             r#""name":"qwen3-\uDBFB-engine""#,
-            Rejected("malformed ValidationRequest: object: a lone UTF-16 surrogate escape at byte 58"),
+            // serde_json's words: a leading surrogate must be followed by a trailing one.
+            Rejected("malformed ValidationRequest: unexpected end of hex escape at line 1 column 316"),
         ),
         text_edited(
             "pod_with_a_repeated_label_keeps_the_last",

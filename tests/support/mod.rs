@@ -135,10 +135,20 @@ pub struct Native;
 
 impl Policy for Native {
     fn validate(&self, payload: &[u8], cluster: &Cluster) -> Value {
-        let response = ome_spread::admission::evaluate(payload, |replica| {
+        let response = ome_spread::admission::validate(payload, |replica| {
             cluster.get_resource(&ome_spread::admission::get_resource_request(replica)?)
         })
-        .response();
-        serde_json::from_slice(&response).expect("the policy answers JSON")
+        .expect("the policy answers");
+        answer(&response)
     }
+}
+
+/// A ValidationResponse as JSON, without the members the SDK writes as null: the policy-server
+/// reads a null member as an absent one.
+pub fn answer(response: &[u8]) -> Value {
+    let mut answer: Value = serde_json::from_slice(response).expect("the policy answers JSON");
+    if let Some(members) = answer.as_object_mut() {
+        members.retain(|_, value| !value.is_null());
+    }
+    answer
 }

@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use ome_spread::admission;
+use ome_spread::admission::{self, Outcome};
 use ome_spread_core::diagnosis::settings_in_effect;
 use ome_spread_core::explain::{Objects, namespace_of};
 use ome_spread_core::instance::COMPONENTS;
@@ -34,21 +34,10 @@ fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
             .chain(objects.of_kind("InferenceService", None));
         owners.map(namespace_of).next().unwrap_or("default")
     });
-    let request = json!({
-        "settings": settings,
-        "request": {
-            "uid": "playground",
-            "kind": { "group": "", "version": "v1", "kind": "Pod" },
-            "operation": "CREATE",
-            "namespace": namespace,
-            "object": pod,
-        },
-    });
-    let payload = serde_json::to_vec(&request).map_err(|e| format!("the request: {e}"))?;
     // What the pasted objects lack to make the pod's replica is the user's to fix, not the
     // policy's answer: said instead of it.
     let unusable = RefCell::new(None);
-    let evaluation = admission::evaluate(&payload, |wanted| {
+    let admission = admission::admit(namespace, pod.clone(), &settings, |wanted| {
         host(&objects, wanted)
             .inspect_err(|why| *unusable.borrow_mut() = Some(why.clone()))?
             .map(|replica| replica.to_string().into_bytes())
@@ -62,15 +51,18 @@ fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
     if let Some(why) = unusable.into_inner() {
         return Err(why);
     }
-    let response: Value =
-        serde_json::from_slice(&evaluation.response()).map_err(|e| format!("the policy's response: {e}"))?;
-    let after = response.get("mutated_object").unwrap_or(&pod);
+    let (accepted, message, mutated) = match &admission.outcome {
+        Outcome::Unchanged(_) => (true, None, None),
+        Outcome::Mutated(mutated) => (true, None, Some(mutated)),
+        Outcome::Rejected(rejection) => (false, Some(rejection.to_string()), None),
+    };
+    let after = mutated.unwrap_or(&pod);
     let patch = json_patch::diff(&pod, after);
     Ok(json!({
-        "accepted": response["accepted"],
-        "message": response["message"],
-        "warnings": response.get("warnings").cloned().unwrap_or_else(|| json!([])),
-        "mutated": response.get("mutated_object").is_some(),
+        "accepted": accepted,
+        "message": message,
+        "warnings": admission.warning.into_iter().collect::<Vec<_>>(),
+        "mutated": mutated.is_some(),
         "pod": after,
         "lines": lines(&pod, after)?,
         "patch": patch,
