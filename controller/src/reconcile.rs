@@ -19,7 +19,8 @@ use ome_spread_core::replica::RuntimeRef;
 use serde_json::{Value, json};
 use tracing::{Span, debug, field, info, instrument, warn};
 
-use crate::context::{Context, Error, Objects, within_timeout};
+use crate::context::{Context, Objects};
+use crate::error::{Error, within_timeout};
 use crate::index::key;
 use crate::rebalance;
 use crate::resources::{CONDITION, InferenceReplica, InferenceService};
@@ -67,7 +68,7 @@ pub fn retry_after(failures: u32) -> Duration {
 }
 
 async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<Action, Error> {
-    ctx.synced().await?;
+    ctx.caches.synced().await?;
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let Some(Diagnosed {
         service,
@@ -108,7 +109,8 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     // A replica without a parent (OME's standalone form) has no InferenceService to diagnose.
     let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.clone());
     let service = parent.as_ref().and_then(|parent| {
-        ctx.services
+        ctx.caches
+            .services
             .get(&ObjectRef::new(parent).within(&namespace))
             .filter(|s| s.on_omenative())
     });
@@ -118,33 +120,27 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     };
     let runtime = match service.runtime() {
         Some(RuntimeRef::Namespaced(runtime)) => {
-            to_value(ctx.runtimes.get(&ObjectRef::new(runtime).within(&namespace)))?
+            to_value(ctx.caches.runtimes.get(&ObjectRef::new(runtime).within(&namespace)))?
         }
-        Some(RuntimeRef::Cluster(runtime)) => to_value(ctx.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
+        Some(RuntimeRef::Cluster(runtime)) => to_value(ctx.caches.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
         None => None,
     };
     let objects = Objects {
         service: serde_json::to_value(&*service).map_err(Error::Json)?,
         runtime,
         replica: serde_json::to_value(replica).map_err(Error::Json)?,
-        pods: ctx
-            .pods
-            .with(|pods| pods.of(&(namespace.clone(), parent, replica.spec.component.clone()))),
-        nodes: ctx.nodes.current(),
+        pods: (ctx.caches.pods).of(&(namespace.clone(), parent, replica.spec.component.clone())),
+        nodes: ctx.caches.nodes.current(),
     };
     let component = objects.component();
-    let settings = ctx.settings.borrow().clone();
+    let settings = ctx.caches.settings.borrow().clone();
     let report = diagnose(&component, &settings)?;
-    if ctx
-        .keys
-        .set(ObjectRef::from_obj(replica), node_keys(&component, &report))
-    {
+    let keys = node_keys(&component, &report);
+    if ctx.caches.nodes.read_by(ObjectRef::from_obj(replica), keys) {
         // A label no replica read before: the nodes were built without its changes since.
-        ctx.nodes.refresh();
         return diagnosed(replica, ctx);
     }
-    let (plan, action, worst_loss) = ctx.room.with(|sums| {
-        let requested = sums.requested();
+    let (plan, action, worst_loss) = ctx.caches.room.with_requested(|requested| {
         let plan = recommend(&component, &report, requested, &settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
         let rooms = match no_move(&plan) {
@@ -202,15 +198,15 @@ async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: 
             action: "Diagnose".into(),
             secondary: None,
         };
-        within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
+        within_timeout("the Event", ctx.api.recorder.publish(&event, &reference)).await?;
     }
-    if lock(&ctx.no_condition).is_some() {
+    if lock(&ctx.api.no_condition).is_some() {
         ctx.replicas.with(&key, |kept| kept.held = Some(condition.reason));
         return Ok(());
     }
     ctx.replicas.with(&key, |kept| kept.held = None);
     if previous.is_none_or(|p| !same(p, &condition)) {
-        let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
+        let api: Api<InferenceReplica> = Api::namespaced(ctx.api.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         within_timeout(
             "the status patch",
