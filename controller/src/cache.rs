@@ -14,7 +14,7 @@ use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::error::{Error, FILL_TIMEOUT};
+use crate::error::Error;
 use crate::nodes::{KeysInUse, NodeIndex, NodeSet};
 use crate::pods::Pods;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
@@ -34,7 +34,8 @@ pub struct Caches {
     pub nodes: Arc<NodeIndex>,
     /// The policy's settings, as last read (`--settings`, or the ClusterAdmissionPolicy followed).
     pub settings: watch::Receiver<Settings>,
-    /// Whether every cache the diagnosis reads is filled ([`Self::filled`]).
+    /// Whether every cache the diagnosis reads is filled: the readiness tells it
+    /// ([`Self::all_filled`]), and the reconciles wait on it.
     pub filled: watch::Sender<Fill>,
 }
 
@@ -101,7 +102,7 @@ impl Caches {
     }
 
     /// The caches not filled yet, named.
-    pub(crate) fn unfilled(&self) -> Error {
+    pub fn unfilled(&self) -> Error {
         let unfilled = [
             ("InferenceServices", self.services.wait_until_ready().now_or_never()),
             ("ServingRuntimes", self.runtimes.wait_until_ready().now_or_never()),
@@ -122,17 +123,5 @@ impl Caches {
             .map(|(name, _)| *name)
             .collect();
         Error::NotFilled(names.join(", "))
-    }
-
-    /// Waits, for at most [`FILL_TIMEOUT`], until the caches are filled, as [`Self::filled`]
-    /// says: any number of reconciles wait on it at once.
-    pub(crate) async fn synced(&self) -> Result<(), Error> {
-        let mut filled = self.filled.subscribe();
-        let waited = tokio::time::timeout(FILL_TIMEOUT, filled.wait_for(|fill| *fill != Fill::Filling)).await;
-        match waited {
-            Ok(Ok(fill)) if *fill == Fill::Filled => Ok(()),
-            Ok(_) => Err(Error::Stopping),
-            Err(_) => Err(self.unfilled()),
-        }
     }
 }

@@ -19,8 +19,9 @@ use ome_spread_core::replica::RuntimeRef;
 use serde_json::{Value, json};
 use tracing::{Span, debug, field, info, instrument, warn};
 
+use crate::cache::{Caches, Fill};
 use crate::context::{Context, Objects};
-use crate::error::{Error, within_timeout};
+use crate::error::{Error, FILL_TIMEOUT, within_timeout};
 use crate::index::key;
 use crate::rebalance;
 use crate::resources::{CONDITION, InferenceReplica, InferenceService};
@@ -68,7 +69,7 @@ pub fn retry_after(failures: u32) -> Duration {
 }
 
 async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<Action, Error> {
-    ctx.caches.synced().await?;
+    filled(&ctx.caches).await?;
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let Some(Diagnosed {
         service,
@@ -88,6 +89,18 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     record(replica, &report, &action, ctx).await?;
     rebalance::recommend(replica, &service, &plan, &objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
+}
+
+/// Waits, for at most [`FILL_TIMEOUT`], until the caches are filled, as the readiness tells
+/// (`caches.filled`): any number of reconciles wait on it at once.
+async fn filled(caches: &Caches) -> Result<(), Error> {
+    let mut filled = caches.filled.subscribe();
+    let waited = tokio::time::timeout(FILL_TIMEOUT, filled.wait_for(|fill| *fill != Fill::Filling)).await;
+    match waited {
+        Ok(Ok(fill)) if *fill == Fill::Filled => Ok(()),
+        Ok(_) => Err(Error::Stopping),
+        Err(_) => Err(caches.unfilled()),
+    }
 }
 
 /// A replica's diagnosis, the rebalance plan from it, and the objects both read.
