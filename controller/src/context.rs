@@ -1,7 +1,7 @@
 //! What a reconcile, the rebalance and the migration request share: the caches they read, how
 //! they write, what is kept of each replica, the objects of a component as the core reads them,
-//! their errors, the API timeout, the rebalance mode and what the rebalance says. Beneath all
-//! three, so that none of them imports another in a circle.
+//! the rebalance mode and what the rebalance says. Beneath all three, so that none of them
+//! imports another in a circle.
 
 use std::sync::{Arc, Mutex};
 
@@ -23,10 +23,12 @@ use crate::state::ReplicaStates;
 /// What a reconcile reads and writes through, and what it keeps.
 pub struct Context {
     pub api: Writes,
+    /// What the watches keep of the cluster.
     pub caches: Caches,
     /// What is kept of each replica between its reconciles.
     pub replicas: ReplicaStates,
     pub rebalance: Rebalance,
+    /// Each replica's series and the reconciles' counts, for `/metrics`.
     pub metrics: Arc<Metrics>,
     /// Each reconcile's start and end, for `/healthz`.
     pub health: Arc<Health>,

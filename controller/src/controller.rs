@@ -318,8 +318,9 @@ fn context(client: &Client, options: Options, caches: Caches, no_condition: Opti
 }
 
 /// What reconciles every replica: a node change the diagnosis reads ([`crate::nodes`]), the
-/// refusal to write the condition lifted (the conditions held back are written), and the settings
-/// changed (the policy's, followed: every diagnosis reads them).
+/// refusal to write the condition lifted (the conditions held back are written: the schema's
+/// recheck, started here, tells it), and the settings changed (the policy's, followed: every
+/// diagnosis reads them).
 fn every_replica_changes(
     client: &Client,
     context: &Arc<Context>,

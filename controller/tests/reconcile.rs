@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use ome_spread_controller::cache::Fill;
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::error::Error;
 use ome_spread_controller::pods;
@@ -281,9 +282,7 @@ async fn a_cache_never_filled_fails_the_reconcile_naming_it() {
     let mut ctx = Arc::try_unwrap(ctx).unwrap_or_else(|_| panic!("the one context"));
     let (unfilled, _writer) = kube::runtime::reflector::store();
     ctx.caches.runtimes = unfilled;
-    ctx.caches
-        .filled
-        .send_replace(ome_spread_controller::cache::Fill::Filling);
+    ctx.caches.filled.send_replace(Fill::Filling);
     let ctx = Arc::new(ctx);
     let started = tokio::time::Instant::now();
     let error = reconcile(Arc::new(replica), ctx.clone()).await.expect_err("not filled");
@@ -594,14 +593,9 @@ async fn a_reconcile_records_the_node_labels_its_diagnosis_reads() {
     );
     reconcile(Arc::new(replica), ctx.clone()).await.expect("reconciled");
     drop(server);
+    let keys = ctx.caches.nodes.keys();
     assert_eq!(
-        ctx.caches
-            .nodes
-            .keys()
-            .all()
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
+        keys.all().iter().map(String::as_str).collect::<Vec<_>>(),
         [
             "models.ome.io/clusterbasemodel.qwen3-0-6b",
             "topology.kubernetes.io/zone"
