@@ -48,8 +48,8 @@ pub enum Fill {
     Stopping,
 }
 
-/// A cache of `K`, and the stream of its changes that fills it.
-pub fn cached<K>(api: Api<K>) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>>)
+/// A cache of `K`, and the stream of its watch's events that fills it.
+pub fn reflected<K>(api: Api<K>) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
@@ -58,8 +58,7 @@ where
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|object: &mut K| object.meta_mut().managed_fields = None)
-        .reflect(writer)
-        .touched_objects();
+        .reflect(writer);
     (store, stream)
 }
 

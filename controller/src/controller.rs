@@ -20,7 +20,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use crate::cache::{Caches, Fill, cached};
+use crate::cache::{Caches, Fill, reflected};
 use crate::context::{Context, Mode, Rebalance, Writes};
 use crate::error::{API_TIMEOUT, FILL_TIMEOUT, within_timeout};
 use crate::metrics::Metrics;
@@ -250,10 +250,10 @@ async fn reconcile_all(
         refused = condition_refused(&client) => refused,
         () = stopped(stop.clone()) => return,
     };
-    let (services, service_changes) = cached(Api::<InferenceService>::all(client.clone()));
-    let (runtimes, runtime_changes) = cached(Api::<ServingRuntime>::all(client.clone()));
-    let (cluster_runtimes, cluster_runtime_changes) = cached(Api::<ClusterServingRuntime>::all(client.clone()));
-    let (replicas, replica_writer) = reflector::store();
+    let (services, service_events) = reflected(Api::<InferenceService>::all(client.clone()));
+    let (runtimes, runtime_events) = reflected(Api::<ServingRuntime>::all(client.clone()));
+    let (cluster_runtimes, cluster_runtime_events) = reflected(Api::<ClusterServingRuntime>::all(client.clone()));
+    let (replicas, replica_events) = reflected(Api::<InferenceReplica>::all(client.clone()));
     let caches = Caches::new(
         services.clone(),
         runtimes,
@@ -265,19 +265,21 @@ async fn reconcile_all(
     let context = Arc::new(context(&client, options, caches, no_condition));
     tokio::spawn(ready_when_filled(context.clone(), health, stop.clone()));
     let every_replica = every_replica_changes(&client, &context, settings);
-    let replica_changes = replica_changes(client.clone(), (replicas.clone(), replica_writer), context.clone());
+    let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     let controller = Controller::for_stream(replica_changes, replicas)
         .reconcile_on(pods::changes(client.clone(), context.caches.pods.clone()))
-        .watches_stream(service_changes, |service| replicas_of_service(&service))
-        .watches_stream(runtime_changes, move |runtime| {
+        .watches_stream(service_events.touched_objects(), |service| {
+            replicas_of_service(&service)
+        })
+        .watches_stream(runtime_events.touched_objects(), move |runtime| {
             replicas_using(
                 &for_runtimes,
                 RuntimeRef::Namespaced(&runtime.name_any()),
                 runtime.namespace(),
             )
         })
-        .watches_stream(cluster_runtime_changes, move |runtime| {
+        .watches_stream(cluster_runtime_events.touched_objects(), move |runtime| {
             replicas_using(&for_cluster_runtimes, RuntimeRef::Cluster(&runtime.name_any()), None)
         })
         .reconcile_all_on(every_replica);
@@ -446,19 +448,14 @@ async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>, stop: wat
     }
 }
 
-/// The replicas' own watch, filling their cache; what is kept of a deleted replica goes with it.
+/// The replicas' own watch's events, as the controller's triggers: what is kept of a deleted replica
+/// goes with it, and a change of all but the `Spread` condition reconciles it.
 fn replica_changes(
-    client: Client,
-    (store, writer): (
-        reflector::Store<InferenceReplica>,
-        reflector::store::Writer<InferenceReplica>,
-    ),
+    events: impl futures::Stream<Item = Result<watcher::Event<InferenceReplica>, watcher::Error>>,
+    store: reflector::Store<InferenceReplica>,
     context: Arc<Context>,
 ) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
-    watcher(Api::<InferenceReplica>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(|replica: &mut InferenceReplica| replica.metadata.managed_fields = None)
-        .reflect(writer)
+    events
         .inspect_ok(move |event| {
             match event {
                 watcher::Event::Delete(replica) => context.forget(&ObjectRef::from_obj(replica)),
