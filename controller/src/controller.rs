@@ -423,10 +423,10 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
 }
 
 /// Ready once the caches the diagnosis reads are filled, which it tells the reconciles
-/// (`context.caches.filled`): the one task that waits on the caches themselves, since kube-runtime's
-/// `Store::wait_until_ready` wakes only the task that polled it last (the first reconciles,
-/// waiting beside it, each waited until their 30 s ran out). Asked to stop first, it tells them
-/// so: the watches that fill the caches end with the controller's queue.
+/// (`context.caches.filled`): the one task that waits on the caches themselves, since
+/// kube-runtime's `Store::wait_until_ready` wakes only the task that polled it last (the first
+/// reconciles, waiting beside it, each waited until their 30 s ran out). Asked to stop first, it
+/// tells them so: the watches that fill the caches end with the controller's queue.
 async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>, stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
@@ -448,8 +448,8 @@ async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>, stop: wat
     }
 }
 
-/// The replicas' own watch's events, as the controller's triggers: what is kept of a deleted replica
-/// goes with it, and a change of all but the `Spread` condition reconciles it.
+/// The replicas' own watch's events, as the controller's triggers: what is kept of a deleted
+/// replica goes with it, and a change of all but the `Spread` condition reconciles it.
 fn replica_changes(
     events: impl futures::Stream<Item = Result<watcher::Event<InferenceReplica>, watcher::Error>>,
     store: reflector::Store<InferenceReplica>,
