@@ -1,235 +1,126 @@
-//! The controller's caches: one watch per kind fills each, and what the diagnosis reads of the
-//! nodes, the InferenceServices' requests and the replicas' records is built from them once per
-//! change (snapshots), not once per reconcile. The pods are indexed by their own events instead
-//! ([`crate::pods`], [`crate::room`]).
+//! The controller's caches: one watch per kind fills each. InferenceServices, runtimes and
+//! InferenceReplicas in kube-runtime's stores, read by key; the pods and the nodes in indexes kept
+//! by their own watch events ([`crate::index`]). A reconcile waits until all are filled.
 
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use futures::{Stream, TryStreamExt};
-use k8s_openapi::api::core::v1::Node as KubeNode;
+use futures::{FutureExt, Stream};
+use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
-use ome_spread_core::migration::{Annotated, BadLedger, BadRecord, Migrations, Records, Requests};
-use ome_spread_core::nodes::{Node, Nodes, Taint};
-use ome_spread_core::room::Resources;
+use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
-use tracing::warn;
+use tokio::sync::watch;
 
-use crate::resources::{InferenceReplica, InferenceService};
-use crate::state::lock;
+use crate::error::Error;
+use crate::nodes::{KeysInUse, NodeIndex, NodeSet};
+use crate::pods::Pods;
+use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
+use crate::room::Room;
 
-/// What the diagnosis reads of a cache (the nodes indexed, the pods grouped by component), built
-/// from it only after it changed: a burst of reconciles (every replica, after a node change)
-/// shares one build instead of reading the whole cache each.
-pub struct Snapshot<K: 'static + Resource, T>
-where
-    K::DynamicType: Eq + Hash,
-{
-    store: Store<K>,
-    version: Arc<AtomicU64>,
-    build: fn(&[Arc<K>]) -> T,
-    built: Mutex<Option<(u64, Arc<T>)>>,
+/// What the reconciles read.
+pub struct Caches {
+    pub services: Store<InferenceService>,
+    pub runtimes: Store<ServingRuntime>,
+    pub cluster_runtimes: Store<ClusterServingRuntime>,
+    /// Filled by the controller's own watch of them.
+    pub replicas: Store<InferenceReplica>,
+    /// The OMENative pods of each component.
+    pub pods: Arc<Pods>,
+    /// What every pod bound to a node requests of it.
+    pub room: Arc<Room>,
+    pub nodes: Arc<NodeIndex>,
+    /// The policy's settings, as last read (`--settings`, or the ClusterAdmissionPolicy followed).
+    pub settings: watch::Receiver<Settings>,
+    /// Whether every cache the diagnosis reads is filled: the readiness tells it
+    /// ([`Self::all_filled`]), and the reconciles wait on it.
+    pub filled: watch::Sender<Fill>,
 }
 
-impl<K, T> Snapshot<K, T>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + Hash + Clone,
-{
-    /// `version` must move after every change of the store that `build` reads.
-    pub fn new(store: Store<K>, version: Arc<AtomicU64>, build: fn(&[Arc<K>]) -> T) -> Self {
-        Self {
-            store,
-            version,
-            build,
-            built: Mutex::default(),
-        }
-    }
-
-    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.store.wait_until_ready().await
-    }
-
-    /// The next [`Self::current`] builds anew.
-    pub fn refresh(&self) {
-        self.version.fetch_add(1, Ordering::AcqRel);
-    }
-
-    pub fn current(&self) -> Arc<T> {
-        let mut built = lock(&self.built);
-        // Read under the lock, so that a slower caller never tags a newer build with an older
-        // version.
-        let version = self.version.load(Ordering::Acquire);
-        match &*built {
-            Some((at, snapshot)) if *at == version => snapshot.clone(),
-            _ => {
-                let snapshot = Arc::new((self.build)(&self.store.state()));
-                *built = Some((version, snapshot.clone()));
-                snapshot
-            }
-        }
-    }
+/// Whether the reconciles can read the caches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    Filling,
+    Filled,
+    /// Asked to stop before they were filled: the watches that fill them end first.
+    Stopping,
 }
 
-pub type NodeSnapshot = Snapshot<KubeNode, Nodes>;
-
-pub fn nodes(nodes: &[Arc<KubeNode>]) -> Nodes {
-    Nodes::new(nodes.iter().map(|n| node(n)).collect())
-}
-
-/// What the diagnosis needs of a Kubernetes node.
-pub fn node(node: &KubeNode) -> Node {
-    let spec = node.spec.as_ref();
-    let taints = spec
-        .and_then(|s| s.taints.as_ref())
-        .map(|taints| {
-            taints
-                .iter()
-                .map(|t| Taint {
-                    key: t.key.clone(),
-                    value: t.value.clone().unwrap_or_default(),
-                    effect: t.effect.clone(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Node::new(
-        node.name_any(),
-        node.labels()
-            .iter()
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect(),
-        taints,
-        spec.and_then(|s| s.unschedulable) == Some(true),
-        allocatable(node),
-    )
-}
-
-/// A node's `status.allocatable`; one the API server would refuse (it never serves one) is
-/// said, naming the node, and the node has no known room.
-fn allocatable(node: &KubeNode) -> Resources {
-    let quantities = node.status.iter().flat_map(|s| s.allocatable.iter().flatten());
-    Resources::parsed(quantities.map(|(name, q)| (name.as_str(), q.0.as_str()))).unwrap_or_else(|e| {
-        let e = e.within("status.allocatable.");
-        warn!(node = %node.name_any(), error = %e, "a node's allocatable cannot be read: it has no known room");
-        Resources::default()
-    })
-}
-
-/// Every InferenceService's pending migration request and our ledgers, as `migrate`'s guardrails
-/// read them: once per change of the InferenceServices, not once per reconcile (each reconcile's
-/// guardrails read the whole cluster's).
-pub type RequestSnapshot = Snapshot<InferenceService, Result<Requests, BadLedger>>;
-
-pub fn requests(services: &[Arc<InferenceService>]) -> Result<Requests, BadLedger> {
-    let annotated: Vec<Annotated> = services
-        .iter()
-        .map(|s| Annotated {
-            name: named(&**s),
-            annotations: s.annotations(),
-        })
-        .collect();
-    Requests::read(&annotated)
-}
-
-/// Every InferenceReplica's migration records, once per change of the replicas.
-pub type RecordSnapshot = Snapshot<InferenceReplica, Result<Records, BadRecord>>;
-
-pub fn records(replicas: &[Arc<InferenceReplica>]) -> Result<Records, BadRecord> {
-    let migrations: Vec<Migrations> = replicas.iter().map(|r| migrations(r)).collect();
-    Records::read(&migrations)
-}
-
-/// A replica's records as the guardrails read them.
-pub fn migrations(replica: &InferenceReplica) -> Migrations<'_> {
-    Migrations {
-        name: named(replica),
-        migrations: replica.status.as_ref().and_then(|s| s.migrations.as_ref()),
-    }
-}
-
-/// `namespace/name`, as the guardrails name objects.
-pub fn named<K: ResourceExt>(object: &K) -> String {
-    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
-}
-
-/// A cache of `K`, and the stream of its changes that fills it; `version` moves with every change.
-pub fn cached<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    version: Arc<AtomicU64>,
-) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>>)
+/// A cache of `K`, and the stream of its watch's events that fills it.
+pub fn reflected<K>(api: Api<K>) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
 {
     let (store, writer) = reflector::store();
-    let stream = watcher(api, config)
+    let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|object: &mut K| object.meta_mut().managed_fields = None)
-        .reflect(writer)
-        .inspect_ok(move |_| {
-            version.fetch_add(1, Ordering::AcqRel);
-        })
-        .touched_objects();
+        .reflect(writer);
     (store, stream)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn kube_node(value: serde_json::Value) -> KubeNode {
-        serde_json::from_value(value).expect("a node")
+impl Caches {
+    /// The stores as given, the indexes empty: their watches fill them ([`crate::pods::changes`],
+    /// [`crate::room::watch`], [`crate::nodes::changes`]).
+    pub fn new(
+        services: Store<InferenceService>,
+        runtimes: Store<ServingRuntime>,
+        cluster_runtimes: Store<ClusterServingRuntime>,
+        replicas: Store<InferenceReplica>,
+        settings: watch::Receiver<Settings>,
+    ) -> Self {
+        Self {
+            services,
+            runtimes,
+            cluster_runtimes,
+            replicas,
+            pods: Arc::default(),
+            room: Arc::default(),
+            nodes: Arc::new(NodeIndex::new(NodeSet::new(Arc::new(KeysInUse::default())))),
+            settings,
+            filled: watch::Sender::new(Fill::Filling),
+        }
     }
 
-    #[test]
-    fn the_node_snapshot_is_rebuilt_only_after_a_node_change() {
-        let (store, mut writer) = reflector::store();
-        let version = Arc::new(AtomicU64::new(0));
-        let snapshot = NodeSnapshot::new(store, version.clone(), nodes);
-        writer.apply_watcher_event(&watcher::Event::Apply(kube_node(
-            json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"unschedulable": true,
-                "taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]},
-                "status": {"allocatable": {"nvidia.com/gpu": "8", "pods": "110"}}}),
-        )));
-        let first = snapshot.current();
-        assert_eq!(
-            first.get("n1"),
-            Some(&Node::new(
-                "n1".into(),
-                [("zone".to_owned(), "a".to_owned())].into_iter().collect(),
-                vec![Taint {
-                    key: "gpu".into(),
-                    value: "yes".into(),
-                    effect: "NoSchedule".into()
-                }],
-                true,
-                Resources::parsed([("nvidia.com/gpu", "8"), ("pods", "110")]).expect("readable")
-            ))
+    /// Waits until every cache the diagnosis reads is filled (its watch's first list applied).
+    /// One task only may wait so (kube-runtime's `Store::wait_until_ready` wakes only the task
+    /// that polled it last): the controller's readiness, which then tells [`Self::filled`].
+    pub async fn all_filled(&self) -> Result<(), Error> {
+        let ready = futures::try_join!(
+            self.services.wait_until_ready(),
+            self.runtimes.wait_until_ready(),
+            self.cluster_runtimes.wait_until_ready(),
+            self.pods.wait_until_filled().map(Ok),
+            self.nodes.wait_until_filled().map(Ok),
+            self.room.wait_until_filled().map(Ok),
         );
-        writer.apply_watcher_event(&watcher::Event::Apply(kube_node(json!({"metadata": {"name": "n2"}}))));
-        assert!(
-            Arc::ptr_eq(&first, &snapshot.current()),
-            "no change announced: the same snapshot"
-        );
-        version.fetch_add(1, Ordering::AcqRel);
-        let second = snapshot.current();
-        assert_eq!(second.len(), 2);
-        assert!(Arc::ptr_eq(&second, &snapshot.current()));
+        ready.map(|_| ()).map_err(|_| Error::CacheGone)
     }
 
-    /// An allocatable the API server would refuse (it never serves one): the node has no known
-    /// room, never a resource counted as nothing beside the others.
-    #[test]
-    fn a_node_whose_allocatable_cannot_be_read_has_no_known_room() {
-        let node = kube_node(json!({"metadata": {"name": "n1"},
-            "status": {"allocatable": {"nvidia.com/gpu": "8", "memory": "30 Gi", "pods": "110"}}}));
-        assert_eq!(super::node(&node).allocatable, Resources::default());
+    /// The caches not filled yet, named.
+    pub fn unfilled(&self) -> Error {
+        let unfilled = [
+            ("InferenceServices", self.services.wait_until_ready().now_or_never()),
+            ("ServingRuntimes", self.runtimes.wait_until_ready().now_or_never()),
+            (
+                "ClusterServingRuntimes",
+                self.cluster_runtimes.wait_until_ready().now_or_never(),
+            ),
+            ("pods", self.pods.wait_until_filled().map(Ok).now_or_never()),
+            ("nodes", self.nodes.wait_until_filled().map(Ok).now_or_never()),
+            (
+                "every pod's requests",
+                self.room.wait_until_filled().map(Ok).now_or_never(),
+            ),
+        ];
+        let names: Vec<&str> = unfilled
+            .iter()
+            .filter(|(_, ready)| ready.is_none())
+            .map(|(name, _)| *name)
+            .collect();
+        Error::NotFilled(names.join(", "))
     }
 }

@@ -1,13 +1,11 @@
 //! `ome-spread controller`: leader election, then the caches and the triggers wired to the
 //! reconciler.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt, future};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node as KubeNode, NodeStatus, Pod};
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -16,27 +14,25 @@ use kube::runtime::utils::{Backoff, PredicateConfig};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use kube_lease_manager::LeaseManagerBuilder;
-use ome_spread_core::labels;
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use crate::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, cached, nodes, records, requests};
-use crate::context::Mode;
-use crate::context::{API_TIMEOUT, Caches, Context, FILL_TIMEOUT, within_timeout};
+use crate::cache::{Caches, Fill, reflected};
+use crate::context::{Context, Mode, Rebalance, Writes};
+use crate::error::{API_TIMEOUT, FILL_TIMEOUT, within_timeout};
 use crate::metrics::Metrics;
-use crate::pods::{self, Pods};
 use crate::policy::{self, Source};
 use crate::reconcile::{error_policy, reconcile};
 use crate::report::Reports;
 use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
-use crate::room::{self, Room};
 use crate::schema;
 use crate::serve::Health;
 use crate::state::{ReplicaStates, lock};
-use crate::triggers::{KeysInUse, NodeChange, NodeChanges, all_but_the_condition, replicas_of_service, replicas_using};
+use crate::triggers::{all_but_the_condition, replicas_of_service, replicas_using};
+use crate::{nodes, pods, room};
 
 /// The leader-election Lease, in `--lease-namespace`.
 pub const LEASE: &str = "ome-spread-controller";
@@ -246,6 +242,8 @@ async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, hol
         .await;
 }
 
+/// The caches, the context and the controller's triggers, run until the controller ends: asked
+/// to stop, or stopped before the caches filled.
 async fn reconcile_all(
     client: Client,
     options: Options,
@@ -256,105 +254,105 @@ async fn reconcile_all(
         refused = condition_refused(&client) => refused,
         () = stopped(stop.clone()) => return,
     };
-    let unversioned = Arc::<AtomicU64>::default;
-    let service_version = Arc::new(AtomicU64::new(0));
-    let (services, service_changes) = cached(
-        Api::<InferenceService>::all(client.clone()),
-        watcher::Config::default(),
-        service_version.clone(),
-    );
-    let (runtimes, runtime_changes) = cached(
-        Api::<ServingRuntime>::all(client.clone()),
-        watcher::Config::default(),
-        unversioned(),
-    );
-    let (cluster_runtimes, cluster_runtime_changes) = cached(
-        Api::<ClusterServingRuntime>::all(client.clone()),
-        watcher::Config::default(),
-        unversioned(),
-    );
-    let omenative = watcher::Config::default().labels(&format!("{}=OMENative", labels::MANAGED_BY));
-    let (node_store, node_writer) = reflector::store();
-    let node_version = Arc::new(AtomicU64::new(0));
-    let keys = Arc::new(KeysInUse::default());
-    let node_changes = node_changes(client.clone(), node_writer, node_version.clone(), keys.clone());
-
-    let (replicas, replica_writer) = reflector::store();
-    let replica_version = Arc::new(AtomicU64::new(0));
-
-    let health = options.health.clone();
-    let context = Arc::new(Context {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "ome-spread".into(),
-                instance: Some(options.identity.clone()),
-            },
-        ),
-        client: client.clone(),
-        services: services.clone(),
+    let (services, service_events) = reflected(Api::<InferenceService>::all(client.clone()));
+    let (runtimes, runtime_events) = reflected(Api::<ServingRuntime>::all(client.clone()));
+    let (cluster_runtimes, cluster_runtime_events) = reflected(Api::<ClusterServingRuntime>::all(client.clone()));
+    let (replicas, replica_events) = reflected(Api::<InferenceReplica>::all(client.clone()));
+    let caches = Caches::new(
+        services.clone(),
         runtimes,
         cluster_runtimes,
-        pods: Pods::default(),
-        nodes: NodeSnapshot::new(node_store, node_version, nodes),
-        room: Room::default(),
-        keys,
-        settings: settings.clone(),
-        metrics: options.metrics,
-        health: options.health.clone(),
-        replicas: ReplicaStates::default(),
-        rebalance: options.rebalance,
-        requests: RequestSnapshot::new(services.clone(), service_version, requests),
-        records: RecordSnapshot::new(replicas.clone(), replica_version.clone(), records),
-        max_per_hour: options.max_per_hour,
-        written: tokio::sync::Mutex::default(),
-        no_condition: Mutex::new(no_condition),
-        filled: watch::Sender::new(Caches::Filling),
-        reports: options.reports.clone(),
-    });
-    // A refusal lifted: every replica is reconciled again, so that the conditions held back are
-    // written.
-    let (lifted, lifts) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(recheck_schema(client.clone(), context.clone(), lifted));
-    let lifts = futures::stream::unfold(lifts, |mut lifts| async { lifts.recv().await.map(|()| ((), lifts)) });
-    // The settings changed (the policy's, followed): every diagnosis reads them.
-    let settings_changes = futures::stream::unfold(settings, |mut settings| async {
-        settings.changed().await.ok().map(|()| ((), settings))
-    });
-    tokio::spawn(ready_when_filled(context.clone(), health, stop.clone()));
-    let room = every_pods_requests(client.clone(), context.clone());
-    let pod_changes = pod_changes(client.clone(), omenative, context.clone());
-    let replica_changes = replica_changes(
-        client,
-        (replicas.clone(), replica_writer),
-        replica_version,
-        context.clone(),
+        replicas.clone(),
+        settings.clone(),
     );
+    let health = options.health.clone();
+    let context = Arc::new(context(&client, options, caches, no_condition));
+    tokio::spawn(ready_when_filled(context.clone(), health, stop.clone()));
+    let every_replica = every_replica_changes(&client, &context, settings);
+    let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     let controller = Controller::for_stream(replica_changes, replicas)
-        .reconcile_on(pod_changes)
-        .watches_stream(service_changes, |service| replicas_of_service(&service))
-        .watches_stream(runtime_changes, move |runtime| {
+        .reconcile_on(pods::changes(client.clone(), context.caches.pods.clone()))
+        .watches_stream(service_events.touched_objects(), |service| {
+            replicas_of_service(&service)
+        })
+        .watches_stream(runtime_events.touched_objects(), move |runtime| {
             replicas_using(
                 &for_runtimes,
                 RuntimeRef::Namespaced(&runtime.name_any()),
                 runtime.namespace(),
             )
         })
-        .watches_stream(cluster_runtime_changes, move |runtime| {
+        .watches_stream(cluster_runtime_events.touched_objects(), move |runtime| {
             replicas_using(&for_cluster_runtimes, RuntimeRef::Cluster(&runtime.name_any()), None)
         })
-        .reconcile_all_on(futures::stream::select(
-            node_changes,
-            futures::stream::select(lifts, settings_changes),
-        ))
+        .reconcile_all_on(every_replica);
+    let mut fill = context.caches.filled.subscribe();
+    // The room's watch runs as long as the controller, and no longer.
+    tokio::select! {
+        () = run_controller(controller, context.clone(), stop) => {}
+        () = room::watch(client, context.caches.room.clone()) => {}
+        // Stopped before the caches filled: no reconcile got past its wait for them, and
+        // kube-runtime holds its runner until the replicas' store is filled, which their ended
+        // watch never does (its graceful shutdown would wait for it forever).
+        _ = fill.wait_for(|fill| *fill == Fill::Stopping) => {}
+    }
+}
+
+/// What a reconcile shares, the caches given.
+fn context(client: &Client, options: Options, caches: Caches, no_condition: Option<String>) -> Context {
+    let reporter = Reporter {
+        controller: "ome-spread".into(),
+        instance: Some(options.identity.clone()),
+    };
+    Context {
+        api: Writes {
+            client: client.clone(),
+            recorder: Recorder::new(client.clone(), reporter),
+            no_condition: Mutex::new(no_condition),
+            reports: options.reports.clone(),
+        },
+        caches,
+        replicas: ReplicaStates::default(),
+        rebalance: Rebalance {
+            mode: options.rebalance,
+            max_per_hour: options.max_per_hour,
+            written: tokio::sync::Mutex::default(),
+        },
+        metrics: options.metrics,
+        health: options.health,
+    }
+}
+
+/// What reconciles every replica: a node change the diagnosis reads ([`crate::nodes`]), the
+/// refusal to write the condition lifted (the conditions held back are written: the schema's
+/// recheck, started here, tells it), and the settings changed (the policy's, followed: every
+/// diagnosis reads them).
+fn every_replica_changes(
+    client: &Client,
+    context: &Arc<Context>,
+    settings: watch::Receiver<Settings>,
+) -> impl futures::Stream<Item = ()> + use<> {
+    let (lifted, lifts) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(recheck_schema(client.clone(), context.clone(), lifted));
+    let lifts = futures::stream::unfold(lifts, |mut lifts| async { lifts.recv().await.map(|()| ((), lifts)) });
+    let settings_changes = futures::stream::unfold(settings, |mut settings| async {
+        settings.changed().await.ok().map(|()| ((), settings))
+    });
+    let node_changes = nodes::changes(client.clone(), context.caches.nodes.clone());
+    futures::stream::select(node_changes, futures::stream::select(lifts, settings_changes))
+}
+
+/// Runs the reconciles until the stop: the reconciles in flight end first, then the Lease is
+/// released.
+async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<Context>, stop: watch::Receiver<bool>) {
+    controller
         .trigger_backoff(EachWatchBacksOff)
-        // The reconciles in flight end first; then the Lease is released.
         .graceful_shutdown_on(stopped(stop))
         // At most 16 reconciles at once: each holds its component's pods and the nodes it read,
         // and at a start a thousand at once held the peak memory (make bench-churn: 300 to 196 MiB).
         .with_config(controller::Config::default().concurrency(16))
-        .run(reconcile, error_policy, context.clone())
+        .run(reconcile, error_policy, context)
         .for_each(|result| {
             match result {
                 // A service's decoder (or engine) that OME has not made, or a replica just
@@ -362,57 +360,6 @@ async fn reconcile_all(
                 Err(controller::Error::ObjectNotFound(object)) => debug!(%object, "no such replica"),
                 Err(e) => error!(error = %e, "controller"),
                 Ok(_) => {}
-            }
-            future::ready(())
-        });
-    let mut caches = context.filled.subscribe();
-    // The room's watch runs as long as the controller, and no longer.
-    tokio::select! {
-        () = controller => {}
-        () = room => {}
-        // Stopped before the caches filled: no reconcile got past its wait for them, and
-        // kube-runtime holds its runner until the replicas' store is filled, which their ended
-        // watch never does (its graceful shutdown would wait for it forever).
-        _ = caches.wait_for(|caches| *caches == Caches::Stopping) => {}
-    }
-}
-
-/// The OMENative pods' watch, trimmed, filling `context.pods`: the replicas whose pods it
-/// changed, a relist's pods found gone among them. An event that changes nothing the diagnosis
-/// reads of a pod (a container restarted, a probe's status) triggers no reconcile.
-fn pod_changes(
-    client: Client,
-    omenative: watcher::Config,
-    context: Arc<Context>,
-) -> impl futures::Stream<Item = ObjectRef<InferenceReplica>> {
-    watcher(Api::<Pod>::all(client), omenative)
-        .default_backoff()
-        .modify(pods::trim)
-        .flat_map(move |event| {
-            let replicas = match event {
-                Ok(event) => context.pods.apply(&event),
-                Err(e) => {
-                    warn!(error = %e, "watching the OMENative pods");
-                    Vec::new()
-                }
-            };
-            futures::stream::iter(replicas)
-        })
-}
-
-/// The watch of every pod, of any workload, trimmed to what the room reads, kept in
-/// `context.room`: it triggers no reconcile (a pod of another workload re-plans a component at
-/// that component's next change or resync).
-async fn every_pods_requests(client: Client, context: Arc<Context>) {
-    watcher(Api::<Pod>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(room::trim)
-        .for_each(|event| {
-            match event {
-                Ok(event) => {
-                    context.room.apply(&event);
-                }
-                Err(e) => warn!(error = %e, "watching every pod's requests"),
             }
             future::ready(())
         })
@@ -458,7 +405,7 @@ async fn condition_refused(client: &Client) -> Option<String> {
 /// again every 15 s while refused, every 5 minutes while not.
 async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sync::mpsc::UnboundedSender<()>) {
     loop {
-        let refused = lock(&context.no_condition).clone();
+        let refused = lock(&context.api.no_condition).clone();
         match &refused {
             Some(why) => error!("writing no Spread condition: {why}"),
             None => debug!("the served InferenceReplica schema keeps OME's status beside the Spread condition"),
@@ -469,7 +416,7 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
             let now = condition_refused(&client).await;
             if now != refused {
                 let lifts = now.is_none();
-                *lock(&context.no_condition) = now;
+                *lock(&context.api.no_condition) = now;
                 if lifts {
                     info!("the served InferenceReplica schema now keeps OME's status: writing the Spread condition");
                     let _ = lifted.send(());
@@ -480,86 +427,41 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
     }
 }
 
-/// The node watch, filling the node cache: one item (a reconcile of every replica) for each change
-/// the diagnosis reads, and `version` moved with it so that the node snapshot is rebuilt (a
-/// label no replica reads moves neither: GPU Feature Discovery rewrites one a minute per node).
-fn node_changes(
-    client: Client,
-    writer: reflector::store::Writer<KubeNode>,
-    version: Arc<AtomicU64>,
-    keys: Arc<KeysInUse>,
-) -> impl futures::Stream<Item = ()> {
-    let mut changes = NodeChanges::new(keys);
-    watcher(Api::<KubeNode>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(|node: &mut KubeNode| {
-            // The diagnosis reads labels and spec, the rebalance plan `status.allocatable`; the
-            // rest of a node's status (its images) is most of its size.
-            node.metadata.managed_fields = None;
-            node.status = node.status.take().map(|status| NodeStatus {
-                allocatable: status.allocatable,
-                ..NodeStatus::default()
-            });
-        })
-        .reflect(writer)
-        .filter_map(move |event| {
-            let changed = match &event {
-                Ok(event) => changes.changed(event),
-                Err(e) => {
-                    warn!(error = %e, "watching nodes");
-                    NodeChange::Nothing
-                }
-            };
-            if changed == NodeChange::Read {
-                version.fetch_add(1, Ordering::AcqRel);
-            }
-            future::ready((changed == NodeChange::Read).then_some(()))
-        })
-}
-
 /// Ready once the caches the diagnosis reads are filled, which it tells the reconciles
-/// (`context.filled`): the one task that waits on the caches themselves, since kube-runtime's
-/// `Store::wait_until_ready` wakes only the task that polled it last (the first reconciles,
-/// waiting beside it, each waited until their 30 s ran out). Asked to stop first, it tells them
-/// so: the watches that fill the caches end with the controller's queue.
+/// (`context.caches.filled`): the one task that waits on the caches themselves, since
+/// kube-runtime's `Store::wait_until_ready` wakes only the task that polled it last (the first
+/// reconciles, waiting beside it, each waited until their 30 s ran out). Asked to stop first, it
+/// tells them so: the watches that fill the caches end with the controller's queue.
 async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>, stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
-            filled = tokio::time::timeout(FILL_TIMEOUT, context.caches_filled()) => match filled {
+            filled = tokio::time::timeout(FILL_TIMEOUT, context.caches.all_filled()) => match filled {
                 Ok(Ok(())) => {
                     info!("caches filled");
-                    context.filled.send_replace(Caches::Filled);
+                    context.caches.filled.send_replace(Fill::Filled);
                     health.set_ready(true);
                     return;
                 }
                 Ok(Err(e)) => warn!(error = %e, "not ready"),
-                Err(_) => warn!(error = %context.unfilled(), "not ready"),
+                Err(_) => warn!(error = %context.caches.unfilled(), "not ready"),
             },
             () = stopped(stop.clone()) => {
-                context.filled.send_replace(Caches::Stopping);
+                context.caches.filled.send_replace(Fill::Stopping);
                 return;
             }
         }
     }
 }
 
-/// The replicas' own watch, filling their cache (`version` moves with every change, for the
-/// records' snapshot); what is kept of a deleted replica goes with it.
+/// The replicas' own watch's events, as the controller's triggers: what is kept of a deleted
+/// replica goes with it, and a change of all but the `Spread` condition reconciles it.
 fn replica_changes(
-    client: Client,
-    (store, writer): (
-        reflector::Store<InferenceReplica>,
-        reflector::store::Writer<InferenceReplica>,
-    ),
-    version: Arc<AtomicU64>,
+    events: impl futures::Stream<Item = Result<watcher::Event<InferenceReplica>, watcher::Error>>,
+    store: reflector::Store<InferenceReplica>,
     context: Arc<Context>,
 ) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
-    watcher(Api::<InferenceReplica>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(|replica: &mut InferenceReplica| replica.metadata.managed_fields = None)
-        .reflect(writer)
+    events
         .inspect_ok(move |event| {
-            version.fetch_add(1, Ordering::AcqRel);
             match event {
                 watcher::Event::Delete(replica) => context.forget(&ObjectRef::from_obj(replica)),
                 // Those deleted while the watch was down: the relist no longer lists them.

@@ -1,6 +1,8 @@
-//! An index kept by a watch's own events, so that an event costs its own object and a relist
-//! costs what it changed: each object's entry by key (`namespace/name`), what the index derives
-//! from the entries kept in step with them, and what each change of an entry triggers.
+//! The controller's one cache mechanism beside kube-runtime's stores: an index kept by a watch's
+//! own events, so that an event costs its own object and a relist costs what it changed. Each
+//! object's entry by key (`namespace/name`), what the index derives from the entries kept in step
+//! with them, and what each change of an entry triggers; shared with the reconciles
+//! ([`Shared`]), which wait for its first list.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -10,6 +12,15 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::state::lock;
+
+/// What a watch's events are applied to, one at a time: an [`Index`], or the nodes
+/// ([`crate::nodes::NodeSet`]).
+pub trait Apply {
+    type Object;
+    /// What an event asks for (the replicas to reconcile).
+    type Output;
+    fn apply(&mut self, event: &watcher::Event<Self::Object>) -> Self::Output;
+}
 
 /// What an index derives from its entries, updated one entry at a time.
 pub trait Derived: Default {
@@ -43,13 +54,16 @@ impl<D: Derived> Default for Index<D> {
     }
 }
 
-impl<D: Derived> Index<D>
+impl<D: Derived> Apply for Index<D>
 where
     D::Entry: PartialEq,
 {
+    type Object = D::Object;
+    type Output = Vec<D::Trigger>;
+
     /// Applies a watch event; returns what the entries it changed trigger, before and after
     /// (a relist: when it is done, those of every entry it added, changed or found gone).
-    pub fn apply(&mut self, event: &watcher::Event<D::Object>) -> Vec<D::Trigger> {
+    fn apply(&mut self, event: &watcher::Event<D::Object>) -> Vec<D::Trigger> {
         let mut triggers = Vec::new();
         match event {
             watcher::Event::Apply(object) => {
@@ -89,7 +103,9 @@ where
         }
         triggers
     }
+}
 
+impl<D: Derived> Index<D> {
     /// Takes the entry of `key` away, if any.
     fn take(&mut self, key: &str, triggers: &mut Vec<D::Trigger>) {
         if let Some(old) = self.entries.remove(key) {
@@ -136,31 +152,34 @@ pub fn reflected<K: ResourceExt + Clone>(events: &[watcher::Event<K>]) -> HashMa
 }
 
 /// An index shared between its watch and the reconciles, and whether its first list is in.
-pub struct Shared<D: Derived> {
-    index: Mutex<Index<D>>,
+pub struct Shared<I> {
+    index: Mutex<I>,
     filled: watch::Sender<bool>,
 }
 
-impl<D: Derived> Default for Shared<D> {
+impl<I: Default> Default for Shared<I> {
     fn default() -> Self {
+        Self::new(I::default())
+    }
+}
+
+impl<I> Shared<I> {
+    pub fn new(index: I) -> Self {
         Self {
-            index: Mutex::default(),
+            index: Mutex::new(index),
             filled: watch::Sender::new(false),
         }
     }
 }
 
-impl<D: Derived> Shared<D>
-where
-    D::Entry: PartialEq,
-{
-    /// As [`Index::apply`].
-    pub fn apply(&self, event: &watcher::Event<D::Object>) -> Vec<D::Trigger> {
-        let triggers = lock(&self.index).apply(event);
+impl<I: Apply> Shared<I> {
+    /// As [`Apply::apply`]; the first relist done fills it.
+    pub fn apply(&self, event: &watcher::Event<I::Object>) -> I::Output {
+        let output = lock(&self.index).apply(event);
         if matches!(event, watcher::Event::InitDone) {
             self.filled.send_replace(true);
         }
-        triggers
+        output
     }
 
     /// Waits until the first list is in.
@@ -170,8 +189,8 @@ where
         let _ = filled.wait_for(|filled| *filled).await;
     }
 
-    /// `read` of what is derived, as it stands.
-    pub fn with<T>(&self, read: impl FnOnce(&D) -> T) -> T {
-        read(lock(&self.index).derived())
+    /// `read` the index as it stands.
+    pub fn with<T>(&self, read: impl FnOnce(&mut I) -> T) -> T {
+        read(&mut lock(&self.index))
     }
 }

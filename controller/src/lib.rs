@@ -5,10 +5,12 @@
 pub mod cache;
 pub mod context;
 pub mod controller;
+pub mod error;
 pub mod explain;
 pub mod index;
 pub mod metrics;
 mod migrate;
+pub mod nodes;
 pub mod objects;
 pub mod pods;
 pub mod policy;

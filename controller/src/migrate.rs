@@ -5,17 +5,23 @@
 //! a ledger entry. A request OME's webhook refuses is recorded in the ledger as rejected, so its
 //! backoff and tries survive a restart too.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use ome_spread_core::migration::{Entry, Hold, LEDGER, Request, Situation, hold, ledger, ledger_with, request_key};
+use ome_spread_core::migration::{
+    Annotated, BadLedger, BadRecord, Entry, Hold, LEDGER, Migrations, Records, Request, Requests, Situation, hold,
+    ledger, ledger_with, request_key,
+};
 use ome_spread_core::rebalance::Move;
 use serde_json::{Value, json};
 use tracing::info;
 
-use crate::cache::{migrations, named};
-use crate::context::{Announcement, Context, Error, Objects, recommendation, within_timeout};
+use crate::context::{Announcement, Context, Objects, recommendation};
+use crate::error::{Error, within_timeout};
+use crate::index::key;
 use crate::resources::{InferenceReplica, InferenceService};
 
 /// The next move of a component, and what the guardrails read of it.
@@ -37,10 +43,10 @@ pub(crate) async fn request(asked: &Next<'_>, ctx: &Context) -> Result<Announcem
         ..
     } = *asked;
     let namespace = service.namespace().unwrap_or_default();
-    let service_name = named(service);
+    let service_name = key(service);
     let described = next.describe(&service.name_any(), &replica.spec.component, &namespace);
     // The gate: from here to the write, no other reconcile checks or writes.
-    let mut written = ctx.written.lock().await;
+    let mut written = ctx.rebalance.written.lock().await;
     let now = Timestamp::now();
     written.retain(|(_, e)| now.duration_since(e.at) < ome_spread_core::migration::ACKNOWLEDGE_WITHIN);
     let held = guardrails(asked, &service_name, &written, now, ctx);
@@ -96,7 +102,8 @@ pub(crate) async fn request(asked: &Next<'_>, ctx: &Context) -> Result<Announcem
 }
 
 /// The core's guardrails over the component's objects, and every InferenceService's requests
-/// and InferenceReplica's records as the snapshots last read them.
+/// and InferenceReplica's records as the caches hold them: read here alone, for a move the plan
+/// asks for, behind the gate.
 fn guardrails(
     asked: &Next,
     service: &str,
@@ -110,14 +117,40 @@ fn guardrails(
         component: &component,
         lowered_to: asked.lowered_to,
         next: asked.step,
-        requests: &ctx.requests.current(),
-        records: &ctx.records.current(),
+        requests: &requests(&ctx.caches.services.state()),
+        records: &records(&ctx.caches.replicas.state()),
         // The replica being reconciled is the freshest copy of itself.
         replica: migrations(asked.replica),
         written,
         now,
-        max_per_hour: ctx.max_per_hour,
+        max_per_hour: ctx.rebalance.max_per_hour,
     })
+}
+
+/// Every InferenceService's pending migration request and our ledgers.
+fn requests(services: &[Arc<InferenceService>]) -> Result<Requests, BadLedger> {
+    let annotated: Vec<Annotated> = services
+        .iter()
+        .map(|s| Annotated {
+            name: key(&**s),
+            annotations: s.annotations(),
+        })
+        .collect();
+    Requests::read(&annotated)
+}
+
+/// Every InferenceReplica's migration records.
+fn records(replicas: &[Arc<InferenceReplica>]) -> Result<Records, BadRecord> {
+    let migrations: Vec<Migrations> = replicas.iter().map(|r| migrations(r)).collect();
+    Records::read(&migrations)
+}
+
+/// A replica's records as the guardrails read them.
+fn migrations(replica: &InferenceReplica) -> Migrations<'_> {
+    Migrations {
+        name: key(replica),
+        migrations: replica.status.as_ref().and_then(|s| s.migrations.as_ref()),
+    }
 }
 
 /// A held request: the recommendation when the InferenceService lowers the mode, else why it
@@ -147,7 +180,7 @@ fn say_held(replica: &InferenceReplica, held: &Hold, described: String, objects:
 
 /// A merge patch of the InferenceService's annotations, only if the cache saw its latest version.
 async fn write(service: &InferenceService, annotations: Value, ctx: &Context) -> Result<(), Error> {
-    let api: Api<InferenceService> = Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    let api: Api<InferenceService> = Api::namespaced(ctx.api.client.clone(), &service.namespace().unwrap_or_default());
     let mut patch = json!({"metadata": {"annotations": annotations}});
     if let Some(version) = service.resource_version() {
         patch["metadata"]["resourceVersion"] = version.into();

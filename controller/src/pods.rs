@@ -1,21 +1,52 @@
 //! The OMENative pods of each component, as the core reads them (JSON), kept by the pods' own
-//! watch events ([`crate::index`]): a pod event converts that pod alone, and a reconcile reads its
-//! own component's pods only. The pods are trimmed on the way in to what the diagnosis reads.
+//! watch events ([`crate::index`]): a pod event converts that pod alone, triggers its replica's
+//! reconcile ([`crate::reconcile`]), and a reconcile reads its own component's pods only. The pods
+//! are trimmed on the way in to what the diagnosis reads.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
 use ome_spread_core::instance::component_of;
+use ome_spread_core::labels;
+use ome_spread_core::replica::ReplicaRef;
 use serde_json::Value;
 use tracing::warn;
 
-use crate::index::{self, Derived, Shared};
+use crate::index::{self, Derived, Index, Shared};
 use crate::resources::InferenceReplica;
 use crate::room::requests_only;
-use crate::triggers::replica_of_component;
+
+/// The OMENative pods' watch, trimmed, filling `pods`: the replicas whose pods it changed, a
+/// relist's pods found gone among them ([`Index`]). An event that changes nothing the diagnosis
+/// reads of a pod (a container restarted, a probe's status) triggers no reconcile.
+pub fn changes(client: kube::Client, pods: Arc<Pods>) -> impl Stream<Item = ObjectRef<InferenceReplica>> {
+    let omenative = watcher::Config::default().labels(&format!("{}=OMENative", labels::MANAGED_BY));
+    watcher(Api::<Pod>::all(client), omenative)
+        .default_backoff()
+        .modify(trim)
+        .flat_map(move |event| {
+            let replicas = match event {
+                Ok(event) => pods.apply(&event),
+                Err(e) => {
+                    warn!(error = %e, "watching the OMENative pods");
+                    Vec::new()
+                }
+            };
+            futures::stream::iter(replicas)
+        })
+}
+
+/// The replica of an InferenceService's component, whose reconcile reads that component's pods.
+pub fn replica_of_component(namespace: &str, service: &str, component: &str) -> ObjectRef<InferenceReplica> {
+    let replica = ReplicaRef::for_component(namespace, service, component);
+    ObjectRef::new(&replica.name).within(&replica.namespace)
+}
 
 /// (namespace, InferenceService, component).
 pub type ComponentKey = (String, String, String);
@@ -23,14 +54,6 @@ pub type ComponentKey = (String, String, String);
 /// Each component's pods, by name.
 #[derive(Debug, Default, PartialEq)]
 pub struct ByComponent(HashMap<ComponentKey, BTreeMap<String, Arc<Value>>>);
-
-impl ByComponent {
-    /// The pods of `component`, by name: shared, not copied.
-    pub fn of(&self, component: &ComponentKey) -> Vec<Arc<Value>> {
-        let pods = self.0.get(component).into_iter().flat_map(BTreeMap::values);
-        pods.cloned().collect()
-    }
-}
 
 impl Derived for ByComponent {
     type Object = Pod;
@@ -77,7 +100,17 @@ impl Derived for ByComponent {
 }
 
 /// The pods of every component, shared between the pods' watch and the reconciles.
-pub type Pods = Shared<ByComponent>;
+pub type Pods = Shared<Index<ByComponent>>;
+
+impl Pods {
+    /// The pods of `component`, by name: shared, not copied.
+    pub fn of(&self, component: &ComponentKey) -> Vec<Arc<Value>> {
+        self.with(|index| {
+            let pods = index.derived().0.get(component).into_iter().flat_map(BTreeMap::values);
+            pods.cloned().collect()
+        })
+    }
+}
 
 /// The pod as the diagnosis, the plan and the triggers read it: its name, labels and owners; its
 /// node, scheduler, node selection, tolerations, spread constraints and what it requests
@@ -114,8 +147,7 @@ pub fn trim(pod: &mut Pod) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::Index;
-    use kube::runtime::watcher;
+    use crate::index::Apply;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -240,7 +272,7 @@ mod tests {
             [none(), none(), vec!["m-decoder".to_owned()]]
         );
         let decoder = ("ns".to_owned(), "m".to_owned(), "decoder".to_owned());
-        assert_eq!(pods.with(|pods| pods.of(&decoder).len()), 0);
+        assert_eq!(pods.of(&decoder).len(), 0);
     }
 
     #[test]
@@ -258,7 +290,7 @@ mod tests {
         }
         let engine = ("ns".to_owned(), "m".to_owned(), "engine".to_owned());
         let placed = |pods: &Pods| -> Vec<(String, String)> {
-            pods.with(|pods| pods.of(&engine))
+            pods.of(&engine)
                 .iter()
                 .map(|p| {
                     (
@@ -285,7 +317,7 @@ mod tests {
         )));
         assert_eq!(placed(&pods), [named("m-engine-1-default-0", "n3")]);
         assert_eq!(
-            pods.with(|pods| pods.of(&("ns".to_owned(), "m".to_owned(), "decoder".to_owned())).len()),
+            pods.of(&("ns".to_owned(), "m".to_owned(), "decoder".to_owned())).len(),
             1
         );
     }

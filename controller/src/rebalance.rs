@@ -8,7 +8,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use ome_spread_core::rebalance::{NoPlan, Plan};
 
-use crate::context::{ANNOTATION, Announcement, Context, Error, Mode, Objects, recommendation, within_timeout};
+use crate::context::{ANNOTATION, Announcement, Context, Mode, Objects, recommendation};
+use crate::error::{Error, within_timeout};
 use crate::migrate;
 use crate::resources::{InferenceReplica, InferenceService};
 
@@ -25,7 +26,7 @@ pub async fn recommend(
     ctx: &Context,
 ) -> Result<(), Error> {
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
-    let mode = ctx.rebalance.for_service(service);
+    let mode = ctx.rebalance.mode.for_service(service);
     let moves = match (&mode, plan) {
         (Ok(Mode::Off) | Err(_), _) => None,
         (Ok(_), plan) => Some(plan.as_ref().map_or(0, |p| p.moves.len())),
@@ -50,7 +51,7 @@ pub async fn recommend(
             regarding: replica.object_ref(&()),
         }),
         (_, Err(_)) => None,
-        (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
+        (Ok(mode), Ok(plan)) if ctx.rebalance.mode == Mode::Migrate => match plan.moves.first() {
             Some(next) => {
                 let asked = migrate::Next {
                     replica,
@@ -96,7 +97,7 @@ async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>
     };
     within_timeout(
         "the rebalance Event",
-        ctx.recorder.publish(&event, &announcement.regarding),
+        ctx.api.recorder.publish(&event, &announcement.regarding),
     )
     .await?;
     ctx.replicas.with(&key, |kept| kept.announced = Some(announcement.note));

@@ -19,7 +19,9 @@ use ome_spread_core::replica::RuntimeRef;
 use serde_json::{Value, json};
 use tracing::{Span, debug, field, info, instrument, warn};
 
-use crate::context::{Context, Error, Mode, Objects, recommendation, within_timeout};
+use crate::cache::{Caches, Fill};
+use crate::context::{Context, Mode, Objects, recommendation};
+use crate::error::{Error, FILL_TIMEOUT, within_timeout};
 use crate::index::key;
 use crate::rebalance;
 use crate::report::Found;
@@ -66,7 +68,7 @@ pub fn retry_after(failures: u32) -> Duration {
 }
 
 async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<Action, Error> {
-    ctx.synced().await?;
+    filled(&ctx.caches).await?;
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let Some(Diagnosed {
         service,
@@ -80,7 +82,11 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
         let key = ObjectRef::from_obj(replica);
         if ctx.replicas.with(&key, |kept| kept.reported.is_some()) {
-            within_timeout("the report's deletion", ctx.reports.delete(&ctx.client, replica)).await?;
+            within_timeout(
+                "the report's deletion",
+                ctx.api.reports.delete(&ctx.api.client, replica),
+            )
+            .await?;
         }
         ctx.forget(&key);
         return Ok(Action::await_change());
@@ -88,7 +94,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     Span::current().record("reason", field::display(report.reason.as_str()));
     ctx.metrics.show(&namespace, &name, &report, worst_loss.as_ref());
     record(replica, &report, &action, ctx).await?;
-    let moves = match (ctx.rebalance.for_service(&service), &plan) {
+    let moves = match (ctx.rebalance.mode.for_service(&service), &plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan
             .moves
             .iter()
@@ -115,14 +121,26 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
 /// The replica's policy report, written when its results change.
 async fn show_report(replica: &InferenceReplica, found: &Found<'_>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
-    let results = ctx.reports.results(found);
+    let results = ctx.api.reports.results(found);
     if ctx.replicas.with(&key, |kept| kept.reported.as_ref() == Some(&results)) {
         return Ok(());
     }
-    if within_timeout("the report", ctx.reports.write(&ctx.client, replica, &results)).await? {
+    if within_timeout("the report", ctx.api.reports.write(&ctx.api.client, replica, &results)).await? {
         ctx.replicas.with(&key, |kept| kept.reported = Some(results));
     }
     Ok(())
+}
+
+/// Waits, for at most [`FILL_TIMEOUT`], until the caches are filled, as the readiness tells
+/// (`caches.filled`): any number of reconciles wait on it at once.
+async fn filled(caches: &Caches) -> Result<(), Error> {
+    let mut filled = caches.filled.subscribe();
+    let waited = tokio::time::timeout(FILL_TIMEOUT, filled.wait_for(|fill| *fill != Fill::Filling)).await;
+    match waited {
+        Ok(Ok(fill)) if *fill == Fill::Filled => Ok(()),
+        Ok(_) => Err(Error::Stopping),
+        Err(_) => Err(caches.unfilled()),
+    }
 }
 
 /// A replica's diagnosis, the rebalance plan from it, and the objects both read.
@@ -144,7 +162,8 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     // A replica without a parent (OME's standalone form) has no InferenceService to diagnose.
     let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.clone());
     let service = parent.as_ref().and_then(|parent| {
-        ctx.services
+        ctx.caches
+            .services
             .get(&ObjectRef::new(parent).within(&namespace))
             .filter(|s| s.on_omenative())
     });
@@ -154,33 +173,27 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     };
     let runtime = match service.runtime() {
         Some(RuntimeRef::Namespaced(runtime)) => {
-            to_value(ctx.runtimes.get(&ObjectRef::new(runtime).within(&namespace)))?
+            to_value(ctx.caches.runtimes.get(&ObjectRef::new(runtime).within(&namespace)))?
         }
-        Some(RuntimeRef::Cluster(runtime)) => to_value(ctx.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
+        Some(RuntimeRef::Cluster(runtime)) => to_value(ctx.caches.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
         None => None,
     };
     let objects = Objects {
         service: serde_json::to_value(&*service).map_err(Error::Json)?,
         runtime,
         replica: serde_json::to_value(replica).map_err(Error::Json)?,
-        pods: ctx
-            .pods
-            .with(|pods| pods.of(&(namespace.clone(), parent, replica.spec.component.clone()))),
-        nodes: ctx.nodes.current(),
+        pods: (ctx.caches.pods).of(&(namespace.clone(), parent, replica.spec.component.clone())),
+        nodes: ctx.caches.nodes.current(),
     };
     let component = objects.component();
-    let settings = ctx.settings.borrow().clone();
+    let settings = ctx.caches.settings.borrow().clone();
     let report = diagnose(&component, &settings)?;
-    if ctx
-        .keys
-        .set(ObjectRef::from_obj(replica), node_keys(&component, &report))
-    {
+    let keys = node_keys(&component, &report);
+    if ctx.caches.nodes.read_by(ObjectRef::from_obj(replica), keys) {
         // A label no replica read before: the nodes were built without its changes since.
-        ctx.nodes.refresh();
         return diagnosed(replica, ctx);
     }
-    let (plan, action, worst_loss) = ctx.room.with(|sums| {
-        let requested = sums.requested();
+    let (plan, action, worst_loss) = ctx.caches.room.with_requested(|requested| {
         let plan = recommend(&component, &report, requested, &settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
         let rooms = match no_move(&plan) {
@@ -238,15 +251,15 @@ async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: 
             action: "Diagnose".into(),
             secondary: None,
         };
-        within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
+        within_timeout("the Event", ctx.api.recorder.publish(&event, &reference)).await?;
     }
-    if lock(&ctx.no_condition).is_some() {
+    if lock(&ctx.api.no_condition).is_some() {
         ctx.replicas.with(&key, |kept| kept.held = Some(condition.reason));
         return Ok(());
     }
     ctx.replicas.with(&key, |kept| kept.held = None);
     if previous.is_none_or(|p| !same(p, &condition)) {
-        let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
+        let api: Api<InferenceReplica> = Api::namespaced(ctx.api.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         within_timeout(
             "the status patch",

@@ -2,12 +2,36 @@
 //! workload it belongs to (a training job's GPUs are as taken as an engine's). Kept by the pods'
 //! own watch events ([`crate::index`]), the pods trimmed on the way in to what the room reads.
 
+use std::sync::Arc;
+
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
 use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
 
-use crate::index::{self, Derived, Shared};
+use crate::index::{self, Derived, Index, Shared};
+
+/// The watch of every pod, of any workload, trimmed to what the room reads, kept in `room`: it
+/// triggers no reconcile (a pod of another workload re-plans a component at that component's
+/// next change or resync).
+pub async fn watch(client: kube::Client, room: Arc<Room>) {
+    watcher(Api::<Pod>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(trim)
+        .for_each(|event| {
+            match event {
+                Ok(event) => {
+                    room.apply(&event);
+                }
+                Err(e) => warn!(error = %e, "watching every pod's requests"),
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
 
 /// The requests of the pods bound to each node, from each pod's entry: its node and what it
 /// holds there.
@@ -63,7 +87,14 @@ impl Derived for Sums {
 }
 
 /// The requests per node, shared between the pods' watch and the reconciles.
-pub type Room = Shared<Sums>;
+pub type Room = Shared<Index<Sums>>;
+
+impl Room {
+    /// `read` the requests of the pods bound to each node, as they stand.
+    pub fn with_requested<T>(&self, read: impl FnOnce(&Requested) -> T) -> T {
+        self.with(|index| read(index.derived().requested()))
+    }
+}
 
 /// The pod as the room reads it: its name, node, phase and what it requests. Every other field
 /// (env, volumes, probes, managed fields) is dropped before it is kept.
@@ -112,8 +143,7 @@ pub fn requests_only(spec: PodSpec) -> PodSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::Index;
-    use kube::runtime::watcher;
+    use crate::index::Apply;
     use proptest::prelude::*;
     use serde_json::json;
 

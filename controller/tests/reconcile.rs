@@ -12,8 +12,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use ome_spread_controller::context::Error;
+use ome_spread_controller::cache::Fill;
 use ome_spread_controller::context::Mode;
+use ome_spread_controller::error::Error;
 use ome_spread_controller::pods;
 use ome_spread_controller::reconcile::{error_policy, reconcile, retry_after};
 use ome_spread_controller::report::{Format, Reports};
@@ -264,8 +265,8 @@ async fn a_cache_never_filled_fails_the_reconcile_naming_it() {
     } = harness(&fixture(Reason::Satisfied), Mode::Off);
     let mut ctx = Arc::try_unwrap(ctx).unwrap_or_else(|_| panic!("the one context"));
     let (unfilled, _writer) = kube::runtime::reflector::store();
-    ctx.runtimes = unfilled;
-    ctx.filled.send_replace(ome_spread_controller::context::Caches::Filling);
+    ctx.caches.runtimes = unfilled;
+    ctx.caches.filled.send_replace(Fill::Filling);
     let ctx = Arc::new(ctx);
     let started = tokio::time::Instant::now();
     let error = reconcile(Arc::new(replica), ctx.clone()).await.expect_err("not filled");
@@ -573,8 +574,9 @@ async fn a_reconcile_records_the_node_labels_its_diagnosis_reads() {
     );
     reconcile(Arc::new(replica), ctx.clone()).await.expect("reconciled");
     drop(server);
+    let keys = ctx.caches.nodes.keys();
     assert_eq!(
-        ctx.keys.all().iter().map(String::as_str).collect::<Vec<_>>(),
+        keys.all().iter().map(String::as_str).collect::<Vec<_>>(),
         [
             "models.ome.io/clusterbasemodel.qwen3-0-6b",
             "topology.kubernetes.io/zone"
@@ -605,7 +607,7 @@ async fn a_change_before_the_cache_shows_the_last_write_is_compared_with_that_wr
         .find(|p| p.metadata.name.as_deref() == Some("qwen3-0-6b-engine-2-default-0"))
         .expect("the fixture's third pod");
     pods::trim(&mut pod);
-    ctx.pods.apply(&watcher::Event::Delete(pod.clone()));
+    ctx.caches.pods.apply(&watcher::Event::Delete(pod.clone()));
     let reconciling = tokio::spawn(reconcile(cached.clone(), ctx.clone()));
     let (_, _, body, respond) = next(&mut server).await;
     assert_ne!(
@@ -616,7 +618,7 @@ async fn a_change_before_the_cache_shows_the_last_write_is_compared_with_that_wr
     answer(respond, StatusCode::OK, &serde_json::to_value(&*cached).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
 
-    ctx.pods.apply(&watcher::Event::Apply(pod));
+    ctx.caches.pods.apply(&watcher::Event::Apply(pod));
     let reconciling = tokio::spawn(reconcile(cached.clone(), ctx));
     let (method, uri, body, respond) = next(&mut server).await;
     assert_eq!(

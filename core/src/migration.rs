@@ -315,9 +315,8 @@ pub struct Migrations<'a> {
     pub migrations: Option<&'a Value>,
 }
 
-/// Every InferenceService's requests as the guardrails read them: built once per change of the
-/// InferenceServices (the controller's snapshot), not once per component, because each
-/// component's guardrails read the whole cluster's.
+/// Every InferenceService's requests as the guardrails read them: the whole cluster's, read
+/// from the controller's cache for the move a component's plan asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Requests {
     /// The first InferenceService with a request annotation pending: (service, key).

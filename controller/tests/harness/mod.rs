@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use http::{Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -15,16 +14,15 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
-use ome_spread_controller::cache::{NodeSnapshot, RecordSnapshot, RequestSnapshot, nodes, records, requests};
-use ome_spread_controller::context::Mode;
-use ome_spread_controller::context::{Caches, Context};
+use ome_spread_controller::cache::{Caches, Fill};
+use ome_spread_controller::context::{Context, Mode, Rebalance, Writes};
 use ome_spread_controller::metrics::Metrics;
-use ome_spread_controller::pods::{self, Pods};
+use ome_spread_controller::pods;
 use ome_spread_controller::report::Reports;
 use ome_spread_controller::resources::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
 };
-use ome_spread_controller::room::{self, Room};
+use ome_spread_controller::room;
 use ome_spread_controller::state::ReplicaStates;
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::settings::Settings;
@@ -84,7 +82,6 @@ pub type Writers = (
     Writer<InferenceService>,
     Writer<ServingRuntime>,
     Writer<ClusterServingRuntime>,
-    Writer<Node>,
     Writer<InferenceReplica>,
 );
 
@@ -108,42 +105,46 @@ pub fn harness_reporting(objects: &[Value], rebalance: Mode, reports: Arc<Report
     let (services, w1) = cache(of_kind::<InferenceService>(objects, "InferenceService"));
     let (runtimes, w2) = cache(of_kind::<ServingRuntime>(objects, "ServingRuntime"));
     let (cluster_runtimes, w3) = cache(of_kind::<ClusterServingRuntime>(objects, "ClusterServingRuntime"));
-    let pods = of_kind::<Pod>(objects, "Pod");
-    let (node_store, w5) = cache(of_kind::<Node>(objects, "Node"));
     let (replicas, w6) = cache(of_kind::<InferenceReplica>(objects, "InferenceReplica"));
+    let settings = tokio::sync::watch::channel(Settings::default()).1;
+    let caches = Caches::new(services, runtimes, cluster_runtimes, replicas, settings);
+    let pods = of_kind::<Pod>(objects, "Pod");
+    listed(&pods, pods::trim, |event| {
+        caches.pods.apply(event);
+    });
+    listed(&pods, room::trim, |event| {
+        caches.room.apply(event);
+    });
+    listed(
+        &of_kind::<Node>(objects, "Node"),
+        |_| {},
+        |event| {
+            caches.nodes.apply(event);
+        },
+    );
+    caches.filled.send_replace(Fill::Filled);
     let ctx = Context {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "ome-spread".into(),
-                instance: Some("ome-spread-controller-0".into()),
-            },
-        ),
-        client,
-        services: services.clone(),
-        runtimes,
-        cluster_runtimes,
-        pods: listed(&pods, pods::trim, |index: &Pods, event| {
-            index.apply(event);
-        }),
-        nodes: NodeSnapshot::new(node_store, Arc::new(AtomicU64::new(0)), nodes),
-        room: listed(&pods, room::trim, |index: &Room, event| {
-            index.apply(event);
-        }),
-        keys: Arc::default(),
-        settings: tokio::sync::watch::channel(Settings::default()).1,
+        api: Writes {
+            recorder: Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: "ome-spread".into(),
+                    instance: Some("ome-spread-controller-0".into()),
+                },
+            ),
+            client,
+            no_condition: std::sync::Mutex::new(None),
+            reports,
+        },
+        caches,
+        replicas: ReplicaStates::default(),
+        rebalance: Rebalance {
+            mode: rebalance,
+            max_per_hour: 10,
+            written: tokio::sync::Mutex::default(),
+        },
         metrics: Arc::new(Metrics::default()),
         health: Arc::default(),
-        replicas: ReplicaStates::default(),
-        rebalance,
-        // The stores are filled once, here: the snapshots' versions never need to move.
-        requests: RequestSnapshot::new(services.clone(), Arc::new(AtomicU64::new(0)), requests),
-        records: RecordSnapshot::new(replicas, Arc::new(AtomicU64::new(0)), records),
-        max_per_hour: 10,
-        written: tokio::sync::Mutex::default(),
-        no_condition: std::sync::Mutex::new(None),
-        filled: tokio::sync::watch::Sender::new(Caches::Filled),
-        reports,
     };
     let mut replica: InferenceReplica = of_kind(objects, "InferenceReplica").remove(0);
     replica.metadata.generation = Some(3);
@@ -151,22 +152,20 @@ pub fn harness_reporting(objects: &[Value], rebalance: Mode, reports: Arc<Report
         ctx: Arc::new(ctx),
         replica,
         server,
-        _writers: (w1, w2, w3, w5, w6),
+        _writers: (w1, w2, w3, w6),
     }
 }
 
-/// An index of `pods` (every pod of the fixture, of any workload) after their list, each pod
-/// trimmed by `trim` as its watch trims it.
-fn listed<T: Default>(pods: &[Pod], trim: fn(&mut Pod), apply: impl Fn(&T, &watcher::Event<Pod>)) -> T {
-    let index = T::default();
-    apply(&index, &watcher::Event::Init);
-    for pod in pods {
-        let mut pod = pod.clone();
-        trim(&mut pod);
-        apply(&index, &watcher::Event::InitApply(pod));
+/// `objects` (every pod or node of the fixture) listed to an index, each trimmed by `trim` as its
+/// watch trims it.
+fn listed<K: Clone>(objects: &[K], trim: fn(&mut K), apply: impl Fn(&watcher::Event<K>)) {
+    apply(&watcher::Event::Init);
+    for object in objects {
+        let mut object = object.clone();
+        trim(&mut object);
+        apply(&watcher::Event::InitApply(object));
     }
-    apply(&index, &watcher::Event::InitDone);
-    index
+    apply(&watcher::Event::InitDone);
 }
 
 pub fn condition(status: &str, reason: &str, message: &str, at: &str) -> Condition {

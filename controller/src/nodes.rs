@@ -1,0 +1,371 @@
+//! The nodes as the diagnosis reads them, kept by the node watch's own events: each node
+//! converted once, when it changes, and what the diagnosis reads of them all built at the first
+//! read after a change it reads. A change no replica reads (GPU Feature Discovery rewrites its
+//! timestamp label every minute per node) reconciles no replica and builds nothing.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::Node as KubeNode;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use ome_spread_core::nodes::{Node, Nodes, Taint};
+use ome_spread_core::room::Resources;
+use tracing::warn;
+
+use crate::index::{Apply, Shared};
+use crate::resources::InferenceReplica;
+use crate::state::lock;
+
+/// The node watch, filling `nodes`: one item (a reconcile of every replica) for each change the
+/// diagnosis reads.
+pub fn changes(client: kube::Client, nodes: Arc<NodeIndex>) -> impl Stream<Item = ()> {
+    watcher(Api::<KubeNode>::all(client), watcher::Config::default())
+        .default_backoff()
+        .filter_map(move |event| {
+            let changed = match &event {
+                Ok(event) => nodes.apply(event),
+                Err(e) => {
+                    warn!(error = %e, "watching nodes");
+                    NodeChange::Nothing
+                }
+            };
+            future::ready((changed == NodeChange::Read).then_some(()))
+        })
+}
+
+/// The nodes, shared between their watch and the reconciles.
+pub type NodeIndex = Shared<NodeSet>;
+
+impl NodeIndex {
+    /// What the diagnosis reads of every node, built at most once per change it reads.
+    pub fn current(&self) -> Arc<Nodes> {
+        self.with(|set| {
+            let all = || Nodes::new(set.seen.values().cloned().collect());
+            set.built.get_or_insert_with(|| Arc::new(all())).clone()
+        })
+    }
+
+    /// Records the labels a replica's diagnosis reads; true when the nodes it read were built
+    /// without the changes of a label it now reads, and are built anew for it.
+    pub fn read_by(&self, replica: ObjectRef<InferenceReplica>, keys: BTreeSet<String>) -> bool {
+        let refresh = self.keys().set(replica, keys);
+        if refresh {
+            self.with(|set| set.built = None);
+        }
+        refresh
+    }
+
+    /// The node labels the replicas read.
+    pub fn keys(&self) -> Arc<KeysInUse> {
+        self.with(|set| set.keys.clone())
+    }
+}
+
+/// What a node event changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeChange {
+    /// Nothing that is kept of a node (a heartbeat, an image pulled).
+    Nothing,
+    /// What is kept, but nothing a diagnosis reads: a label no replica reads. No replica is
+    /// reconciled and the nodes the diagnosis reads are not built again; a replica that starts
+    /// to read the label builds them anew (its reconcile, when it records a new key).
+    Unread,
+    /// A label in use, taints, cordon or allocatable, a node deleted, or a relist done (which may
+    /// drop nodes): every replica is reconciled.
+    Read,
+}
+
+/// Every node as the diagnosis reads it, by name, and what was built of them.
+pub struct NodeSet {
+    keys: Arc<KeysInUse>,
+    seen: BTreeMap<String, Node>,
+    /// During a relist: the nodes listed so far, which replace `seen` when it is done.
+    relisting: Option<BTreeMap<String, Node>>,
+    /// What the diagnosis reads, until a change it reads.
+    built: Option<Arc<Nodes>>,
+}
+
+impl NodeSet {
+    pub fn new(keys: Arc<KeysInUse>) -> Self {
+        Self {
+            keys,
+            seen: BTreeMap::new(),
+            relisting: None,
+            built: None,
+        }
+    }
+
+    /// A change of a node seen before: read if a replica reads what changed.
+    fn compare(&self, was: &Node, now: &Node) -> NodeChange {
+        if was == now {
+            return NodeChange::Nothing;
+        }
+        let keys = self.keys.all();
+        let labels_read = keys.iter().any(|key| was.labels.get(key) != now.labels.get(key));
+        if labels_read || was.taints != now.taints || was.allocatable != now.allocatable {
+            NodeChange::Read
+        } else {
+            self.keys.unread();
+            NodeChange::Unread
+        }
+    }
+}
+
+impl Apply for NodeSet {
+    type Object = KubeNode;
+    type Output = NodeChange;
+
+    fn apply(&mut self, event: &watcher::Event<KubeNode>) -> NodeChange {
+        let change = match event {
+            watcher::Event::Apply(node) => {
+                let now = self::node(node);
+                let change = match self.seen.get(&now.name) {
+                    None => NodeChange::Read,
+                    Some(was) => self.compare(was, &now),
+                };
+                self.seen.insert(now.name.clone(), now);
+                change
+            }
+            watcher::Event::Delete(node) => {
+                self.seen.remove(&node.name_any());
+                NodeChange::Read
+            }
+            watcher::Event::Init => {
+                self.relisting = Some(BTreeMap::new());
+                NodeChange::Nothing
+            }
+            watcher::Event::InitApply(node) => {
+                let node = self::node(node);
+                self.relisting.get_or_insert_default().insert(node.name.clone(), node);
+                NodeChange::Nothing
+            }
+            watcher::Event::InitDone => {
+                self.seen = self.relisting.take().unwrap_or_default();
+                NodeChange::Read
+            }
+        };
+        if change == NodeChange::Read {
+            self.built = None;
+        }
+        change
+    }
+}
+
+/// What the diagnosis needs of a Kubernetes node.
+pub fn node(node: &KubeNode) -> Node {
+    let spec = node.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .map(|taints| {
+            taints
+                .iter()
+                .map(|t| Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect: t.effect.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Node::new(
+        node.name_any(),
+        node.labels()
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        taints,
+        spec.and_then(|s| s.unschedulable) == Some(true),
+        allocatable(node),
+    )
+}
+
+/// A node's `status.allocatable`; one the API server would refuse (it never serves one) is
+/// said, naming the node, and the node has no known room.
+fn allocatable(node: &KubeNode) -> Resources {
+    let quantities = node.status.iter().flat_map(|s| s.allocatable.iter().flatten());
+    Resources::parsed(quantities.map(|(name, q)| (name.as_str(), q.0.as_str()))).unwrap_or_else(|e| {
+        let e = e.within("status.allocatable.");
+        warn!(node = %node.name_any(), error = %e, "a node's allocatable cannot be read: it has no known room");
+        Resources::default()
+    })
+}
+
+/// The node labels some replica's diagnosis reads ([`ome_spread_core::diagnosis::node_keys`]),
+/// as each replica's last reconcile found them.
+#[derive(Debug, Default)]
+pub struct KeysInUse(Mutex<Keys>);
+
+#[derive(Debug, Default)]
+struct Keys {
+    by_replica: HashMap<ObjectRef<InferenceReplica>, BTreeSet<String>>,
+    /// Their union, made anew when a replica's keys change.
+    all: Arc<BTreeSet<String>>,
+    /// A label no replica read changed since a replica last started to read a new key.
+    unread: bool,
+}
+
+impl KeysInUse {
+    /// Records a replica's keys. True when the nodes the diagnosis read must be built again for
+    /// it: a key no replica read before is among them, and a label no replica read changed since
+    /// (such a change does not rebuild them, [`NodeChange::Unread`]).
+    pub fn set(&self, replica: ObjectRef<InferenceReplica>, keys: BTreeSet<String>) -> bool {
+        let before = self.all();
+        self.update(|by_replica| by_replica.insert(replica, keys.clone()) != Some(keys));
+        let mut keys = lock(&self.0);
+        !keys.all.is_subset(&before) && std::mem::take(&mut keys.unread)
+    }
+
+    /// A label no replica reads changed.
+    fn unread(&self) {
+        lock(&self.0).unread = true;
+    }
+
+    pub fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
+        self.update(|by_replica| by_replica.remove(replica).is_some());
+    }
+
+    pub fn all(&self) -> Arc<BTreeSet<String>> {
+        lock(&self.0).all.clone()
+    }
+
+    /// `change` the keys per replica; it says whether they changed.
+    fn update(&self, change: impl FnOnce(&mut HashMap<ObjectRef<InferenceReplica>, BTreeSet<String>>) -> bool) {
+        let mut keys = lock(&self.0);
+        if change(&mut keys.by_replica) {
+            keys.all = Arc::new(keys.by_replica.values().flatten().cloned().collect());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kube_node(value: serde_json::Value) -> KubeNode {
+        serde_json::from_value(value).expect("a node")
+    }
+
+    #[test]
+    fn the_nodes_are_built_again_only_after_a_change_the_diagnosis_reads() {
+        let nodes = NodeIndex::new(NodeSet::new(Arc::default()));
+        let n1 = json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"unschedulable": true,
+            "taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "pods": "110"}}});
+        nodes.apply(&watcher::Event::Apply(kube_node(n1.clone())));
+        let first = nodes.current();
+        assert_eq!(
+            first.get("n1"),
+            Some(&Node::new(
+                "n1".into(),
+                [("zone".to_owned(), "a".to_owned())].into_iter().collect(),
+                vec![Taint {
+                    key: "gpu".into(),
+                    value: "yes".into(),
+                    effect: "NoSchedule".into()
+                }],
+                true,
+                Resources::parsed([("nvidia.com/gpu", "8"), ("pods", "110")]).expect("readable")
+            ))
+        );
+        let mut stamped = n1.clone();
+        stamped["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590060");
+        nodes.apply(&watcher::Event::Apply(kube_node(stamped)));
+        assert!(
+            Arc::ptr_eq(&first, &nodes.current()),
+            "a label no replica reads: the same nodes"
+        );
+        let engine = ObjectRef::new("m-engine").within("ns");
+        assert!(nodes.read_by(engine, BTreeSet::from(["nvidia.com/gfd.timestamp".to_owned()])));
+        let second = nodes.current();
+        assert_eq!(
+            second.get("n1").map(|n| n.labels.get("nvidia.com/gfd.timestamp")),
+            Some(Some(&"1764590060".to_owned())),
+            "built anew for the replica that reads it"
+        );
+        nodes.apply(&watcher::Event::Apply(kube_node(json!({"metadata": {"name": "n2"}}))));
+        let third = nodes.current();
+        assert_eq!(third.len(), 2);
+        assert!(Arc::ptr_eq(&third, &nodes.current()));
+    }
+
+    /// An allocatable the API server would refuse (it never serves one): the node has no known
+    /// room, never a resource counted as nothing beside the others.
+    #[test]
+    fn a_node_whose_allocatable_cannot_be_read_has_no_known_room() {
+        let node = kube_node(json!({"metadata": {"name": "n1"},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "memory": "30 Gi", "pods": "110"}}}));
+        assert_eq!(super::node(&node).allocatable, Resources::default());
+    }
+
+    #[test]
+    fn labels_in_use_taint_cordon_changes_deletions_and_relists_are_read_heartbeats_are_not() {
+        use NodeChange::{Nothing, Read, Unread};
+        let base = json!({"metadata": {"name": "n", "labels": {"zone": "a", "nvidia.com/gfd.timestamp": "1764590000"}}, "spec": {}});
+        let event = |value: &serde_json::Value| watcher::Event::Apply(kube_node(value.clone()));
+        let keys = Arc::new(KeysInUse::default());
+        keys.set(
+            ObjectRef::new("m-engine").within("ns"),
+            BTreeSet::from(["zone".to_owned()]),
+        );
+        let mut changes = NodeSet::new(keys.clone());
+        assert_eq!(changes.apply(&event(&base)), Read, "a new node");
+        // Seen before any replica read a key (the list at start): a label no replica reads
+        // changes, and nothing read did.
+        let mut early = NodeSet::new(Arc::default());
+        assert_eq!(early.apply(&event(&base)), Read);
+        early.keys = keys.clone();
+        let mut stamped = base.clone();
+        stamped["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590060");
+        assert_eq!(early.apply(&event(&stamped)), Unread);
+        let mut heartbeat = base.clone();
+        heartbeat["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+        heartbeat["metadata"]["resourceVersion"] = json!("42");
+        assert_eq!(changes.apply(&event(&heartbeat)), Nothing);
+        // GPU Feature Discovery's minutely rewrite: kept, but no replica reads it.
+        let mut rewritten = heartbeat.clone();
+        rewritten["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590060");
+        assert_eq!(changes.apply(&event(&rewritten)), Unread);
+        // Once a replica reads it (its node selection names it), its change is read.
+        let decoder = ObjectRef::new("m-decoder").within("ns");
+        let timestamp = BTreeSet::from(["nvidia.com/gfd.timestamp".to_owned()]);
+        assert!(
+            keys.set(decoder.clone(), timestamp.clone()),
+            "a key no replica read before, after an unread change"
+        );
+        assert!(!keys.set(decoder.clone(), timestamp), "the same keys again");
+        let gpu = ObjectRef::new("g-engine").within("ns");
+        let product = BTreeSet::from(["nvidia.com/gpu.product".to_owned()]);
+        assert!(!keys.set(gpu.clone(), product), "a new key, but no unread change since");
+        keys.forget(&gpu);
+        rewritten["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590120");
+        assert_eq!(changes.apply(&event(&rewritten)), Read);
+        keys.forget(&decoder);
+        assert_eq!(keys.all().iter().collect::<Vec<_>>(), ["zone"]);
+
+        let mut relabelled = base.clone();
+        relabelled["metadata"]["labels"]["zone"] = json!("b");
+        let mut tainted = base.clone();
+        tainted["spec"]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
+        let mut cordoned = base.clone();
+        cordoned["spec"]["unschedulable"] = json!(true);
+        let mut resized = base.clone();
+        resized["status"] = json!({"allocatable": {"nvidia.com/gpu": "4"}});
+        for changed in [relabelled, tainted, cordoned, resized, base.clone()] {
+            assert_eq!(changes.apply(&event(&changed)), Read, "{changed}");
+        }
+        assert_eq!(changes.apply(&watcher::Event::Delete(kube_node(base.clone()))), Read);
+        // A relist: read once when it is done, nothing per node listed; then it is what was seen.
+        assert_eq!(changes.apply(&watcher::Event::Init), Nothing);
+        assert_eq!(
+            changes.apply(&watcher::Event::InitApply(kube_node(base.clone()))),
+            Nothing
+        );
+        assert_eq!(changes.apply(&watcher::Event::InitDone), Read);
+        assert_eq!(changes.apply(&event(&heartbeat)), Nothing);
+    }
+}
