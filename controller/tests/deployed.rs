@@ -360,7 +360,8 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     // Ready is set by a task of its own once the caches are filled, within its bounded wait (30 s)
     // and the next: a moment after the first condition can be written, or up to half a minute.
     // This cluster has no Report CRD: ready all the same, saying so (docs/controller.md, Reports).
-    let why = "no Report CRD (openreports.io/v1alpha1) in the cluster: no reports are written; install it, or set --reports";
+    let why =
+        "no Report CRD (openreports.io/v1alpha1) in the cluster: no reports are written; install it, or set --reports";
     let ready = ("200".to_owned(), format!("ok\n{why}\n"));
     eventually("/readyz ok, and why no reports", 75, || async {
         (live::get(&format!("127.0.0.1:{port}"), "/readyz").await == ready).then_some(())
