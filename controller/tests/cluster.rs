@@ -86,7 +86,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
         .expect("replica");
     // OME's own condition, by OME's field manager.
     let ome_condition = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "status": {"conditions": [
-        {"type": "Ready", "status": "True", "reason": "InstancesReady", "message": "", "lastTransitionTime": "2026-11-30T00:00:00Z"}]}});
+        {"type": "Ready", "status": "True", "reason": "AllInstancesReady", "message": "2/2 Instances Ready", "lastTransitionTime": "2026-11-30T00:00:00Z"}]}});
     replicas
         .patch_status(
             REPLICA,
@@ -193,7 +193,7 @@ async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
     );
     live::apply(&kubeconfig, &objects).await;
     let omes = json!({"replicas": 2, "readyReplicas": 2, "conditions": [
-        {"type": "Ready", "status": "True", "reason": "InstancesReady", "message": "", "lastTransitionTime": "2026-12-01T00:00:00Z"}]});
+        {"type": "Ready", "status": "True", "reason": "AllInstancesReady", "message": "2/2 Instances Ready", "lastTransitionTime": "2026-12-01T00:00:00Z"}]});
     let write_omes = || async {
         let patch = json!({"status": omes}).to_string();
         let args = [

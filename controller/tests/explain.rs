@@ -641,6 +641,11 @@ fn p4_empty_keys_are_unset_in_the_settings_in_effect() {
         ["qwen3-0-6b-engine", "Required", "<none>", "<none>"],
         "{stdout}"
     );
+    // OME's render reads both keys as unset; its Alfred refuses the empty topologyKey.
+    assert!(
+        stdout.ends_with("Note: Alfred will not simulate or relocate any Instance of this component: its replica's topologyKey is \"\" (\"configured topology key is empty\").\n"),
+        "{stdout}"
+    );
     assert_eq!(output.status.code(), Some(1));
 }
 
@@ -1094,4 +1099,72 @@ async fn live_explain_reads_the_settings_of_the_clusters_policy() {
                 .into()
         )
     );
+}
+
+/// During a SurgeThenDrain update OME starts an Instance's pod on its second slot
+/// (`-default-1`, the same Instance index) before it drains the first (docs/rules.md): the spread
+/// counts the Instance once, where its newer slot runs, and the losses and the words are those
+/// of slot 0; then the older pod gone, the same.
+#[test]
+fn an_instance_on_both_slots_is_counted_once() {
+    let both_slots = |o: &mut Vec<Value>| {
+        let mut zone_b = node(
+            "gpu-node-3",
+            json!({ZONE: "zone-b", "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}),
+        );
+        zone_b["status"] =
+            json!({"allocatable": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi", "pods": "110"}});
+        o.push(zone_b);
+        let mut second = find(o, "Pod", POD_1).clone();
+        second["metadata"]["name"] = json!("qwen3-0-6b-engine-1-default-1");
+        second["metadata"]["labels"]["ome.io/pod-ordinal"] = json!("1");
+        second["spec"]["nodeName"] = json!("gpu-node-3");
+        o.push(second);
+    };
+    let report = |change: &dyn Fn(&mut Vec<Value>)| {
+        let mut objects = seed();
+        change(&mut objects);
+        let report = report_of(&objects, &Settings::default());
+        (report.reason, report.message, report.instances_per_domain, report.skew)
+    };
+    let one_each = BTreeMap::from([("zone-a".to_owned(), 1), ("zone-b".to_owned(), 1)]);
+    let satisfied = (
+        Reason::Satisfied,
+        "the 2 Instances run in 2 different domains of topology.kubernetes.io/zone".to_owned(),
+        one_each,
+        0,
+    );
+    assert_eq!(report(&both_slots), satisfied);
+    let drained = |o: &mut Vec<Value>| {
+        both_slots(o);
+        o.retain(|p| p["metadata"]["name"] != POD_1);
+    };
+    assert_eq!(report(&drained), satisfied);
+
+    let mut objects = seed();
+    both_slots(&mut objects);
+    let expected = "\
+NAME                SPREAD     SPREAD-KEY                    TOPOLOGY-KEY
+qwen3-0-6b-engine   Required   topology.kubernetes.io/zone   <none>
+
+NAME                            SPREAD-KEY                    WHEN            NODE
+qwen3-0-6b-engine-0-default-0   topology.kubernetes.io/zone   DoNotSchedule   gpu-node-1
+qwen3-0-6b-engine-1-default-0   topology.kubernetes.io/zone   DoNotSchedule   gpu-node-2
+qwen3-0-6b-engine-1-default-1   topology.kubernetes.io/zone   DoNotSchedule   gpu-node-3
+
+NAME         ZONE
+gpu-node-1   zone-a
+gpu-node-2   zone-b
+gpu-node-3   zone-b
+
+IF LOST   INSTANCES LOST   LEFT SERVING   RE-PLACEABLE
+zone-a    1                1 of 2         0 of 1 (zone-a still counts; with Honor: 0 of 1)
+zone-b    1                1 of 2         0 of 1 (zone-b still counts; with Honor: 0 of 1)
+Losing zone-a leaves 1 of 2 Instances serving, and 0 of the 1 lost can be placed again elsewhere: the loss is not absorbed.
+
+Spread: True (Satisfied)
+Why: the 2 Instances run in 2 different domains of topology.kubernetes.io/zone.
+What to do: Nothing: losing one domain leaves the Instances in the others serving.
+";
+    assert_eq!(explained(objects), expected);
 }

@@ -6,6 +6,8 @@
 //! constraint with that very selector, so a `maxSkew` setting other than 1, on the pods it
 //! reaches, takes their Instances out of Alfred's hands.
 
+use serde_json::Value;
+
 use crate::diagnosis::{Component, anchor_labels, anchors, service_name};
 use crate::labels;
 use crate::rules::spread_selector;
@@ -55,8 +57,35 @@ pub fn refused<'a>(component: &Component<'a>) -> Vec<Refused<'a>> {
     refused
 }
 
+/// What `explain` notes of Alfred for the component: an empty key on its replica first (it refuses
+/// every Instance), then the Instances it refuses for their `maxSkew`.
+pub fn remarks(component: &Component) -> Vec<String> {
+    empty_key(component.replica)
+        .into_iter()
+        .chain(remark(&refused(component)))
+        .collect()
+}
+
+/// Alfred's checks of the replica's keys, in its order: a `topologyKey` of `""` ("configured
+/// topology key is empty"); a `topologySpreadKey` of `""` with `topologySpread` set, which
+/// Alfred reads as no spread key where OME's render falls back to `topologyKey` (docs/rules.md,
+/// Empty keys).
+fn empty_key(replica: &Value) -> Option<String> {
+    let spec = &replica["spec"];
+    let why = if spec["topologyKey"] == "" {
+        "its replica's topologyKey is \"\" (\"configured topology key is empty\")"
+    } else if spec["topologySpreadKey"] == "" && !spec["topologySpread"].is_null() {
+        "its replica's topologySpreadKey is \"\", which Alfred, unlike OME's render, does not take for topologyKey"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "Alfred will not simulate or relocate any Instance of this component: {why}."
+    ))
+}
+
 /// What `explain` says of them, or None when Alfred refuses none.
-pub fn remark(refused: &[Refused]) -> Option<String> {
+fn remark(refused: &[Refused]) -> Option<String> {
     let named: Vec<String> = refused
         .iter()
         .map(|r| format!("Instance {} (pod {}, maxSkew {})", r.instance, r.pod, r.max_skew))
@@ -119,5 +148,39 @@ mod tests {
             )
         );
         assert_eq!(remark(&[]), None);
+    }
+
+    /// Alfred's checks of the keys, in its order; `""` on a key OME's render reads as unset.
+    #[test]
+    fn an_empty_key_on_the_replica_takes_every_instance_out_of_alfreds_hands() {
+        let refuses = "Alfred will not simulate or relocate any Instance of this component: ";
+        let key_empty = format!("{refuses}its replica's topologyKey is \"\" (\"configured topology key is empty\").");
+        let spread_key_empty = format!(
+            "{refuses}its replica's topologySpreadKey is \"\", which Alfred, unlike OME's render, does not take for topologyKey."
+        );
+        for (spec, expected) in [
+            (json!({"topologyKey": ""}), Some(key_empty.clone())),
+            (
+                json!({"topologyKey": "", "topologySpreadKey": "", "topologySpread": "Required"}),
+                Some(key_empty),
+            ),
+            (
+                json!({"topologySpreadKey": "", "topologySpread": "Preferred"}),
+                Some(spread_key_empty.clone()),
+            ),
+            (
+                json!({"topologyKey": "rack", "topologySpreadKey": "", "topologySpread": "Required"}),
+                Some(spread_key_empty),
+            ),
+            // No spread asked: Alfred reads no spread key, and has nothing to refuse.
+            (json!({"topologySpreadKey": ""}), None),
+            (
+                json!({"topologyKey": "rack", "topologySpreadKey": "zone", "topologySpread": "Required"}),
+                None,
+            ),
+            (json!({}), None),
+        ] {
+            assert_eq!(empty_key(&json!({"spec": spec})), expected, "{spec}");
+        }
     }
 }

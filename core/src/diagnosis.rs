@@ -3,7 +3,8 @@
 //! (docs/controller.md). The first reason from the top that applies is the one reported.
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
@@ -271,15 +272,49 @@ pub fn settings_in_effect(
     checked(from_service.over(from_runtime), in_service)
 }
 
-/// The component's leaders and only pods: the pods the spread counts.
+/// The component's leaders and only pods, one per Instance: the pods the spread counts, in the
+/// pods' order. During a SurgeThenDrain update an Instance has an anchor on each of its two slots
+/// (`-default-0` and `-default-1`, one Instance index): it is one Instance, counted where its
+/// newer slot's pod runs once that is placed (the older one is being drained), else where the
+/// older one runs.
 pub(crate) fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Value> {
     let service = service_name(component);
-    component
+    let mut anchors: Vec<&'a Value> = Vec::new();
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    for pod in component
         .pods
         .iter()
         .copied()
         .filter(|pod| is_anchor(pod, service, kind))
-        .collect()
+    {
+        // A pod without an index is an Instance of its own: nothing says which it shares.
+        let Some(index) = pod["metadata"]["labels"][labels::INSTANCE_INDEX].as_str() else {
+            anchors.push(pod);
+            continue;
+        };
+        match at.entry(index) {
+            Entry::Vacant(slot) => {
+                slot.insert(anchors.len());
+                anchors.push(pod);
+            }
+            Entry::Occupied(slot) if counted_before(pod, anchors[*slot.get()]) => anchors[*slot.get()] = pod,
+            Entry::Occupied(_) => {}
+        }
+    }
+    anchors
+}
+
+/// Of two anchors of one Instance, is `pod` the one counted rather than `other`: placed before
+/// Pending, then the newer slot (the greater `ome.io/pod-ordinal`).
+fn counted_before(pod: &Value, other: &Value) -> bool {
+    let rank = |pod: &Value| {
+        let slot = pod["metadata"]["labels"][labels::POD_ORDINAL].as_str();
+        (
+            pod["spec"]["nodeName"].is_string(),
+            slot.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0),
+        )
+    };
+    rank(pod) > rank(other)
 }
 
 /// Is `pod` a leader or only pod of the `kind` component of `service`?
@@ -311,8 +346,8 @@ pub(crate) fn same_instance(pod: &Value, other: &Value) -> bool {
         .all(|l| mine[l] == theirs[l])
 }
 
-/// The workers of `anchor`'s Instance among `pods`. Only workers: another leader with the same
-/// index (a surge migration's replacement) is an Instance of its own, as the spread counts it.
+/// The workers of `anchor`'s Instance among `pods`. Only workers: the leader of the Instance's
+/// other slot (a SurgeThenDrain update's) is the same Instance, counted once by [`anchors`].
 pub(crate) fn workers_of<'a>(pods: &[&'a Value], anchor: &Value) -> impl Iterator<Item = &'a Value> {
     pods.iter()
         .copied()
@@ -347,10 +382,9 @@ fn instance_split(component: &Component, anchors: &[&Value], rack: &str) -> Opti
     let mut split = Vec::new();
     for anchor in anchors {
         // Pods on a node the objects do not hold are left out: their rack is not known.
-        let mut placed: Vec<(&str, &str, Option<&String>)> = component
-            .pods
-            .iter()
-            .filter(|pod| same_instance(pod, anchor))
+        // The anchor counted and its workers: the other slot's anchor is being drained.
+        let mut placed: Vec<(&str, &str, Option<&String>)> = std::iter::once(*anchor)
+            .chain(workers_of(&component.pods, anchor))
             .filter_map(|pod| {
                 let node = component.nodes.get(pod["spec"]["nodeName"].as_str()?)?;
                 let name = pod["metadata"]["name"].as_str().unwrap_or_default();

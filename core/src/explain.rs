@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use crate::alfred;
 use crate::columns;
-use crate::diagnosis::{self, DiagnosisError, Report, domain_of, is_anchor, same_instance};
+use crate::diagnosis::{self, DiagnosisError, Report, anchors, domain_of, same_instance};
 use crate::instance::{COMPONENTS, component_of};
+use crate::labels;
 use crate::loss::{self, Loss};
 use crate::migration::Unconfigured;
 use crate::nodes::{Node, Nodes, Selection};
@@ -194,8 +195,8 @@ pub struct Explained<'a> {
     pub losses: Vec<Loss>,
     /// The Instances as the diagnosis counts them, for the playground's picture.
     pub instances: Vec<Drawn<'a>>,
-    /// The Instances OME's caretaker Alfred refuses to relocate, named ([`alfred::remark`]).
-    pub alfred: Option<String>,
+    /// What OME's caretaker Alfred refuses to relocate, a note each ([`alfred::remarks`]).
+    pub alfred: Vec<String>,
 }
 
 /// An Instance as the playground draws it: its leader or only pod first, then its workers, and
@@ -339,8 +340,8 @@ pub fn explain<'a>(
         let rooms = rebalance::rooms(&diagnosed, &report, &objects.requested, usize::MAX);
         let losses = loss::losses(&diagnosed, &report, &objects.requested, settings);
         let tables = tables(replica, &pods, nodes, &report, &rooms, every_node);
-        let instances = drawn(&pods, service, component, nodes, &report);
-        let alfred = alfred::remark(&alfred::refused(&diagnosed));
+        let instances = drawn(&diagnosed, component, &report);
+        let alfred = alfred::remarks(&diagnosed);
         explained.push(Explained {
             service,
             namespace,
@@ -390,7 +391,7 @@ pub fn text(explained: &[Explained]) -> String {
         let _ = writeln!(text, "Why: {}.", report.message);
         let _ = writeln!(text, "What to do: {}", component.what_to_do());
         write_plan(&mut text, component);
-        if let Some(alfred) = &component.alfred {
+        for alfred in &component.alfred {
             let _ = writeln!(text, "Note: {alfred}");
         }
     }
@@ -407,26 +408,27 @@ fn write_plan(text: &mut String, explained: &Explained) {
     }
 }
 
-/// Each leader or only pod with the workers of its Instance, in the pods' order, then the
-/// workers no leader here claims, one by one.
-fn drawn<'a>(pods: &[&'a Value], service: &str, kind: &str, nodes: &Nodes, report: &Report) -> Vec<Drawn<'a>> {
+/// Each Instance, in the pods' order: the anchor counted, then the other pods of its Instance
+/// (workers, and its other slot's anchor during a SurgeThenDrain update), drawn where the
+/// counted anchor runs; then the pods no Instance here claims, one by one.
+fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) -> Vec<Drawn<'a>> {
     let key = report.in_effect.domain_key();
+    let pods = &component.pods;
     let mut claimed = vec![false; pods.len()];
     let mut instances = Vec::new();
-    for (i, anchor) in pods.iter().enumerate() {
-        if !is_anchor(anchor, service, kind) {
-            continue;
-        }
-        claimed[i] = true;
-        let mut members = vec![*anchor];
+    for anchor in anchors(component, kind) {
+        let mut members = vec![anchor];
+        let indexed = anchor["metadata"]["labels"][labels::INSTANCE_INDEX].is_string();
         for (j, pod) in pods.iter().enumerate() {
-            if !claimed[j] && !is_anchor(pod, service, kind) && same_instance(pod, anchor) {
+            if std::ptr::eq(*pod, anchor) {
+                claimed[j] = true;
+            } else if !claimed[j] && indexed && same_instance(pod, anchor) {
                 claimed[j] = true;
                 members.push(pod);
             }
         }
         let domain = key
-            .and_then(|key| domain_of(nodes, anchor, key))
+            .and_then(|key| domain_of(component.nodes, anchor, key))
             .filter(|domain| report.instances_per_domain.contains_key(*domain))
             .cloned();
         instances.push(Drawn { pods: members, domain });

@@ -6,6 +6,8 @@ pub const INFERENCE_SERVICE: &str = "ome.io/inferenceservice";
 pub const COMPONENT: &str = "component";
 pub const RUNNER: &str = "ome.io/runner";
 pub const INSTANCE_INDEX: &str = "ome.io/instance-index";
+/// A pod's place in its runner, as its name ends: a worker's rank, a one-pod runner's slot.
+pub const POD_ORDINAL: &str = "ome.io/pod-ordinal";
 
 /// Checks a label key as the API server does (a qualified name): an optional DNS-1123 subdomain
 /// prefix and `/`, then a name of at most 63 characters. Returns why the key is not valid.

@@ -845,22 +845,26 @@ mod tests {
         assert_eq!(left, [("zone-b".to_owned(), 0), ("zone-a".to_owned(), 1)]);
     }
 
-    /// Two leaders of one Instance index (a surge migration's replacement beside the pod it
-    /// replaces, or pods without the label) are two Instances, as the spread counts them: losing
-    /// one's zone loses one.
+    /// Two leaders of one Instance index are the Instance on both its slots during a
+    /// SurgeThenDrain update (`-default-0`, `-default-1`): one Instance, lost with the zone its
+    /// newer slot runs in, the older one being drained.
     #[test]
-    fn leaders_of_one_index_are_lost_apart() {
+    fn an_instance_on_both_slots_is_lost_once_where_its_newer_slot_runs() {
         let nodes = vec![
             node("a1", "zone-a", "cq-a", 1, json!({})),
             node("b1", "zone-b", "cq-b", 1, json!({})),
         ];
-        let cluster = Cluster::new("Required", vec![single(0, "a1"), single(0, "b1")], nodes);
+        let mut second = single(0, "b1");
+        second["metadata"]["name"] = json!("m-engine-0-default-1");
+        second["metadata"]["labels"]["ome.io/pod-ordinal"] = json!("1");
+        let cluster = Cluster::new("Required", vec![second, single(0, "a1")], nodes);
         let lost: Vec<(String, usize, usize)> = cluster
             .losses()
             .into_iter()
             .map(|l| (l.domain, l.lost.len(), l.left_serving))
             .collect();
-        assert_eq!(lost, [("zone-a".to_owned(), 1, 1), ("zone-b".to_owned(), 1, 1)]);
+        // The worst loss first.
+        assert_eq!(lost, [("zone-b".to_owned(), 1, 0), ("zone-a".to_owned(), 0, 1)]);
     }
 
     /// A node without the rack label is in no rack: no rack's failure takes it, and its zone's

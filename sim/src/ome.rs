@@ -23,15 +23,12 @@
 use jiff::{SignedDuration, Timestamp};
 use ome_spread::admission;
 use ome_spread_core::instance::{component_of, is_ready};
+use ome_spread_core::labels::{INSTANCE_INDEX, POD_ORDINAL, RUNNER};
 use ome_spread_core::migration::REQUEST_PREFIX;
 use serde_json::{Value, json};
 
 use crate::scheduler;
 
-const INSTANCE_INDEX: &str = "ome.io/instance-index";
-const RUNNER: &str = "ome.io/runner";
-/// A pod's place in its runner, as its name ends (`render.go` `podLabels`).
-pub const POD_ORDINAL: &str = "ome.io/pod-ordinal";
 /// The scheduler-plugins gang label on every pod of a multi-pod Instance (`render.go`).
 pub const POD_GROUP: &str = "scheduling.x-k8s.io/pod-group";
 

@@ -20,11 +20,13 @@
 //! while its live pods carry it).
 
 use ome_spread_core::diagnosis::settings_in_effect;
-use ome_spread_core::labels::{COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, RUNNER};
+use ome_spread_core::labels::{
+    COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, POD_ORDINAL, RUNNER,
+};
 use ome_spread_core::spread::SpreadSettings;
 use serde_json::{Map, Value, json};
 
-use crate::ome::{POD_GROUP, POD_ORDINAL, with_condition};
+use crate::ome::{POD_GROUP, with_condition};
 
 pub const INSTANCE_INCARNATION: &str = "ome.io/instance-incarnation";
 pub const REVISION_HASH: &str = "ome.io/revision-hash";
