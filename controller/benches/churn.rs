@@ -7,8 +7,9 @@
 //! timed to it), while every node's GPU Feature Discovery timestamp label is rewritten once a
 //! minute. Each node has room left (64 GPUs), so that the room count runs in full.
 //! Measured: the delay from each pod event
-//! to the condition written after it, reconciles per second, the controller's CPU and its peak
-//! resident memory. Side by side in the same run: the controller as it was at an earlier commit
+//! to the condition written after it (an event with none within 10 s is counted apart, and
+//! whether its condition came later), reconciles per second, the policy reports written, the
+//! controller's CPU and its peak resident memory. Side by side in the same run: the controller as it was at an earlier commit
 //! (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit OME_SPREAD_CHURN_BASELINE_REV
 //! names: the last one measured).
 //!
@@ -45,6 +46,9 @@ struct Component {
     deleted: Option<usize>,
     /// When the event in flight was written.
     pending: Option<Instant>,
+    /// When the event written last was, if its condition did not come within 10 s: no event is
+    /// written to the component after it, so that a condition that comes later is that event's.
+    unreflected: Option<Instant>,
 }
 
 struct Measured {
@@ -54,6 +58,10 @@ struct Measured {
     updates: u64,
     skipped: u64,
     unreflected: u64,
+    /// Of those, the events whose condition came later, during the run.
+    late: u64,
+    /// Policy reports written, during the churn.
+    reports: u64,
     delays: Histogram<u64>,
     reconciles_per_second: f64,
     cores: f64,
@@ -98,6 +106,7 @@ fn components(objects: &[Value]) -> Vec<Component> {
             anchors,
             deleted: None,
             pending: None,
+            unreflected: None,
         })
         .collect();
     components.sort_by(|a, b| a.status_path.cmp(&b.status_path));
@@ -247,7 +256,7 @@ async fn churn(binary: &Path, seconds: u64, dir: &Path) -> Measured {
 
     let mut cursor = server.writes.lock().unwrap().len();
     let mut delays = Histogram::<u64>::new(3).expect("a histogram");
-    let (mut events, mut updates, mut skipped, mut unreflected) = (0, 0, 0, 0);
+    let (mut events, mut updates, mut skipped, mut unreflected, mut late, mut reports) = (0, 0, 0, 0, 0, 0);
     let (cpu_before, reconciles_before) = (cpu_seconds(pid), reconciles(&metrics).await);
     let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -260,10 +269,15 @@ async fn churn(binary: &Path, seconds: u64, dir: &Path) -> Measured {
         let now = Instant::now();
         let writes = server.writes.lock().unwrap();
         for w in &writes[cursor..] {
+            reports += u64::from(w.path.contains("/reports/"));
             let Some(&i) = by_path.get(&w.path) else { continue };
-            if let Some(at) = components[i].pending.filter(|at| w.at >= *at) {
+            let c = &mut components[i];
+            if let Some(at) = c.pending.filter(|at| w.at >= *at) {
                 delays.record((w.at - at).as_micros() as u64).expect("in range");
-                components[i].pending = None;
+                c.pending = None;
+            } else if c.unreflected.is_some_and(|at| w.at >= at) {
+                late += 1;
+                c.unreflected = None;
             }
         }
         cursor = writes.len();
@@ -272,7 +286,7 @@ async fn churn(binary: &Path, seconds: u64, dir: &Path) -> Measured {
             if c.pending.is_some_and(|at| now - at > UNREFLECTED) {
                 delays.record(UNREFLECTED.as_micros() as u64).expect("in range");
                 unreflected += 1;
-                c.pending = None;
+                c.unreflected = c.pending.take();
             }
         }
         if churning.elapsed() >= Duration::from_secs(seconds) {
@@ -293,7 +307,7 @@ async fn churn(binary: &Path, seconds: u64, dir: &Path) -> Measured {
         }
         let free = (0..10)
             .map(|_| fastrand::usize(..components.len()))
-            .find(|&i| components[i].pending.is_none());
+            .find(|&i| components[i].pending.is_none() && components[i].unreflected.is_none());
         match free {
             Some(i) => {
                 step(&server, &mut components[i]);
@@ -312,6 +326,8 @@ async fn churn(binary: &Path, seconds: u64, dir: &Path) -> Measured {
         updates,
         skipped,
         unreflected,
+        late,
+        reports,
         delays,
         reconciles_per_second: (reconciles_after - reconciles_before) / elapsed,
         cores: (cpu_after - cpu_before) / elapsed,
@@ -359,6 +375,8 @@ async fn main() {
     row("status updates, not timed", &|m| m.updates.to_string());
     row("ticks with every picked component busy", &|m| m.skipped.to_string());
     row("events with no condition within 10 s", &|m| m.unreflected.to_string());
+    row("  of them, a condition later", &|m| m.late.to_string());
+    row("policy reports written", &|m| m.reports.to_string());
     row("event-to-condition p50", &|m| {
         format!("{} ms", m.delays.value_at_quantile(0.5) / 1000)
     });
