@@ -36,19 +36,20 @@ start=$SECONDS
 # One suite after another, each test alone: the webhook configuration and the nodes are
 # cluster-wide. The stand-ins' own tests first, then OME's how-to and the controller, then the webhook.
 suites=(
-  "-p ome-spread-sim --test cluster_seed --test cluster_racks --test cluster_status --test cluster_migration --test cluster_migration_deadline --test cluster_restart"
-  "-p ome-spread-controller --test seed --test cluster --test room --test deployed --test chart --test signals --test plugin"
-  "-p ome-spread --test webhook"
+  "--test cluster_seed --test cluster_racks --test cluster_status --test cluster_migration --test cluster_migration_deadline --test cluster_restart"
+  "--test seed --test cluster --test room --test deployed --test chart --test signals --test plugin"
+  "--test webhook"
 )
 # The chart on a real node, last: the node runs the Deployment's pods, and only while it is up
 # (make e2e-cluster sets OME_SPREAD_E2E_NODE once it built the image and the node's binaries).
-[ "${OME_SPREAD_E2E_NODE:-}" = 1 ] && suites+=("-p ome-spread-controller --test node")
+[ "${OME_SPREAD_E2E_NODE:-}" = 1 ] && suites+=("--test node")
 # A suite that fails is run once more, saying so, its first run's counts marked as such (CI's
 # closing count reads only the second): the control plane is real and shared by the suites, and a
 # retry keeps a rare miss visible in every log without failing CI on it alone.
 run_suite() {
   # shellcheck disable=SC2086 # each suite is cargo's arguments
-  timeout "${E2E_CLUSTER_SECONDS:-1800}" cargo test $1 -- --ignored --test-threads 1 "${@:2}"
+  # The whole workspace selected, as make test builds it: the same features, so nothing is rebuilt.
+  timeout "${E2E_CLUSTER_SECONDS:-1800}" cargo test --workspace $1 -- --ignored --test-threads 1 "${@:2}"
 }
 for suite in "${suites[@]}"; do
   first=$(mktemp)
