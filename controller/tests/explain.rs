@@ -46,6 +46,16 @@ fn node(name: &str, labels: Value) -> Value {
     Node::named(name).labels(labels).json()
 }
 
+/// A node of `zone` that the model's pods select, with room for one of them (as the seed's).
+fn gpu_node(name: &str, zone: &str) -> Value {
+    let mut node = node(
+        name,
+        json!({ZONE: zone, "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}),
+    );
+    node["status"] = json!({"allocatable": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi", "pods": "110"}});
+    node
+}
+
 /// A training job's pod on gpu-node-2, asking for `requests`: room another workload holds.
 fn training_pod(requests: Value) -> Pod {
     Pod::named("batch", "train-0")
@@ -680,12 +690,7 @@ fn explain_prints_the_whole_plan_or_why_a_skew_has_none() {
     pod_3["metadata"]["labels"]["ome.io/instance-index"] = json!("3");
     pod_3["spec"]["nodeName"] = json!("gpu-node-3");
     four.push(pod_3);
-    let mut zone_c = node(
-        "gpu-node-4",
-        json!({ZONE: "zone-c", "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}),
-    );
-    zone_c["status"] = json!({"allocatable": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi", "pods": "110"}});
-    four.push(zone_c);
+    four.push(gpu_node("gpu-node-4", "zone-c"));
     let text = explained(four);
     let expected = [
         SKEWED_ACTION,
@@ -1108,13 +1113,7 @@ async fn live_explain_reads_the_settings_of_the_clusters_policy() {
 #[test]
 fn an_instance_on_both_slots_is_counted_once() {
     let both_slots = |o: &mut Vec<Value>| {
-        let mut zone_b = node(
-            "gpu-node-3",
-            json!({ZONE: "zone-b", "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready"}),
-        );
-        zone_b["status"] =
-            json!({"allocatable": {"nvidia.com/gpu": "1", "cpu": "10", "memory": "30Gi", "pods": "110"}});
-        o.push(zone_b);
+        o.push(gpu_node("gpu-node-3", "zone-b"));
         let mut second = find(o, "Pod", POD_1).clone();
         second["metadata"]["name"] = json!("qwen3-0-6b-engine-1-default-1");
         second["metadata"]["labels"]["ome.io/pod-ordinal"] = json!("1");

@@ -2,8 +2,9 @@
 //! the seed's Step 2 tables, then the diagnosis' reason, why, and what to do. From saved objects
 //! (`kubectl get -o yaml`, Lists included) or a live cluster's, the same way.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
+use std::ptr;
 
 use serde_json::Value;
 
@@ -11,7 +12,6 @@ use crate::alfred;
 use crate::columns;
 use crate::diagnosis::{self, DiagnosisError, Report, anchors, domain_of, same_instance};
 use crate::instance::{COMPONENTS, component_of};
-use crate::labels;
 use crate::loss::{self, Loss};
 use crate::migration::Unconfigured;
 use crate::nodes::{Node, Nodes, Selection};
@@ -414,15 +414,18 @@ fn write_plan(text: &mut String, explained: &Explained) {
 fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) -> Vec<Drawn<'a>> {
     let key = report.in_effect.domain_key();
     let pods = &component.pods;
-    let mut claimed = vec![false; pods.len()];
+    // Each counted anchor is its own Instance's: never another's member.
+    let counted = anchors(component, kind);
+    let is_counted: HashSet<*const Value> = counted.iter().map(|anchor| ptr::from_ref(*anchor)).collect();
+    let mut claimed: Vec<bool> = pods
+        .iter()
+        .map(|pod| is_counted.contains(&ptr::from_ref(*pod)))
+        .collect();
     let mut instances = Vec::new();
-    for anchor in anchors(component, kind) {
+    for anchor in counted {
         let mut members = vec![anchor];
-        let indexed = anchor["metadata"]["labels"][labels::INSTANCE_INDEX].is_string();
         for (j, pod) in pods.iter().enumerate() {
-            if std::ptr::eq(*pod, anchor) {
-                claimed[j] = true;
-            } else if !claimed[j] && indexed && same_instance(pod, anchor) {
+            if !claimed[j] && same_instance(pod, anchor) {
                 claimed[j] = true;
                 members.push(pod);
             }

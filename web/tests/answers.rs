@@ -332,6 +332,32 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
         "{answer}"
     );
 
+    // Instance 0 on both its slots (a SurgeThenDrain update): one Instance, drawn where its newer
+    // slot's leader runs, that leader first, then the older one and the worker.
+    let mut both_slots = objects.clone();
+    let mut newer = pod("ds-engine-0-leader-1", "leader", "0", Some("node-b"));
+    newer["metadata"]["labels"]["ome.io/pod-ordinal"] = json!("1");
+    both_slots["items"] = json!([
+        objects["items"][0],
+        objects["items"][1],
+        objects["items"][2],
+        objects["items"][3],
+        objects["items"][4],
+        newer,
+        objects["items"][5]
+    ]);
+    let answer = diagnose(&both_slots.to_string(), "");
+    assert_eq!(
+        answer["services"][0]["components"][0]["domains"],
+        json!([
+            {"domain": "zone-a", "instances": []},
+            {"domain": "zone-b", "instances": [{"index": "0", "pods": drawn(&[
+                ("ds-engine-0-leader-1", "leader", Some("node-b")), ("ds-engine-0-leader-0", "leader", Some("node-a")),
+                ("ds-engine-0-worker-0", "worker", Some("node-a"))])}]},
+        ]),
+        "{answer}"
+    );
+
     // The seed's example without Instance indexes: still one Instance per pod, one per zone.
     let seed = read(&repository().join("controller/tests/data/seed.yaml"));
     let unindexed: String = seed
