@@ -475,6 +475,7 @@ fn replica_settings(
                 topology_spread: field("topologySpread"),
                 topology_spread_key: field("topologySpreadKey"),
                 topology_key: field("topologyKey"),
+                ..SpreadFields::default()
             };
             SpreadSettings::from_fields(fields)
                 .map(Ok)

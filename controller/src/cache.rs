@@ -17,8 +17,8 @@ use tokio::sync::watch;
 use crate::error::Error;
 use crate::nodes::{KeysInUse, NodeIndex, NodeSet};
 use crate::pods::Pods;
-use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room::Room;
+use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 /// What the reconciles read.
 pub struct Caches {

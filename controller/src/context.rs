@@ -17,9 +17,9 @@ use serde_json::Value;
 use crate::cache::Caches;
 use crate::metrics::Metrics;
 use crate::report::Reports;
-use crate::resources::{InferenceReplica, InferenceService};
 use crate::serve::Health;
 use crate::state::ReplicaStates;
+use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, Runtime, ServingRuntime};
 
 /// What a reconcile reads and writes through, and what it keeps.
 pub struct Context {
@@ -72,9 +72,11 @@ impl Context {
 /// The objects of a component as the core reads them, kept so that the migration guardrails
 /// read the very objects the diagnosis and the plan read.
 pub struct Objects {
-    pub(crate) service: Value,
-    pub(crate) runtime: Option<Value>,
-    pub(crate) replica: Value,
+    pub(crate) service: Arc<InferenceService>,
+    /// The runtime the service names, of either kind, if the caches hold it.
+    pub(crate) runtime: Option<Arc<ServingRuntime>>,
+    pub(crate) cluster_runtime: Option<Arc<ClusterServingRuntime>>,
+    pub(crate) replica: InferenceReplica,
     /// The component's pods, shared with the pods' index.
     pub(crate) pods: Vec<Arc<Value>>,
     pub(crate) nodes: Arc<Nodes>,
@@ -82,9 +84,11 @@ pub struct Objects {
 
 impl Objects {
     pub fn component(&self) -> Component<'_> {
+        let runtime = self.runtime.as_deref().map(Runtime::Namespaced);
+        let runtime = runtime.or(self.cluster_runtime.as_deref().map(Runtime::Cluster));
         Component::new(
             &self.service,
-            self.runtime.as_ref(),
+            runtime,
             &self.replica,
             self.pods.iter().map(|pod| &**pod),
             &self.nodes,

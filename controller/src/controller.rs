@@ -27,12 +27,12 @@ use crate::metrics::Metrics;
 use crate::policy::{self, Source};
 use crate::reconcile::{error_policy, reconcile};
 use crate::report::Reports;
-use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::schema;
 use crate::serve::Health;
 use crate::state::{ReplicaStates, lock};
 use crate::triggers::{all_but_the_condition, replicas_of_service, replicas_using};
 use crate::{nodes, pods, room};
+use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 /// The leader-election Lease, in `--lease-namespace`.
 pub const LEASE: &str = "ome-spread-controller";

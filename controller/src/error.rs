@@ -19,9 +19,6 @@ pub enum Error {
     /// A value OME would not accept, named by object and field.
     #[error(transparent)]
     BadObject(#[from] DiagnosisError),
-    /// An object the caches hold that cannot be read as JSON: cannot happen, and is said if it does.
-    #[error("an object of the cache cannot be read as JSON: {0}")]
-    Json(serde_json::Error),
     #[error("a cache stopped before it was filled")]
     CacheGone,
     /// The API server has not answered the first list of these caches' watches.
@@ -39,7 +36,7 @@ impl Error {
             Self::Api(kube::Error::Api(status)) => format!("api_{}", status.code),
             Self::Api(_) => "api".into(),
             Self::Timeout(_) => "timeout".into(),
-            Self::BadObject(_) | Self::Json(_) => "bad_object".into(),
+            Self::BadObject(_) => "bad_object".into(),
             Self::CacheGone | Self::NotFilled(_) | Self::Stopping => "cache".into(),
         }
     }

@@ -11,8 +11,8 @@ use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
 use ome_spread_core::settings::Settings;
 use serde_json::Value;
 
-use crate::resources::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use crate::room;
+use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 /// What `explain` reads of a live cluster: the InferenceService, its runtime, its replicas, its
 /// pods and the nodes.

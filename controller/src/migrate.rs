@@ -22,7 +22,7 @@ use tracing::info;
 use crate::context::{Announcement, Context, Objects, recommendation};
 use crate::error::{Error, within_timeout};
 use crate::index::key;
-use crate::resources::{InferenceReplica, InferenceService};
+use ome_spread_core::ome::{InferenceReplica, InferenceService};
 
 /// The next move of a component, and what the guardrails read of it.
 pub(crate) struct Next<'a> {

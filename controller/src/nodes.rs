@@ -17,8 +17,8 @@ use ome_spread_core::room::Resources;
 use tracing::warn;
 
 use crate::index::{Apply, Shared};
-use crate::resources::InferenceReplica;
 use crate::state::lock;
+use ome_spread_core::ome::InferenceReplica;
 
 /// The node watch, filling `nodes`: one item (a reconcile of every replica) for each change the
 /// diagnosis reads.

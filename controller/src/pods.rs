@@ -19,8 +19,8 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::index::{self, Derived, Index, Shared};
-use crate::resources::InferenceReplica;
 use crate::room::requests_only;
+use ome_spread_core::ome::InferenceReplica;
 
 /// The OMENative pods' watch, trimmed, filling `pods`: the replicas whose pods it changed, a
 /// relist's pods found gone among them ([`Index`]). An event that changes nothing the diagnosis

@@ -11,7 +11,7 @@ use ome_spread_core::rebalance::{NoPlan, Plan};
 use crate::context::{ANNOTATION, Announcement, Context, Mode, Objects, recommendation};
 use crate::error::{Error, within_timeout};
 use crate::migrate;
-use crate::resources::{InferenceReplica, InferenceService};
+use ome_spread_core::ome::{InferenceReplica, InferenceService};
 
 /// Shows the plan as far as the mode allows: the moves still needed as a metric, and the first
 /// move as an Event `RebalanceRecommended` when the recommendation changes (not on every

@@ -25,8 +25,9 @@ use crate::error::{Error, FILL_TIMEOUT, within_timeout};
 use crate::index::key;
 use crate::rebalance;
 use crate::report::Found;
-use crate::resources::{CONDITION, FIELD_MANAGER, InferenceReplica, InferenceService};
+use crate::resources::{CONDITION, FIELD_MANAGER};
 use crate::state::lock;
+use ome_spread_core::ome::{InferenceReplica, InferenceService};
 
 /// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
 const RESYNC: Duration = Duration::from_secs(600);
@@ -171,17 +172,19 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         debug!(replica = %ObjectRef::from_obj(replica), "no OMENative InferenceService of this replica in the cache: nothing to say");
         return Ok(None);
     };
-    let runtime = match service.runtime() {
-        Some(RuntimeRef::Namespaced(runtime)) => {
-            to_value(ctx.caches.runtimes.get(&ObjectRef::new(runtime).within(&namespace)))?
-        }
-        Some(RuntimeRef::Cluster(runtime)) => to_value(ctx.caches.cluster_runtimes.get(&ObjectRef::new(runtime)))?,
-        None => None,
+    let (runtime, cluster_runtime) = match service.runtime() {
+        Some(RuntimeRef::Namespaced(runtime)) => (
+            ctx.caches.runtimes.get(&ObjectRef::new(runtime).within(&namespace)),
+            None,
+        ),
+        Some(RuntimeRef::Cluster(runtime)) => (None, ctx.caches.cluster_runtimes.get(&ObjectRef::new(runtime))),
+        None => (None, None),
     };
     let objects = Objects {
-        service: serde_json::to_value(&*service).map_err(Error::Json)?,
+        service: service.clone(),
         runtime,
-        replica: serde_json::to_value(replica).map_err(Error::Json)?,
+        cluster_runtime,
+        replica: replica.clone(),
         pods: (ctx.caches.pods).of(&(namespace.clone(), parent, replica.spec.component.clone())),
         nodes: ctx.caches.nodes.current(),
     };
@@ -270,13 +273,6 @@ async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: 
         ctx.replicas.with(&key, |kept| kept.written = Some(condition));
     }
     Ok(())
-}
-
-fn to_value<K: serde::Serialize>(object: Option<Arc<K>>) -> Result<Option<Value>, Error> {
-    object
-        .map(|o| serde_json::to_value(&*o))
-        .transpose()
-        .map_err(Error::Json)
 }
 
 /// The `Spread` condition for a report and what to do. Its transition time moves only when its

@@ -16,9 +16,10 @@ use ome_spread_core::loss::{Loss, sentence};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use crate::resources::{FIELD_MANAGER, InferenceReplica};
+use crate::resources::FIELD_MANAGER;
 use crate::serve::Health;
 use crate::state::lock;
+use ome_spread_core::ome::InferenceReplica;
 
 /// The `source` Policy Reporter lists the reports under.
 pub const SOURCE: &str = "ome-spread";

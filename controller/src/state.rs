@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::resources::InferenceReplica;
+use ome_spread_core::ome::InferenceReplica;
 
 /// What is kept of one replica.
 #[derive(Debug, Default)]

@@ -11,7 +11,8 @@ use ome_spread_core::instance::COMPONENTS;
 use ome_spread_core::replica::RuntimeRef;
 
 use crate::pods::replica_of_component;
-use crate::resources::{CONDITION, InferenceReplica, InferenceService};
+use crate::resources::CONDITION;
+use ome_spread_core::ome::{InferenceReplica, InferenceService};
 
 /// A replica as a trigger reads it: all but its resourceVersion and the `Spread` condition, so
 /// that the condition a reconcile writes does not reconcile the replica again (kube-runtime's

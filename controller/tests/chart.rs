@@ -11,7 +11,7 @@ use ome_spread_sim::{live, local, wait::eventually};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ome_spread_controller::resources::InferenceService;
+use ome_spread_core::ome::InferenceService;
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::live::{Process, kubectl};
 use serde_json::{Value, json};

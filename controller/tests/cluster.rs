@@ -21,7 +21,7 @@ use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
 use ome_spread_controller::report::Reports;
-use ome_spread_controller::resources::{ClusterServingRuntime, InferenceReplica, InferenceService};
+use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService};
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ome_spread_core::diagnosis::{Component, Reason, Report, diagnose};
-use ome_spread_core::nodes::Nodes;
+use ome_spread_core::explain::{Objects, explain};
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::memory::ApiServer;
 use ome_spread_sim::objects::{Node, Pod};
@@ -548,17 +548,11 @@ fn diagnosed(change: impl FnOnce(&mut Vec<Value>), settings: Settings) -> (Reaso
 
 /// The core's report on the one component among `objects`.
 fn report_of(objects: &[Value], settings: &Settings) -> Report {
-    let of = |kind: &str| {
-        objects
-            .iter()
-            .filter(|o| o["kind"] == kind)
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    let (pods, nodes, runtimes) = (of("Pod"), of("Node"), of("ClusterServingRuntime"));
-    let (services, replicas) = (of("InferenceService"), of("InferenceReplica"));
-    let nodes = Nodes::from_json(&nodes).expect("readable nodes");
-    let component = Component::new(&services[0], runtimes.first(), &replicas[0], &pods, &nodes);
+    let read = Objects::new(objects.to_vec()).expect("readable objects");
+    let service = read.services(None).next().expect("the service");
+    let replica = read.replicas(None).next().expect("the replica");
+    let pods: Vec<Value> = objects.iter().filter(|o| o["kind"] == "Pod").cloned().collect();
+    let component = Component::new(service, read.runtime_of(service), replica, &pods, read.nodes());
     diagnose(&component, settings).expect("a report")
 }
 
@@ -1166,4 +1160,41 @@ Why: the 2 Instances run in 2 different domains of topology.kubernetes.io/zone.
 What to do: Nothing: losing one domain leaves the Instances in the others serving.
 ";
     assert_eq!(explained(objects), expected);
+}
+
+/// Saved objects are read into the core's model of OME's objects: one that OME's CRD would refuse
+/// is named with its field and why, never read as nothing; a spread field is read as written, so
+/// that the diagnosis names a bad one.
+#[test]
+fn an_object_omes_crd_would_refuse_is_named_with_its_field() {
+    let mut objects = seed();
+    find(&mut objects, "InferenceService", "qwen3-0-6b")["spec"]["runtime"] = json!("srt-qwen3-0-6b");
+    let error = Objects::new(objects).err().map(|e| e.to_string());
+    assert_eq!(
+        error.as_deref(),
+        Some(
+            "InferenceService spread-demo/qwen3-0-6b: spec.runtime: invalid type: string \"srt-qwen3-0-6b\", expected struct NamedRuntime"
+        )
+    );
+    let mut objects = seed();
+    find(&mut objects, "InferenceReplica", "qwen3-0-6b-engine")["spec"]["topologySpreadKey"] = json!(["zone"]);
+    let report = Objects::new(objects).map(|objects| {
+        let explained = explain(
+            "qwen3-0-6b",
+            "spread-demo",
+            None,
+            &objects,
+            "seed.yaml",
+            &Settings::default(),
+            false,
+        );
+        explained.err().map(|e| e.to_string())
+    });
+    assert_eq!(
+        report,
+        Ok(Some(
+            "InferenceReplica qwen3-0-6b-engine spec.topologySpreadKey: [\"zone\"] must be a label key (a string)"
+                .into()
+        ))
+    );
 }

@@ -13,8 +13,8 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::reconcile::reconcile;
-use ome_spread_controller::resources::InferenceReplica;
 use ome_spread_core::diagnosis::Reason;
+use ome_spread_core::ome::InferenceReplica;
 use serde_json::{Value, json};
 
 use harness::*;

@@ -14,16 +14,22 @@ use criterion::Criterion;
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
 use ome_spread_core::loss::worst;
 use ome_spread_core::nodes::Nodes;
+use ome_spread_core::ome::Runtime;
 use ome_spread_core::room::{Requested, requested};
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
-use ome_spread_sim::large_cluster::{Cluster, REPLICAS, cluster};
+use ome_spread_sim::large_cluster::{Cluster, REPLICAS, Typed, cluster, typed};
 
 /// The controller's pass: nodes read once, pods grouped by replica once, one report per replica;
 /// with `requested` (the room the controller keeps by the pods' events), each replica's worst loss
 /// too, as the controller's reconcile reads it.
-fn pass(cluster: &Cluster, settings: &Settings, requested: Option<&Requested>) -> BTreeMap<Reason, usize> {
+fn pass(
+    cluster: &Cluster,
+    typed: &Typed,
+    settings: &Settings,
+    requested: Option<&Requested>,
+) -> BTreeMap<Reason, usize> {
     let nodes = Nodes::from_json(&cluster.nodes).expect("the generated nodes are readable");
     let mut pods_of: HashMap<(&str, &str), Vec<&Value>> = HashMap::new();
     for pod in &cluster.pods {
@@ -35,10 +41,11 @@ fn pass(cluster: &Cluster, settings: &Settings, requested: Option<&Requested>) -
         pods_of.entry(key).or_default().push(pod);
     }
     let mut reasons = BTreeMap::new();
-    for (service, replica) in cluster.services.iter().zip(&cluster.replicas) {
-        let name = service["metadata"]["name"].as_str().unwrap_or_default();
+    let runtime = Some(Runtime::Cluster(&typed.runtime));
+    for (service, replica) in typed.services.iter().zip(&typed.replicas) {
+        let name = service.metadata.name.as_deref().unwrap_or_default();
         let pods = pods_of.get(&(name, "engine")).into_iter().flatten().copied();
-        let component = Component::new(service, Some(&cluster.runtime), replica, pods, &nodes);
+        let component = Component::new(service, runtime, replica, pods, &nodes);
         let report = diagnose(&component, settings).expect("a report");
         if let Some(requested) = requested {
             black_box(worst(&component, &report, requested, settings));
@@ -55,9 +62,10 @@ fn main() {
     for node in &mut cluster.nodes {
         node["status"] = json!({"allocatable": {"nvidia.com/gpu": "64", "cpu": "224", "memory": "2Ti", "pods": "110"}});
     }
+    let typed = typed(&cluster);
     let settings = Settings::default();
     let requested = requested(&cluster.pods).expect("the generated pods are readable");
-    let reasons = pass(&cluster, &settings, Some(&requested));
+    let reasons = pass(&cluster, &typed, &settings, Some(&requested));
     println!(
         "diagnosis pass over {} replicas, {} pods, {} nodes: reasons {:?}",
         cluster.replicas.len(),
@@ -75,10 +83,10 @@ fn main() {
         .measurement_time(Duration::from_secs(10))
         .configure_from_args();
     criterion.bench_function("diagnosis/1000 replicas, 10000 pods, 5000 nodes", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &settings, None)))
+        b.iter(|| black_box(pass(black_box(&cluster), &typed, &settings, None)))
     });
     criterion.bench_function("diagnosis/with the worst loss of each", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &settings, Some(&requested))))
+        b.iter(|| black_box(pass(black_box(&cluster), &typed, &settings, Some(&requested))))
     });
     criterion.bench_function("diagnosis/of which reading the 5000 nodes", |b| {
         b.iter(|| black_box(Nodes::from_json(black_box(&cluster.nodes))))

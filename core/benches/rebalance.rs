@@ -12,15 +12,17 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
 use ome_spread_core::migration::{Annotated, Entry, LEDGER, Migrations, Records, Request, Requests, Situation, hold};
 use ome_spread_core::nodes::Nodes;
+use ome_spread_core::ome::Runtime;
 use ome_spread_core::rebalance::recommend;
 use ome_spread_core::room::requested;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
-use ome_spread_sim::large_cluster::{Cluster, REPLICAS, cluster};
+use ome_spread_sim::large_cluster::{Cluster, REPLICAS, Typed, cluster, typed};
 
 /// The large cluster with every pod Ready on a node of its model in zone-0, and room on every node.
 fn skewed() -> Cluster {
@@ -99,6 +101,7 @@ fn history(cluster: &Cluster) -> History {
 /// reasons, the moves planned in all, and the requests the guardrails let go.
 fn pass(
     cluster: &Cluster,
+    typed: &Typed,
     history: &History,
     settings: &Settings,
     stage: Stage,
@@ -116,33 +119,29 @@ fn pass(
     } else {
         Default::default()
     };
-    let named = |object: &Value| {
-        let metadata = &object["metadata"];
-        format!(
-            "{}/{}",
-            metadata["namespace"].as_str().unwrap_or_default(),
-            metadata["name"].as_str().unwrap_or_default()
-        )
+    let named = |meta: &ObjectMeta| {
+        let (namespace, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+        format!("{}/{}", namespace.unwrap_or_default(), name.unwrap_or_default())
     };
     let (mut reasons, mut moves, mut requests) = (BTreeMap::new(), 0, 0);
     // The cluster's requests and records, read once (the controller: once per change of them),
     // and only by the pass that asks the guardrails.
     let (requests_read, records_read) = if stage == Stage::Guardrails {
-        let services: Vec<Annotated> = cluster
+        let services: Vec<Annotated> = typed
             .services
             .iter()
             .zip(&history.annotations)
             .map(|(s, annotations)| Annotated {
-                name: named(s),
+                name: named(&s.metadata),
                 annotations,
             })
             .collect();
-        let replicas: Vec<Migrations> = cluster
+        let replicas: Vec<Migrations> = typed
             .replicas
             .iter()
             .zip(&history.records)
             .map(|(r, records)| Migrations {
-                name: named(r),
+                name: named(&r.metadata),
                 migrations: Some(records),
             })
             .collect();
@@ -150,11 +149,12 @@ fn pass(
     } else {
         (Ok(Requests::default()), Ok(Records::default()))
     };
-    for (index, (service, replica)) in cluster.services.iter().zip(&cluster.replicas).enumerate() {
-        let name = service["metadata"]["name"].as_str().unwrap_or_default();
+    let runtime = Some(Runtime::Cluster(&typed.runtime));
+    for (index, (service, replica)) in typed.services.iter().zip(&typed.replicas).enumerate() {
+        let name = service.metadata.name.as_deref().unwrap_or_default();
         let component = Component::new(
             service,
-            Some(&cluster.runtime),
+            runtime,
             replica,
             pods_of.get(name).into_iter().flatten().copied(),
             &nodes,
@@ -172,7 +172,7 @@ fn pass(
             continue;
         }
         let held = hold(&Situation {
-            service: &named(service),
+            service: &named(&service.metadata),
             component: &component,
             lowered_to: None,
             next: &plan.moves[0],
@@ -180,7 +180,7 @@ fn pass(
             records: &records_read,
             // As the controller does: the component's own records read afresh.
             replica: Migrations {
-                name: named(replica),
+                name: named(&replica.metadata),
                 migrations: Some(&history.records[index]),
             },
             written: &[],
@@ -194,9 +194,10 @@ fn pass(
 
 fn main() {
     let cluster = skewed();
+    let typed = typed(&cluster);
     let settings = Settings::default();
     let history = history(&cluster);
-    let (reasons, moves, requests) = pass(&cluster, &history, &settings, Stage::Guardrails);
+    let (reasons, moves, requests) = pass(&cluster, &typed, &history, &settings, Stage::Guardrails);
     println!(
         "rebalance over {REPLICAS} skewed replicas: reasons {reasons:?}, {moves} moves planned, {requests} let go"
     );
@@ -211,13 +212,21 @@ fn main() {
         .measurement_time(Duration::from_secs(10))
         .configure_from_args();
     criterion.bench_function("rebalance/diagnosis of 1000 skewed replicas", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &history, &settings, Stage::Diagnosis)))
+        b.iter(|| black_box(pass(black_box(&cluster), &typed, &history, &settings, Stage::Diagnosis)))
     });
     criterion.bench_function("rebalance/diagnosis and a plan for each", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &history, &settings, Stage::Plan)))
+        b.iter(|| black_box(pass(black_box(&cluster), &typed, &history, &settings, Stage::Plan)))
     });
     criterion.bench_function("rebalance/diagnosis, a plan and the guardrails for each", |b| {
-        b.iter(|| black_box(pass(black_box(&cluster), &history, &settings, Stage::Guardrails)))
+        b.iter(|| {
+            black_box(pass(
+                black_box(&cluster),
+                &typed,
+                &history,
+                &settings,
+                Stage::Guardrails,
+            ))
+        })
     });
     criterion.final_summary();
 }

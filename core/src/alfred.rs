@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::diagnosis::{Component, anchor_labels, anchors, service_name};
 use crate::labels;
+use crate::ome::InferenceReplica;
 use crate::rules::spread_selector;
 use crate::shown::shown;
 
@@ -29,10 +30,7 @@ pub struct Refused<'a> {
 /// The component's anchor pods, in the pods' order, that carry a constraint with OME's selector
 /// for their runner and a `maxSkew` other than 1.
 pub fn refused<'a>(component: &Component<'a>) -> Vec<Refused<'a>> {
-    let (service, kind) = (
-        service_name(component),
-        component.replica["spec"]["component"].as_str().unwrap_or_default(),
-    );
+    let (service, kind) = (service_name(component), component.kind());
     let mut refused = Vec::new();
     for pod in anchors(component, kind) {
         let instance = anchor_labels(pod, service, kind);
@@ -70,11 +68,12 @@ pub fn remarks(component: &Component) -> Vec<String> {
 /// topology key is empty"); a `topologySpreadKey` of `""` with `topologySpread` set, which
 /// Alfred reads as no spread key where OME's render falls back to `topologyKey` (docs/rules.md,
 /// Empty keys).
-fn empty_key(replica: &Value) -> Option<String> {
-    let spec = &replica["spec"];
-    let why = if spec["topologyKey"] == "" {
+fn empty_key(replica: &InferenceReplica) -> Option<String> {
+    let spread = &replica.spec.spread;
+    let empty = |key: &Option<Value>| key.as_ref().is_some_and(|key| key == "");
+    let why = if empty(&spread.topology_key) {
         "its replica's topologyKey is \"\" (\"configured topology key is empty\")"
-    } else if spec["topologySpreadKey"] == "" && !spec["topologySpread"].is_null() {
+    } else if empty(&spread.topology_spread_key) && spread.topology_spread.as_ref().is_some_and(|s| !s.is_null()) {
         "its replica's topologySpreadKey is \"\", which Alfred, unlike OME's render, does not take for topologyKey"
     } else {
         return None;
@@ -104,6 +103,7 @@ mod tests {
 
     use super::*;
     use crate::nodes::Nodes;
+    use crate::ome::typed;
 
     fn pod(index: u32, runner: &str, constraints: Value) -> Value {
         json!({"metadata": {"name": format!("s-engine-{index}-{runner}-0"),
@@ -135,10 +135,11 @@ mod tests {
             pod(4, "default", json!([constraint(json!(2), omes("leader"))])),
         ];
         let (service, replica) = (
-            json!({"metadata": {"name": "s"}}),
-            json!({"spec": {"component": "engine"}}),
+            json!({"metadata": {"name": "s"}, "spec": {}}),
+            json!({"metadata": {"name": "s-engine"}, "spec": {"component": "engine"}}),
         );
         let nodes = Nodes::from_json(&[]).expect("readable");
+        let (service, replica) = (typed(&service), typed(&replica));
         let component = Component::new(&service, None, &replica, &pods, &nodes);
         let refused = refused(&component);
         assert_eq!(
@@ -180,7 +181,9 @@ mod tests {
             ),
             (json!({}), None),
         ] {
-            assert_eq!(empty_key(&json!({"spec": spec})), expected, "{spec}");
+            let mut replica = json!({"metadata": {"name": "r"}, "spec": spec});
+            replica["spec"]["component"] = json!("engine");
+            assert_eq!(empty_key(&typed(&replica)), expected, "{spec}");
         }
     }
 }

@@ -6,11 +6,13 @@ use std::cell::OnceCell;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use crate::instance::{InstanceLabels, Runner};
 use crate::labels;
 use crate::nodes::{Node, Nodes, Selected, Selection};
+use crate::ome::{InferenceReplica, InferenceService, Runtime, named};
 use crate::rules::{completion, spread_constraint};
 use crate::settings::Settings;
 use crate::shown::shown;
@@ -18,10 +20,10 @@ use crate::spread::{Spread, SpreadFields, SpreadSettings};
 
 /// The objects of one component, as the API server (or `kubectl get -o yaml`) gives them.
 pub struct Component<'a> {
-    pub service: &'a Value,
+    pub service: &'a InferenceService,
     /// The ServingRuntime or ClusterServingRuntime the service names, if it exists.
-    pub runtime: Option<&'a Value>,
-    pub replica: &'a Value,
+    pub runtime: Option<Runtime<'a>>,
+    pub replica: &'a InferenceReplica,
     /// Its pods, borrowed from wherever the caller keeps them (a list of objects, an index).
     pub pods: Vec<&'a Value>,
     pub nodes: &'a Nodes,
@@ -33,9 +35,9 @@ pub struct Component<'a> {
 
 impl<'a> Component<'a> {
     pub fn new(
-        service: &'a Value,
-        runtime: Option<&'a Value>,
-        replica: &'a Value,
+        service: &'a InferenceService,
+        runtime: Option<Runtime<'a>>,
+        replica: &'a InferenceReplica,
         pods: impl IntoIterator<Item = &'a Value>,
         nodes: &'a Nodes,
     ) -> Self {
@@ -49,12 +51,16 @@ impl<'a> Component<'a> {
         }
     }
 
+    /// `engine` or `decoder`: the replica's component.
+    pub fn kind(&self) -> &'a str {
+        &self.replica.spec.component
+    }
+
     /// The nodes the anchors select, and under `honor_taints` only those they tolerate.
     pub(crate) fn selected(&self, honor_taints: bool) -> &[&'a Node] {
-        let selected = self.selected.get_or_init(|| {
-            let kind = self.replica["spec"]["component"].as_str().unwrap_or_default();
-            self.nodes.selected(&selections(&anchors(self, kind)))
-        });
+        let selected = self
+            .selected
+            .get_or_init(|| self.nodes.selected(&selections(&anchors(self, self.kind()))));
         if honor_taints {
             &selected.tolerated
         } else {
@@ -167,16 +173,15 @@ impl Finding {
 /// Computes the report of one component: the first reason, in docs/controller.md's order, that
 /// applies.
 pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, DiagnosisError> {
-    let replica = component.replica["metadata"]["name"].as_str().unwrap_or_default();
-    let spec = &component.replica["spec"];
-    let kind = spec["component"]
-        .as_str()
-        .filter(|kind| !kind.is_empty())
-        .ok_or_else(|| DiagnosisError::NoComponent {
-            replica: replica.to_owned(),
-            value: shown(&spec["component"]),
-        })?;
-    let projected = fields(spec, || format!("InferenceReplica {replica} spec"))?;
+    let replica = component.replica.name_any();
+    let kind = component.kind();
+    if kind.is_empty() {
+        let value = shown(&Value::from(kind));
+        return Err(DiagnosisError::NoComponent { replica, value });
+    }
+    let projected = checked(component.replica.spec.spread.clone(), || {
+        format!("InferenceReplica {replica} spec")
+    })?;
     let in_effect = settings_in_effect(component.service, component.runtime, kind)?;
     let mut report = Report {
         reason: Reason::Satisfied,
@@ -218,12 +223,7 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
 }
 
 pub(crate) fn service_name<'a>(component: &Component<'a>) -> &'a str {
-    component.service["metadata"]["name"].as_str().unwrap_or_default()
-}
-
-/// The three fields of `fields` (a spec, a component, a runtime config), as they stand.
-fn raw_fields(fields: &Value) -> SpreadFields {
-    serde_json::from_value(fields.clone()).unwrap_or_default()
+    component.service.meta().name.as_deref().unwrap_or_default()
 }
 
 /// The three fields checked (P4), a bad one named with its `object`.
@@ -236,35 +236,21 @@ fn checked(fields: SpreadFields, object: impl Fn() -> String) -> Result<SpreadSe
     })
 }
 
-/// The three fields of `fields` (a spec, a component, a runtime config), checked (P4).
-fn fields(fields: &Value, object: impl Fn() -> String) -> Result<SpreadSettings, DiagnosisError> {
-    checked(raw_fields(fields), object)
-}
-
 /// M1: the settings in effect for the `kind` component: the InferenceService's values over its
 /// runtime's, field by field, as OME merges them (an InferenceService's `""` key replaces the
 /// runtime's). Each object's fields are checked first, so that a bad one is named with its object.
 pub fn settings_in_effect(
-    service: &Value,
-    runtime: Option<&Value>,
+    service: &InferenceService,
+    runtime: Option<Runtime>,
     kind: &str,
 ) -> Result<SpreadSettings, DiagnosisError> {
-    // The object named as kubectl names it: kind, namespace/name (a cluster runtime has no namespace).
-    let named = |object: &Value| {
-        let metadata = &object["metadata"];
-        let name = metadata["name"].as_str().unwrap_or_default();
-        match metadata["namespace"].as_str() {
-            Some(namespace) => format!("{} {namespace}/{name}", object["kind"].as_str().unwrap_or_default()),
-            None => format!("{} {name}", object["kind"].as_str().unwrap_or_default()),
-        }
-    };
     let in_service = || format!("{} spec.{kind}", named(service));
-    let from_service = raw_fields(&service["spec"][kind]);
+    let from_service = service.component(kind).cloned().unwrap_or_default();
     checked(from_service.clone(), in_service)?;
     let from_runtime = match runtime {
         Some(runtime) => {
-            let config = raw_fields(&runtime["spec"][format!("{kind}Config")]);
-            checked(config.clone(), || format!("{} spec.{kind}Config", named(runtime)))?;
+            let config = runtime.config(kind).cloned().unwrap_or_default();
+            checked(config.clone(), || format!("{} spec.{kind}Config", runtime.named()))?;
             config
         }
         None => SpreadFields::default(),
@@ -552,7 +538,7 @@ fn placement(
 /// and those its anchors' node selection names. A change of any other label of a node (a GPU
 /// Feature Discovery timestamp) changes nothing they say.
 pub fn node_keys(component: &Component, report: &Report) -> BTreeSet<String> {
-    let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
+    let kind = component.kind();
     let in_effect = &report.in_effect;
     let mut keys: BTreeSet<String> = [&in_effect.spread_key, &in_effect.topology_key]
         .into_iter()

@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use std::ptr;
 
+use kube::Resource;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::alfred;
@@ -15,102 +17,170 @@ use crate::instance::{COMPONENTS, component_of};
 use crate::loss::{self, Loss};
 use crate::migration::Unconfigured;
 use crate::nodes::{Node, Nodes, Selection};
+use crate::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, Runtime, ServingRuntime, namespace};
 use crate::rebalance::{self, Domain, NoPlan, Plan};
-pub use crate::replica::namespace_of;
-use crate::replica::{ReplicaRef, RuntimeRef};
+use crate::replica::{ReplicaRef, RuntimeRef, namespace_of};
 use crate::room::{self, Requested, Unreadable};
 use crate::settings::Settings;
 use crate::spread::Spread;
 
-/// Kubernetes objects, with every List's items taken out of it; read once: the nodes, the
-/// requests per node, and an index by kind and by component, so that explaining every
-/// InferenceService of a large cluster never scans every object for each.
+/// Kubernetes objects, with every List's items taken out of it; read once: OME's objects into
+/// their model, the nodes, the requests per node, and the pods by component, so that explaining
+/// every InferenceService of a large cluster never scans every object for each. Objects of other
+/// kinds take no part.
 pub struct Objects {
-    objects: Vec<Value>,
+    services: Vec<InferenceService>,
+    runtimes: Vec<ServingRuntime>,
+    cluster_runtimes: Vec<ClusterServingRuntime>,
+    replicas: Vec<InferenceReplica>,
+    pods: Vec<Value>,
     nodes: Nodes,
     requested: Requested,
-    /// kind -> the objects of that kind, in order.
-    by_kind: HashMap<String, Vec<usize>>,
     /// (namespace, InferenceService, component) -> its pods, in order, from OME's labels.
     by_component: HashMap<(String, String, String), Vec<usize>>,
 }
 
+/// Why objects cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unusable {
+    /// A quantity among the nodes' allocatable and the pods' requests that the API server would
+    /// refuse.
+    #[error(transparent)]
+    Quantity(#[from] Unreadable),
+    /// An object of OME's that its CRD would refuse, named, with the field and why.
+    #[error("{object}: {why}")]
+    Malformed { object: String, why: String },
+}
+
 impl Objects {
-    /// The objects, or the first quantity among their nodes' allocatable and their pods'
-    /// requests that the API server would refuse, named.
-    pub fn new(documents: Vec<Value>) -> Result<Self, Unreadable> {
-        let mut objects = Vec::with_capacity(documents.len());
-        for document in documents {
-            match document {
-                Value::Object(mut list)
-                    if list
-                        .get("kind")
-                        .and_then(Value::as_str)
-                        .is_some_and(|k| k.ends_with("List"))
-                        && list.get("items").is_some_and(Value::is_array) =>
-                {
-                    if let Some(Value::Array(items)) = list.remove("items") {
-                        objects.extend(items);
-                    }
-                }
-                document => objects.push(document),
+    /// The objects, or the first that cannot be read, named.
+    pub fn new(documents: Vec<Value>) -> Result<Self, Unusable> {
+        let mut objects = Self {
+            services: Vec::new(),
+            runtimes: Vec::new(),
+            cluster_runtimes: Vec::new(),
+            replicas: Vec::new(),
+            pods: Vec::new(),
+            nodes: Nodes::default(),
+            requested: Requested::default(),
+            by_component: HashMap::new(),
+        };
+        let mut nodes = Vec::new();
+        for object in documents.into_iter().flat_map(items) {
+            match object["kind"].as_str().unwrap_or_default() {
+                "InferenceService" => objects.services.push(typed(object)?),
+                "ServingRuntime" => objects.runtimes.push(typed(object)?),
+                "ClusterServingRuntime" => objects.cluster_runtimes.push(typed(object)?),
+                "InferenceReplica" => objects.replicas.push(typed(object)?),
+                "Node" => nodes.push(Node::from_json(&object)?),
+                "Pod" => objects.pods.push(object),
+                _ => {}
             }
         }
-        let mut by_kind: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut by_component: HashMap<(String, String, String), Vec<usize>> = HashMap::new();
-        for (i, object) in objects.iter().enumerate() {
-            let kind = object["kind"].as_str().unwrap_or_default();
-            by_kind.entry(kind.to_owned()).or_default().push(i);
-            if let ("Pod", Some((namespace, service, component))) = (kind, component_of(object)) {
+        for (i, pod) in objects.pods.iter().enumerate() {
+            if let Some((namespace, service, component)) = component_of(pod) {
                 let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
-                by_component.entry(key).or_default().push(i);
+                objects.by_component.entry(key).or_default().push(i);
             }
         }
-        let of = |kind: &str| by_kind.get(kind).into_iter().flatten().map(|&i| &objects[i]);
-        let nodes = Nodes::new(of("Node").map(Node::from_json).collect::<Result<_, _>>()?);
+        objects.nodes = Nodes::new(nodes);
         // The room a plan counts on is taken by every pod bound to a node, of any workload.
-        let requested = room::requested(of("Pod"))?;
-        Ok(Self {
-            objects,
-            nodes,
-            requested,
-            by_kind,
-            by_component,
-        })
+        objects.requested = room::requested(&objects.pods)?;
+        Ok(objects)
     }
 
     pub fn nodes(&self) -> &Nodes {
         &self.nodes
     }
 
-    /// The objects of `kind`, in `namespace` (None: cluster-scoped, or any).
-    pub fn of_kind<'a, 'b>(&'a self, kind: &'b str, namespace: Option<&'b str>) -> impl Iterator<Item = &'a Value> {
-        self.by_kind
-            .get(kind)
-            .into_iter()
-            .flatten()
-            .map(|&i| &self.objects[i])
-            .filter(move |o| namespace.is_none_or(|ns| namespace_of(o) == ns))
+    /// The InferenceServices in `namespace` (None: in any).
+    pub fn services<'a>(&'a self, namespace: Option<&'a str>) -> impl Iterator<Item = &'a InferenceService> {
+        in_namespace(&self.services, namespace)
     }
 
-    pub fn named(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<&Value> {
-        self.of_kind(kind, namespace).find(|o| o["metadata"]["name"] == name)
+    pub fn service(&self, namespace: &str, name: &str) -> Option<&InferenceService> {
+        named_in(&self.services, namespace, name)
+    }
+
+    /// The InferenceReplicas in `namespace` (None: in any).
+    pub fn replicas<'a>(&'a self, namespace: Option<&'a str>) -> impl Iterator<Item = &'a InferenceReplica> {
+        in_namespace(&self.replicas, namespace)
+    }
+
+    pub fn replica(&self, namespace: &str, name: &str) -> Option<&InferenceReplica> {
+        named_in(&self.replicas, namespace, name)
     }
 
     /// The pods of an InferenceService's component, by OME's labels.
     pub fn pods_of(&self, namespace: &str, service: &str, component: &str) -> Vec<&Value> {
         let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
         let pods = self.by_component.get(&key).map(Vec::as_slice).unwrap_or_default();
-        pods.iter().map(|&i| &self.objects[i]).collect()
+        pods.iter().map(|&i| &self.pods[i]).collect()
     }
 
     /// The ServingRuntime or ClusterServingRuntime that `service` names, if it is among them.
-    pub fn runtime_of(&self, service: &Value) -> Option<&Value> {
-        RuntimeRef::of_service(service).and_then(|runtime| match runtime {
-            RuntimeRef::Namespaced(name) => self.named(runtime.kind(), Some(namespace_of(service)), name),
-            RuntimeRef::Cluster(name) => self.named(runtime.kind(), None, name),
-        })
+    pub fn runtime_of(&self, service: &InferenceService) -> Option<Runtime<'_>> {
+        match service.runtime()? {
+            RuntimeRef::Namespaced(name) => named_in(&self.runtimes, namespace(service), name).map(Runtime::Namespaced),
+            RuntimeRef::Cluster(name) => self
+                .cluster_runtimes
+                .iter()
+                .find(|r| r.meta().name.as_deref() == Some(name))
+                .map(Runtime::Cluster),
+        }
     }
+}
+
+/// A document's objects: a List's items, or the document itself.
+pub fn items(document: Value) -> Vec<Value> {
+    match document {
+        Value::Object(mut list)
+            if list
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k.ends_with("List"))
+                && list.get("items").is_some_and(Value::is_array) =>
+        {
+            match list.remove("items") {
+                Some(Value::Array(items)) => items,
+                _ => Vec::new(),
+            }
+        }
+        document => vec![document],
+    }
+}
+
+/// An object of OME's read into its model; where it cannot be, the object, the field and why. A
+/// saved object may leave out its spec: it reads as an empty one.
+fn typed<K: DeserializeOwned>(mut object: Value) -> Result<K, Unusable> {
+    if let Some(fields) = object.as_object_mut() {
+        fields
+            .entry("spec")
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    let described = format!(
+        "{} {}/{}",
+        object["kind"].as_str().unwrap_or_default(),
+        namespace_of(&object),
+        object["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    serde_path_to_error::deserialize(&object).map_err(|e| Unusable::Malformed {
+        object: described,
+        why: format!("{}: {}", e.path(), e.inner()),
+    })
+}
+
+fn in_namespace<'a, K: Resource>(objects: &'a [K], only: Option<&'a str>) -> impl Iterator<Item = &'a K> {
+    objects
+        .iter()
+        .filter(move |o| only.is_none_or(|ns| namespace(*o) == ns))
+}
+
+fn named_in<'a, K: Resource>(objects: &'a [K], namespace: &str, name: &str) -> Option<&'a K> {
+    let named = |o: &&K| o.meta().name.as_deref() == Some(name);
+    objects
+        .iter()
+        .find(|o| crate::ome::namespace(*o) == namespace && named(o))
 }
 
 /// Why nothing can be explained.
@@ -158,9 +228,9 @@ pub enum ExplainError {
 /// to look in: the one the objects give it, when only one does.
 pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
     let mut namespaces: Vec<&str> = objects
-        .of_kind("InferenceService", None)
-        .filter(|o| o["metadata"]["name"] == service)
-        .map(namespace_of)
+        .services(None)
+        .filter(|o| o.meta().name.as_deref() == Some(service))
+        .map(namespace)
         .collect();
     namespaces.sort_unstable();
     namespaces.dedup();
@@ -184,7 +254,7 @@ pub struct Explained<'a> {
     pub service: &'a str,
     pub namespace: &'a str,
     pub component: &'static str,
-    pub replica: &'a Value,
+    pub replica: &'a InferenceReplica,
     pub pods: Vec<&'a Value>,
     pub tables: Vec<Vec<Vec<String>>>,
     pub report: Report,
@@ -238,7 +308,12 @@ pub fn no_move(plan: &Result<Plan, NoPlan>) -> Option<String> {
 /// skew has no migration, why and what would make one possible. `rooms`: the eligible domains,
 /// for those where no node takes the pods ([`rebalance::rooms`], any `most`). A plan that OME
 /// would hold for its caps (the `replica`'s [`Unconfigured`]) is still shown, with what to set.
-pub fn what_to_do(report: &Report, plan: &Result<Plan, NoPlan>, rooms: &[Domain], replica: &Value) -> String {
+pub fn what_to_do(
+    report: &Report,
+    plan: &Result<Plan, NoPlan>,
+    rooms: &[Domain],
+    replica: &InferenceReplica,
+) -> String {
     match (no_move(plan), plan) {
         (Some(why), _) => format!("No migration can fix it now: {why}. {}", unblock(report, plan, rooms)),
         (None, Ok(_)) if let Some(unconfigured) = Unconfigured::of(replica) => {
@@ -304,13 +379,13 @@ pub fn explain<'a>(
     every_node: bool,
 ) -> Result<Vec<Explained<'a>>, ExplainError> {
     let isvc = objects
-        .named("InferenceService", Some(namespace), service)
+        .service(namespace, service)
         .ok_or_else(|| ExplainError::NoService {
             namespace: namespace.into(),
             service: service.into(),
             origin: source.into(),
         })?;
-    if isvc["spec"]["deploymentMode"] != "OMENative" {
+    if !isvc.on_omenative() {
         return Err(ExplainError::NotOmeNative {
             namespace: namespace.into(),
             service: service.into(),
@@ -318,7 +393,7 @@ pub fn explain<'a>(
     }
     let runtime = objects.runtime_of(isvc);
     // Without the runtime the settings in effect are not known: say which object is missing.
-    if let (None, Some(named)) = (runtime, RuntimeRef::of_service(isvc)) {
+    if let (None, Some(named)) = (runtime, isvc.runtime()) {
         return Err(ExplainError::NoRuntime {
             runtime: format!("{} {}", named.kind(), named.name()),
             namespace: namespace.into(),
@@ -330,7 +405,7 @@ pub fn explain<'a>(
     let mut explained = Vec::new();
     for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {
         let name = ReplicaRef::for_component(namespace, service, component).name;
-        let Some(replica) = objects.named("InferenceReplica", Some(namespace), &name) else {
+        let Some(replica) = objects.replica(namespace, &name) else {
             continue;
         };
         let pods = objects.pods_of(namespace, service, component);
@@ -447,7 +522,7 @@ fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) 
 /// The seed's Step 2 views: the replica's fields, the pods' terms, and the nodes the pods run on
 /// or select with their domain (when a domain key is in effect and any node is).
 fn tables(
-    replica: &Value,
+    replica: &InferenceReplica,
     pods: &[&Value],
     nodes: &Nodes,
     report: &Report,
@@ -460,7 +535,7 @@ fn tables(
     let mut tables = vec![vec![
         row(["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"]),
         vec![
-            replica["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            replica.meta().name.clone().unwrap_or_default(),
             projected.spread.map_or("<none>", Spread::as_str).to_owned(),
             shown(&projected.spread_key),
             shown(&projected.topology_key),

@@ -3,7 +3,7 @@
 //! what [`rules`] decides; the controller (`controller/`) reads the cluster and writes what
 //! [`diagnosis`] reports.
 //!
-//! - [`instance`]: a pod's Instance, from OME's labels; [`replica`]: which InferenceReplica and
+//! - [`ome`]: OME's objects, the one model of them; [`instance`]: a pod's Instance, from OME's labels; [`replica`]: which InferenceReplica and
 //!   runtime belong to what;
 //! - [`spread`]: the three spread fields and the settings in effect (M1); [`settings`]: the
 //!   policy's settings;
@@ -26,6 +26,7 @@ pub mod labels;
 pub mod loss;
 pub mod migration;
 pub mod nodes;
+pub mod ome;
 pub mod quantity;
 pub mod rebalance;
 pub mod replica;

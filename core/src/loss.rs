@@ -238,7 +238,7 @@ impl<'a, 'r> Failures<'a, 'r> {
         settings: &Settings,
     ) -> Option<Self> {
         let key = report.in_effect.domain_key()?;
-        let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
+        let kind = component.kind();
         let anchors = anchors(component, kind);
         let instances: Vec<Placed> = anchors.iter().map(|anchor| placed(component, anchor, key)).collect();
         let rack = report.in_effect.topology_key.as_deref().filter(|rack| *rack != key);
@@ -459,6 +459,7 @@ mod tests {
     use super::*;
     use crate::diagnosis::diagnose;
     use crate::nodes::Nodes;
+    use crate::ome::typed;
     use crate::room::requested;
     use serde_json::json;
 
@@ -517,6 +518,7 @@ mod tests {
             let mut replica = json!({"metadata": {"name": "m-engine", "namespace": "ns"}, "spec": self.fields});
             replica["spec"]["component"] = json!("engine");
             let nodes = Nodes::from_json(&self.nodes).expect("readable");
+            let (service, replica) = (typed(&service), typed(&replica));
             let component = Component::new(&service, None, &replica, &self.pods, &nodes);
             let report = diagnose(&component, &self.settings).expect("a report");
             let requested = requested(&self.pods).expect("readable");

@@ -14,11 +14,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::diagnosis::Component;
 use crate::instance::is_ready;
+use crate::ome::InferenceReplica;
 use crate::rebalance::{Move, migration_policy};
 use crate::shown::shown;
 
@@ -221,30 +223,27 @@ pub struct Unconfigured {
 /// Whether OME holds the component's migration requests for caps: its replica's
 /// `MigrationPolicyUnconfigured` condition is `True`, or one of `records` (the replica's) is held
 /// for them. OME sets the condition only when it judges a request, so a record can say it first.
-pub fn unconfigured<'a>(replica: &Value, records: impl IntoIterator<Item = &'a Record>) -> Option<Unconfigured> {
-    let conditions = replica["status"]["conditions"].as_array().into_iter().flatten();
+pub fn unconfigured<'a>(
+    replica: &InferenceReplica,
+    records: impl IntoIterator<Item = &'a Record>,
+) -> Option<Unconfigured> {
+    let conditions = replica.status.iter().flat_map(|status| &status.conditions);
     let condition = conditions
-        .filter(|c| c["type"] == POLICY_UNCONFIGURED)
-        .any(|c| c["status"] == "True");
+        .filter(|c| c.type_ == POLICY_UNCONFIGURED)
+        .any(|c| c.status == "True");
     let held = records.into_iter().find(|r| r.held_for_caps()).map(|r| r.uuid.clone());
-    (condition || held.is_some()).then(|| {
-        let name = replica["metadata"]["name"].as_str().unwrap_or_default();
-        Unconfigured {
-            replica: format!(
-                "{}/{name}",
-                replica["metadata"]["namespace"].as_str().unwrap_or_default()
-            ),
-            held,
-        }
+    (condition || held.is_some()).then(|| Unconfigured {
+        replica: format!("{}/{}", replica.namespace().unwrap_or_default(), replica.name_any()),
+        held,
     })
 }
 
 impl Unconfigured {
     /// [`unconfigured`] over the replica's own `status.migrations` (a malformed list counts as
     /// none here: the guardrails name it).
-    pub fn of(replica: &Value) -> Option<Self> {
-        let name = replica["metadata"]["name"].as_str().unwrap_or_default();
-        let own = records(name, replica["status"].get("migrations")).unwrap_or_default();
+    pub fn of(replica: &InferenceReplica) -> Option<Self> {
+        let migrations = replica.status.as_ref().and_then(|status| status.migrations.as_ref());
+        let own = records(&replica.name_any(), migrations).unwrap_or_default();
         unconfigured(replica, &own)
     }
 }
@@ -513,13 +512,12 @@ fn component_holds(s: &Situation) -> Result<(), Hold> {
         });
     }
     let replica = s.component.replica;
-    if replica["spec"]["paused"] == true {
-        let name = replica["metadata"]["name"].as_str().unwrap_or_default();
+    if replica.spec.paused == Some(true) {
         return Err(Hold::Paused {
-            replica: format!("{}/{name}", namespace_of(s.service)),
+            replica: format!("{}/{}", namespace_of(s.service), replica.name_any()),
         });
     }
-    let kind = replica["spec"]["component"].as_str().unwrap_or_default();
+    let kind = s.component.kind();
     if migration_policy(s.component, kind) == Some("Never") {
         return Err(Hold::MigrationNever {
             service,
@@ -591,7 +589,7 @@ fn pace(s: &Situation, records: &Recorded, ours: &[(&str, &Entry)]) -> Result<()
             limit: s.max_per_hour,
         });
     }
-    let kind = s.component.replica["spec"]["component"].as_str().unwrap_or_default();
+    let kind = s.component.kind();
     let mine: Vec<&Entry> = ours
         .iter()
         .filter(|(service, e)| *service == s.service && e.component == kind)

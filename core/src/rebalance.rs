@@ -16,6 +16,7 @@ use crate::labels;
 use crate::nodes::{Node, Selection};
 use crate::room::{Requested, Resources};
 use crate::settings::Settings;
+use crate::spread::SpreadFields;
 
 /// One Instance of a component, as its anchor pod (leader or only pod) places it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +132,7 @@ pub fn recommend(
         other => return Err(NoPlan::NotAMove(other)),
     }
     // Both are there for those two reasons: the diagnosis read them.
-    let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
+    let kind = component.kind();
     let Some(key) = report.in_effect.domain_key() else {
         return Err(NoPlan::NotAMove(Reason::NoKey));
     };
@@ -182,7 +183,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
         let Some(key) = report.in_effect.domain_key() else {
             return candidates;
         };
-        let kind = component.replica["spec"]["component"].as_str().unwrap_or_default();
+        let kind = component.kind();
         let anchors = anchors(component, kind);
         let Some(anchor) = anchors.first() else {
             return candidates;
@@ -292,12 +293,8 @@ impl<'a, 'r> Candidates<'a, 'r> {
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
 pub(crate) fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Option<&'a str> {
-    let mode = |config: &'a Value| config["lifecycle"]["migrationPolicy"]["mode"].as_str();
-    mode(&component.service["spec"][kind]).or_else(|| {
-        component
-            .runtime
-            .and_then(|r| mode(&r["spec"][format!("{kind}Config")]))
-    })
+    let mode = |config: Option<&'a SpreadFields>| config?.lifecycle.as_ref()?["migrationPolicy"]["mode"].as_str();
+    mode(component.service.component(kind)).or_else(|| mode(component.runtime?.config(kind)))
 }
 
 fn instance(component: &Component, pod: &Value, key: &str) -> Result<Instance, NoPlan> {
@@ -1163,6 +1160,7 @@ mod recommend_tests {
     use super::*;
     use crate::diagnosis::diagnose;
     use crate::nodes::Nodes;
+    use crate::ome::typed;
     use crate::room::requested;
     use serde_json::json;
     use std::collections::BTreeSet;
@@ -1215,7 +1213,8 @@ mod recommend_tests {
         }
 
         fn recommend(&self) -> (Reason, Result<Plan, NoPlan>) {
-            let component = Component::new(&self.service, None, &self.replica, &self.pods, &self.nodes);
+            let (service, replica) = (typed(&self.service), typed(&self.replica));
+            let component = Component::new(&service, None, &replica, &self.pods, &self.nodes);
             let settings = Settings::default();
             let report = diagnose(&component, &settings).expect("a report");
             let requested = requested(self.pods.iter().chain(&self.others)).expect("readable");

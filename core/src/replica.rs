@@ -3,9 +3,12 @@
 
 use serde_json::Value;
 
-/// An object's namespace, `default` when its metadata names none (as kubectl reads a file).
+/// The namespace of an object whose metadata names none, as kubectl reads a file.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// An object's namespace (as JSON), [`DEFAULT_NAMESPACE`] when its metadata names none.
 pub fn namespace_of(object: &Value) -> &str {
-    object["metadata"]["namespace"].as_str().unwrap_or("default")
+    object["metadata"]["namespace"].as_str().unwrap_or(DEFAULT_NAMESPACE)
 }
 
 /// An InferenceReplica, by namespace and name.
@@ -48,12 +51,6 @@ impl<'a> RuntimeRef<'a> {
             Some("ServingRuntime") => Self::Namespaced(name),
             _ => Self::Cluster(name),
         })
-    }
-
-    /// The runtime an InferenceService (as JSON) names in `spec.runtime`.
-    pub fn of_service(service: &'a serde_json::Value) -> Option<Self> {
-        let runtime = &service["spec"]["runtime"];
-        Self::of(runtime["kind"].as_str(), runtime["name"].as_str())
     }
 
     pub fn kind(self) -> &'static str {

@@ -2,7 +2,8 @@
 //! `topologyKey`. The same fields sit on an InferenceService's component, on a runtime's
 //! `engineConfig`/`decoderConfig`, and (as the settings in effect) on the InferenceReplica.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::labels;
@@ -37,16 +38,34 @@ pub struct SpreadSettings {
     pub topology_key: Option<String>,
 }
 
-/// The three fields as they stand in JSON, before they are checked.
-#[derive(Debug, Clone, Default, Deserialize)]
+// The three as written, checked only when read (`SpreadSettings::from_fields`), and OME's
+// lifecycle policies. (The doc comment is the CRD subsets' description.)
+/// The spread fields of an engine or decoder, of its runtime's config, or projected on a replica.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct SpreadFields {
-    #[serde(default)]
+    /// `Required` or `Preferred`: spread the component's Instances across domains of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "text")]
     pub topology_spread: Option<Value>,
-    #[serde(default)]
+    /// The node label whose values are the fault domains Instances spread across.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "text")]
     pub topology_spread_key: Option<Value>,
-    #[serde(default)]
+    /// The node label that keeps a multi-node Instance's workers in their leader's domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "text")]
     pub topology_key: Option<Value>,
+    /// OME's lifecycle policies, kept as written: rebalance reads `migrationPolicy.mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::ome::any_object")]
+    pub lifecycle: Option<Value>,
+}
+
+/// What OME's CRD says of the three fields: a string, or unset.
+fn text(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "nullable": true})
 }
 
 /// A field of the three that holds a value OME would not accept.
@@ -87,7 +106,7 @@ impl SpreadSettings {
 }
 
 impl SpreadFields {
-    /// The fields in effect (M1), as OME's merge makes them: field by field, this component's
+    /// The three fields in effect (M1), as OME's merge makes them: field by field, this component's
     /// value if it has one, else the runtime's default. A key set to `""` is a value there (OME
     /// merges the component's spec over the runtime's as a strategic merge patch of `*string`
     /// fields with `omitempty`: `""` is written, and replaces the runtime's key), and only then
@@ -101,6 +120,8 @@ impl SpreadFields {
             topology_spread: pick(self.topology_spread, runtime.topology_spread),
             topology_spread_key: pick(self.topology_spread_key, runtime.topology_spread_key),
             topology_key: pick(self.topology_key, runtime.topology_key),
+            // Read at its own depth: rebalance::migration_mode.
+            lifecycle: None,
         }
     }
 }

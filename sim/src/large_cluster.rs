@@ -7,6 +7,7 @@
 //! creates them ([`ome_pods`]), beside other workloads' ([`other_pods`]).
 
 use ome_spread_core::instance::{InstanceLabels, Runner};
+use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService};
 use ome_spread_core::rules::spread_constraint;
 use ome_spread_core::settings::Settings;
 use ome_spread_core::spread::Spread;
@@ -28,6 +29,24 @@ pub struct Cluster {
     pub replicas: Vec<Value>,
     pub pods: Vec<Value>,
     pub nodes: Vec<Value>,
+}
+
+/// OME's objects of a [`Cluster`] read into the core's model, as the controller's caches hold them.
+pub struct Typed {
+    pub runtime: ClusterServingRuntime,
+    pub services: Vec<InferenceService>,
+    pub replicas: Vec<InferenceReplica>,
+}
+
+pub fn typed(cluster: &Cluster) -> Typed {
+    fn read<K: serde::de::DeserializeOwned>(object: &Value) -> K {
+        serde_json::from_value(object.clone()).expect("an object of the model")
+    }
+    Typed {
+        runtime: read(&cluster.runtime),
+        services: cluster.services.iter().map(read).collect(),
+        replicas: cluster.replicas.iter().map(read).collect(),
+    }
 }
 
 fn model_label(model: usize) -> String {

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use jiff::{SignedDuration, Timestamp};
 use ome_spread_core::diagnosis::{Component, diagnose};
+use ome_spread_core::explain::Objects;
 use ome_spread_core::migration::{
     Annotated, Entry, Hold, LEDGER, Migrations, Records, Request, Requests, Situation, Unconfigured, hold, ledger,
     ledger_with, request_key,
@@ -116,15 +117,15 @@ fn annotations(object: &Value) -> BTreeMap<String, String> {
 fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Move, Result<(), Hold>), NoPlan> {
     let pods: Vec<Value> = of_kind(objects, "Pod").cloned().collect();
     let nodes = Nodes::from_json(&of_kind(objects, "Node").cloned().collect::<Vec<_>>()).expect("readable nodes");
-    let (service, replica) = (
-        of_kind(objects, "InferenceService").next(),
-        of_kind(objects, "InferenceReplica").next(),
-    );
-    let (service, replica) = (service.expect("the service"), replica.expect("the replica"));
+    let read = Objects::new(objects.to_vec()).expect("readable objects");
+    let service = read.service(NAMESPACE, SERVICE).expect("the service");
+    let replica = read
+        .replica(NAMESPACE, &format!("{SERVICE}-engine"))
+        .expect("the replica");
     let component = Component::new(service, None, replica, &pods, &nodes);
     let report = diagnose(&component, settings).expect("a report");
     let next = recommend(&component, &report, &requested(&pods).expect("readable pods"), settings)?.moves[0].clone();
-    let service_annotations = annotations(service);
+    let service_annotations = service.metadata.annotations.clone().unwrap_or_default();
     let held = hold(&Situation {
         service: &format!("{NAMESPACE}/{SERVICE}"),
         component: &component,
@@ -138,7 +139,7 @@ fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Mov
         records: &Ok(Records::default()),
         replica: Migrations {
             name: format!("{NAMESPACE}/{SERVICE}-engine"),
-            migrations: replica["status"].get("migrations"),
+            migrations: replica.status.as_ref().and_then(|status| status.migrations.as_ref()),
         },
         written: &[],
         now,

@@ -5,9 +5,10 @@ use std::cell::RefCell;
 
 use ome_spread::admission::{self, Outcome};
 use ome_spread_core::diagnosis::settings_in_effect;
-use ome_spread_core::explain::{Objects, namespace_of};
+use ome_spread_core::explain::{Objects, items};
 use ome_spread_core::instance::COMPONENTS;
-use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
+use ome_spread_core::ome::{InferenceService, named, namespace};
+use ome_spread_core::replica::{DEFAULT_NAMESPACE, ReplicaRef, namespace_of};
 use serde_json::{Map, Value, json};
 use similar::{ChangeTag, TextDiff};
 
@@ -26,13 +27,16 @@ fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
             pod["kind"]
         ));
     }
-    let objects = input::objects(objects)?;
+    // As pasted: the host answers with a replica as it stands, as the API server would.
+    let objects: Vec<Value> = input::documents(objects, "objects")?
+        .into_iter()
+        .flat_map(items)
+        .collect();
+    let of_kind = |kind: &'static str| objects.iter().filter(move |o| o["kind"] == kind);
     // A pod without a namespace (generateName) is created in the namespace of its objects.
     let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_else(|| {
-        let owners = objects
-            .of_kind("InferenceReplica", None)
-            .chain(objects.of_kind("InferenceService", None));
-        owners.map(namespace_of).next().unwrap_or("default")
+        let owners = of_kind("InferenceReplica").chain(of_kind("InferenceService"));
+        owners.map(namespace_of).next().unwrap_or(DEFAULT_NAMESPACE)
     });
     // What the pasted objects lack to make the pod's replica is the user's to fix, not the
     // policy's answer: said instead of it.
@@ -72,17 +76,21 @@ fn answer(objects: &str, pod: &str, settings: &str) -> Result<Value, String> {
 /// The host call `get_resource` for the pod's InferenceReplica: the one pasted, else the one OME
 /// would make for an OMENative InferenceService pasted (M1), else none (the host's not found,
 /// worded as kwctl words it, above). An error names what the pasted objects lack.
-fn host(objects: &Objects, wanted: &ReplicaRef) -> Result<Option<Value>, String> {
-    if let Some(replica) = objects.named("InferenceReplica", Some(&wanted.namespace), &wanted.name) {
+fn host(objects: &[Value], wanted: &ReplicaRef) -> Result<Option<Value>, String> {
+    let pasted = objects.iter().find(|o| {
+        o["kind"] == "InferenceReplica" && namespace_of(o) == wanted.namespace && o["metadata"]["name"] == *wanted.name
+    });
+    if let Some(replica) = pasted {
         return Ok(Some(replica.clone()));
     }
-    for service in objects.of_kind("InferenceService", Some(&wanted.namespace)) {
-        let name = service["metadata"]["name"].as_str().unwrap_or_default();
+    let objects = input::read(objects.to_vec())?;
+    for service in objects.services(Some(&wanted.namespace)) {
+        let name = service.metadata.name.clone().unwrap_or_default();
         let component = COMPONENTS
             .into_iter()
-            .find(|c| ReplicaRef::for_component(&wanted.namespace, name, c).name == wanted.name);
-        if let (Some(component), true) = (component, service["spec"]["deploymentMode"] == "OMENative") {
-            return projected(objects, service, component);
+            .find(|c| ReplicaRef::for_component(&wanted.namespace, &name, c).name == wanted.name);
+        if let (Some(component), true) = (component, service.on_omenative()) {
+            return projected(&objects, service, component);
         }
     }
     Ok(None)
@@ -90,21 +98,19 @@ fn host(objects: &Objects, wanted: &ReplicaRef) -> Result<Option<Value>, String>
 
 /// The replica OME makes for `component` of `service`: the settings in effect projected onto its
 /// spec; None when neither the service nor its runtime configures the component.
-fn projected(objects: &Objects, service: &Value, component: &str) -> Result<Option<Value>, String> {
-    let runtime = match RuntimeRef::of_service(service) {
+fn projected(objects: &Objects, service: &InferenceService, component: &str) -> Result<Option<Value>, String> {
+    let runtime = match service.runtime() {
         None => None,
         Some(reference) => Some(objects.runtime_of(service).ok_or_else(|| {
             format!(
-                "objects: InferenceService {}/{} spec.runtime names {} {}, which is not among them: paste it too",
-                namespace_of(service),
-                service["metadata"]["name"].as_str().unwrap_or_default(),
+                "objects: {} spec.runtime names {} {}, which is not among them: paste it too",
+                named(service),
                 reference.kind(),
                 reference.name()
             )
         })?),
     };
-    let configured = !service["spec"][component].is_null()
-        || runtime.is_some_and(|r| !r["spec"][format!("{component}Config")].is_null());
+    let configured = service.component(component).is_some() || runtime.is_some_and(|r| r.config(component).is_some());
     if !configured {
         return Ok(None);
     }
@@ -121,13 +127,13 @@ fn projected(objects: &Objects, service: &Value, component: &str) -> Result<Opti
             spec.insert(field.into(), value.into());
         }
     }
-    let name = service["metadata"]["name"].as_str().unwrap_or_default();
+    let (namespace, name) = (namespace(service), service.metadata.name.clone().unwrap_or_default());
     Ok(Some(json!({
         "apiVersion": "ome.io/v1beta1",
         "kind": "InferenceReplica",
         "metadata": {
-            "name": ReplicaRef::for_component(namespace_of(service), name, component).name,
-            "namespace": namespace_of(service),
+            "name": ReplicaRef::for_component(namespace, &name, component).name,
+            "namespace": namespace,
         },
         "spec": spec,
     })))

@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use ome_spread_core::explain::{Explained, explain, namespace_of, text};
+use ome_spread_core::explain::{Explained, explain, text};
 use ome_spread_core::labels;
 use ome_spread_core::loss;
+use ome_spread_core::ome::namespace;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
@@ -20,10 +21,10 @@ fn answer(objects: &str, settings: &str) -> Result<Value, String> {
     let (_, settings) = input::settings(settings)?;
     let objects = input::objects(objects)?;
     let services: Vec<Value> = objects
-        .of_kind("InferenceService", None)
+        .services(None)
         .map(|service| {
-            let name = service["metadata"]["name"].as_str().unwrap_or_default();
-            let namespace = namespace_of(service);
+            let name = service.metadata.name.as_deref().unwrap_or_default();
+            let namespace = namespace(service);
             if name.is_empty() {
                 let error = format!("an InferenceService in {namespace} has no metadata.name: give it its name");
                 return json!({ "name": name, "namespace": namespace, "error": error });
@@ -52,7 +53,7 @@ fn component(explained: &Explained, settings: &Settings) -> Value {
     let report = &explained.report;
     json!({
         "component": explained.component,
-        "replica": explained.replica["metadata"]["name"],
+        "replica": explained.replica.metadata.name,
         "tables": explained.tables,
         "text": text(std::slice::from_ref(explained)),
         "reason": report.reason.as_str(),

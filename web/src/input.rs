@@ -8,7 +8,12 @@ use serde_json::{Map, Value};
 /// The pasted objects, read as `explain --from` reads saved ones: a quantity the API server
 /// would refuse is named, never counted as nothing.
 pub fn objects(text: &str) -> Result<Objects, String> {
-    Objects::new(documents(text, "objects")?).map_err(|e| format!("objects: {e}"))
+    read(documents(text, "objects")?)
+}
+
+/// The pasted objects' documents, read as [`objects`] reads them.
+pub fn read(documents: Vec<Value>) -> Result<Objects, String> {
+    Objects::new(documents).map_err(|e| format!("objects: {e}"))
 }
 
 /// The documents of `text` (`---` between them; empty ones dropped). The reader's budget is

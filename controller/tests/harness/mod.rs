@@ -19,12 +19,12 @@ use ome_spread_controller::context::{Context, Mode, Rebalance, Writes};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::pods;
 use ome_spread_controller::report::Reports;
-use ome_spread_controller::resources::{
-    ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
-};
 use ome_spread_controller::room;
 use ome_spread_controller::state::ReplicaStates;
 use ome_spread_core::diagnosis::Reason;
+use ome_spread_core::ome::{
+    ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
+};
 use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};

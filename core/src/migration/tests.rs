@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::nodes::Nodes;
+use crate::ome::typed;
 
 fn at(time: &str) -> Timestamp {
     time.parse().expect("a time")
@@ -175,7 +176,8 @@ fn held(cluster: &Cluster) -> Result<(), Hold> {
 /// cluster's, which the controller reads once per change).
 fn held_with_own(cluster: &Cluster, own: &Value) -> Result<(), Hold> {
     let nodes = Nodes::from_json(&[]).expect("readable");
-    let component = Component::new(&cluster.service, None, &cluster.replica, &cluster.pods, &nodes);
+    let (service, replica) = (typed(&cluster.service), typed(&cluster.replica));
+    let component = Component::new(&service, None, &replica, &cluster.pods, &nodes);
     let services: Vec<Annotated> = cluster
         .annotations
         .iter()
@@ -322,9 +324,10 @@ fn each_guardrail_holds_the_request_back_naming_its_object() {
     ];
     let mut unconfigured_replica = quiet();
     unconfigured_replica.replica["status"]["conditions"] = json!([
-        {"type": "Spread", "status": "False", "reason": "Skewed"},
+        {"type": "Spread", "status": "False", "reason": "Skewed", "message": "", "lastTransitionTime": "2026-05-01T10:00:00Z"},
         {"type": "MigrationPolicyUnconfigured", "status": "True", "reason": "MigrationCapacityUnconfigured",
-            "message": "lifecycle.audit is not configured; migration requests wait instead of executing"},
+            "message": "lifecycle.audit is not configured; migration requests wait instead of executing",
+            "lastTransitionTime": "2026-05-01T10:00:00Z"},
     ]);
     let rows: Vec<(&str, Cluster, Hold)> = vec![
         (
@@ -536,14 +539,15 @@ fn the_hold_for_caps_says_omes_message_and_what_to_set() {
     );
     // The condition False (OME judged a request under caps since) holds nothing.
     let mut configured = quiet();
-    configured.replica["status"]["conditions"] =
-        json!([{"type": "MigrationPolicyUnconfigured", "status": "False", "reason": "MigrationCapacityConfigured"}]);
+    configured.replica["status"]["conditions"] = json!([{"type": "MigrationPolicyUnconfigured", "status": "False", "reason": "MigrationCapacityConfigured",
+            "message": "", "lastTransitionTime": "2026-05-01T10:00:00Z"}]);
     assert_eq!(held(&configured), Ok(()));
     // A record that OME held once and has since taken on is not held.
     let running =
         json!([{"requestUUID": "u4", "phase": "SurgePending", "message": "surge allocated; waiting for surge pods"}]);
     assert_eq!(
-        Unconfigured::of(&json!({"metadata": {"name": "r", "namespace": "n"}, "status": {"migrations": running}})),
+        Unconfigured::of(&typed(&json!({"metadata": {"name": "r", "namespace": "n"},
+            "spec": {"component": "engine"}, "status": {"migrations": running}}))),
         None
     );
 }

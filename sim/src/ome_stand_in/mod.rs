@@ -166,12 +166,12 @@ impl StandIn {
                 return Ok(());
             }
         };
-        let services: Vec<&Value> = seen
-            .of_kind("InferenceService", None)
-            .filter(|s| render::is_ome_native(s) && s["metadata"]["deletionTimestamp"].is_null())
-            .collect();
+        let services = objects
+            .iter()
+            .filter(|o| o["kind"] == INFERENCE_SERVICE.kind)
+            .filter(|s| render::is_ome_native(s) && s["metadata"]["deletionTimestamp"].is_null());
         for service in services {
-            self.reconcile(service, &seen, now).await;
+            self.reconcile(service, &seen, &objects, now).await;
         }
         let ome = Ome {
             settings: json!({}),
@@ -190,19 +190,24 @@ impl StandIn {
     }
 
     /// One InferenceService: its replicas, their Instances' pods, their statuses, its `Ready`.
-    async fn reconcile(&mut self, service: &Value, seen: &Objects, now: Timestamp) {
+    async fn reconcile(&mut self, service: &Value, seen: &Objects, objects: &[Value], now: Timestamp) {
         let (namespace, name) = api::identity(service);
         let now = now.to_string();
         let mut replicas = Vec::new();
+        let typed = seen.service(namespace, name);
         for component in COMPONENTS.into_iter().filter(|c| service["spec"][c].is_object()) {
-            let runtime = seen.runtime_of(service);
+            let runtime = typed.and_then(|typed| seen.runtime_of(typed));
             if runtime.is_none() {
                 self.say_once(format!(
                     "InferenceService {namespace}/{name}: its runtime {} is not there; the replica has no runtime defaults",
                     service["spec"]["runtime"]
                 ));
             }
-            let wanted = match render::replica(service, runtime, component) {
+            let config = runtime.and_then(|r| {
+                let (namespace, name) = (r.meta().namespace.as_deref(), r.meta().name.as_deref());
+                raw(objects, r.kind(), namespace, name.unwrap_or_default())
+            });
+            let wanted = match render::replica(service, config, component) {
                 Ok(wanted) => wanted,
                 Err(e) => {
                     self.say_once(format!(
@@ -212,7 +217,7 @@ impl StandIn {
                 }
             };
             let (_, replica_name) = api::identity(&wanted);
-            let existing = seen.named("InferenceReplica", Some(namespace), replica_name);
+            let existing = raw(objects, INFERENCE_REPLICA.kind, Some(namespace), replica_name);
             if existing.is_none_or(|r| spec_differs(&r["spec"], &wanted["spec"])) {
                 match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER).await {
                     Ok(()) => api::log(
@@ -312,6 +317,15 @@ impl StandIn {
 /// Whether the replica's spec lacks what the stand-in wants in it, or keeps a spread field the
 /// settings in effect no longer set (a lifecycle dropped from the InferenceService stays until
 /// the next write: another writer's, such as a test's, is not fought every pass).
+/// The object of `kind` named so, as the API server gave it (the stand-in reads fields of OME's
+/// that the core's model leaves out).
+fn raw<'a>(objects: &'a [Value], kind: &str, namespace: Option<&str>, name: &str) -> Option<&'a Value> {
+    objects.iter().find(|o| {
+        let metadata = &o["metadata"];
+        o["kind"] == kind && metadata["name"] == name && metadata["namespace"].as_str() == namespace
+    })
+}
+
 fn spec_differs(spec: &Value, wanted: &Value) -> bool {
     let owned = ["topologySpread", "topologySpreadKey", "topologyKey"];
     let wanted_fields = wanted.as_object().into_iter().flatten();

@@ -23,6 +23,7 @@ use ome_spread_core::diagnosis::settings_in_effect;
 use ome_spread_core::labels::{
     COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, POD_ORDINAL, RUNNER,
 };
+use ome_spread_core::ome::{ClusterServingRuntime, InferenceService, Runtime, ServingRuntime};
 use ome_spread_core::spread::SpreadSettings;
 use serde_json::{Map, Value, json};
 
@@ -63,7 +64,7 @@ fn namespace(object: &Value) -> &str {
 /// The InferenceReplica OME writes for the `component` of `service`: `<isvc>-<component>`, owned
 /// by the InferenceService, its spec the settings in effect, the Instance count and the runners.
 pub fn replica(service: &Value, runtime: Option<&Value>, component: &str) -> Result<Value, String> {
-    let in_effect = settings_in_effect(service, runtime, component).map_err(|e| e.to_string())?;
+    let in_effect = in_effect(service, runtime, component)?;
     let own = &service["spec"][component];
     let config = runtime.map_or(&Value::Null, |r| &r["spec"][format!("{component}Config")]);
     let replicas = instance_count(own, config);
@@ -100,6 +101,20 @@ pub fn replica(service: &Value, runtime: Option<&Value>, component: &str) -> Res
         },
         "spec": spec,
     }))
+}
+
+/// The settings in effect (M1), as the core reads them from the objects, read into its model.
+fn in_effect(service: &Value, runtime: Option<&Value>, component: &str) -> Result<SpreadSettings, String> {
+    let error = |e: serde_json::Error| e.to_string();
+    let service: InferenceService = serde_json::from_value(service.clone()).map_err(error)?;
+    let (namespaced, cluster): (Option<ServingRuntime>, Option<ClusterServingRuntime>) = match runtime {
+        Some(r) if r["kind"] == "ServingRuntime" => (Some(serde_json::from_value(r.clone()).map_err(error)?), None),
+        Some(r) => (None, Some(serde_json::from_value(r.clone()).map_err(error)?)),
+        None => (None, None),
+    };
+    let runtime = namespaced.as_ref().map(Runtime::Namespaced);
+    let runtime = runtime.or(cluster.as_ref().map(Runtime::Cluster));
+    settings_in_effect(&service, runtime, component).map_err(|e| e.to_string())
 }
 
 fn spread_fields(settings: &SpreadSettings) -> Vec<(&'static str, &str)> {
