@@ -5,18 +5,15 @@
 //! The two are called alternately, call by call, so that drift on a shared machine cancels out;
 //! each criterion sample gives one time per call for each, and the table reports the medians.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
+use ome_spread_sim::policy::cases::{edited, replica, review, with_spec};
+use ome_spread_sim::policy::validation_request;
+use ome_spread_sim::policy::wasm::{Module, build_floor, build_policy};
 use serde_json::{Value, json};
-use support::cases::{edited, replica, review, with_spec};
-use support::validation_request;
-use support::wasm::{Module, build_floor, build_policy};
 use wapc::WapcHost;
 
 struct Case {

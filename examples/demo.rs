@@ -2,13 +2,10 @@
 //! on OME's how-to's scenarios, and prints what each pod comes out with, in the columns of Step 2
 //! of OME's how-to (plus, for workers, the pod affinity that keeps them in their leader's domain).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use ome_spread_core::columns;
+use ome_spread_sim::policy::wasm::{Wasm, build_policy};
+use ome_spread_sim::policy::{Cluster, Policy, fixture, validation_request};
 use serde_json::{Value, json};
-use support::wasm::{Wasm, build_policy};
-use support::{Cluster, Policy, fixture, validation_request};
 
 struct Scenario {
     title: &'static str,

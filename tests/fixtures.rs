@@ -4,11 +4,9 @@
 //! ValidationResponse). `BLESS=1 cargo test --test fixtures` rewrites them; this test fails when
 //! they drift from the table.
 
-mod support;
-
+use ome_spread_sim::policy::cases::{self, Case};
+use ome_spread_sim::policy::data_dir;
 use serde_json::{Value, json};
-use support::cases::{self, Case};
-use support::data_dir;
 
 fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).expect("json") + "\n"

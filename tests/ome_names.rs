@@ -13,12 +13,10 @@
 //!   annotations only the runner template's (the fixtures' templates have none), and no
 //!   `spec.workloadRef`.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 
+use ome_spread_sim::policy::{data_dir, fixture};
 use serde_json::Value;
-use support::{data_dir, fixture};
 
 /// The cases whose pod is not as OME writes it, on purpose: P11's broken identity labels, and P3's
 /// pod named by `generateName` (OME names each pod itself). The check must fail each of them.

@@ -5,14 +5,14 @@
 //! API server would accept stays one it accepts. And P1 and P2 on generated requests of every
 //! kind: what is not ours passes unchanged, with no host call.
 
-mod support;
-
 use ome_spread_core::labels;
 use ome_spread_core::rules::Unchanged;
+use ome_spread_sim::policy::cases::{
+    AFFINITY, SPREAD, appended, constraint, edited, leader_term, replica, review, with_spec,
+};
+use ome_spread_sim::policy::{Cluster, Native, Policy};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use support::cases::{AFFINITY, SPREAD, appended, constraint, edited, leader_term, replica, review, with_spec};
-use support::{Cluster, Native, Policy};
 
 const KEYS: [&str; 3] = [
     "topology.kubernetes.io/zone",

@@ -1,10 +1,8 @@
 //! The rules of docs/rules.md, through the native core.
 
-mod support;
-
+use ome_spread_sim::policy::cases::{self, SPREAD, appended, review};
+use ome_spread_sim::policy::{self, Cluster, Native, Policy, validation_request};
 use serde_json::json;
-use support::cases::{self, SPREAD, appended, review};
-use support::{Cluster, Native, Policy, validation_request};
 
 #[test]
 fn every_rule_p1_to_p11_answers_exactly() {
@@ -13,7 +11,7 @@ fn every_rule_p1_to_p11_answers_exactly() {
 
 #[test]
 fn every_kind_of_bad_input_gets_its_exact_answer() {
-    let catalogue = support::catalogue::all();
+    let catalogue = policy::catalogue::all();
     assert!(catalogue.len() >= 40, "the catalogue holds {} kinds", catalogue.len());
     cases::check(&Native, catalogue);
 }

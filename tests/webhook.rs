@@ -1,5 +1,5 @@
 //! The policy behind a real mutating webhook: the built `policy.wasm` served by the test-only
-//! admission host (`examples/admission_host.rs`, run in this process), called by a real
+//! admission host (`ome_spread_sim::admission_host`, run in this process), called by a real
 //! kube-apiserver through the MutatingWebhookConfiguration kubewarden-controller writes for
 //! `policy.yaml`, reading InferenceReplicas with the policy-server ServiceAccount's token, so that
 //! `policy.yaml`'s RBAC is what is tested.
@@ -18,29 +18,23 @@
 //! tests take turns (the webhook configuration is cluster-wide). Each is bounded to two minutes.
 //! Expected values are written by hand from docs/rules.md and the API server's behaviour.
 
-#[allow(dead_code)] // the host's command line is the example's, not used here
-#[path = "../examples/admission_host.rs"]
-mod admission_host;
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use admission_host::support::wasm::build_policy;
-use admission_host::webhook::{self, Naming};
-use admission_host::{Options, Running};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use ome_spread_sim::admission_host::webhook::{self, Naming};
+use ome_spread_sim::admission_host::{self, Options, Running};
+use ome_spread_sim::live::{self, kubectl_blocking};
+use ome_spread_sim::local::workspace;
+use ome_spread_sim::policy::wasm::{Module, build_policy};
+use ome_spread_sim::wait::eventually;
 use serde_json::{Value, json};
-
-fn workspace() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn policy_yaml() -> Value {
     webhook::read_policy(&workspace().join("policy.yaml")).expect("policy.yaml's ClusterAdmissionPolicy")
@@ -203,7 +197,7 @@ fn the_host_serves_policy_yamls_settings_under_the_controllers_path() {
 /// The policy as the host runs it, with a client that would fail if it were used: these
 /// reviews never reach a host call.
 fn offline_policy() -> admission_host::policy::Policy {
-    let module = admission_host::support::wasm::Module::load(build_policy(), None).expect("the policy compiles");
+    let module = Module::load(build_policy(), None).expect("the policy compiles");
     let config = kube::Config::new("https://127.0.0.1:1".parse().expect("a url"));
     let client = kube::Client::try_from(config).expect("a client");
     admission_host::policy::Policy {
@@ -272,40 +266,6 @@ fn namespace(scenario: &str) -> String {
 /// The cluster tests take turns: one webhook configuration serves the whole cluster.
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn kubectl_program() -> PathBuf {
-    let built = workspace().join("target/cluster/bin/kubectl");
-    if built.is_file() {
-        built
-    } else {
-        PathBuf::from("kubectl")
-    }
-}
-
-/// `kubectl ARGS` with `stdin`, as a user runs it: its output, or what it said on failing.
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
-    let mut child = Command::new(kubectl_program())
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("kubectl: {e}"))?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes()).map_err(|e| e.to_string())?;
-    }
-    let output = child.wait_with_output().map_err(|e| e.to_string())?;
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    match output.status.success() {
-        true => Ok(text(&output.stdout)),
-        false => Err(format!("kubectl {}: {}", args.join(" "), text(&output.stderr))),
-    }
-}
-
-fn must(result: Result<String, String>) -> String {
-    result.unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// policy.yaml's ClusterRole and ClusterRoleBinding, as a user applies them.
 fn rbac() -> String {
     let text = std::fs::read_to_string(workspace().join("policy.yaml")).expect("policy.yaml");
@@ -344,38 +304,23 @@ impl Cluster {
             pki.display()
         );
         let admin = admission_host::client(&kubeconfig).await.expect("the admin kubeconfig");
-        if kubectl(&kubeconfig, &["get", "crd", "inferencereplicas.ome.io"], None).is_err() {
+        let crd = "crd/inferencereplicas.ome.io";
+        if !live::kubectl_with(&kubeconfig, &["get", crd], None).await.ok {
             let crds = workspace().join("deploy/without-ome/ome-crd-subsets.yaml");
-            must(kubectl(
-                &kubeconfig,
-                &["apply", "--server-side", "-f", &crds.to_string_lossy()],
-                None,
-            ));
+            live::kubectl(&kubeconfig, &["apply", "--server-side", "-f", &crds.to_string_lossy()]).await;
         }
-        must(kubectl(
+        live::kubectl(
             &kubeconfig,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "crd/inferencereplicas.ome.io",
-                "--timeout=60s",
-            ],
-            None,
-        ));
+            &["wait", "--for=condition=Established", crd, "--timeout=60s"],
+        )
+        .await;
         let kubewarden = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubewarden"}});
         let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
                              "metadata": {"name": "policy-server", "namespace": "kubewarden"}});
-        must(kubectl(
-            &kubeconfig,
-            &["apply", "--server-side", "-f", "-"],
-            Some(&format!("{kubewarden}\n---\n{account}")),
-        ));
-        must(kubectl(
-            &kubeconfig,
-            &["apply", "--server-side", "-f", "-"],
-            Some(&rbac()),
-        ));
-        let policy_server = policy_server_kubeconfig(&kubeconfig, &pki);
+        live::apply(&kubeconfig, &format!("{kubewarden}\n---\n{account}")).await;
+        live::apply(&kubeconfig, &rbac()).await;
+        let dir = std::env::temp_dir().join(format!("ome-spread-webhook-{}", std::process::id()));
+        let policy_server = live::service_account_kubeconfig(&kubeconfig, "kubewarden", "policy-server", &dir).await;
         Cluster {
             kubeconfig,
             pki,
@@ -411,15 +356,11 @@ impl Cluster {
             namespace: namespace.to_owned(),
             restore_rbac: false,
         };
-        must(kubectl(&self.kubeconfig, &["create", "namespace", namespace], None));
+        live::kubectl(&self.kubeconfig, &["create", "namespace", namespace]).await;
         // Pods need their namespace's `default` ServiceAccount, which the controller manager makes.
         eventually("the namespace's default ServiceAccount", 60, || async {
-            kubectl(
-                &self.kubeconfig,
-                &["get", "serviceaccount", "default", "-n", namespace],
-                None,
-            )
-            .ok()
+            let args = ["get", "serviceaccount", "default", "-n", namespace];
+            live::kubectl_with(&self.kubeconfig, &args, None).await.ok.then_some(())
         })
         .await;
         scenario
@@ -473,38 +414,10 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.policy_server);
+        if let Some(dir) = self.policy_server.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
-}
-
-/// A kubeconfig for the policy-server ServiceAccount, by a token of the TokenRequest API.
-fn policy_server_kubeconfig(admin: &Path, pki: &Path) -> PathBuf {
-    let token = must(kubectl(
-        admin,
-        &["create", "token", "policy-server", "-n", "kubewarden"],
-        None,
-    ));
-    let server = must(kubectl(
-        admin,
-        &[
-            "config",
-            "view",
-            "--minify",
-            "-o",
-            "jsonpath={.clusters[0].cluster.server}",
-        ],
-        None,
-    ));
-    let config = json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "cluster", "cluster": {"server": server.trim(), "certificate-authority": pki.join("ca.crt")}}],
-        "users": [{"name": "policy-server", "user": {"token": token.trim()}}],
-        "contexts": [{"name": "policy-server", "context": {"cluster": "cluster", "user": "policy-server"}}],
-        "current-context": "policy-server",
-    });
-    let file = std::env::temp_dir().join(format!("ome-spread-webhook-{}.kubeconfig", std::process::id()));
-    std::fs::write(&file, config.to_string()).expect("kubeconfig written");
-    file
 }
 
 /// What a cluster test leaves: removed when it ends, pass or fail.
@@ -517,24 +430,21 @@ struct Scenario {
 impl Drop for Scenario {
     fn drop(&mut self) {
         let config = &self.kubeconfig;
-        let _ = kubectl(
+        kubectl_blocking(
             config,
             &["delete", "mutatingwebhookconfiguration", WEBHOOK, "--ignore-not-found"],
             None,
         );
-        let _ = kubectl(
-            config,
-            &[
-                "delete",
-                "namespace",
-                &self.namespace,
-                "--ignore-not-found",
-                "--wait=false",
-            ],
-            None,
-        );
+        let namespace = [
+            "delete",
+            "namespace",
+            &self.namespace,
+            "--ignore-not-found",
+            "--wait=false",
+        ];
+        kubectl_blocking(config, &namespace, None);
         if self.restore_rbac {
-            let _ = kubectl(config, &["apply", "--server-side", "-f", "-"], Some(&rbac()));
+            kubectl_blocking(config, &["apply", "--server-side", "-f", "-"], Some(&rbac()));
         }
     }
 }
@@ -615,25 +525,6 @@ fn constraints(pod: &Pod) -> Value {
         .pointer("/spec/topologySpreadConstraints")
         .cloned()
         .unwrap_or(Value::Null)
-}
-
-/// Polls `check` every half second until it gives a value, for at most `seconds`.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    seconds: u64,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {seconds} s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// Runs a cluster test in its turn, bounded to two minutes.
@@ -728,11 +619,11 @@ async fn without_policy_yamls_cluster_role_binding_the_read_is_forbidden_and_the
         let mut scenario = cluster.scenario(&ns).await;
         cluster.create_replica(&ns).await;
         scenario.restore_rbac = true;
-        must(kubectl(
+        live::kubectl(
             &cluster.kubeconfig,
             &["delete", "clusterrolebinding", "ome-spread-policy-server"],
-            None,
-        ));
+        )
+        .await;
         let host = cluster.host(ANY_PORT.parse().expect("an address")).await;
         cluster.apply_webhook(&host, &ns).await;
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
@@ -755,11 +646,7 @@ async fn without_policy_yamls_cluster_role_binding_the_read_is_forbidden_and_the
         assert_eq!(refusal(&pods, &pod).await, (400, String::new(), forbidden.clone()));
 
         // With the binding back, the same pod is admitted with its constraint.
-        must(kubectl(
-            &cluster.kubeconfig,
-            &["apply", "--server-side", "-f", "-"],
-            Some(&rbac()),
-        ));
+        live::apply(&cluster.kubeconfig, &rbac()).await;
         let created = eventually("the binding in effect", 30, || async {
             pods.create(&PostParams::default(), &pod).await.ok()
         })
@@ -1054,28 +941,18 @@ async fn with_on_missing_replica_accept_kubectl_shows_the_policys_warning_and_th
         let pod = serde_json::to_string(&omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None))
             .expect("serialisable");
         // As a user creates it: the webhook's warning reaches kubectl, which prints it on stderr.
-        let printed = Command::new(kubectl_program())
-            .args(["create", "-n", &ns, "-f", "-", "-o", "json"])
-            .env("KUBECONFIG", &cluster.kubeconfig)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                child.stdin.take().expect("stdin").write_all(pod.as_bytes())?;
-                child.wait_with_output()
-            })
-            .expect("kubectl ran");
-        assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+        let args = ["create", "-n", &ns, "-f", "-", "-o", "json"];
+        let printed = live::kubectl_with(&cluster.kubeconfig, &args, Some(&pod)).await;
+        assert!(printed.ok, "{}", printed.stderr);
         assert_eq!(
-            String::from_utf8_lossy(&printed.stderr),
+            printed.stderr,
             format!(
                 "Warning: cannot read InferenceReplica {ns}/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica \
                  named 'qwen3-0-6b-engine' inside of namespace 'Some(\"{ns}\")'; admitted without spread \
                  (onMissingReplica: Accept)\n"
             )
         );
-        let created: Value = serde_json::from_slice(&printed.stdout).expect("the pod as JSON");
+        let created: Value = serde_json::from_str(&printed.stdout).expect("the pod as JSON");
         assert_eq!(created.pointer("/spec/topologySpreadConstraints"), None);
         host.stop().await;
     })

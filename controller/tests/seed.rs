@@ -20,6 +20,7 @@ use ome_spread_controller::report::{Format, Reports};
 use ome_spread_core::settings::Settings;
 use ome_spread_sim::live::{Process, kubectl, table};
 use ome_spread_sim::nodes::{self, NodeShape};
+use ome_spread_sim::objects::Pod;
 use serde_json::{Value, json};
 
 /// The seed's prerequisites: the ClusterBaseModel `qwen3-0-6b`, Ready, and the
@@ -198,7 +199,7 @@ async fn admission_host(admin: &Path, scratch: &Path) -> Process {
         "--admin-kubeconfig",
         path(admin),
     ];
-    let host = local::binary("examples/admission_host");
+    let host = local::binary("admission-host");
     Process::start("admission", &host, &args, &[], "listening on").await.0
 }
 
@@ -657,10 +658,21 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
     let condition = live::spread(&replica).expect("the condition").clone();
     reported_as_the_condition_says(&world.admin, namespace, &condition).await;
 
-    // Zone-b opens: one migration, surge first. Not within 5 s of the change: policy-server (and
-    // the admission host, as it) answers a replica's lookup from its cache for 5 s, so a surge
-    // admitted sooner gets the replica's old settings (seen here: a surge without constraint).
-    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    // Zone-b opens: one migration, surge first. Not before the policy reads the spread:
+    // policy-server (and the admission host, as it) answers a replica's lookup from its cache for
+    // 5 s, so a surge admitted sooner gets the replica's old settings (seen here: a surge without
+    // constraint). A pod of a third Instance, created as a dry run, shows when it does.
+    let probe = Pod::instance(namespace, "qwen3-0-6b", "engine", 2, "default", 0)
+        .with("containers", json!([{"name": "ome-container", "image": "sglang"}]))
+        .json()
+        .to_string();
+    eventually("the policy reading the spread", 30, || async {
+        let args = ["create", "--dry-run=server", "-o", "json", "-f", "-"];
+        let printed = live::kubectl_with(&world.admin, &args, Some(&probe)).await;
+        let admitted: Value = serde_json::from_str(&printed.stdout).ok()?;
+        admitted["spec"]["topologySpreadConstraints"].is_array().then_some(())
+    })
+    .await;
     world.kubectl(&["uncordon", "added-b1"]).await;
     let serving = || async {
         let args = [

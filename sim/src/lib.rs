@@ -6,11 +6,15 @@
 //! stand-ins, test-only, for what such a control plane lacks: the nodes' kubelets ([`nodes`]) and
 //! OME ([`ome_stand_in`]), which runs [`ome`]'s migration against the API server.
 //!
-//! And the one home of what the workspace's tests share: waiting on a condition ([`wait`]), the
-//! workspace's files, built binaries and free ports ([`local`]), the live cluster of the cluster
-//! suites, kubectl and the processes they start ([`live`]), the in-memory API server ([`memory`]),
-//! and the real Kubewarden policy-server run over the rule table's cases ([`policy_server`]).
+//! And the one home of what the workspace's tests share: the policy's fixtures, its rule table and
+//! its two runners, native and the built wasm ([`policy`]), the test-only admission host that puts
+//! it behind a real API server's webhook ([`admission_host`]), waiting on a condition ([`wait`]),
+//! the workspace's files, built binaries and free ports ([`local`]), the live cluster of the
+//! cluster suites, kubectl and the processes they start ([`live`]), the in-memory API server
+//! ([`memory`]), and the real Kubewarden policy-server run over the rule table's cases
+//! ([`policy_server`]).
 
+pub mod admission_host;
 pub mod api;
 pub mod large_cluster;
 pub mod live;
@@ -20,6 +24,7 @@ pub mod nodes;
 pub mod objects;
 pub mod ome;
 pub mod ome_stand_in;
+pub mod policy;
 pub mod policy_server;
 pub mod scheduler;
 pub mod wait;

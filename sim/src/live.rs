@@ -85,17 +85,30 @@ pub struct Printed {
     pub stderr: String,
 }
 
-/// `kubectl ARGS` as a user runs it, with `stdin` piped in, bounded to two minutes.
-pub async fn kubectl_with(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Printed {
-    let mut command = Command::new(kubectl_program());
+/// `kubectl ARGS` as a user runs it, its input piped when there is `stdin`.
+fn kubectl_command(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> std::process::Command {
+    let mut command = std::process::Command::new(kubectl_program());
     command
         .args(args)
         .env("KUBECONFIG", kubeconfig)
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command.spawn().expect("kubectl runs");
+        .stderr(Stdio::piped());
+    command
+}
+
+fn printed(output: &std::process::Output) -> Printed {
+    Printed {
+        ok: output.status.success(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// `kubectl ARGS` as a user runs it, with `stdin` piped in, bounded to two minutes.
+pub async fn kubectl_with(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Printed {
+    let mut command = Command::from(kubectl_command(kubeconfig, args, stdin));
+    let mut child = command.kill_on_drop(true).spawn().expect("kubectl runs");
     if let Some(input) = stdin {
         use tokio::io::AsyncWriteExt;
         let mut pipe = child.stdin.take().expect("stdin");
@@ -105,10 +118,29 @@ pub async fn kubectl_with(kubeconfig: &Path, args: &[&str], stdin: Option<&str>)
         .await
         .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in 2 minutes"))
         .expect("kubectl's output");
-    Printed {
-        ok: output.status.success(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    printed(&output)
+}
+
+/// [`kubectl_with`] where no runtime can wait on it: a guard's `Drop` that cleans up after a
+/// test, pass or fail. It never panics (a panic while unwinding aborts the tests): a kubectl that
+/// cannot run is said in `stderr`.
+pub fn kubectl_blocking(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Printed {
+    let run = || -> std::io::Result<std::process::Output> {
+        // Bounded in time as the async one is, by kubectl's own flag: no runtime here to time it.
+        let mut command = kubectl_command(kubeconfig, args, stdin);
+        let mut child = command.arg("--request-timeout=60s").spawn()?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            std::io::Write::write_all(&mut pipe, input.as_bytes())?;
+        }
+        child.wait_with_output()
+    };
+    match run() {
+        Ok(output) => printed(&output),
+        Err(e) => Printed {
+            ok: false,
+            stdout: String::new(),
+            stderr: format!("kubectl {args:?}: {e}"),
+        },
     }
 }
 

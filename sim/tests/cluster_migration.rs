@@ -52,15 +52,16 @@ async fn the_spread_added_leaves_running_instances_and_a_migration_surges_into_t
         sorted.sort();
         assert_eq!(sorted, ["gpu-node-1", "gpu-node-2"]);
 
-        // The spread added: the replica carries it, the running pods stay as they were.
+        // The spread added: the replica carries it, and once OME has acted on it (its status
+        // observes the replica's generation), the running pods are as they were.
         cluster.apply(INFERENCE_SERVICE, &seed_service()).await;
-        eventually("the spread on the replica", 30, || async {
+        eventually("OME acting on the spread", 30, || async {
             let replica = cluster.replica().await?;
-            (replica["spec"]["topologySpread"] == "Required" && replica["spec"]["topologySpreadKey"] == ZONE)
-                .then_some(())
+            let spread = replica["spec"]["topologySpread"] == "Required" && replica["spec"]["topologySpreadKey"] == ZONE;
+            let observed = replica["status"]["observedGeneration"] == replica["metadata"]["generation"];
+            (spread && observed).then_some(())
         })
         .await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
         let after = cluster.pods().await;
         let kept: Vec<(String, String, String, String)> = after
             .iter()

@@ -1,20 +1,19 @@
-//! Test support: the fixtures, a stand-in for the policy-server's `get_resource` host call, and
-//! the two ways to evaluate a request: the core natively, and the built `policy.wasm` through
-//! waPC in wasmtime, as the policy-server runs it.
-#![allow(dead_code)] // each test binary uses its own part of this module
+//! The policy as its tests run it: the fixtures, a stand-in for the policy-server's `get_resource`
+//! host call, and the two ways to evaluate a request: the core natively, and the built
+//! `policy.wasm` through waPC in wasmtime, as the policy-server runs it.
 
 pub mod cases;
 pub mod catalogue;
 pub mod wasm;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 pub fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+    crate::local::workspace().join("tests/data")
 }
 
 pub fn fixture(relative: &str) -> Value {
