@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
+use ome_spread_sim::objects::Pod;
 use ome_spread_sim::policy::{data_dir, fixture};
 use serde_json::Value;
 
@@ -198,4 +199,16 @@ fn every_fixture_pod_is_named_and_labelled_as_ome_writes_it() {
     );
     // Five requests and about a hundred case files hold OME pods: a walk finding fewer is lost.
     assert!(checked >= 90, "only {checked} OME pods found under tests/data");
+}
+
+#[test]
+fn the_tests_builder_names_and_labels_a_pod_as_ome_does() {
+    for (runner, ordinal) in [("default", 0), ("default", 1), ("leader", 0), ("worker", 2)] {
+        let pod = Pod::instance("spread-demo", "deepseek-v3", "engine", 3, runner, ordinal).json();
+        assert_eq!(labelled_as_ome_labels_it(&pod), Ok(()), "{runner} {ordinal}");
+        assert_eq!(
+            pod["metadata"]["name"],
+            format!("deepseek-v3-engine-3-{runner}-{ordinal}")
+        );
+    }
 }

@@ -32,6 +32,7 @@ use ome_spread_sim::admission_host::webhook::{self, Naming};
 use ome_spread_sim::admission_host::{self, Options, Running};
 use ome_spread_sim::live::{self, kubectl_blocking};
 use ome_spread_sim::local::workspace;
+use ome_spread_sim::objects;
 use ome_spread_sim::policy::wasm::{Module, build_policy};
 use ome_spread_sim::wait::eventually;
 use serde_json::{Value, json};
@@ -456,21 +457,12 @@ fn dry_run() -> PostParams {
     }
 }
 
-/// A single-pod Instance's pod as OME v1.3 labels it, owned by `owner` (the
-/// replica's uid) where given; without an owner its labels name the replica.
-fn omenative_pod(name: &str, service: &str, owner: Option<&str>) -> Pod {
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "ome.io/managed-by": "OMENative", "ome.io/inferenceservice": service, "component": "engine",
-                "ome.io/runner": "default", "ome.io/instance-index": "0", "ome.io/instance-incarnation": "1",
-                "ome.io/pod-ordinal": "0", "ome.io/revision-hash": "6d4f8b9c7",
-            },
-        },
-        "spec": {"containers": [{"name": "ome-container", "image": "sglang"}]},
-    });
+/// Pod `ordinal` of `runner` in Instance `index` of the replica, as OME v1.3 names and labels it,
+/// owned by the replica `owner` (its uid) where given; without one, its labels name the replica.
+fn ome_pod(namespace: &str, index: usize, runner: &str, ordinal: usize, owner: Option<&str>) -> Pod {
+    let mut pod = objects::Pod::instance(namespace, "qwen3-0-6b", "engine", index, runner, ordinal)
+        .with("containers", json!([{"name": "ome-container", "image": "sglang"}]))
+        .json();
     if let Some(uid) = owner {
         pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
                                                      "name": REPLICA, "uid": uid, "controller": true}]);
@@ -478,18 +470,9 @@ fn omenative_pod(name: &str, service: &str, owner: Option<&str>) -> Pod {
     serde_json::from_value(pod).expect("a pod")
 }
 
-/// A pod of Instance 0 of a leader-and-workers replica: `runner` `leader` or `worker`.
-fn gang_pod(runner: &str, ordinal: u32, owner: &str) -> Pod {
-    let mut pod = omenative_pod(
-        &format!("qwen3-0-6b-engine-0-{runner}-{ordinal}"),
-        "qwen3-0-6b",
-        Some(owner),
-    );
-    let labels = pod.metadata.labels.as_mut().expect("labels");
-    labels.insert("ome.io/runner".into(), runner.into());
-    labels.insert("ome.io/pod-ordinal".into(), ordinal.to_string());
-    labels.insert("scheduling.x-k8s.io/pod-group".into(), "qwen3-0-6b-engine-0".into());
-    pod
+/// A single-pod Instance's pod, as [`ome_pod`].
+fn omenative_pod(namespace: &str, index: usize, owner: Option<&str>) -> Pod {
+    ome_pod(namespace, index, "default", 0, owner)
 }
 
 fn affinity(pod: &Pod) -> Value {
@@ -568,7 +551,7 @@ async fn an_omenative_pod_is_stored_with_the_p5_constraint_and_the_webhook_as_th
         let replica = cluster.create_replica(&ns).await;
         let uid = replica.metadata.uid.as_deref().expect("a uid");
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
-        let pod = omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", Some(uid));
+        let pod = omenative_pod(&ns, 0, Some(uid));
         // The pod as the API server stored it at CREATE: once a scheduler binds it, kube-apiserver
         // 1.35 copies its node's topology labels onto it (PodTopologyLabels admission).
         let stored = pods.create(&PostParams::default(), &pod).await.expect("admitted");
@@ -589,7 +572,7 @@ async fn a_pod_whose_replica_is_missing_is_refused_with_the_api_servers_message(
         let host = cluster.host(ANY_PORT.parse().expect("an address")).await;
         cluster.apply_webhook(&host, &ns).await;
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
-        let pod = omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None);
+        let pod = omenative_pod(&ns, 0, None);
         // The API server's wording of a webhook's denial (`admission webhook %q denied the
         // request: %s`), code 400 where the webhook gives none, and no reason.
         assert_eq!(
@@ -627,7 +610,7 @@ async fn without_policy_yamls_cluster_role_binding_the_read_is_forbidden_and_the
         let host = cluster.host(ANY_PORT.parse().expect("an address")).await;
         cluster.apply_webhook(&host, &ns).await;
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
-        let pod = omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None);
+        let pod = omenative_pod(&ns, 0, None);
         let forbidden = format!(
             "admission webhook \"clusterwide-ome-spread.kubewarden.admission\" denied the request: \
              cannot read InferenceReplica {ns}/qwen3-0-6b-engine: inferencereplicas.ome.io \
@@ -671,10 +654,10 @@ async fn a_pod_without_the_omenative_label_or_in_kubewardens_namespace_never_rea
         let before = host.reviews.load(Ordering::SeqCst);
 
         // OME's labels all but `ome.io/managed-by`, and one whose value is another mode's (objectSelector).
-        let mut unlabelled = omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None);
+        let mut unlabelled = omenative_pod(&ns, 0, None);
         let labels = unlabelled.metadata.labels.as_mut().expect("labels");
         labels.remove("ome.io/managed-by");
-        let mut raw = omenative_pod("qwen3-0-6b-engine-1-default-0", "qwen3-0-6b", None);
+        let mut raw = omenative_pod(&ns, 1, None);
         let labels = raw.metadata.labels.as_mut().expect("labels");
         labels.insert("ome.io/managed-by".into(), "RawDeployment".into());
         for pod in [unlabelled, raw] {
@@ -696,7 +679,8 @@ async fn a_pod_without_the_omenative_label_or_in_kubewardens_namespace_never_rea
                 _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
             }
         }
-        let inside = omenative_pod("webhook-e2e-inside-kubewarden", "qwen3-0-6b", None);
+        let mut inside = omenative_pod(webhook::DEPLOYMENTS_NAMESPACE, 0, None);
+        inside.metadata.name = Some("webhook-e2e-inside-kubewarden".into());
         let created = kubewarden
             .create(&PostParams::default(), &inside)
             .await
@@ -715,7 +699,7 @@ async fn a_pod_without_the_omenative_label_or_in_kubewardens_namespace_never_rea
         );
 
         // The same pod with the label reaches it: the count above could move.
-        let pod = omenative_pod("qwen3-0-6b-engine-2-default-0", "qwen3-0-6b", None);
+        let pod = omenative_pod(&ns, 2, None);
         let created = pods.create(&PostParams::default(), &pod).await.expect("admitted");
         assert_eq!(constraints(&created), p5_zone_constraint());
         assert_eq!(host.reviews.load(Ordering::SeqCst), before + 1);
@@ -738,7 +722,7 @@ async fn with_the_host_stopped_failure_policy_fail_refuses_the_pod_and_once_back
         host.stop().await;
 
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
-        let pod = omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None);
+        let pod = omenative_pod(&ns, 0, None);
         // The API server's words when it cannot reach a webhook whose failurePolicy is Fail:
         // an internal error naming the webhook, the POST with its `timeout` query, and the
         // dialer's error.
@@ -863,7 +847,7 @@ async fn a_leader_gets_the_spread_and_its_worker_the_leader_affinity_as_the_api_
 
         // P5 for the leader: the constraint counts leaders.
         let leader = pods
-            .create(&PostParams::default(), &gang_pod("leader", 0, uid))
+            .create(&PostParams::default(), &ome_pod(&ns, 0, "leader", 0, Some(uid)))
             .await
             .expect("admitted");
         assert_eq!(
@@ -877,7 +861,7 @@ async fn a_leader_gets_the_spread_and_its_worker_the_leader_affinity_as_the_api_
 
         // P8 and P10 for a worker: its Instance's leader's rack, and no spread constraint.
         let worker = pods
-            .create(&PostParams::default(), &gang_pod("worker", 0, uid))
+            .create(&PostParams::default(), &ome_pod(&ns, 0, "worker", 0, Some(uid)))
             .await
             .expect("admitted");
         assert_eq!(constraints(&worker), Value::Null);
@@ -914,7 +898,7 @@ async fn a_pod_ome_rendered_on_an_older_key_is_stored_as_ome_wrote_it() {
             "maxSkew": 1, "topologyKey": "nvidia.com/gpu.clique", "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default"}},
         }]);
-        let mut pod = serde_json::to_value(omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", Some(uid)))
+        let mut pod = serde_json::to_value(omenative_pod(&ns, 0, Some(uid)))
             .expect("serialisable");
         pod["spec"]["topologySpreadConstraints"] = omes.clone();
         let pod: Pod = serde_json::from_value(pod).expect("a pod");
@@ -938,7 +922,7 @@ async fn with_on_missing_replica_accept_kubectl_shows_the_policys_warning_and_th
             .host_with(ANY_PORT.parse().expect("an address"), json!({"onMissingReplica": "Accept"}))
             .await;
         cluster.apply_webhook(&host, &ns).await;
-        let pod = serde_json::to_string(&omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None))
+        let pod = serde_json::to_string(&omenative_pod(&ns, 0, None))
             .expect("serialisable");
         // As a user creates it: the webhook's warning reaches kubectl, which prints it on stderr.
         let args = ["create", "-n", &ns, "-f", "-", "-o", "json"];
@@ -980,7 +964,7 @@ async fn a_host_that_never_answers_is_given_up_after_the_policys_ten_seconds_and
         webhook::apply(&cluster.admin, &config).await.expect("applied");
 
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
-        let pod = omenative_pod("qwen3-0-6b-engine-0-default-0", "qwen3-0-6b", None);
+        let pod = omenative_pod(&ns, 0, None);
         // Until the API server knows the configuration a pod passes; once it does, the create
         // waits out the webhook's timeoutSeconds.
         let (elapsed, refused) = eventually("the webhook in effect", 60, || async {

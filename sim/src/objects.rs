@@ -2,12 +2,24 @@
 //! fixtures are): an Instance's pod or another workload's, a node, a component's InferenceReplica. Each gives its JSON
 //! with [`Pod::json`], [`Node::json`].
 
+use ome_spread_core::labels::{
+    COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, POD_ORDINAL, RUNNER,
+};
 use serde_json::{Value, json};
 
+use crate::ome::POD_GROUP;
+use crate::ome_stand_in::render::{INSTANCE_INCARNATION, REVISION_HASH};
+
 /// A pod of an OMENative Instance, as OME v1.3 creates it: named
-/// `<service>-<component>-<index>-<runner>-<ordinal>` and labelled with its InferenceService,
-/// component, runner (`default`, `leader` or `worker`) and Instance index.
+/// `<service>-<component>-<index>-<runner>-<ordinal>` and labelled as its render labels it (its
+/// InferenceService, component, runner (`default`, `leader` or `worker`), Instance index and
+/// first incarnation, ordinal, revision, and the pod group of a multi-pod Instance's pods).
+/// `tests/ome_names.rs` holds it to OME's labels. Like the OME stand-in's, without OME's
+/// environment or hostname, which no rule reads.
 pub struct Pod(Value);
+
+/// The revision hash of the builder's pods: any one, as long as it is one.
+const REVISION: &str = "6d4f8b9c7";
 
 impl Pod {
     /// Pod `ordinal` of `runner` in Instance `index` of the `component` of `namespace/service`,
@@ -20,10 +32,15 @@ impl Pod {
         runner: &str,
         ordinal: usize,
     ) -> Self {
+        let mut labels = json!({MANAGED_BY: OME_NATIVE, INFERENCE_SERVICE: service, COMPONENT: component,
+            RUNNER: runner, INSTANCE_INDEX: index.to_string(), INSTANCE_INCARNATION: "1",
+            POD_ORDINAL: ordinal.to_string(), REVISION_HASH: REVISION});
+        if runner != "default" {
+            labels[POD_GROUP] = json!(format!("{service}-{component}-{index}"));
+        }
         Pod(json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("{service}-{component}-{index}-{runner}-{ordinal}"), "namespace": namespace,
-                "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": service, "component": component,
-                    "ome.io/runner": runner, "ome.io/instance-index": index.to_string()}},
+                "labels": labels},
             "spec": {}}))
     }
 
@@ -146,7 +163,9 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "qwen3-engine-2-leader-0", "namespace": "spread-demo",
                     "labels": {"ome.io/managed-by": "OMENative", "ome.io/inferenceservice": "qwen3",
-                        "component": "engine", "ome.io/runner": "leader", "ome.io/instance-index": "2"}},
+                        "component": "engine", "ome.io/runner": "leader", "ome.io/instance-index": "2",
+                        "ome.io/instance-incarnation": "1", "ome.io/pod-ordinal": "0",
+                        "ome.io/revision-hash": "6d4f8b9c7", "scheduling.x-k8s.io/pod-group": "qwen3-engine-2"}},
                 "spec": {"nodeName": "gpu-node-1",
                     "containers": [{"name": "engine", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}})
         );

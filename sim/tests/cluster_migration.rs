@@ -57,7 +57,8 @@ async fn the_spread_added_leaves_running_instances_and_a_migration_surges_into_t
         cluster.apply(INFERENCE_SERVICE, &seed_service()).await;
         eventually("OME acting on the spread", 30, || async {
             let replica = cluster.replica().await?;
-            let spread = replica["spec"]["topologySpread"] == "Required" && replica["spec"]["topologySpreadKey"] == ZONE;
+            let spread =
+                replica["spec"]["topologySpread"] == "Required" && replica["spec"]["topologySpreadKey"] == ZONE;
             let observed = replica["status"]["observedGeneration"] == replica["metadata"]["generation"];
             (spread && observed).then_some(())
         })
