@@ -3,8 +3,9 @@
 //! by their own watch events ([`crate::index`]). A reconcile waits until all are filled.
 
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use futures::future::BoxFuture;
 use futures::{FutureExt, Stream};
 use kube::Resource;
 use kube::api::Api;
@@ -18,6 +19,7 @@ use crate::error::Error;
 use crate::nodes::{KeysInUse, NodeIndex, NodeSet};
 use crate::pods::Pods;
 use crate::room::Room;
+use crate::state::lock;
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 /// What the reconciles read.
@@ -37,6 +39,8 @@ pub struct Caches {
     /// Whether every cache the diagnosis reads is filled: the readiness tells it
     /// ([`Self::all_filled`]), and the reconciles wait on it.
     pub filled: watch::Sender<Fill>,
+    /// The caches [`Self::all_filled`] has seen filled, by name: what [`Self::unfilled`] reads.
+    seen_filled: Mutex<Vec<&'static str>>,
 }
 
 /// Whether the reconciles can read the caches.
@@ -82,44 +86,59 @@ impl Caches {
             nodes: Arc::new(NodeIndex::new(NodeSet::new(Arc::new(KeysInUse::default())))),
             settings,
             filled: watch::Sender::new(Fill::Filling),
+            seen_filled: Mutex::default(),
         }
     }
 
-    /// Waits until every cache the diagnosis reads is filled (its watch's first list applied).
-    /// One task only may wait so (kube-runtime's `Store::wait_until_ready` wakes only the task
-    /// that polled it last): the controller's readiness, which then tells [`Self::filled`].
-    pub async fn all_filled(&self) -> Result<(), Error> {
-        let ready = futures::try_join!(
-            self.services.wait_until_ready(),
-            self.runtimes.wait_until_ready(),
-            self.cluster_runtimes.wait_until_ready(),
-            self.pods.wait_until_filled().map(Ok),
-            self.nodes.wait_until_filled().map(Ok),
-            self.room.wait_until_filled().map(Ok),
-        );
-        ready.map(|_| ()).map_err(|_| Error::CacheGone)
-    }
-
-    /// The caches not filled yet, named.
-    pub fn unfilled(&self) -> Error {
-        let unfilled = [
-            ("InferenceServices", self.services.wait_until_ready().now_or_never()),
-            ("ServingRuntimes", self.runtimes.wait_until_ready().now_or_never()),
+    /// Each cache the diagnosis reads, named, and the wait until its watch's first list is
+    /// applied (false: its watch is gone).
+    fn fills(&self) -> [(&'static str, BoxFuture<'_, bool>); 6] {
+        [
+            (
+                "InferenceServices",
+                self.services.wait_until_ready().map(|r| r.is_ok()).boxed(),
+            ),
+            (
+                "ServingRuntimes",
+                self.runtimes.wait_until_ready().map(|r| r.is_ok()).boxed(),
+            ),
             (
                 "ClusterServingRuntimes",
-                self.cluster_runtimes.wait_until_ready().now_or_never(),
+                self.cluster_runtimes.wait_until_ready().map(|r| r.is_ok()).boxed(),
             ),
-            ("pods", self.pods.wait_until_filled().map(Ok).now_or_never()),
-            ("nodes", self.nodes.wait_until_filled().map(Ok).now_or_never()),
+            ("pods", self.pods.wait_until_filled().map(|()| true).boxed()),
+            ("nodes", self.nodes.wait_until_filled().map(|()| true).boxed()),
             (
                 "every pod's requests",
-                self.room.wait_until_filled().map(Ok).now_or_never(),
+                self.room.wait_until_filled().map(|()| true).boxed(),
             ),
-        ];
-        let names: Vec<&str> = unfilled
-            .iter()
-            .filter(|(_, ready)| ready.is_none())
-            .map(|(name, _)| *name)
+        ]
+    }
+
+    /// Waits until every cache the diagnosis reads is filled (its watch's first list applied),
+    /// noting each as it fills. One task only may wait so (kube-runtime's `Store::wait_until_ready`
+    /// wakes only the task that polled it last): the controller's readiness, which then tells
+    /// [`Self::filled`].
+    pub async fn all_filled(&self) -> Result<(), Error> {
+        let waits = self.fills().map(|(name, fill)| async move {
+            let filled = fill.await;
+            if filled {
+                lock(&self.seen_filled).push(name);
+            }
+            filled.then_some(()).ok_or(Error::CacheGone)
+        });
+        futures::future::try_join_all(waits).await.map(drop)
+    }
+
+    /// The caches not filled yet, named, as [`Self::all_filled`] saw them: without polling a
+    /// store's wait, which would take the readiness's place as the task it wakes.
+    pub fn unfilled(&self) -> Error {
+        let seen = lock(&self.seen_filled);
+        let names: Vec<&str> = self
+            .fills()
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| !seen.contains(name))
             .collect();
         Error::NotFilled(names.join(", "))
     }

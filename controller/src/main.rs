@@ -42,80 +42,86 @@ enum Command {
     /// Reads the cluster of the current kubeconfig context, or saved objects with --from.
     /// The policy's settings: --settings, else (live) the cluster's ClusterAdmissionPolicy.
     /// Exits 0 when the spread holds, 1 when it does not, 2 on bad input.
-    Explain {
-        /// The InferenceService's name.
-        service: String,
-        /// Its namespace: by default the kubeconfig context's, or with --from the one the saved
-        /// InferenceService names.
-        #[arg(short = 'n', long)]
-        namespace: Option<String>,
-        /// Only this component.
-        #[arg(long, value_parser = ["engine", "decoder"])]
-        component: Option<String>,
-        /// Saved objects instead of the cluster (`kubectl get -o yaml` output, lists included): a
-        /// file, or a directory of .yaml/.yml/.json files.
-        #[arg(long)]
-        from: Option<PathBuf>,
-        /// The policy's settings: policy.yaml as it is (its ClusterAdmissionPolicy's
-        /// spec.settings), or the settings alone (YAML or JSON). Without it, live explain reads
-        /// the cluster's ClusterAdmissionPolicy (--policy), and --from uses the defaults.
-        #[arg(long)]
-        settings: Option<PathBuf>,
-        /// The ClusterAdmissionPolicy whose settings live explain reads.
-        #[arg(long, default_value = policy::DEFAULT_NAME, conflicts_with = "settings")]
-        policy: String,
-        /// List every node; by default more than 20 are summed up, a line per domain.
-        #[arg(long)]
-        nodes: bool,
-    },
+    Explain(ExplainArgs),
     /// Keep the `Spread` condition, Events and metrics of every OMENative InferenceReplica up to date.
     ///
     /// Runs in the cluster (deploy/controller.yaml), one replica leading on a Lease.
-    Controller {
-        /// Read the policy's settings from this ClusterAdmissionPolicy and follow their changes.
-        #[arg(long, env = "OME_SPREAD_POLICY", conflicts_with = "settings")]
-        policy: Option<String>,
-        /// Without --policy: the policy's settings, read once (policy.yaml as it is, or the
-        /// settings alone), if they are not the defaults.
-        #[arg(long, env = "OME_SPREAD_SETTINGS")]
-        settings: Option<PathBuf>,
-        /// Where /metrics, /healthz and /readyz listen.
-        #[arg(long, default_value = "0.0.0.0:8080")]
-        listen: SocketAddr,
-        /// The namespace of the leader-election Lease `ome-spread-controller`.
-        #[arg(long, env = "POD_NAMESPACE", default_value = "ome-spread")]
-        lease_namespace: String,
-        /// This replica's name in the election (the pod's name).
-        #[arg(long, env = "POD_NAME")]
-        identity: String,
-        /// /healthz fails after this many seconds without an event of the Lease's watch, or with
-        /// a reconcile running this long.
-        #[arg(long, default_value_t = serve::STALLED_AFTER.as_secs(), value_name = "SECONDS")]
-        stalled_after: u64,
-        /// Log one JSON object per line.
-        #[arg(long)]
-        log_json: bool,
-        /// What to do about a skew a migration can fix: nothing, recommend the moves (an Event and
-        /// a metric), or request them of OME one at a time (needs
-        /// deploy/controller-rbac-rebalance.yaml). An InferenceService's
-        /// `spread.ome.io/rebalance` annotation can only lower it.
-        #[arg(long, value_enum, default_value = "recommend", env = "OME_SPREAD_REBALANCE")]
-        rebalance: Mode,
-        /// In `migrate`: at most this many migration requests of ome-spread start in an hour,
-        /// cluster-wide (OME's Alfred keeps the same default).
-        #[arg(long, default_value_t = 10, env = "OME_SPREAD_REBALANCE_MAX_PER_HOUR")]
-        rebalance_max_per_hour: usize,
-        /// The policy report each diagnosed InferenceReplica gets, owned by it: OpenReports'
-        /// Report (Kubewarden 1.33 and later), wgpolicyk8s.io's PolicyReport (older Kubewarden),
-        /// or none.
-        #[arg(long, value_enum, default_value = "openreports", env = "OME_SPREAD_REPORTS")]
-        reports: Format,
-    },
+    Controller(ControllerArgs),
     /// Print the subsets of OME's CRDs that ome-spread reads
     /// (deploy/without-ome/ome-crd-subsets.yaml), for trying the controller on a cluster WITHOUT
     /// OME only: they carry OME's CRD names, and applied where OME runs they would replace OME's
     /// CRDs and prune its objects.
     Crd,
+}
+
+#[derive(clap::Args)]
+struct ExplainArgs {
+    /// The InferenceService's name.
+    service: String,
+    /// Its namespace: by default the kubeconfig context's, or with --from the one the saved
+    /// InferenceService names.
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// Only this component.
+    #[arg(long, value_parser = ["engine", "decoder"])]
+    component: Option<String>,
+    /// Saved objects instead of the cluster (`kubectl get -o yaml` output, lists included): a
+    /// file, or a directory of .yaml/.yml/.json files.
+    #[arg(long)]
+    from: Option<PathBuf>,
+    /// The policy's settings: policy.yaml as it is (its ClusterAdmissionPolicy's
+    /// spec.settings), or the settings alone (YAML or JSON). Without it, live explain reads
+    /// the cluster's ClusterAdmissionPolicy (--policy), and --from uses the defaults.
+    #[arg(long)]
+    settings: Option<PathBuf>,
+    /// The ClusterAdmissionPolicy whose settings live explain reads.
+    #[arg(long, default_value = policy::DEFAULT_NAME, conflicts_with = "settings")]
+    policy: String,
+    /// List every node; by default more than 20 are summed up, a line per domain.
+    #[arg(long)]
+    nodes: bool,
+}
+
+#[derive(clap::Args)]
+struct ControllerArgs {
+    /// Read the policy's settings from this ClusterAdmissionPolicy and follow their changes.
+    #[arg(long, env = "OME_SPREAD_POLICY", conflicts_with = "settings")]
+    policy: Option<String>,
+    /// Without --policy: the policy's settings, read once (policy.yaml as it is, or the
+    /// settings alone), if they are not the defaults.
+    #[arg(long, env = "OME_SPREAD_SETTINGS")]
+    settings: Option<PathBuf>,
+    /// Where /metrics, /healthz and /readyz listen.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+    /// The namespace of the leader-election Lease `ome-spread-controller`.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "ome-spread")]
+    lease_namespace: String,
+    /// This replica's name in the election (the pod's name).
+    #[arg(long, env = "POD_NAME")]
+    identity: String,
+    /// /healthz fails after this many seconds without an event of the Lease's watch, or with
+    /// a reconcile running this long.
+    #[arg(long, default_value_t = serve::STALLED_AFTER.as_secs(), value_name = "SECONDS")]
+    stalled_after: u64,
+    /// Log one JSON object per line.
+    #[arg(long)]
+    log_json: bool,
+    /// What to do about a skew a migration can fix: nothing, recommend the moves (an Event and
+    /// a metric), or request them of OME one at a time (needs
+    /// deploy/controller-rbac-rebalance.yaml). An InferenceService's
+    /// `spread.ome.io/rebalance` annotation can only lower it.
+    #[arg(long, value_enum, default_value = "recommend", env = "OME_SPREAD_REBALANCE")]
+    rebalance: Mode,
+    /// In `migrate`: at most this many migration requests of ome-spread start in an hour,
+    /// cluster-wide (OME's Alfred keeps the same default).
+    #[arg(long, default_value_t = 10, env = "OME_SPREAD_REBALANCE_MAX_PER_HOUR")]
+    rebalance_max_per_hour: usize,
+    /// The policy report each diagnosed InferenceReplica gets, owned by it: OpenReports'
+    /// Report (Kubewarden 1.33 and later), wgpolicyk8s.io's PolicyReport (older Kubewarden),
+    /// or none.
+    #[arg(long, value_enum, default_value = "openreports", env = "OME_SPREAD_REPORTS")]
+    reports: Format,
 }
 
 /// The name kubectl runs a plugin by: `kubectl ome-spread ...` runs `kubectl-ome_spread ...`.
@@ -139,98 +145,8 @@ fn cli() -> Cli {
 
 fn main() -> ExitCode {
     match cli().command {
-        Command::Explain {
-            service,
-            namespace,
-            component,
-            from,
-            settings,
-            policy,
-            nodes,
-        } => {
-            let explained = (|| {
-                let (objects, namespace, source, settings) = match &from {
-                    Some(path) => {
-                        let (objects, source) = (objects::load(path)?, path.display().to_string());
-                        let namespace = match namespace {
-                            Some(namespace) => namespace,
-                            None => namespace_of_service(&objects, &service, &source).map_err(|e| e.to_string())?,
-                        };
-                        (objects, namespace, source, policy::read_settings(settings.as_deref())?)
-                    }
-                    None => {
-                        let (objects, namespace, settings) =
-                            runtime()?.block_on(fetch(&service, namespace, settings.as_deref(), &policy))?;
-                        (objects, namespace, "the cluster".into(), settings)
-                    }
-                };
-                explain::run(
-                    &service,
-                    &namespace,
-                    component.as_deref(),
-                    &objects,
-                    &source,
-                    &settings,
-                    nodes,
-                )
-            })();
-            match explained {
-                Ok((text, holds)) => {
-                    print!("{text}");
-                    ExitCode::from(if holds { 0 } else { 1 })
-                }
-                Err(message) => {
-                    eprintln!("error: {message}");
-                    ExitCode::from(2)
-                }
-            }
-        }
-        Command::Controller {
-            policy,
-            settings,
-            listen,
-            lease_namespace,
-            identity,
-            log_json,
-            rebalance,
-            rebalance_max_per_hour,
-            stalled_after,
-            reports,
-        } => {
-            logs(log_json);
-            let health = Arc::new(Health::new(Duration::from_secs(stalled_after)));
-            let reports = Reports::new(
-                reports,
-                policy.as_deref().unwrap_or(policy::DEFAULT_NAME),
-                health.clone(),
-            );
-            let source = match policy {
-                Some(name) => Ok(Source::Policy(name)),
-                None => policy::read_settings(settings.as_deref()).map(Source::Fixed),
-            };
-            let run = source.and_then(|settings| {
-                runtime()?.block_on(serve_and_lead(
-                    controller::Options {
-                        settings,
-                        lease_namespace,
-                        identity,
-                        health,
-                        metrics: Arc::default(),
-                        rebalance,
-                        max_per_hour: rebalance_max_per_hour,
-                        reports,
-                    },
-                    listen,
-                ))
-            });
-            match run {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(message) => {
-                    error!("{message}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Explain(args) => explain(args),
+        Command::Controller(args) => controller(args),
         Command::Crd => match resources::crd_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");
@@ -241,6 +157,90 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// `explain`: the text, and the exit code that says whether the spread holds.
+fn explain(args: ExplainArgs) -> ExitCode {
+    let ExplainArgs {
+        service,
+        namespace,
+        component,
+        from,
+        settings,
+        policy,
+        nodes,
+    } = args;
+    let explained = (|| {
+        let (objects, namespace, source, settings) = match &from {
+            Some(path) => {
+                let (objects, source) = (objects::load(path)?, path.display().to_string());
+                let namespace = match namespace {
+                    Some(namespace) => namespace,
+                    None => namespace_of_service(&objects, &service, &source).map_err(|e| e.to_string())?,
+                };
+                (objects, namespace, source, policy::read_settings(settings.as_deref())?)
+            }
+            None => {
+                let (objects, namespace, settings) =
+                    runtime()?.block_on(fetch(&service, namespace, settings.as_deref(), &policy))?;
+                (objects, namespace, "the cluster".into(), settings)
+            }
+        };
+        explain::run(
+            &service,
+            &namespace,
+            component.as_deref(),
+            &objects,
+            &source,
+            &settings,
+            nodes,
+        )
+    })();
+    match explained {
+        Ok((text, holds)) => {
+            print!("{text}");
+            ExitCode::from(if holds { 0 } else { 1 })
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `controller`: serves and leads until asked to stop.
+fn controller(args: ControllerArgs) -> ExitCode {
+    logs(args.log_json);
+    let health = Arc::new(Health::new(Duration::from_secs(args.stalled_after)));
+    let reports = Reports::new(
+        args.reports,
+        args.policy.as_deref().unwrap_or(policy::DEFAULT_NAME),
+        health.clone(),
+    );
+    let source = match args.policy {
+        Some(name) => Ok(Source::Policy(name)),
+        None => policy::read_settings(args.settings.as_deref()).map(Source::Fixed),
+    };
+    let run = source.and_then(|settings| {
+        let options = controller::Options {
+            settings,
+            lease_namespace: args.lease_namespace,
+            identity: args.identity,
+            health,
+            metrics: Arc::default(),
+            rebalance: args.rebalance,
+            max_per_hour: args.rebalance_max_per_hour,
+            reports,
+        };
+        runtime()?.block_on(serve_and_lead(options, args.listen))
+    });
+    match run {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            error!("{message}");
+            ExitCode::FAILURE
+        }
     }
 }
 

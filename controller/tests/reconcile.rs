@@ -268,6 +268,11 @@ async fn a_cache_never_filled_fails_the_reconcile_naming_it() {
     ctx.caches.runtimes = unfilled;
     ctx.caches.filled.send_replace(Fill::Filling);
     let ctx = Arc::new(ctx);
+    // The readiness waits on the caches meanwhile, as the controller's does.
+    let readiness = tokio::spawn({
+        let ctx = ctx.clone();
+        async move { ctx.caches.all_filled().await }
+    });
     let started = tokio::time::Instant::now();
     let error = reconcile(Arc::new(replica), ctx.clone()).await.expect_err("not filled");
     assert_eq!(started.elapsed(), Duration::from_secs(30));
@@ -276,6 +281,34 @@ async fn a_cache_never_filled_fails_the_reconcile_naming_it() {
         "the caches of ServingRuntimes are not filled after 30s: their first list has not been answered"
     );
     assert_eq!(error.kind(), "cache");
+    readiness.abort();
+    drop(server);
+}
+
+/// A reconcile that names the caches not filled does not keep the readiness from seeing them
+/// filled: the readiness is told the moment the last list is in, not after its own 30 s.
+#[tokio::test(start_paused = true)]
+async fn the_readiness_sees_the_last_cache_filled_after_a_reconcile_named_it_unfilled() {
+    let Harness { ctx, server, .. } = harness(&fixture(Reason::Satisfied), Mode::Off);
+    let mut ctx = Arc::try_unwrap(ctx).unwrap_or_else(|_| panic!("the one context"));
+    let (unfilled, mut writer) = kube::runtime::reflector::store();
+    ctx.caches.runtimes = unfilled;
+    let ctx = Arc::new(ctx);
+    let readiness = tokio::spawn({
+        let ctx = ctx.clone();
+        async move { ctx.caches.all_filled().await }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(
+        ctx.caches.unfilled().to_string(),
+        "the caches of ServingRuntimes are not filled after 30s: their first list has not been answered"
+    );
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    let filled = tokio::time::timeout(Duration::from_secs(1), readiness).await;
+    assert!(
+        matches!(filled, Ok(Ok(Ok(())))),
+        "the readiness saw the caches filled within a second: {filled:?}"
+    );
     drop(server);
 }
 
