@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: release release-cli wasm-target musl-target controller-musl image image-test pause-image node-bin web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin kwok-bin manifests cluster-up cluster-down e2e-cluster
+.PHONY: release release-cli wasm-target musl-target controller-musl image image-test pause-image node-bin web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin kwok-bin manifests cluster-up kwok-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -302,7 +302,7 @@ $(CLUSTER_BIN)/promtool: cluster/prometheus/go.mod cluster/prometheus/go.sum
 
 cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm $(CLUSTER_BIN)/promtool
 
-# kwok, the fake kubelet of the cluster benchmarks' nodes, from its own
+# kwok, the fake kubelet of the cluster benchmarks' nodes (cluster/kwok-up.sh), from its own
 # module (cluster/kwok/go.mod: its Kubernetes libraries are v0.36, not those cluster/go.mod pins).
 # Not part of cluster-bin: the cluster suites do not run it.
 $(CLUSTER_BIN)/kwok: cluster/kwok/go.mod cluster/kwok/go.sum
@@ -349,6 +349,11 @@ manifests: $(CLUSTER_BIN)/helm
 # A control plane on 127.0.0.1 that stays up until `make cluster-down` (cluster/up.sh).
 cluster-up: cluster-bin
 	cluster/up.sh
+
+# kwok beside it, playing the nodes annotated kwok.x-k8s.io/node=fake (cluster/kwok-up.sh);
+# `make cluster-down` stops it with the rest.
+kwok-up: kwok-bin
+	cluster/kwok-up.sh
 
 cluster-down:
 	cluster/down.sh
