@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: release release-cli wasm-target musl-target controller-musl image image-test pause-image node-bin web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin manifests cluster-up cluster-down e2e-cluster
+.PHONY: release release-cli wasm-target musl-target controller-musl image image-test pause-image node-bin web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin kwok-bin manifests cluster-up kwok-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -302,6 +302,17 @@ $(CLUSTER_BIN)/promtool: cluster/prometheus/go.mod cluster/prometheus/go.sum
 
 cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm $(CLUSTER_BIN)/promtool
 
+# kwok, the fake kubelet of the cluster benchmarks' nodes (cluster/kwok-up.sh), from its own
+# module (cluster/kwok/go.mod: its Kubernetes libraries are v0.36, not those cluster/go.mod pins).
+# Not part of cluster-bin: the cluster suites do not run it.
+$(CLUSTER_BIN)/kwok: cluster/kwok/go.mod cluster/kwok/go.sum
+	@start=$$(date +%s); \
+	CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
+		go -C cluster/kwok build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ sigs.k8s.io/kwok/cmd/kwok && \
+	echo "cluster-bin: built kwok $(call required,cluster/kwok/go.mod,sigs.k8s.io/kwok) in $$(( $$(date +%s) - start )) s"
+
+kwok-bin: $(CLUSTER_BIN)/kwok
+
 # A real node for the chart's pods (controller/tests/node.rs, cluster/node-up.sh): the kubelet of
 # the same pinned module, and the pause image its pods' sandboxes run, built here from
 # Kubernetes' own build/pause/linux/pause.c in that module (static, by musl-gcc, as its Makefile
@@ -338,6 +349,11 @@ manifests: $(CLUSTER_BIN)/helm
 # A control plane on 127.0.0.1 that stays up until `make cluster-down` (cluster/up.sh).
 cluster-up: cluster-bin
 	cluster/up.sh
+
+# kwok beside it, playing the nodes annotated kwok.x-k8s.io/node=fake (cluster/kwok-up.sh);
+# `make cluster-down` stops it with the rest.
+kwok-up: kwok-bin
+	cluster/kwok-up.sh
 
 cluster-down:
 	cluster/down.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Stops what cluster/up.sh (and the stand-ins it was given) started from RUN_DIR, then removes
-# its state. Each process gets a TERM, then after 10 seconds a KILL.
+# Stops what cluster/up.sh (and cluster/kwok-up.sh, and the stand-ins it was given) started from
+# RUN_DIR, then removes its state. Each process gets a TERM, then after 10 seconds a KILL.
 #
 #   cluster/down.sh [RUN_DIR]    (default target/cluster/run)
 set -uo pipefail

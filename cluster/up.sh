@@ -121,6 +121,11 @@ start kube-apiserver --etcd-servers "http://127.0.0.1:$etcd_port" \
   --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=false
 wait_for kube-apiserver curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$server/readyz"
 
+# The client rate limits of the controller manager and the scheduler raised as kwok's kwokctl
+# raises them for large clusters (its --disable-qps-limits): at their defaults (20 and 50 requests
+# a second) the scheduler would take ten minutes to bind 30,000 pods of kwok's nodes, and the
+# namespace controller as long to delete them. At the suites' scale they change nothing.
+unlimited=(--kube-api-qps 5000 --kube-api-burst 10000)
 # Only the controllers a cluster without kubelets still needs: a namespace's deletion, the
 # garbage collection of what an owner leaves, the `default` ServiceAccount of each namespace. Each
 # runs as its own ServiceAccount, as kubeadm has them (the bootstrap RBAC grants the controller
@@ -130,11 +135,11 @@ start kube-controller-manager --kubeconfig "$run/controller-manager.kubeconfig" 
   --authorization-kubeconfig "$run/controller-manager.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$kcm_port" --leader-elect=false \
   --use-service-account-credentials --root-ca-file "$pki/ca.crt" \
-  --controllers namespace,garbagecollector,serviceaccount
+  --controllers namespace,garbagecollector,serviceaccount "${unlimited[@]}"
 start kube-scheduler --kubeconfig "$run/scheduler.kubeconfig" \
   --authentication-kubeconfig "$run/scheduler.kubeconfig" \
   --authorization-kubeconfig "$run/scheduler.kubeconfig" \
-  --bind-address 127.0.0.1 --secure-port "$scheduler_port" --leader-elect=false
+  --bind-address 127.0.0.1 --secure-port "$scheduler_port" --leader-elect=false "${unlimited[@]}"
 wait_for kube-controller-manager curl -sfk "https://127.0.0.1:$kcm_port/healthz"
 wait_for kube-scheduler curl -sfk "https://127.0.0.1:$scheduler_port/readyz"
 # The default ServiceAccount, which every pod needs, is there once the controller manager runs.
