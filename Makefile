@@ -304,7 +304,7 @@ cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm $(CLUSTER_BIN)/promtool
 
 # kwok, the fake kubelet of the cluster benchmarks' nodes (cluster/kwok-up.sh), from its own
 # module (cluster/kwok/go.mod: its Kubernetes libraries are v0.36, not those cluster/go.mod pins).
-# Not part of cluster-bin: the cluster suites do not run it.
+# Not part of cluster-bin: only the kwok suite (sim/tests/cluster_kwok.rs) and the benchmarks run it.
 $(CLUSTER_BIN)/kwok: cluster/kwok/go.mod cluster/kwok/go.sum
 	@start=$$(date +%s); \
 	CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
@@ -364,7 +364,7 @@ cluster-down:
 # image, the kubelet and the pause image, where the node's tools are installed (otherwise one
 # line says which are missing; CI=true makes that a failure).
 NODE_TOOLS := buildah musl-gcc docker-registry containerd ctr runc socat nsenter /usr/lib/cni/bridge
-e2e-cluster: cluster-bin policy.wasm
+e2e-cluster: cluster-bin kwok-bin policy.wasm
 	$(CARGO) test --quiet --workspace --no-run
 	@missing="$(call missing,$(NODE_TOOLS))"; \
 	if [ -z "$$missing" ]; then \

@@ -34,9 +34,10 @@ chart_values=(--set policy.module=registry://REGISTRY/ome-spread:v0.1.0
 echo "time: the chart's lint and dry run took $((SECONDS - start)) s"
 start=$SECONDS
 # One suite after another, each test alone: the webhook configuration and the nodes are
-# cluster-wide. The stand-ins' own tests first, then OME's how-to and the controller, then the webhook.
+# cluster-wide. The stand-ins' own tests first (kwok's nodes among them), then OME's how-to and the
+# controller, then the webhook.
 suites=(
-  "--test cluster_seed --test cluster_racks --test cluster_status --test cluster_migration --test cluster_migration_deadline --test cluster_restart"
+  "--test cluster_seed --test cluster_racks --test cluster_status --test cluster_migration --test cluster_migration_deadline --test cluster_restart --test cluster_kwok"
   "--test seed --test cluster --test room --test deployed --test chart --test signals --test plugin"
   "--test webhook"
 )
