@@ -75,7 +75,7 @@ mod with_sdk {
     use kubewarden_policy_sdk::response::ValidationResponse;
     use kubewarden_policy_sdk::settings::Validatable;
     use kubewarden_policy_sdk::wapc_guest::CallResult;
-    use kubewarden_policy_sdk::{accept_request, mutate_request, reject_request};
+    use kubewarden_policy_sdk::{mutate_request, reject_request};
     use serde::Deserialize;
     use serde_json::Value;
 
@@ -83,7 +83,7 @@ mod with_sdk {
     use ome_spread_core::rules::Unchanged;
     use ome_spread_core::settings::Settings;
 
-    use super::{Admission, Outcome, admit};
+    use super::{Outcome, admit};
     use crate::rejection::Rejection;
 
     /// The policy's settings as the policy-server passes them, any JSON: a bad one is named by
@@ -114,30 +114,18 @@ mod with_sdk {
                 }
             }
         };
-        match admission {
-            Admission {
-                outcome: Outcome::Unchanged(_),
-                warning: None,
-            } => accept_request(),
-            Admission {
-                outcome: Outcome::Unchanged(_),
-                warning: Some(warning),
-            } => Ok(serde_json::to_vec(&ValidationResponse {
+        match admission.outcome {
+            // The SDK's accept_request, with the warning where there is one.
+            Outcome::Unchanged(_) => Ok(serde_json::to_vec(&ValidationResponse {
                 accepted: true,
                 message: None,
                 code: None,
                 mutated_object: None,
                 audit_annotations: None,
-                warnings: Some(vec![warning]),
+                warnings: admission.warning.map(|warning| vec![warning]),
             })?),
-            Admission {
-                outcome: Outcome::Mutated(pod),
-                ..
-            } => mutate_request(pod),
-            Admission {
-                outcome: Outcome::Rejected(rejection),
-                ..
-            } => reject_request(Some(rejection.to_string()), None, None, None),
+            Outcome::Mutated(pod) => mutate_request(pod),
+            Outcome::Rejected(rejection) => reject_request(Some(rejection.to_string()), None, None, None),
         }
     }
 
@@ -209,32 +197,31 @@ fn mutated(
     let present = reader.listed(path).map_err(rejected)?;
     let name = reader.name.clone();
     let internal = |what: String| rejected(Rejection::Internal { pod: name, what });
-    let edit = match rules::decide(term, &present, &settings) {
+    let as_json = |e: serde_json::Error| format!("the term cannot be written as JSON: {e}");
+    let edited = match rules::decide(term, &present, &settings) {
         Decision::Unchanged(why) => return Err(Outcome::Unchanged(why)),
-        Decision::Append(term) => serde_json::to_value(term).map(Edit::Append),
-        Decision::Complete { index, fields } => {
-            serde_json::to_value(fields).map(|fields| Edit::Complete(index, fields))
-        }
+        Decision::Append(term) => serde_json::to_value(term)
+            .map_err(as_json)
+            .map(|term| append(&mut pod, path, term)),
+        Decision::Complete { index, fields } => serde_json::to_value(fields)
+            .map_err(as_json)
+            .and_then(|fields| complete(&mut pod, path, index, fields)),
     };
-    match edit.map_err(|e| format!("the term cannot be written as JSON: {e}")) {
-        Ok(Edit::Append(term)) => append(&mut pod, path, term),
-        Ok(Edit::Complete(index, Value::Object(fields))) => match list_at(&mut pod, path)
-            .and_then(|list| list.get_mut(index))
-            .and_then(Value::as_object_mut)
-        {
-            Some(own) => own.extend(fields),
-            None => return Err(internal(format!("no term {index} to complete"))),
-        },
-        Ok(Edit::Complete(..)) => return Err(internal("the fields to add are not an object".into())),
-        Err(e) => return Err(internal(e)),
-    }
+    edited.map_err(internal)?;
     Ok(pod)
 }
 
-/// What the rules decided to write into the pod, as JSON.
-enum Edit {
-    Append(Value),
-    Complete(usize, Value),
+/// P12: `fields` added to the term at `index` of the list at `path`.
+fn complete(pod: &mut Value, path: &[&str], index: usize, fields: Value) -> Result<(), String> {
+    let Value::Object(fields) = fields else {
+        return Err("the fields to add are not an object".into());
+    };
+    let own = list_at(pod, path)
+        .and_then(|list| list.get_mut(index))
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| format!("no term {index} to complete"))?;
+    own.extend(fields);
+    Ok(())
 }
 
 /// P5, P8: `term` at the end of the list at `path`; the list and the objects above it are made

@@ -12,6 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 use ome_spread_core::diagnosis::Component;
 use ome_spread_core::migration::{Entry, Unconfigured};
 use ome_spread_core::nodes::Nodes;
+use ome_spread_core::rebalance::Move;
 use serde_json::Value;
 
 use crate::cache::Caches;
@@ -83,6 +84,12 @@ pub struct Objects {
 }
 
 impl Objects {
+    /// `step` in words, then its command, for this component: as `explain` lists it.
+    pub(crate) fn describe(&self, step: &Move) -> String {
+        let namespace = self.service.namespace().unwrap_or_default();
+        step.describe(&self.service.name_any(), &self.replica.spec.component, &namespace)
+    }
+
     pub fn component(&self) -> Component<'_> {
         let runtime = self.runtime.as_deref().map(Runtime::Namespaced);
         let runtime = runtime.or(self.cluster_runtime.as_deref().map(Runtime::Cluster));

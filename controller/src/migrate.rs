@@ -40,11 +40,11 @@ pub(crate) async fn request(asked: &Next<'_>, ctx: &Context) -> Result<Announcem
         replica,
         service,
         step: next,
+        objects,
         ..
     } = *asked;
-    let namespace = service.namespace().unwrap_or_default();
     let service_name = key(service);
-    let described = next.describe(&service.name_any(), &replica.spec.component, &namespace);
+    let described = objects.describe(next);
     // The gate: from here to the write, no other reconcile checks or writes.
     let mut written = ctx.rebalance.written.lock().await;
     let now = Timestamp::now();

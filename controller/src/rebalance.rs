@@ -67,10 +67,7 @@ pub async fn recommend(
         (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
             type_: EventType::Normal,
             reason: "RebalanceRecommended",
-            note: recommendation(
-                first.describe(&service.name_any(), &replica.spec.component, &namespace),
-                objects,
-            ),
+            note: recommendation(objects.describe(first), objects),
             regarding: replica.object_ref(&()),
         }),
     };

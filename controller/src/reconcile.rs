@@ -99,12 +99,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
         (Ok(Mode::Recommend), Ok(plan)) => plan
             .moves
             .iter()
-            .map(|step| {
-                recommendation(
-                    step.describe(&service.name_any(), &replica.spec.component, &namespace),
-                    &objects,
-                )
-            })
+            .map(|step| recommendation(objects.describe(step), &objects))
             .collect(),
         _ => Vec::new(),
     };
@@ -284,7 +279,7 @@ pub fn spread_condition(
     previous: Option<&Condition>,
     now: Time,
 ) -> Condition {
-    let status = if report.reason.holds() { "True" } else { "False" };
+    let status = report.reason.status();
     Condition {
         type_: CONDITION.into(),
         status: status.into(),

@@ -118,9 +118,14 @@ impl Reason {
         }
     }
 
-    /// The `Spread` condition's status: does the spread hold (or was none asked for)?
+    /// Does the spread hold (or was none asked for)?
     pub fn holds(self) -> bool {
         matches!(self, Self::NotRequested | Self::Satisfied)
+    }
+
+    /// The `Spread` condition's status, as [`Self::holds`] says.
+    pub fn status(self) -> &'static str {
+        if self.holds() { "True" } else { "False" }
     }
 }
 

@@ -281,12 +281,7 @@ pub struct Drawn<'a> {
 impl Explained<'_> {
     /// The `Spread` condition's status.
     pub fn status(&self) -> &'static str {
-        if self.report.reason.holds() { "True" } else { "False" }
-    }
-
-    /// Why a skew gets no migration, when that is worth saying: see [`no_move`].
-    pub fn no_move(&self) -> Option<String> {
-        no_move(&self.plan)
+        self.report.reason.status()
     }
 
     /// What to do: see [`what_to_do`].

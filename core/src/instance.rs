@@ -29,11 +29,6 @@ impl Runner {
             Self::Worker { .. } => "worker",
         }
     }
-
-    /// The leader or only pod of an Instance: the one the spread constraint counts.
-    pub fn is_anchor(&self) -> bool {
-        !matches!(self, Self::Worker { .. })
-    }
 }
 
 /// The labels that name the pod's Instance: its InferenceService, component and runner (P11).

@@ -1,8 +1,5 @@
 //! The policy's settings (the README's Settings). With none set, the output is exactly OME's.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::shown::shown;
@@ -53,88 +50,38 @@ impl Default for Settings {
 
 impl Settings {
     /// Reads the settings as the policy-server passes them: an object, or null for none.
-    /// The error names the setting and its bad value.
+    /// The error names the setting and its bad value: the first bad one by name, the same
+    /// whichever order they came in.
     pub fn from_json(settings: &Value) -> Result<Self, String> {
-        match settings {
-            Value::Null => Ok(Self::default()),
-            Value::Object(_) => Written::deserialize(settings).map_err(|e| e.to_string())?.check(),
-            other => Err(format!("settings must be an object, got {}", shown(other))),
+        let given = match settings {
+            Value::Null => return Ok(Self::default()),
+            Value::Object(given) => given,
+            other => return Err(format!("settings must be an object, got {}", shown(other))),
+        };
+        let mut by_name: Vec<(&String, &Value)> = given.iter().collect();
+        by_name.sort_by_key(|(name, _)| *name);
+        let mut settings = Self::default();
+        for (name, value) in by_name {
+            match name.as_str() {
+                "maxSkew" => settings.max_skew = at_least_one(name, value)?,
+                "minDomains" => settings.min_domains = optional(value, |v| at_least_one(name, v))?,
+                "nodeTaintsPolicy" => {
+                    settings.node_taints_policy = optional(value, |v| match one_of(name, v, &["Honor", "Ignore"])? {
+                        "Honor" => Ok(NodeTaintsPolicy::Honor),
+                        _ => Ok(NodeTaintsPolicy::Ignore),
+                    })?
+                }
+                "onMissingReplica" => {
+                    settings.on_missing_replica = match one_of(name, value, &["Reject", "Accept"])? {
+                        "Accept" => OnMissingReplica::Accept,
+                        _ => OnMissingReplica::Reject,
+                    }
+                }
+                _ => return Err(format!("unknown setting {name:?}: the settings are {NAMES}")),
+            }
         }
+        Ok(settings)
     }
-}
-
-/// The settings as written: each field as given (null kept apart from absent), and any other
-/// field by its name. [`Written::check`] reads them into [`Settings`].
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct Written {
-    #[serde(deserialize_with = "given")]
-    max_skew: Option<Value>,
-    #[serde(deserialize_with = "given")]
-    min_domains: Option<Value>,
-    #[serde(deserialize_with = "given")]
-    node_taints_policy: Option<Value>,
-    #[serde(deserialize_with = "given")]
-    on_missing_replica: Option<Value>,
-    #[serde(flatten)]
-    unknown: BTreeMap<String, Value>,
-}
-
-/// A field that is present, null included.
-fn given<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(deserializer).map(Some)
-}
-
-impl Written {
-    /// The settings, or the first bad one by name, the same whichever order they came in.
-    pub fn check(&self) -> Result<Settings, String> {
-        let defaults = Settings::default();
-        let max_skew = read(&self.max_skew, defaults.max_skew, |v| at_least_one("maxSkew", v));
-        let min_domains = read(&self.min_domains, None, |v| {
-            optional(v, |v| at_least_one("minDomains", v))
-        });
-        let node_taints_policy = read(&self.node_taints_policy, None, |v| {
-            optional(v, |v| match one_of("nodeTaintsPolicy", v, &["Honor", "Ignore"])? {
-                "Honor" => Ok(NodeTaintsPolicy::Honor),
-                _ => Ok(NodeTaintsPolicy::Ignore),
-            })
-        });
-        let on_missing_replica = read(&self.on_missing_replica, defaults.on_missing_replica, |v| match one_of(
-            "onMissingReplica",
-            v,
-            &["Reject", "Accept"],
-        )? {
-            "Accept" => Ok(OnMissingReplica::Accept),
-            _ => Ok(OnMissingReplica::Reject),
-        });
-        let known = [
-            ("maxSkew", max_skew.as_ref().err()),
-            ("minDomains", min_domains.as_ref().err()),
-            ("nodeTaintsPolicy", node_taints_policy.as_ref().err()),
-            ("onMissingReplica", on_missing_replica.as_ref().err()),
-        ];
-        let known = known.into_iter().filter_map(|(name, why)| Some((name, why?.clone())));
-        let unknown = self.unknown.keys().map(|name| {
-            (
-                name.as_str(),
-                format!("unknown setting {name:?}: the settings are {NAMES}"),
-            )
-        });
-        if let Some((_, why)) = known.chain(unknown).min_by(|a, b| a.0.cmp(b.0)) {
-            return Err(why);
-        }
-        Ok(Settings {
-            max_skew: max_skew?,
-            min_domains: min_domains?,
-            node_taints_policy: node_taints_policy?,
-            on_missing_replica: on_missing_replica?,
-        })
-    }
-}
-
-/// A field's value: `parse`d where given, else `default`.
-fn read<T>(given: &Option<Value>, default: T, parse: impl FnOnce(&Value) -> Result<T, String>) -> Result<T, String> {
-    given.as_ref().map_or(Ok(default), parse)
 }
 
 fn optional<T>(value: &Value, parse: impl FnOnce(&Value) -> Result<T, String>) -> Result<Option<T>, String> {
