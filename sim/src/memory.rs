@@ -296,6 +296,140 @@ impl ApiServer {
             .unwrap_or_default()
             .replace("%2F", "/")
             .replace("%3D", "=");
+        let target = Target::of(&path);
+        match (parts.method.as_str(), &target.name) {
+            ("GET", Some(name)) => match self.objects.lock().unwrap().get(&target.key(name)) {
+                Some(object) => reply(200, object),
+                None => reply(404, &not_found()),
+            },
+            ("GET", None) if query.contains("watch=true") => self.watch(target, &query),
+            ("GET", None) => self.list(&target, &query),
+            ("POST", None) => {
+                // As the API server does: the namespace comes from the path.
+                if let Some(namespace) = &target.namespace {
+                    body["metadata"]["namespace"] = json!(namespace);
+                }
+                self.wrote("POST", path, &body);
+                let stored = self.put(body);
+                reply(201, &stored)
+            }
+            ("PATCH", Some(_)) => {
+                self.wrote("PATCH", path, &body);
+                self.patch(&target, &body)
+            }
+            _ => reply(404, &not_found()),
+        }
+    }
+
+    /// A watch of the target's kind, or its expiry (410) where one is set for the kind.
+    fn watch(&self, target: Target, query: &str) -> Response<ResponseBody> {
+        let (chunks, receiver) = mpsc::unbounded();
+        if self.expires(&target.resource) {
+            let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+                "status": "Failure", "reason": "Expired", "code": 410,
+                "message": "too old resource version"}});
+            let _ = chunks.unbounded_send(Ok(Frame::data(Bytes::from(format!("{gone}\n")))));
+        } else {
+            self.watches.lock().unwrap().push(Watch {
+                prefix: target.prefix,
+                resource: target.resource,
+                namespace: target.namespace,
+                selector: Selector::of(query),
+                chunks,
+            });
+        }
+        Response::builder().status(200).body(StreamBody::new(receiver)).unwrap()
+    }
+
+    /// A list of the target's kind in pages of `limit`, as kube-apiserver serves them,
+    /// `continue` the offset of the next.
+    fn list(&self, target: &Target, query: &str) -> Response<ResponseBody> {
+        let selector = Selector::of(query);
+        let param = |name: &str| {
+            query
+                .split('&')
+                .find_map(|p| p.strip_prefix(name)?.strip_prefix('=')?.parse::<usize>().ok())
+        };
+        let (offset, limit) = (param("continue").unwrap_or(0), param("limit").unwrap_or(usize::MAX));
+        let objects = self.objects.lock().unwrap();
+        let mut matching = objects.iter().filter(|(k, o)| {
+            k.prefix == target.prefix
+                && k.resource == target.resource
+                && (target.namespace.is_none() || k.namespace == target.namespace)
+                && selected(o, &selector)
+        });
+        let items: Vec<Value> = matching
+            .by_ref()
+            .skip(offset)
+            .take(limit)
+            .map(|(_, o)| item(o, &target.prefix))
+            .collect();
+        let more = matching.next().is_some();
+        drop(objects);
+        let version = self.version.load(Ordering::SeqCst).to_string();
+        let mut metadata = json!({"resourceVersion": version});
+        if more {
+            metadata["continue"] = json!((offset + items.len()).to_string());
+        }
+        reply(
+            200,
+            &json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items}),
+        )
+    }
+
+    /// A patch of the named object: its status's conditions by type, or its spec's fields (and
+    /// an InferenceService's annotations, refused when its resourceVersion is stale).
+    fn patch(&self, target: &Target, body: &Value) -> Response<ResponseBody> {
+        let name = target.name.as_deref().unwrap_or_default();
+        let existing = self.objects.lock().unwrap().get(&target.key(name)).cloned();
+        let resource = target.resource.as_str();
+        let mut object = match existing {
+            // The controller's reports: applied whole, created when missing.
+            _ if resource == "reports" => body.clone(),
+            Some(object) => object,
+            None if resource == "leases" => body.clone(),
+            None => return reply(404, &not_found()),
+        };
+        if target.status {
+            // Conditions are a map keyed by type: replace ours, keep the others.
+            let mut conditions = object["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            for applied in body["status"]["conditions"].as_array().into_iter().flatten() {
+                conditions.retain(|c| c["type"] != applied["type"]);
+                conditions.push(applied.clone());
+            }
+            object["status"]["conditions"] = json!(conditions);
+        } else if let Some(spec) = body["spec"].as_object() {
+            for (field, value) in spec {
+                object["spec"][field] = value.clone();
+            }
+        }
+        if resource == "inferenceservices" {
+            let version = &body["metadata"]["resourceVersion"];
+            if !version.is_null() && *version != object["metadata"]["resourceVersion"] {
+                let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409});
+                return reply(409, &conflict);
+            }
+            for (key, value) in body["metadata"]["annotations"].as_object().into_iter().flatten() {
+                object["metadata"]["annotations"][key] = value.clone();
+            }
+        }
+        let stored = self.put(object);
+        reply(200, &stored)
+    }
+}
+
+/// What a request's path names: the API's prefix, the kind's resource, the namespace and name
+/// (if any), and whether it is the status subresource.
+struct Target {
+    prefix: String,
+    resource: String,
+    namespace: Option<String>,
+    name: Option<String>,
+    status: bool,
+}
+
+impl Target {
+    fn of(path: &str) -> Self {
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         let api_len = if segments[0] == "api" { 2 } else { 3 };
         let prefix = format!("/{}", segments[..api_len].join("/"));
@@ -307,127 +441,27 @@ impl ApiServer {
             }
             _ => None,
         };
-        let (resource, name, status) = (
-            rest[0].to_owned(),
-            rest.get(1).map(|n| (*n).to_owned()),
-            rest.get(2) == Some(&"status"),
-        );
-        let respond = reply;
-        let key = |name: &str| Key {
-            prefix: prefix.clone(),
-            resource: resource.clone(),
-            namespace: namespace.clone(),
-            name: name.into(),
-        };
-        let not_found =
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404});
-        match (parts.method.as_str(), name) {
-            ("GET", Some(name)) => match self.objects.lock().unwrap().get(&key(&name)) {
-                Some(object) => respond(200, object),
-                None => respond(404, &not_found),
-            },
-            ("GET", None) => {
-                let selector = Selector::of(&query);
-                if query.contains("watch=true") && self.expires(&resource) {
-                    let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
-                        "status": "Failure", "reason": "Expired", "code": 410,
-                        "message": "too old resource version"}});
-                    let (chunks, receiver) = mpsc::unbounded();
-                    let _ = chunks.unbounded_send(Ok(Frame::data(Bytes::from(format!("{gone}\n")))));
-                    return Response::builder().status(200).body(StreamBody::new(receiver)).unwrap();
-                }
-                if query.contains("watch=true") {
-                    let (chunks, receiver) = mpsc::unbounded();
-                    self.watches.lock().unwrap().push(Watch {
-                        prefix,
-                        resource,
-                        namespace,
-                        selector,
-                        chunks,
-                    });
-                    return Response::builder().status(200).body(StreamBody::new(receiver)).unwrap();
-                }
-                // Pages of `limit` as kube-apiserver serves them, `continue` the offset of the next.
-                let param = |name: &str| {
-                    query
-                        .split('&')
-                        .find_map(|p| p.strip_prefix(name)?.strip_prefix('=')?.parse::<usize>().ok())
-                };
-                let (offset, limit) = (param("continue").unwrap_or(0), param("limit").unwrap_or(usize::MAX));
-                let objects = self.objects.lock().unwrap();
-                let mut matching = objects.iter().filter(|(k, o)| {
-                    k.prefix == prefix
-                        && k.resource == resource
-                        && (namespace.is_none() || k.namespace == namespace)
-                        && selected(o, &selector)
-                });
-                let items: Vec<Value> = matching
-                    .by_ref()
-                    .skip(offset)
-                    .take(limit)
-                    .map(|(_, o)| item(o, &prefix))
-                    .collect();
-                let more = matching.next().is_some();
-                drop(objects);
-                let version = self.version.load(Ordering::SeqCst).to_string();
-                let mut metadata = json!({"resourceVersion": version});
-                if more {
-                    metadata["continue"] = json!((offset + items.len()).to_string());
-                }
-                respond(
-                    200,
-                    &json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items}),
-                )
-            }
-            ("POST", None) => {
-                // As the API server does: the namespace comes from the path.
-                if let Some(namespace) = &namespace {
-                    body["metadata"]["namespace"] = json!(namespace);
-                }
-                self.wrote("POST", path, &body);
-                let stored = self.put(body);
-                respond(201, &stored)
-            }
-            ("PATCH", Some(name)) => {
-                self.wrote("PATCH", path, &body);
-                let existing = self.objects.lock().unwrap().get(&key(&name)).cloned();
-                let mut object = match existing {
-                    // The controller's reports: applied whole, created when missing.
-                    _ if resource == "reports" => body.clone(),
-                    Some(object) => object,
-                    None if resource == "leases" => body.clone(),
-                    None => return respond(404, &not_found),
-                };
-                if status {
-                    // Conditions are a map keyed by type: replace ours, keep the others.
-                    let mut conditions = object["status"]["conditions"].as_array().cloned().unwrap_or_default();
-                    for applied in body["status"]["conditions"].as_array().into_iter().flatten() {
-                        conditions.retain(|c| c["type"] != applied["type"]);
-                        conditions.push(applied.clone());
-                    }
-                    object["status"]["conditions"] = json!(conditions);
-                } else if let Some(spec) = body["spec"].as_object() {
-                    for (field, value) in spec {
-                        object["spec"][field] = value.clone();
-                    }
-                }
-                if resource == "inferenceservices" {
-                    // A merge patch of annotations, refused when its resourceVersion is stale.
-                    let version = &body["metadata"]["resourceVersion"];
-                    if !version.is_null() && *version != object["metadata"]["resourceVersion"] {
-                        let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409});
-                        return respond(409, &conflict);
-                    }
-                    for (key, value) in body["metadata"]["annotations"].as_object().into_iter().flatten() {
-                        object["metadata"]["annotations"][key] = value.clone();
-                    }
-                }
-                let stored = self.put(object);
-                respond(200, &stored)
-            }
-            _ => respond(404, &not_found),
+        Self {
+            prefix,
+            resource: rest[0].to_owned(),
+            namespace,
+            name: rest.get(1).map(|n| (*n).to_owned()),
+            status: rest.get(2) == Some(&"status"),
         }
     }
+
+    fn key(&self, name: &str) -> Key {
+        Key {
+            prefix: self.prefix.clone(),
+            resource: self.resource.clone(),
+            namespace: self.namespace.clone(),
+            name: name.into(),
+        }
+    }
+}
+
+fn not_found() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
 }
 
 /// An object as a list's item: kube-apiserver leaves out the kind and apiVersion of a built-in
