@@ -191,90 +191,73 @@ impl StandIn {
 
     /// One InferenceService: its replicas, their Instances' pods, their statuses, its `Ready`.
     async fn reconcile(&mut self, service: &Value, seen: &Objects, objects: &[Value], now: Timestamp) {
-        let (namespace, name) = api::identity(service);
         let now = now.to_string();
         let mut replicas = Vec::new();
-        let typed = seen.service(namespace, name);
         for component in COMPONENTS.into_iter().filter(|c| service["spec"][c].is_object()) {
-            let runtime = typed.and_then(|typed| seen.runtime_of(typed));
-            if runtime.is_none() {
-                self.say_once(format!(
-                    "InferenceService {namespace}/{name}: its runtime {} is not there; the replica has no runtime defaults",
-                    service["spec"]["runtime"]
-                ));
+            if let Some(replica) = self.reconcile_component(service, component, seen, objects, &now).await {
+                replicas.push(replica);
             }
-            let config = runtime.and_then(|r| {
-                let (namespace, name) = (r.meta().namespace.as_deref(), r.meta().name.as_deref());
-                raw(objects, r.kind(), namespace, name.unwrap_or_default())
-            });
-            let wanted = match render::replica(service, config, component) {
-                Ok(wanted) => wanted,
-                Err(e) => {
-                    self.say_once(format!(
-                        "InferenceService {namespace}/{name}: {e}; its {component} is left as it is"
-                    ));
-                    continue;
-                }
-            };
-            let (_, replica_name) = api::identity(&wanted);
-            let existing = raw(objects, INFERENCE_REPLICA.kind, Some(namespace), replica_name);
-            if existing.is_none_or(|r| spec_differs(&r["spec"], &wanted["spec"])) {
-                match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER).await {
-                    Ok(()) => api::log(
-                        WHO,
-                        format!(
-                            "InferenceReplica {namespace}/{replica_name} written: {}",
-                            shown(&wanted["spec"])
-                        ),
-                    ),
-                    Err(e) => api::log(WHO, format!("InferenceReplica {namespace}/{replica_name}: {e}")),
-                }
-            }
-            // Its pods once the API server has given it a uid, for their owner reference.
-            let Some(replica) = existing else { continue };
-            let mut replica = replica.clone();
-            replica["spec"] = wanted["spec"].clone();
-            let pods = seen.pods_of(namespace, name, component);
-            self.create_missing_instances(&replica, &pods).await;
-            let status = render::replica_status(&replica, &pods, &now);
-            if status_differs(&replica["status"], &status) {
-                let patch =
-                    json!({"metadata": {"resourceVersion": replica["metadata"]["resourceVersion"]}, "status": status});
-                match api::merge(
-                    &self.client,
-                    INFERENCE_REPLICA,
-                    (namespace, replica_name),
-                    &patch,
-                    MANAGER,
-                    true,
-                )
-                .await
-                {
-                    Ok(()) => api::log(
-                        WHO,
-                        format!(
-                            "InferenceReplica {namespace}/{replica_name} status: {} of {} Instances Ready",
-                            status["readyReplicas"], replica["spec"]["replicas"]
-                        ),
-                    ),
-                    Err(e) => api::log(WHO, format!("InferenceReplica {namespace}/{replica_name} status: {e}")),
-                }
-            }
-            replica["status"] = status;
-            replicas.push(replica);
         }
-        let conditions = render::service_conditions(service, &replicas.iter().collect::<Vec<_>>(), &now);
-        if !same_conditions(&service["status"]["conditions"], &conditions) {
-            let patch = json!({"metadata": {"resourceVersion": service["metadata"]["resourceVersion"]},
-                "status": {"conditions": conditions, "observedGeneration": service["metadata"]["generation"]}});
-            let ready = conditions
-                .as_array()
-                .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-                .and_then(|c| c["status"].as_str().map(str::to_owned));
+        self.write_service_status(service, &replicas, &now).await;
+    }
+
+    /// A component's replica as OME projects it, its Instances' pods and its status; the replica
+    /// with that status, once the API server has given it a uid (its pods' owner reference).
+    async fn reconcile_component(
+        &mut self,
+        service: &Value,
+        component: &str,
+        seen: &Objects,
+        objects: &[Value],
+        now: &str,
+    ) -> Option<Value> {
+        let (namespace, name) = api::identity(service);
+        let runtime = seen.service(namespace, name).and_then(|typed| seen.runtime_of(typed));
+        if runtime.is_none() {
+            self.say_once(format!(
+                "InferenceService {namespace}/{name}: its runtime {} is not there; the replica has no runtime defaults",
+                service["spec"]["runtime"]
+            ));
+        }
+        let config = runtime.and_then(|r| {
+            let (namespace, name) = (r.meta().namespace.as_deref(), r.meta().name.as_deref());
+            raw(objects, r.kind(), namespace, name.unwrap_or_default())
+        });
+        let wanted = match render::replica(service, config, component) {
+            Ok(wanted) => wanted,
+            Err(e) => {
+                self.say_once(format!(
+                    "InferenceService {namespace}/{name}: {e}; its {component} is left as it is"
+                ));
+                return None;
+            }
+        };
+        let (_, replica_name) = api::identity(&wanted);
+        let existing = raw(objects, INFERENCE_REPLICA.kind, Some(namespace), replica_name);
+        if existing.is_none_or(|r| spec_differs(&r["spec"], &wanted["spec"])) {
+            match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER).await {
+                Ok(()) => api::log(
+                    WHO,
+                    format!(
+                        "InferenceReplica {namespace}/{replica_name} written: {}",
+                        shown(&wanted["spec"])
+                    ),
+                ),
+                Err(e) => api::log(WHO, format!("InferenceReplica {namespace}/{replica_name}: {e}")),
+            }
+        }
+        let mut replica = existing?.clone();
+        replica["spec"] = wanted["spec"].clone();
+        let pods = seen.pods_of(namespace, name, component);
+        self.create_missing_instances(&replica, &pods).await;
+        let status = render::replica_status(&replica, &pods, now);
+        if status_differs(&replica["status"], &status) {
+            let patch =
+                json!({"metadata": {"resourceVersion": replica["metadata"]["resourceVersion"]}, "status": status});
             match api::merge(
                 &self.client,
-                INFERENCE_SERVICE,
-                (namespace, name),
+                INFERENCE_REPLICA,
+                (namespace, replica_name),
                 &patch,
                 MANAGER,
                 true,
@@ -284,12 +267,48 @@ impl StandIn {
                 Ok(()) => api::log(
                     WHO,
                     format!(
-                        "InferenceService {namespace}/{name} Ready: {}",
-                        ready.unwrap_or_default()
+                        "InferenceReplica {namespace}/{replica_name} status: {} of {} Instances Ready",
+                        status["readyReplicas"], replica["spec"]["replicas"]
                     ),
                 ),
-                Err(e) => api::log(WHO, format!("InferenceService {namespace}/{name} status: {e}")),
+                Err(e) => api::log(WHO, format!("InferenceReplica {namespace}/{replica_name} status: {e}")),
             }
+        }
+        replica["status"] = status;
+        Some(replica)
+    }
+
+    /// The InferenceService's conditions from its replicas', written where they changed.
+    async fn write_service_status(&self, service: &Value, replicas: &[Value], now: &str) {
+        let (namespace, name) = api::identity(service);
+        let conditions = render::service_conditions(service, &replicas.iter().collect::<Vec<_>>(), now);
+        if same_conditions(&service["status"]["conditions"], &conditions) {
+            return;
+        }
+        let patch = json!({"metadata": {"resourceVersion": service["metadata"]["resourceVersion"]},
+            "status": {"conditions": conditions, "observedGeneration": service["metadata"]["generation"]}});
+        let ready = conditions
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .and_then(|c| c["status"].as_str().map(str::to_owned));
+        match api::merge(
+            &self.client,
+            INFERENCE_SERVICE,
+            (namespace, name),
+            &patch,
+            MANAGER,
+            true,
+        )
+        .await
+        {
+            Ok(()) => api::log(
+                WHO,
+                format!(
+                    "InferenceService {namespace}/{name} Ready: {}",
+                    ready.unwrap_or_default()
+                ),
+            ),
+            Err(e) => api::log(WHO, format!("InferenceService {namespace}/{name} status: {e}")),
         }
     }
 
