@@ -22,35 +22,19 @@ struct ReplicaLabels {
     replica: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DomainLabels {
-    namespace: String,
-    replica: String,
-    domain: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    namespace: String,
-    replica: String,
-    reason: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ErrorLabels {
-    error: String,
-}
+/// A replica's labels and one more: its domain, or its reason.
+type ReplicaAnd = (ReplicaLabels, [(&'static str, String); 1]);
 
 pub struct Metrics {
     registry: Registry,
-    instances: Family<DomainLabels, Gauge>,
+    instances: Family<ReplicaAnd, Gauge>,
     skew: Family<ReplicaLabels, Gauge>,
-    reason: Family<ReasonLabels, Gauge>,
+    reason: Family<ReplicaAnd, Gauge>,
     rebalance_moves: Family<ReplicaLabels, Gauge>,
     worst_left_serving: Family<ReplicaLabels, Gauge>,
     worst_replaceable: Family<ReplicaLabels, Gauge>,
     reconciles: Counter,
-    errors: Family<ErrorLabels, Counter>,
+    errors: Family<[(&'static str, String); 1], Counter>,
     duration: Histogram,
     leader: Gauge,
     /// The series each replica has now, so that a domain or reason that goes away leaves no stale series.
@@ -141,7 +125,7 @@ impl Metrics {
 
     pub fn failed(&self, error: &str, took: Duration) {
         self.reconciled(took);
-        self.errors.get_or_create(&ErrorLabels { error: error.into() }).inc();
+        self.errors.get_or_create(&[("error", error.into())]).inc();
     }
 
     pub fn set_leading(&self, leading: bool) {
@@ -226,20 +210,12 @@ impl Metrics {
     }
 }
 
-fn domain_labels(labels: &ReplicaLabels, domain: &str) -> DomainLabels {
-    DomainLabels {
-        namespace: labels.namespace.clone(),
-        replica: labels.replica.clone(),
-        domain: domain.into(),
-    }
+fn domain_labels(labels: &ReplicaLabels, domain: &str) -> ReplicaAnd {
+    (labels.clone(), [("domain", domain.into())])
 }
 
-fn reason_labels(labels: &ReplicaLabels, reason: Reason) -> ReasonLabels {
-    ReasonLabels {
-        namespace: labels.namespace.clone(),
-        replica: labels.replica.clone(),
-        reason: reason.as_str().into(),
-    }
+fn reason_labels(labels: &ReplicaLabels, reason: Reason) -> ReplicaAnd {
+    (labels.clone(), [("reason", reason.as_str().into())])
 }
 
 #[cfg(test)]
