@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::labels;
+use crate::replica::namespace_of;
 
 /// The components that get an InferenceReplica and may spread; the router has no spread fields.
 pub const COMPONENTS: [&str; 2] = ["engine", "decoder"];
@@ -45,7 +46,7 @@ pub struct InstanceLabels<'a> {
 pub fn component_of(pod: &Value) -> Option<(&str, &str, &str)> {
     let labels = &pod["metadata"]["labels"];
     Some((
-        pod["metadata"]["namespace"].as_str().unwrap_or("default"),
+        namespace_of(pod),
         labels[labels::INFERENCE_SERVICE].as_str()?,
         labels[labels::COMPONENT].as_str()?,
     ))
