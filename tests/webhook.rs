@@ -673,12 +673,10 @@ async fn a_pod_without_the_omenative_label_or_in_kubewardens_namespace_never_rea
             ..DeleteParams::default()
         };
         let _ = kubewarden.delete("webhook-e2e-inside-kubewarden", &now).await;
-        for _ in 0..100 {
-            match kubewarden.get_opt("webhook-e2e-inside-kubewarden").await {
-                Ok(None) => break,
-                _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-            }
-        }
+        eventually("the pod an earlier run left gone", 30, || async {
+            matches!(kubewarden.get_opt("webhook-e2e-inside-kubewarden").await, Ok(None)).then_some(())
+        })
+        .await;
         let mut inside = omenative_pod(webhook::DEPLOYMENTS_NAMESPACE, 0, None);
         inside.metadata.name = Some("webhook-e2e-inside-kubewarden".into());
         let created = kubewarden
