@@ -34,7 +34,7 @@ use ome_spread_core::instance::COMPONENTS;
 use serde_json::{Value, json};
 
 use crate::api::{
-    self, ApiError, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, NODE, POD, SERVING_RUNTIME,
+    self, ApiError, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, NODE, POD, SERVING_RUNTIME,
 };
 use crate::ome::Ome;
 pub use render::Terms;
@@ -254,25 +254,12 @@ impl StandIn {
         if status_differs(&replica["status"], &status) {
             let patch =
                 json!({"metadata": {"resourceVersion": replica["metadata"]["resourceVersion"]}, "status": status});
-            match api::merge(
-                &self.client,
-                INFERENCE_REPLICA,
-                (namespace, replica_name),
-                &patch,
-                MANAGER,
-                true,
-            )
-            .await
-            {
-                Ok(()) => api::log(
-                    WHO,
-                    format!(
-                        "InferenceReplica {namespace}/{replica_name} status: {} of {} Instances Ready",
-                        status["readyReplicas"], replica["spec"]["replicas"]
-                    ),
-                ),
-                Err(e) => api::log(WHO, format!("InferenceReplica {namespace}/{replica_name} status: {e}")),
-            }
+            let said = format!(
+                "InferenceReplica {namespace}/{replica_name} status: {} of {} Instances Ready",
+                status["readyReplicas"], replica["spec"]["replicas"]
+            );
+            self.write_status(INFERENCE_REPLICA, (namespace, replica_name), &patch, said)
+                .await;
         }
         replica["status"] = status;
         Some(replica)
@@ -291,24 +278,19 @@ impl StandIn {
             .as_array()
             .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
             .and_then(|c| c["status"].as_str().map(str::to_owned));
-        match api::merge(
-            &self.client,
-            INFERENCE_SERVICE,
-            (namespace, name),
-            &patch,
-            MANAGER,
-            true,
-        )
-        .await
-        {
-            Ok(()) => api::log(
-                WHO,
-                format!(
-                    "InferenceService {namespace}/{name} Ready: {}",
-                    ready.unwrap_or_default()
-                ),
-            ),
-            Err(e) => api::log(WHO, format!("InferenceService {namespace}/{name} status: {e}")),
+        let said = format!(
+            "InferenceService {namespace}/{name} Ready: {}",
+            ready.unwrap_or_default()
+        );
+        self.write_status(INFERENCE_SERVICE, (namespace, name), &patch, said)
+            .await;
+    }
+
+    /// `patch` merged into the status of the `kind` named, logged as `said`, or why not.
+    async fn write_status(&self, kind: Kind, (namespace, name): (&str, &str), patch: &Value, said: String) {
+        match api::merge(&self.client, kind, (namespace, name), patch, MANAGER, true).await {
+            Ok(()) => api::log(WHO, said),
+            Err(e) => api::log(WHO, format!("{} {namespace}/{name} status: {e}", kind.kind)),
         }
     }
 
