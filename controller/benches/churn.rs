@@ -287,6 +287,17 @@ async fn churn(binary: &Path, seconds: u64, dir: &Path) -> Measured {
                 delays.record(UNREFLECTED.as_micros() as u64).expect("in range");
                 unreflected += 1;
                 c.unreflected = c.pending.take();
+                // Named, so that its controller's log can be read for it.
+                let what = if c.deleted.is_some() {
+                    "a deletion"
+                } else {
+                    "a replacement"
+                };
+                let since = churning.elapsed().as_secs_f64() - UNREFLECTED.as_secs_f64();
+                eprintln!(
+                    "churn: no condition within 10 s of {what} at about {since:.1} s: {}",
+                    c.status_path
+                );
             }
         }
         if churning.elapsed() >= Duration::from_secs(seconds) {
