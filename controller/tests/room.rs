@@ -227,22 +227,9 @@ fn trimmed(pods: Vec<Value>) -> Vec<Value> {
 /// The namespace (its pods deleted at once: no kubelet confirms their end), the nodes, their
 /// Leases and the RuntimeClass, gone.
 async fn clean_up(kubeconfig: &Path) {
-    let args = [
-        "delete",
-        "pods",
-        "--all",
-        "-n",
-        NAMESPACE,
-        "--force",
-        "--grace-period=0",
-        "--ignore-not-found",
-    ];
-    live::kubectl_with(kubeconfig, &args, None).await;
-    live::kubectl(
-        kubeconfig,
-        &["delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false"],
-    )
-    .await;
+    for args in live::namespace_removal(NAMESPACE) {
+        live::kubectl(kubeconfig, &args).await;
+    }
     let nodes: Vec<&str> = cases().iter().map(|case| case.node).collect();
     let runtime_class = format!("runtimeclass/{RUNTIME_CLASS}");
     let nodes_named: Vec<String> = nodes.iter().map(|node| format!("node/{node}")).collect();

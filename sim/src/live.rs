@@ -297,22 +297,34 @@ pub async fn get(address: &str, path: &str) -> (String, String) {
 /// nothing of it is deleted under this test). Its pods are deleted at once: with no kubelet (a
 /// failed test's node stand-in is gone) a bound pod would stay Terminating, and the namespace too.
 pub async fn fresh_namespace(admin: &Path, name: &str) {
-    kubectl(
-        admin,
-        &["delete", "namespace", name, "--ignore-not-found", "--wait=false"],
-    )
-    .await;
-    kubectl(
-        admin,
-        &["delete", "pods", "--all", "-n", name, "--force", "--grace-period=0"],
-    )
-    .await;
+    for args in namespace_removal(name) {
+        kubectl(admin, &args).await;
+    }
     kubectl(
         admin,
         &["wait", "--for=delete", &format!("namespace/{name}"), "--timeout=90s"],
     )
     .await;
     kubectl(admin, &["create", "namespace", name]).await;
+}
+
+/// The kubectl calls that remove a test's namespace without waiting: its pods deleted at once
+/// (no kubelet confirms their end), then the namespace. A guard's `Drop` runs them with
+/// [`kubectl_blocking`].
+pub fn namespace_removal(name: &str) -> [Vec<&str>; 2] {
+    [
+        vec![
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            name,
+            "--force",
+            "--grace-period=0",
+            "--wait=false",
+        ],
+        vec!["delete", "namespace", name, "--ignore-not-found", "--wait=false"],
+    ]
 }
 
 /// A kubeconfig whose user is a ServiceAccount, by a token of the TokenRequest API: what a pod

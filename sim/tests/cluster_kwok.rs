@@ -113,30 +113,12 @@ struct Leftovers(PathBuf);
 
 impl Leftovers {
     fn remove(&self) {
-        let nodes = format!("{SMOKE}=kwok");
+        let selector = format!("{SMOKE}=kwok");
         // Not waited for: none has a finalizer, so each DELETE removes it (kubectl's wait would
         // poll for seconds).
-        for args in [
-            &[
-                "delete",
-                "pods",
-                "--all",
-                "-n",
-                NAMESPACE,
-                "--force",
-                "--grace-period=0",
-                "--wait=false",
-            ][..],
-            &["delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false"],
-            &[
-                "delete",
-                "nodes",
-                "-l",
-                nodes.as_str(),
-                "--ignore-not-found",
-                "--wait=false",
-            ],
-        ] {
+        let nodes = ["delete", "nodes", "-l", &selector, "--ignore-not-found", "--wait=false"];
+        let namespace = live::namespace_removal(NAMESPACE);
+        for args in namespace.iter().map(Vec::as_slice).chain([&nodes[..]]) {
             let printed = live::kubectl_blocking(&self.0, args, None);
             if !printed.ok && !printed.stderr.contains("NotFound") {
                 eprintln!("kubectl {}: {}", args.join(" "), printed.stderr);
