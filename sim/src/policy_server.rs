@@ -25,6 +25,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 use crate::local::{free_port, workspace};
+use crate::policy::{data_dir, fixture};
 
 /// The binaries and modules the real runtime needs, from the environment (the Makefile sets
 /// them), else `PATH`, else where `.ci/run` unpacks them.
@@ -123,11 +124,6 @@ impl Case {
     }
 }
 
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 /// The replica of a case's `session.yml` (the kwctl replay of its one `get_resource`), answered
 /// the way a real API server would: the payload with a 200, or a `Status` for an error.
 fn replica_of(session: &Path) -> Option<(String, Answer)> {
@@ -176,19 +172,23 @@ fn replica_of(session: &Path) -> Option<(String, Answer)> {
 
 /// Every case of the rule table, by name.
 pub fn cases() -> Vec<Case> {
-    let root = workspace().join("tests/data/cases");
+    let root = data_dir().join("cases");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
         .expect("tests/data/cases")
         .map(|e| e.expect("entry").path())
         .collect();
     dirs.sort();
     dirs.iter()
-        .map(|dir| Case {
-            name: dir.file_name().expect("name").to_string_lossy().into_owned(),
-            request: read_json(&dir.join("request.json")),
-            settings: read_json(&dir.join("settings.json")),
-            expected: read_json(&dir.join("response.json")),
-            replica: replica_of(&dir.join("session.yml")),
+        .map(|dir| {
+            let name = dir.file_name().expect("name").to_string_lossy().into_owned();
+            let file = |file: &str| fixture(&format!("cases/{name}/{file}"));
+            Case {
+                request: file("request.json"),
+                settings: file("settings.json"),
+                expected: file("response.json"),
+                replica: replica_of(&dir.join("session.yml")),
+                name,
+            }
         })
         .collect()
 }
