@@ -436,14 +436,9 @@ impl Drop for Scenario {
             &["delete", "mutatingwebhookconfiguration", WEBHOOK, "--ignore-not-found"],
             None,
         );
-        let namespace = [
-            "delete",
-            "namespace",
-            &self.namespace,
-            "--ignore-not-found",
-            "--wait=false",
-        ];
-        kubectl_blocking(config, &namespace, None);
+        for args in live::namespace_removal(&self.namespace) {
+            kubectl_blocking(config, &args, None);
+        }
         if self.restore_rbac {
             kubectl_blocking(config, &["apply", "--server-side", "-f", "-"], Some(&rbac()));
         }
