@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use ome_spread_sim::live::{self, Process, kubectl, kubectl_with};
 use ome_spread_sim::local::workspace;
 use ome_spread_sim::objects::{Node, Pod};
+use ome_spread_sim::ome_stand_in::render::SERVING_GATE;
 use ome_spread_sim::wait::eventually;
 use serde_json::{Value, json};
 
@@ -36,7 +37,6 @@ const GPUS_PER_POD: usize = 4;
 /// Exactly the GPUs of every node: each node holds two.
 const PODS: usize = NODES * GPUS_PER_NODE / GPUS_PER_POD;
 const MODEL: &str = "qwen3-0-6b";
-const SERVING: &str = "ome.io/serving";
 /// The taint kwok's documentation puts on its nodes, so that only pods that tolerate it land there.
 const KWOK_TAINT: &str = "kwok.x-k8s.io/node";
 
@@ -71,7 +71,7 @@ fn pod(index: usize) -> Value {
             json!([{"name": "ome-container", "image": "docker.io/lmsysorg/sglang:v0.5.5",
                 "resources": {"requests": resources, "limits": resources}}]),
         )
-        .with("readinessGates", json!([{"conditionType": SERVING}]))
+        .with("readinessGates", json!([{"conditionType": SERVING_GATE}]))
         .with(
             "tolerations",
             json!([{"key": KWOK_TAINT, "operator": "Exists", "effect": "NoSchedule"}]),
@@ -104,7 +104,9 @@ fn is_true(object: &Value, kind: &str) -> bool {
 fn started(pod: &Value) -> bool {
     pod["status"]["phase"] == "Running"
         && pod["status"]["podIP"].is_string()
-        && ["PodScheduled", "Ready", SERVING].iter().all(|kind| is_true(pod, kind))
+        && ["PodScheduled", "Ready", SERVING_GATE]
+            .iter()
+            .all(|kind| is_true(pod, kind))
 }
 
 /// The test's nodes and namespace removed: an earlier run's first, and this run's when it ends,
