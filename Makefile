@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: release release-cli wasm-target musl-target controller-musl image image-test pause-image node-bin web-tools web playground test e2e-tests e2e-server demo bench bench-churn fuzz fmt lint clean cluster-bin kwok-bin manifests cluster-up kwok-up cluster-down e2e-cluster
+.PHONY: release release-cli wasm-target musl-target controller-musl image image-test pause-image node-bin web-tools web playground test e2e-tests e2e-server demo bench bench-churn bench-cluster fuzz fmt lint clean cluster-bin kwok-bin manifests cluster-up kwok-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -420,6 +420,21 @@ bench-churn: $(CHURN_BASELINE)
 	OME_SPREAD_CHURN_CONTROLLER=$(CURDIR)/target/release/ome-spread OME_SPREAD_CHURN_BASELINE=$(CURDIR)/$(CHURN_BASELINE) \
 		OME_SPREAD_CHURN_BASELINE_REV=$(CHURN_BASELINE_REV) \
 		$(CARGO) bench -p ome-spread-controller --bench churn
+
+# The benchmarks' large cluster on a real control plane of its own (controller/benches/cluster.rs):
+# kube-apiserver, kube-scheduler and kwok's 5,000 nodes, 30,000 pods created through the webhook
+# and placed, then the controller under CHURN_SECONDS of churn with kube-apiserver restarted
+# halfway, beside the same churn on the in-memory API server. Not part of CI. The control plane
+# is stopped at the end, pass or fail; its logs (an audit log of every deletion among them) stay in
+# target/bench-cluster-logs.
+BENCH_CLUSTER_RUN := $(CURDIR)/target/bench-cluster
+bench-cluster: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/kwok policy.wasm
+	$(CARGO) build --release --quiet -p ome-spread-controller --bin ome-spread
+	$(CARGO) bench --no-run -p ome-spread-controller --bench cluster
+	@trap 'rm -rf $(BENCH_CLUSTER_RUN)-logs; cp -r $(BENCH_CLUSTER_RUN)/logs $(BENCH_CLUSTER_RUN)-logs; cluster/down.sh $(BENCH_CLUSTER_RUN)' EXIT; \
+	cluster/up.sh $(BENCH_CLUSTER_RUN) && cluster/kwok-up.sh $(BENCH_CLUSTER_RUN) && \
+	OME_SPREAD_BENCH_RUN=$(BENCH_CLUSTER_RUN) OME_SPREAD_CHURN_CONTROLLER=$(CURDIR)/target/release/ome-spread \
+		$(CARGO) bench -p ome-spread-controller --bench cluster
 
 # cargo-fuzz on nightly: both targets, FUZZ_SECONDS each, the corpus seeded from the rule
 # table's fixtures. libFuzzer prints the executions it ran ("Done N runs").

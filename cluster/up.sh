@@ -118,7 +118,9 @@ start kube-apiserver --etcd-servers "http://127.0.0.1:$etcd_port" \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/service-account.pub" \
   --service-account-signing-key-file "$pki/service-account.key" \
-  --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=false
+  --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=false \
+  --audit-policy-file "$PWD/cluster/audit-policy.yaml" --audit-log-path "$run/logs/audit.log" \
+  --audit-log-format json --audit-log-maxsize 100
 wait_for kube-apiserver curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$server/readyz"
 
 # The client rate limits of the controller manager and the scheduler raised as kwok's kwokctl

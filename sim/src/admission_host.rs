@@ -84,6 +84,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The AdmissionReviews that reached `/validate`, readable or not.
     pub reviews: Arc<AtomicUsize>,
+    /// The connections the host accepted: each a TLS handshake.
+    pub connections: Arc<AtomicUsize>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
@@ -127,7 +129,7 @@ pub async fn start(options: Options) -> Result<Running, StartError> {
         addr: options.listen,
         source,
     })?;
-    let reviews = Arc::new(AtomicUsize::new(0));
+    let (reviews, connections) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let host = Arc::new(Host {
         policy_id: options.policy_id,
         policy: policy::Policy {
@@ -136,12 +138,14 @@ pub async fn start(options: Options) -> Result<Running, StartError> {
             reader: Arc::new(reader),
         },
         reviews: reviews.clone(),
+        connections: connections.clone(),
     });
     let (stop, stopped) = oneshot::channel();
     let task = tokio::spawn(serve(listener, acceptor, host, stopped));
     Ok(Running {
         addr,
         reviews,
+        connections,
         stop: Some(stop),
         task,
     })
@@ -193,6 +197,7 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, host: Arc<Host>, mu
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((tcp, peer)) => {
+                    host.connections.fetch_add(1, Ordering::SeqCst);
                     let (acceptor, host) = (acceptor.clone(), host.clone());
                     connections.spawn(async move {
                         let tls = match acceptor.accept(tcp).await {
@@ -226,6 +231,7 @@ struct Host {
     policy_id: String,
     policy: policy::Policy,
     reviews: Arc<AtomicUsize>,
+    connections: Arc<AtomicUsize>,
 }
 
 impl Host {

@@ -166,7 +166,7 @@ pub fn other_pods(cluster: &Cluster, count: usize) -> Vec<Value> {
         json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("trainer-{p}"), "namespace": "training", "labels": {"job-name": format!("job-{}", p / 8)}},
             "spec": {"nodeName": format!("gpu-node-{}", p % cluster.nodes.len()),
-                "containers": [{"name": "trainer", "image": "trainer", "resources": {"requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "8"}}}]},
+                "containers": [{"name": "trainer", "image": "trainer", "resources": {"requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]},
             "status": {"phase": "Running"}})
     };
     (0..count).map(pod).collect()

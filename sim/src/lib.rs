@@ -16,6 +16,7 @@
 
 pub mod admission_host;
 pub mod api;
+pub mod churn;
 pub mod large_cluster;
 pub mod live;
 pub mod local;

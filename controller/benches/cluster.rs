@@ -1,0 +1,692 @@
+//! `make bench-cluster`: the benchmarks' large cluster on a real control plane (`cluster/up.sh`,
+//! its run directory in OME_SPREAD_BENCH_RUN) with kwok playing its 5,000 nodes
+//! (`cluster/kwok-up.sh`), the policy behind the API server's webhook (the test-only admission
+//! host, in this process, as policy-server serves it) and the controller as built
+//! (OME_SPREAD_CHURN_CONTROLLER), its own process. In turn:
+//!
+//! 1. the churn on the in-memory API server (`ome_spread_sim::churn`), for the figures beside;
+//! 2. the 5,000 nodes (3 zones, NVLink cliques, five models each, 64 GPUs), Ready;
+//! 3. the 1,000 InferenceServices and their engines' InferenceReplicas, as OME writes them;
+//! 4. their 10,000 pods created through the API server, [`CONCURRENCY`] at a time, in ten rounds of
+//!    a thousand: every other round without the webhook (the pods as OME renders them alone, its
+//!    own spread in them) and with it (as OME renders them for ome-spread, the policy adding the
+//!    spread), so that the creation rate is measured side by side, kube-scheduler placing them all;
+//! 5. 20,000 pods of other workloads (trainers), which the webhook's objectSelector leaves out;
+//! 6. the churn, CHURN_SECONDS of it, on the real API server, kube-apiserver restarted halfway
+//!    (`cluster/restart.sh`).
+//!
+//! The OME stand-in's loop is not run: it would put back at once the pods the churn deletes. The
+//! pods are those the in-memory churn holds (`large_cluster::ome_pods`), each created unbound.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::watcher::{self, Event};
+use ome_spread_sim::admission_host::{self, Running, webhook};
+use ome_spread_sim::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, NODE, POD};
+use ome_spread_sim::churn::{self, Controller, Measured, NAMESPACE, Seen, Server, Written};
+use ome_spread_sim::large_cluster::{self, Cluster};
+use ome_spread_sim::live;
+use ome_spread_sim::local::workspace;
+use ome_spread_sim::ome_stand_in::render;
+use ome_spread_sim::wait::eventually;
+use serde_json::{Value, json};
+
+/// Creations under way at once: as many as a controller's workers (OME's, the Job controller's)
+/// would have.
+const CONCURRENCY: usize = 32;
+const ROUNDS: usize = 10;
+const TRAINING: &str = "training";
+/// The field manager of the benchmark's writes.
+const MANAGER: &str = "bench-cluster";
+
+fn failed(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// What the watches noted: a replica's condition written (which, when), or a report (`None`).
+type Noted = Option<(String, Instant)>;
+
+/// The real API server: each write a request, the controller's conditions and reports seen by
+/// watches.
+struct Live {
+    client: Client,
+    seen: Arc<Mutex<Vec<Noted>>>,
+}
+
+impl Server for Live {
+    async fn delete_pod(&self, name: String) -> Written {
+        api::delete_now(&self.client, POD, NAMESPACE, &name)
+            .await
+            .map_err(failed)
+    }
+
+    async fn create_pod(&self, pod: Value) -> Written {
+        api::create(&self.client, POD, &pod).await.map_err(failed)
+    }
+
+    async fn restart_container(&self, name: String, count: u64) -> Written {
+        let status = json!({"name": "engine", "restartCount": count, "ready": true, "started": true,
+            "image": "docker.io/lmsysorg/sglang:v0.5.5", "imageID": "", "state": {"running": {}}});
+        let patch = json!({"status": {"containerStatuses": [status]}});
+        api::merge(&self.client, POD, (NAMESPACE, &name), &patch, MANAGER, true)
+            .await
+            .map_err(failed)
+    }
+
+    async fn label_node(&self, name: String, label: &'static str, value: String) -> Written {
+        let patch = json!({"metadata": {"labels": {label: value}}});
+        api::merge(&self.client, NODE, ("", &name), &patch, MANAGER, false)
+            .await
+            .map_err(failed)
+    }
+
+    fn seen(&self, cursor: &mut usize) -> Seen {
+        let seen = self.seen.lock().unwrap();
+        let mut out = Seen::default();
+        for write in &seen[*cursor..] {
+            match write {
+                Some(condition) => out.conditions.push(condition.clone()),
+                None => out.reports += 1,
+            }
+        }
+        *cursor = seen.len();
+        out
+    }
+}
+
+impl Live {
+    /// Watches the replicas' `Spread` conditions (each change, when it came) and the reports
+    /// written (each an event; none is counted of the list a watch starts with).
+    fn watching(client: Client) -> Live {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let replicas = INFERENCE_REPLICA.within(&client, NAMESPACE);
+        let written = seen.clone();
+        tokio::spawn(async move {
+            let mut last: HashMap<String, Value> = HashMap::new();
+            let mut events = watcher::watcher(replicas, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                let (Ok(Event::Apply(replica)) | Ok(Event::InitApply(replica))) = event else {
+                    continue;
+                };
+                let name = replica.metadata.name.clone().unwrap_or_default();
+                let spread = replica.data["status"]["conditions"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["type"] == "Spread").cloned());
+                if let Some(spread) = spread.filter(|s| last.get(&name) != Some(s)) {
+                    last.insert(name.clone(), spread);
+                    written.lock().unwrap().push(Some((name, Instant::now())));
+                }
+            }
+        });
+        let gvk = GroupVersionKind::gvk("openreports.io", "v1alpha1", "Report");
+        let reports: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+        let written = seen.clone();
+        tokio::spawn(async move {
+            let mut events = watcher::watcher(reports, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(Event::Apply(_)) = event {
+                    written.lock().unwrap().push(None);
+                }
+            }
+        });
+        Live { client, seen }
+    }
+}
+
+/// Where kube-scheduler placed each pod, and which pods run: what kwok made of them.
+#[derive(Default)]
+struct Placed {
+    nodes: HashMap<String, String>,
+    running: HashSet<String>,
+}
+
+/// The watch of every pod, until the task is aborted (before the churn, whose API server it would
+/// load).
+fn watch_placement(client: &Client) -> (Arc<Mutex<Placed>>, tokio::task::JoinHandle<()>) {
+    let placed = Arc::new(Mutex::new(Placed::default()));
+    let pods = POD.all(client);
+    let state = placed.clone();
+    let task = tokio::spawn(async move {
+        let mut events = watcher::watcher(pods, watcher::Config::default()).boxed();
+        while let Some(event) = events.next().await {
+            let pod = match event {
+                Ok(Event::Apply(pod) | Event::InitApply(pod)) => pod,
+                Ok(Event::Delete(pod)) => {
+                    let name = pod.metadata.name.unwrap_or_default();
+                    state.lock().unwrap().running.remove(&name);
+                    continue;
+                }
+                _ => continue,
+            };
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let mut placed = state.lock().unwrap();
+            if let Some(node) = pod.data["spec"]["nodeName"].as_str() {
+                placed.nodes.insert(name.clone(), node.to_owned());
+            }
+            if pod.data["status"]["phase"] == "Running" {
+                placed.running.insert(name);
+            }
+        }
+    });
+    (placed, task)
+}
+
+/// Until `count` pods run, for at most `seconds`.
+async fn running(placed: &Mutex<Placed>, count: usize, seconds: u64) {
+    eventually(&format!("{count} pods Running"), seconds, || async {
+        (placed.lock().unwrap().running.len() >= count).then_some(())
+    })
+    .await;
+}
+
+/// Creates `objects`, [`CONCURRENCY`] at a time: how long it took.
+async fn create_all(client: &Client, kind: api::Kind, objects: Vec<Value>) -> Duration {
+    let started = Instant::now();
+    futures::stream::iter(objects)
+        .map(|object| async move {
+            let created = api::create(client, kind, &object).await;
+            created.map_err(|e| format!("{} {}: {e}", kind.kind, object["metadata"]["name"]))
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    started.elapsed()
+}
+
+/// The cluster's nodes as kwok plays them (annotated), each with the churn's room: Ready, and
+/// how long that took.
+async fn nodes(client: &Client, cluster: &Cluster) -> Duration {
+    let started = Instant::now();
+    let nodes = cluster.nodes.iter().cloned().map(|mut node| {
+        node["metadata"]["annotations"] = json!({"kwok.x-k8s.io/node": "fake"});
+        node["status"] = json!({"allocatable": churn::room(), "capacity": churn::room()});
+        node
+    });
+    create_all(client, NODE, nodes.collect()).await;
+    let count = cluster.nodes.len();
+    eventually(&format!("{count} nodes Ready"), 300, || async {
+        let nodes = api::list(client, NODE).await.ok()?;
+        let ready = |node: &&Value| {
+            let conditions = node["status"]["conditions"].as_array();
+            conditions.is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        };
+        (nodes.iter().filter(ready).count() == count).then_some(())
+    })
+    .await;
+    started.elapsed()
+}
+
+/// OME's objects: the runtime, the InferenceServices, each with the Instances its pods make (ten
+/// of one pod, or two of a leader and four workers), and their engines' replicas as the OME
+/// stand-in renders them (runners, Instance count, the spread in effect, owned by the service).
+/// The replicas' uids, by name, for their pods' owner references (the garbage collector removes a
+/// pod whose owner is not there).
+async fn ome_objects(client: &Client, cluster: &Cluster) -> HashMap<String, String> {
+    create_all(client, api::CLUSTER_SERVING_RUNTIME, vec![cluster.runtime.clone()]).await;
+    let services: Vec<Value> = cluster
+        .services
+        .iter()
+        .enumerate()
+        .map(|(r, service)| {
+            let mut service = service.clone();
+            let engine = &mut service["spec"]["engine"];
+            if r % 2 == 1 {
+                (engine["minReplicas"], engine["leader"], engine["worker"]) = (json!(2), json!({}), json!({"size": 4}));
+            } else {
+                engine["minReplicas"] = json!(10);
+            }
+            service
+        })
+        .collect();
+    create_all(client, INFERENCE_SERVICE, services).await;
+    let replicas = api::list(client, INFERENCE_SERVICE)
+        .await
+        .expect("the InferenceServices")
+        .iter()
+        .map(|service| render::replica(service, Some(&cluster.runtime), "engine").expect("a replica"))
+        .collect();
+    create_all(client, INFERENCE_REPLICA, replicas).await;
+    let replicas = api::list(client, INFERENCE_REPLICA).await.expect("the replicas");
+    replicas
+        .iter()
+        .map(|r| {
+            (
+                api::identity(r).1.to_owned(),
+                r["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The pod as OME creates it, unbound: alone (`in_tree`), with its own spread in it, or for
+/// ome-spread, which adds the spread at admission.
+fn unbound(mut pod: Value, uids: &HashMap<String, String>, in_tree: bool) -> Value {
+    let spec = pod["spec"].as_object_mut().expect("a pod's spec");
+    spec.remove("nodeName");
+    if !in_tree {
+        spec.remove("topologySpreadConstraints");
+    }
+    pod.as_object_mut().expect("a pod").remove("status");
+    let owner = &mut pod["metadata"]["ownerReferences"][0];
+    owner["uid"] = json!(uids[owner["name"].as_str().unwrap_or_default()]);
+    pod
+}
+
+/// The policy behind the API server's webhook, as kubewarden-controller configures it for
+/// policy.yaml, and the configuration, to put back after taking it away.
+struct Webhook {
+    host: Running,
+    admin: Client,
+    policy: Value,
+    config: k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+}
+
+impl Webhook {
+    async fn start(admin: &Path, run: &Path, dir: &Path) -> Webhook {
+        let policy_yaml = std::fs::read_to_string(workspace().join("policy.yaml")).expect("policy.yaml");
+        live::install_kubewarden_crd(admin).await;
+        live::apply(admin, "apiVersion: v1\nkind: Namespace\nmetadata: {name: kubewarden}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: policy-server, namespace: kubewarden}\n").await;
+        live::apply(admin, &policy_yaml).await;
+        let policy = webhook::read_policy(&workspace().join("policy.yaml")).expect("the policy");
+        let pki = run.join("pki");
+        let host = admission_host::start(admission_host::Options {
+            wasm: workspace().join("policy.wasm"),
+            settings: webhook::settings(&policy),
+            cert: pki.join("webhook.crt"),
+            key: pki.join("webhook.key"),
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            kubeconfig: live::service_account_kubeconfig(admin, "kubewarden", "policy-server", dir).await,
+            policy_id: webhook::policy_id(&policy, webhook::Naming::Clusterwide).expect("the policy's id"),
+        })
+        .await
+        .expect("the admission host starts");
+        let ca = std::fs::read(pki.join("ca.crt")).expect("the CA");
+        let config = webhook::render(&policy, &host.url(), &ca, webhook::Naming::Clusterwide).expect("rendered");
+        let admin = live::client_of(admin).await;
+        Webhook {
+            host,
+            admin,
+            policy,
+            config,
+        }
+    }
+
+    /// The webhook's name, as the API server's metrics label it.
+    fn name(&self) -> String {
+        self.config.webhooks.as_ref().expect("a webhook")[0].name.clone()
+    }
+
+    async fn on(&self) {
+        webhook::apply(&self.admin, &self.config)
+            .await
+            .expect("the webhook configured");
+        let within = Duration::from_secs(30);
+        webhook::await_in_effect(&self.admin, &self.policy, NAMESPACE, &self.host.reviews, within)
+            .await
+            .expect("the webhook in effect");
+    }
+
+    /// Taken away, and until a pod it would have seen is created without it.
+    async fn off(&self) {
+        let configs: Api<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> =
+            Api::all(self.admin.clone());
+        let name = self.config.metadata.name.clone().unwrap_or_default();
+        // Not there yet is out of effect too: the wait below says whether it is.
+        let _ = configs.delete(&name, &Default::default()).await;
+        // A probe the host does not see, within no time, is a webhook out of effect.
+        eventually("the webhook out of effect", 30, || async {
+            let probe =
+                webhook::await_in_effect(&self.admin, &self.policy, NAMESPACE, &self.host.reviews, Duration::ZERO);
+            probe.await.is_err().then_some(())
+        })
+        .await;
+    }
+}
+
+/// CPU seconds used so far by kube-apiserver, by this process (the policy's host, and the client
+/// that creates the pods) and by the whole machine.
+fn cpu(run: &Path) -> [f64; 3] {
+    let pids = std::fs::read_to_string(run.join("pids")).expect("the control plane's pids");
+    let apiserver = pids
+        .lines()
+        .find_map(|l| l.strip_prefix("kube-apiserver "))
+        .and_then(|pid| pid.parse().ok())
+        .expect("kube-apiserver's pid");
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    // user, nice, system, idle, iowait, irq, softirq, steal: all but idle and iowait.
+    let machine: f64 = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| ![3, 4].contains(i))
+        .filter_map(|(_, t)| t.parse::<f64>().ok())
+        .sum();
+    [
+        churn::cpu_seconds(apiserver),
+        churn::cpu_seconds(std::process::id()),
+        machine / 100.0,
+    ]
+}
+
+/// One way of creating pods: how long its rounds took, and the CPU they used.
+#[derive(Default)]
+struct Way {
+    pods: usize,
+    time: Duration,
+    cpu: [f64; 3],
+    /// The AdmissionReviews the policy's host answered, and the connections (each a TLS
+    /// handshake) the API server opened to it for them.
+    reviews: usize,
+    connections: usize,
+}
+
+impl Way {
+    fn rate(&self) -> f64 {
+        self.pods as f64 / self.time.as_secs_f64()
+    }
+
+    /// CPU milliseconds a pod, as [`cpu`] splits them.
+    fn per_pod(&self) -> [f64; 3] {
+        self.cpu.map(|seconds| 1000.0 * seconds / self.pods as f64)
+    }
+}
+
+/// Pods created without the webhook and with it.
+struct Creation {
+    without: Way,
+    with: Way,
+    /// The Instances' pods as created, each on the node kube-scheduler placed it on: what the
+    /// churn puts back.
+    anchors: Vec<Value>,
+}
+
+/// OME's pods, in rounds of a thousand (a tenth of the services each), the webhook off and on in
+/// turn; each round placed and Running before the next.
+async fn ome_pods(
+    client: &Client,
+    cluster: &Cluster,
+    uids: &HashMap<String, String>,
+    webhook: &Webhook,
+    run: &Path,
+    placed: &Mutex<Placed>,
+) -> Creation {
+    let pods = large_cluster::ome_pods(cluster);
+    let per_round = pods.len().div_ceil(ROUNDS);
+    let (mut without, mut with) = (Way::default(), Way::default());
+    let mut created = Vec::new();
+    for (round, pods) in pods.chunks(per_round).enumerate() {
+        let in_tree = round % 2 == 0;
+        if in_tree {
+            webhook.off().await
+        } else {
+            webhook.on().await
+        }
+        let pods: Vec<Value> = pods.iter().map(|p| unbound(p.clone(), uids, in_tree)).collect();
+        let before = cpu(run);
+        let host = [&webhook.host.reviews, &webhook.host.connections].map(|n| n.load(Ordering::SeqCst));
+        let took = create_all(client, POD, pods.clone()).await;
+        let way = if in_tree { &mut without } else { &mut with };
+        way.pods += pods.len();
+        way.time += took;
+        way.reviews += webhook.host.reviews.load(Ordering::SeqCst) - host[0];
+        way.connections += webhook.host.connections.load(Ordering::SeqCst) - host[1];
+        for (total, (after, before)) in way.cpu.iter_mut().zip(cpu(run).into_iter().zip(before)) {
+            *total += after - before;
+        }
+        created.extend(pods);
+        println!(
+            "cluster: round {} of {ROUNDS}, {} pods {} the webhook, in {:.1} s",
+            round + 1,
+            per_round,
+            if in_tree { "without" } else { "with" },
+            took.as_secs_f64()
+        );
+        running(placed, created.len(), 600).await;
+    }
+    webhook.on().await;
+    let placed = placed.lock().unwrap();
+    let anchors = created
+        .into_iter()
+        .map(|mut pod| {
+            pod["spec"]["nodeName"] = json!(placed.nodes[api::identity(&pod).1]);
+            pod
+        })
+        .collect();
+    Creation { without, with, anchors }
+}
+
+/// The webhook's admission latency as kube-apiserver measured it
+/// (`apiserver_admission_webhook_admission_duration_seconds`): p50 and p99, in ms, interpolated
+/// within its buckets as Prometheus' `histogram_quantile` does.
+async fn webhook_latency(client: &Client, name: &str) -> (f64, f64) {
+    let request = http::Request::get("/metrics").body(Vec::new()).expect("a request");
+    let metrics = client.request_text(request).await.expect("the API server's metrics");
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    let prefix = "apiserver_admission_webhook_admission_duration_seconds_bucket{";
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with(prefix) && l.contains(&format!("name=\"{name}\"")))
+    {
+        let (labels, count) = line.rsplit_once(' ').expect("a sample");
+        let le = labels
+            .split("le=\"")
+            .nth(1)
+            .and_then(|l| l.split('"').next())
+            .expect("a bucket");
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().expect("a bound")
+        };
+        let count: f64 = count.parse().expect("a count");
+        match buckets.iter_mut().find(|(bound, _)| *bound == le) {
+            Some((_, total)) => *total += count,
+            None => buckets.push((le, count)),
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last().map_or(0.0, |b| b.1);
+    let quantile = |q: f64| {
+        let rank = q * total;
+        let (mut lower, mut below) = (0.0, 0.0);
+        for &(bound, count) in &buckets {
+            if count >= rank {
+                let upper = if bound.is_finite() { bound } else { lower };
+                return 1000.0 * (lower + (upper - lower) * (rank - below) / (count - below).max(1.0));
+            }
+            (lower, below) = (bound, count);
+        }
+        0.0
+    };
+    (quantile(0.5), quantile(0.99))
+}
+
+/// A namespace for pods: made, and its `default` ServiceAccount there (the controller manager
+/// makes it; a pod cannot be created before).
+async fn namespace(admin: &Path, name: &str) {
+    live::apply(
+        admin,
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}}}\n"),
+    )
+    .await;
+    eventually(&format!("{name}'s default ServiceAccount"), 60, || async {
+        let args = ["get", "serviceaccount", "default", "-n", name];
+        live::kubectl_with(admin, &args, None).await.ok.then_some(())
+    })
+    .await;
+}
+
+fn required(variable: &str) -> PathBuf {
+    std::env::var_os(variable)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{variable} is not set: run `make bench-cluster`"))
+}
+
+/// Nodes, OME's objects, the webhook, OME's pods and the trainers: the cluster the churn runs on.
+async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> (Creation, Webhook) {
+    let client = live::client_of(admin).await;
+    live::install_crds(admin).await;
+    live::install_openreports_crd(admin).await;
+    live::controller_namespace(admin).await;
+    for name in [NAMESPACE, TRAINING] {
+        namespace(admin, name).await;
+    }
+    let cluster = large_cluster::cluster();
+    let took = nodes(&client, &cluster).await;
+    println!(
+        "cluster: {} nodes Ready in {:.1} s",
+        cluster.nodes.len(),
+        took.as_secs_f64()
+    );
+    let uids = ome_objects(&client, &cluster).await;
+    let webhook = Webhook::start(admin, run, dir).await;
+    let creation = ome_pods(&client, &cluster, &uids, &webhook, run, placed).await;
+    let trainers: Vec<Value> = large_cluster::other_pods(&cluster, churn::OTHER_PODS)
+        .into_iter()
+        .map(|mut pod| {
+            pod["spec"].as_object_mut().expect("a spec").remove("nodeName");
+            pod.as_object_mut().expect("a pod").remove("status");
+            pod
+        })
+        .collect();
+    let took = create_all(&client, POD, trainers).await;
+    println!(
+        "cluster: {} other pods created in {:.1} s",
+        churn::OTHER_PODS,
+        took.as_secs_f64()
+    );
+    running(placed, creation.anchors.len() + churn::OTHER_PODS, 900).await;
+    let present = api::list(&client, POD).await.map_or(0, |pods| pods.len());
+    println!("cluster: {present} pods, every one Running");
+    (creation, webhook)
+}
+
+#[tokio::main]
+async fn main() {
+    // `cargo bench` passes --bench; this benchmark takes nothing else.
+    let run = required("OME_SPREAD_BENCH_RUN");
+    let admin = run.join("kubeconfig");
+    let binary = required("OME_SPREAD_CHURN_CONTROLLER");
+    let seconds = std::env::var("CHURN_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let dir = std::env::temp_dir().join(format!("ome-spread-bench-cluster-{}", std::process::id()));
+    for part in ["in-memory", "cluster"] {
+        std::fs::create_dir_all(dir.join(part)).expect("a run directory");
+    }
+    let whole = Instant::now();
+    println!("cluster: the churn on the in-memory API server, {seconds} s ...");
+    let memory = churn::in_memory(&binary, seconds, &dir.join("in-memory")).await;
+
+    let client = live::client_of(&admin).await;
+    let (placed, watching) = watch_placement(&client);
+    let (creation, webhook) = build(&admin, &run, &dir, &placed).await;
+    watching.abort();
+    let (p50, p99) = webhook_latency(&client, &webhook.name()).await;
+    println!(
+        "cluster: built in {:.0} s; the churn on it, {seconds} s, kube-apiserver restarted halfway ...",
+        whole.elapsed().as_secs_f64()
+    );
+
+    let live = Live::watching(client.clone());
+    let controller = Controller::start(&binary, &admin, &dir.join("cluster"));
+    let restart = workspace().join("cluster/restart.sh");
+    let restarted = async move {
+        let status = tokio::process::Command::new(restart)
+            .arg(&run)
+            .arg("kube-apiserver")
+            .status()
+            .await;
+        assert!(status.is_ok_and(|s| s.success()), "kube-apiserver not restarted");
+    };
+    let nodes: Vec<String> = large_cluster::cluster()
+        .nodes
+        .iter()
+        .map(|n| api::identity(n).1.to_owned())
+        .collect();
+    let disruption: churn::Disruption = (Duration::from_secs(seconds / 2), Box::pin(restarted));
+    let components = churn::components(&creation.anchors);
+    let on_cluster = churn::churn(
+        Arc::new(live),
+        components,
+        &nodes,
+        &controller,
+        seconds,
+        Some(disruption),
+        &dir.join("cluster"),
+    )
+    .await;
+    controller.stop().await;
+    // Each engine's last deletion may not have been put back: at most a thousand fewer.
+    let left = api::list(&client, POD).await.map_or(0, |pods| pods.len());
+    println!("cluster: {left} pods after the churn");
+
+    churn::print(&[("kube-apiserver", &on_cluster), ("in-memory", &memory)]);
+    println!(
+        "{:<40}{:>16}",
+        "restart to the next condition",
+        on_cluster
+            .restart_to_condition
+            .map_or("none".into(), |r| format!("{:.1} s", r.as_secs_f64()))
+    );
+    let (without, with) = (&creation.without, &creation.with);
+    println!("{:<40}{:>16}{:>16}", "OME pods created", "without webhook", "with it");
+    println!("{:<40}{:>16.0}{:>16.0}", "  a second", without.rate(), with.rate());
+    for (i, name) in [
+        "  kube-apiserver's CPU a pod",
+        "  the host's and client's CPU a pod",
+        "  the machine's CPU a pod",
+    ]
+    .iter()
+    .enumerate()
+    {
+        println!(
+            "{name:<40}{:>13.1} ms{:>13.1} ms",
+            without.per_pod()[i],
+            with.per_pod()[i]
+        );
+    }
+    println!(
+        "{:<40}{:>16}{:>16}",
+        "  reviews, connections to the host",
+        format!("{}, {}", without.reviews, without.connections),
+        format!("{}, {}", with.reviews, with.connections)
+    );
+    println!(
+        "{:<40}{:>13.1} ms{:>13.1} ms",
+        "the webhook's admission p50, p99", p50, p99
+    );
+    println!(
+        "cluster: the controllers' logs are in {}; the whole run took {:.0} s",
+        dir.display(),
+        whole.elapsed().as_secs_f64()
+    );
+    summary(&creation, &on_cluster, &memory);
+}
+
+fn summary(creation: &Creation, on_cluster: &Measured, memory: &Measured) {
+    let restart = on_cluster
+        .restart_to_condition
+        .map_or("none".into(), |r| format!("{:.1}", r.as_secs_f64()));
+    println!(
+        "cluster: webhook {:.1}% of the creation rate, p99 event-to-condition {} ms (in-memory {} ms), controller CPU {:.2} cores, peak memory {} MiB, restart to condition {restart} s",
+        100.0 * (creation.without.rate() - creation.with.rate()) / creation.without.rate(),
+        on_cluster.p(0.99),
+        memory.p(0.99),
+        on_cluster.cores,
+        on_cluster.peak_mib,
+    );
+}

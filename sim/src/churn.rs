@@ -1,0 +1,589 @@
+//! The controller's churn, as `make bench-churn` runs it on the in-memory API server and
+//! `make bench-cluster` on a real kube-apiserver: the controller as built, its own process, then
+//! a number of seconds of churn at [`RATE`] pod events a second over random components. A third of
+//! the events are status updates that change no condition; the rest an Instance's pod deleted,
+//! then put back, each of which changes the component's `Spread` condition and is timed to it.
+//! Meanwhile every node's GPU Feature Discovery timestamp label is rewritten once a minute.
+//!
+//! Measured: the delay from each pod event to the condition written after it (an event with none
+//! within [`UNREFLECTED`] is counted apart, and whether its condition came later), reconciles per
+//! second, the policy reports written, the controller's CPU and its peak resident memory.
+//!
+//! One event in flight per component: the next event of a component waits for the condition
+//! that reflects the last, so each write is matched to one event. The writes run as tasks, at
+//! most [`IN_FLIGHT`] at once: a real API server takes milliseconds for each, and a tick that
+//! finds them all busy is counted, not waited for.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use tokio::task::JoinSet;
+
+use crate::large_cluster;
+use crate::memory::{self, ApiServer};
+
+/// Pod events a second.
+pub const RATE: u64 = 1_000;
+/// Pods of other workloads beside OME's.
+pub const OTHER_PODS: usize = 20_000;
+/// How long the controller may take to write its first condition on every replica.
+const SETTLE: Duration = Duration::from_secs(600);
+/// An event whose condition has not come by then is counted at this delay, as a lower bound.
+pub const UNREFLECTED: Duration = Duration::from_secs(10);
+/// Writes under way at once, at most.
+pub const IN_FLIGHT: usize = 256;
+pub const GFD_TIMESTAMP: &str = "nvidia.com/gfd.timestamp";
+/// The namespace of the large cluster's InferenceServices.
+pub const NAMESPACE: &str = "serving";
+
+/// A write's outcome: an API server's refusal or silence, in its words.
+pub type Written = Result<(), String>;
+
+/// Where the churn writes, and where it sees the controller's conditions.
+pub trait Server: Send + Sync + 'static {
+    fn delete_pod(&self, name: String) -> impl Future<Output = Written> + Send;
+    /// The pod put back as it was first created, on the node it was placed on.
+    fn create_pod(&self, pod: Value) -> impl Future<Output = Written> + Send;
+    /// A container of the pod restarted: nothing the diagnosis reads.
+    fn restart_container(&self, name: String, count: u64) -> impl Future<Output = Written> + Send;
+    fn label_node(&self, name: String, label: &'static str, value: String) -> impl Future<Output = Written> + Send;
+    /// What the controller wrote since `cursor` (which it moves on): the replicas whose
+    /// condition was written, when, and the policy reports written.
+    fn seen(&self, cursor: &mut usize) -> Seen;
+}
+
+#[derive(Default)]
+pub struct Seen {
+    pub conditions: Vec<(String, Instant)>,
+    pub reports: u64,
+}
+
+/// One component's Instance pods, the one its churn deleted, and the event in flight.
+pub struct Component {
+    pub replica: String,
+    /// The pods that make an Instance count (single pods and leaders), as first created.
+    anchors: Vec<Value>,
+    /// The anchor deleted, whose pod comes back next.
+    deleted: Option<usize>,
+    /// When the event in flight was written.
+    pending: Option<Instant>,
+    /// When the event written last was, if its condition did not come within 10 s: no event is
+    /// written to the component after it, so that a condition that comes later is that event's.
+    unreflected: Option<Instant>,
+}
+
+/// The components of the engines whose pods are `pods` (as OME creates them, each with its node):
+/// the anchors of each, by its replica.
+pub fn components(pods: &[Value]) -> Vec<Component> {
+    let mut by_service: HashMap<&str, Vec<Value>> = HashMap::new();
+    for pod in pods
+        .iter()
+        .filter(|o| o["metadata"]["labels"]["ome.io/managed-by"] == "OMENative")
+    {
+        if pod["metadata"]["labels"]["ome.io/runner"] != "worker" {
+            let service = pod["metadata"]["labels"]["ome.io/inferenceservice"]
+                .as_str()
+                .unwrap_or_default();
+            by_service.entry(service).or_default().push(pod.clone());
+        }
+    }
+    let mut components: Vec<Component> = by_service
+        .into_iter()
+        .map(|(service, anchors)| Component {
+            replica: format!("{service}-engine"),
+            anchors,
+            deleted: None,
+            pending: None,
+            unreflected: None,
+        })
+        .collect();
+    components.sort_by(|a, b| a.replica.cmp(&b.replica));
+    components
+}
+
+/// The large cluster as the in-memory churn holds it: OME's objects, its pods as OME creates them,
+/// the other workloads' pods, and the nodes with room left beside them (64 GPUs each, on average
+/// two of OME's 8-GPU pods and four trainers on each), so that the room count runs in full, as on
+/// a cluster with free GPUs.
+pub fn objects() -> Vec<Value> {
+    let cluster = large_cluster::cluster();
+    let mut objects = vec![cluster.runtime.clone()];
+    objects.extend(cluster.services.iter().cloned());
+    objects.extend(cluster.replicas.iter().cloned());
+    objects.extend(large_cluster::ome_pods(&cluster));
+    objects.extend(large_cluster::other_pods(&cluster, OTHER_PODS));
+    objects.extend(cluster.nodes.iter().cloned().map(|mut node| {
+        node["status"] = json!({"allocatable": room()});
+        node
+    }));
+    objects
+}
+
+/// What each of the churn's nodes holds.
+pub fn room() -> Value {
+    json!({"nvidia.com/gpu": "64", "cpu": "224", "memory": "2Ti", "pods": "110"})
+}
+
+fn pod_name(pod: &Value) -> String {
+    pod["metadata"]["name"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The in-memory API server: each write takes effect at once, and every write is on its record.
+impl Server for ApiServer {
+    async fn delete_pod(&self, name: String) -> Written {
+        self.delete("Pod", Some(NAMESPACE), &name);
+        Ok(())
+    }
+
+    async fn create_pod(&self, pod: Value) -> Written {
+        self.put(pod);
+        Ok(())
+    }
+
+    async fn restart_container(&self, name: String, count: u64) -> Written {
+        self.edit("Pod", Some(NAMESPACE), &name, |pod| {
+            pod["status"]["containerStatuses"] =
+                json!([{"name": "ome-container", "restartCount": count, "ready": true}]);
+        });
+        Ok(())
+    }
+
+    async fn label_node(&self, name: String, label: &'static str, value: String) -> Written {
+        self.edit("Node", None, &name, |node| {
+            node["metadata"]["labels"][label] = json!(value)
+        });
+        Ok(())
+    }
+
+    fn seen(&self, cursor: &mut usize) -> Seen {
+        let writes = self.writes.lock().unwrap();
+        let prefix = format!("/apis/ome.io/v1beta1/namespaces/{NAMESPACE}/inferencereplicas/");
+        let mut seen = Seen::default();
+        for w in &writes[*cursor..] {
+            seen.reports += u64::from(w.path.contains("/reports/"));
+            if let Some(replica) = w.path.strip_prefix(&prefix).and_then(|p| p.strip_suffix("/status")) {
+                seen.conditions.push((replica.to_owned(), w.at));
+            }
+        }
+        *cursor = writes.len();
+        seen
+    }
+}
+
+/// CPU seconds process `pid` has used (utime + stime, in the kernel's USER_HZ of 100).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The controller as built, its own process, and what it reports of itself.
+pub struct Controller {
+    child: Child,
+    pid: u32,
+    metrics: String,
+}
+
+impl Controller {
+    /// `ome-spread controller` on the cluster of `kubeconfig`, its logs in `dir/controller.log`.
+    pub fn start(binary: &Path, kubeconfig: &Path, dir: &Path) -> Controller {
+        let listen = crate::local::free_port();
+        let log = std::fs::File::create(dir.join("controller.log")).expect("a log");
+        let child = Command::new(binary)
+            .args(["controller", "--identity", "churn", "--lease-namespace", "ome-spread"])
+            .args(["--listen", &format!("127.0.0.1:{listen}")])
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", std::env::var("CHURN_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdout(log.try_clone().expect("the log"))
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
+        Controller {
+            pid: child.id().expect("a running controller"),
+            child,
+            metrics: format!("http://127.0.0.1:{listen}/metrics"),
+        }
+    }
+
+    fn peak_mib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb / 1024)
+    }
+
+    async fn reconciles(&self) -> f64 {
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http::<http_body_util::Empty<bytes::Bytes>>();
+        let Ok(response) = client.get(self.metrics.parse().expect("a URL")).await else {
+            return 0.0;
+        };
+        let body = http_body_util::BodyExt::collect(response.into_body()).await;
+        let text = body
+            .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+            .unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix("ome_spread_reconciles_total "))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// What one churn measured.
+pub struct Measured {
+    /// Deletions and replacements, each timed to its condition.
+    pub events: u64,
+    /// Status updates that change no condition.
+    pub updates: u64,
+    /// Ticks whose picked components all had an event in flight, or with every write slot busy.
+    pub skipped: u64,
+    /// Writes the API server refused or did not answer (a deletion or replacement among them is
+    /// not timed).
+    pub failed: u64,
+    pub unreflected: u64,
+    /// Of those, the events whose condition came later, during the run.
+    pub late: u64,
+    /// Policy reports written, during the churn.
+    pub reports: u64,
+    pub delays: Histogram<u64>,
+    pub reconciles_per_second: f64,
+    pub cores: f64,
+    pub peak_mib: u64,
+    pub settled: Duration,
+    /// From the restart's start to the first condition of an event written after it.
+    pub restart_to_condition: Option<Duration>,
+    /// How long the churn wrote for.
+    pub seconds: u64,
+}
+
+impl Measured {
+    pub fn p(&self, quantile: f64) -> u64 {
+        self.delays.value_at_quantile(quantile) / 1000
+    }
+}
+
+/// Something done to the server partway through the churn (kube-apiserver restarted).
+pub type Disruption = (Duration, Pin<Box<dyn Future<Output = ()> + Send>>);
+
+/// The step a component's event took: undone when its write fails.
+enum Step {
+    Deleted,
+    PutBack(usize),
+}
+
+/// Every replica's first condition: how long the controller took to write them.
+async fn settle<S: Server>(server: &S, components: &[Component], cursor: &mut usize, dir: &Path) -> Duration {
+    let started = Instant::now();
+    let mut written = HashSet::new();
+    while written.len() < components.len() {
+        assert!(
+            started.elapsed() < SETTLE,
+            "{} of {} replicas have a condition after {SETTLE:?}: see {}",
+            written.len(),
+            components.len(),
+            dir.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        written.extend(server.seen(cursor).conditions.into_iter().map(|(r, _)| r));
+    }
+    started.elapsed()
+}
+
+/// The churn under way: the components, and what is counted so far.
+struct Churning {
+    components: Vec<Component>,
+    by_replica: HashMap<String, usize>,
+    measured: Measured,
+    started: Instant,
+    restarted: Option<Instant>,
+}
+
+impl Churning {
+    /// The conditions the controller wrote: each the end of its component's event in flight.
+    fn observe(&mut self, seen: Seen) {
+        self.measured.reports += seen.reports;
+        for (replica, at) in seen.conditions {
+            let Some(&i) = self.by_replica.get(&replica) else {
+                continue;
+            };
+            let c = &mut self.components[i];
+            if let Some(written) = c.pending.filter(|written| at >= *written) {
+                self.measured
+                    .delays
+                    .record((at - written).as_micros() as u64)
+                    .expect("in range");
+                c.pending = None;
+                if let Some(restarted) = self.restarted.filter(|r| written >= *r) {
+                    self.measured.restart_to_condition.get_or_insert(at - restarted);
+                }
+            } else if c.unreflected.is_some_and(|written| at >= written) {
+                self.measured.late += 1;
+                c.unreflected = None;
+            }
+        }
+    }
+
+    /// Events with no condition within [`UNREFLECTED`]: counted at that delay, and named, so that
+    /// the controller's log can be read for them.
+    fn expire(&mut self, now: Instant) {
+        for c in self.components.iter_mut() {
+            if c.pending.is_some_and(|at| now - at > UNREFLECTED) {
+                self.measured
+                    .delays
+                    .record(UNREFLECTED.as_micros() as u64)
+                    .expect("in range");
+                self.measured.unreflected += 1;
+                c.unreflected = c.pending.take();
+                let what = if c.deleted.is_some() {
+                    "a deletion"
+                } else {
+                    "a replacement"
+                };
+                let since = self.started.elapsed().as_secs_f64() - UNREFLECTED.as_secs_f64();
+                eprintln!(
+                    "churn: no condition within 10 s of {what} at about {since:.1} s: {}",
+                    c.replica
+                );
+            }
+        }
+    }
+
+    /// A write done: a failed one counted, and its component's step undone.
+    fn done(&mut self, (step, written): (Option<(usize, Step)>, Written)) {
+        let Err(e) = written else { return };
+        self.measured.failed += 1;
+        if self.measured.failed <= 3 {
+            eprintln!("churn: a write failed: {e}");
+        }
+        if let Some((i, step)) = step {
+            let c = &mut self.components[i];
+            c.pending = None;
+            c.deleted = match step {
+                Step::Deleted => None,
+                Step::PutBack(anchor) => Some(anchor),
+            };
+        }
+    }
+
+    /// A random component with no event in flight, if one of ten picked has none.
+    fn free(&self) -> Option<usize> {
+        (0..10)
+            .map(|_| fastrand::usize(..self.components.len()))
+            .find(|&i| self.components[i].pending.is_none() && self.components[i].unreflected.is_none())
+    }
+
+    /// The component's next event: an Instance's pod deleted, or put back.
+    fn step<S: Server>(&mut self, server: &Arc<S>, i: usize, writes: &mut JoinSet<(Option<(usize, Step)>, Written)>) {
+        let c = &mut self.components[i];
+        let server = server.clone();
+        c.pending = Some(Instant::now());
+        match c.deleted.take() {
+            None => {
+                let anchor = fastrand::usize(..c.anchors.len());
+                let name = pod_name(&c.anchors[anchor]);
+                c.deleted = Some(anchor);
+                writes.spawn(async move { (Some((i, Step::Deleted)), server.delete_pod(name).await) });
+            }
+            Some(anchor) => {
+                let pod = c.anchors[anchor].clone();
+                writes.spawn(async move { (Some((i, Step::PutBack(anchor))), server.create_pod(pod).await) });
+            }
+        }
+    }
+
+    /// A status update of one of the present pods of component `i`: not waited on.
+    fn status_update<S: Server>(
+        &self,
+        server: &Arc<S>,
+        i: usize,
+        tick: u64,
+        writes: &mut JoinSet<(Option<(usize, Step)>, Written)>,
+    ) {
+        let c = &self.components[i];
+        let present: Vec<usize> = (0..c.anchors.len()).filter(|a| c.deleted != Some(*a)).collect();
+        let Some(&anchor) = fastrand::choice(&present) else {
+            return;
+        };
+        let (server, name) = (server.clone(), pod_name(&c.anchors[anchor]));
+        writes.spawn(async move { (None, server.restart_container(name, tick).await) });
+    }
+}
+
+/// The churn: `seconds` of it at [`RATE`] on `server` (holding `components` and `nodes`), the
+/// `controller` at work on it; then until every event is reflected or counted as not.
+pub async fn churn<S: Server>(
+    server: Arc<S>,
+    components: Vec<Component>,
+    nodes: &[String],
+    controller: &Controller,
+    seconds: u64,
+    mut disruption: Option<Disruption>,
+    dir: &Path,
+) -> Measured {
+    let mut cursor = 0;
+    let settled = settle(server.as_ref(), &components, &mut cursor, dir).await;
+    let (cpu_before, reconciles_before) = (cpu_seconds(controller.pid), controller.reconciles().await);
+    let mut state = Churning {
+        by_replica: components
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.replica.clone(), i))
+            .collect(),
+        components,
+        measured: Measured {
+            events: 0,
+            updates: 0,
+            skipped: 0,
+            failed: 0,
+            unreflected: 0,
+            late: 0,
+            reports: 0,
+            delays: Histogram::new(3).expect("a histogram"),
+            reconciles_per_second: 0.0,
+            cores: 0.0,
+            peak_mib: 0,
+            settled,
+            restart_to_condition: None,
+            seconds,
+        },
+        started: Instant::now(),
+        restarted: None,
+    };
+    let mut writes = JoinSet::new();
+    let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let churning = Duration::from_secs(seconds);
+    let node_every = (RATE * 60 / nodes.len() as u64).max(1);
+    let mut tick = 0u64;
+    while state.started.elapsed() < churning || state.components.iter().any(|c| c.pending.is_some()) {
+        ticks.tick().await;
+        while let Some(done) = writes.try_join_next() {
+            state.done(done.expect("a write task"));
+        }
+        state.observe(server.seen(&mut cursor));
+        state.expire(Instant::now());
+        if state.started.elapsed() >= churning {
+            continue;
+        }
+        if disruption
+            .as_ref()
+            .is_some_and(|(after, _)| state.started.elapsed() >= *after)
+        {
+            let (_, disrupt) = disruption.take().expect("a disruption");
+            state.restarted = Some(Instant::now());
+            tokio::spawn(disrupt);
+        }
+        tick += 1;
+        if writes.len() >= IN_FLIGHT {
+            state.measured.skipped += 1;
+            continue;
+        }
+        if tick.is_multiple_of(node_every) {
+            let (server, node) = (
+                server.clone(),
+                nodes[(tick / node_every) as usize % nodes.len()].clone(),
+            );
+            writes.spawn(async move { (None, server.label_node(node, GFD_TIMESTAMP, tick.to_string()).await) });
+        }
+        // A random component with no event in flight (none of whose pods is being put back):
+        // a third of the ticks a status update of one of its pods, the rest its next event.
+        match state.free() {
+            Some(i) if tick.is_multiple_of(3) => {
+                state.status_update(&server, i, tick, &mut writes);
+                state.measured.updates += 1;
+            }
+            Some(i) => {
+                state.step(&server, i, &mut writes);
+                state.measured.events += 1;
+            }
+            None => state.measured.skipped += 1,
+        }
+    }
+    while let Some(done) = writes.join_next().await {
+        state.done(done.expect("a write task"));
+    }
+    let mut measured = state.measured;
+    let elapsed = state.started.elapsed().as_secs_f64();
+    measured.cores = (cpu_seconds(controller.pid) - cpu_before) / elapsed;
+    measured.reconciles_per_second = (controller.reconciles().await - reconciles_before) / elapsed;
+    measured.peak_mib = controller.peak_mib();
+    measured
+}
+
+/// The churn on a fresh in-memory API server, the controller `binary` on it.
+pub async fn in_memory(binary: &Path, seconds: u64, dir: &Path) -> Measured {
+    let objects = objects();
+    let components = components(&objects);
+    let server = ApiServer::holding(objects);
+    let nodes: Vec<String> = (0..large_cluster::cluster().nodes.len())
+        .map(|n| format!("gpu-node-{n}"))
+        .collect();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let api = listener.local_addr().expect("an address").port();
+    let serving = tokio::spawn(memory::serve(server.clone(), listener));
+    let kubeconfig = dir.join("kubeconfig");
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: churn, cluster: {{server: 'http://127.0.0.1:{api}'}}}}]\n\
+         users: [{{name: churn, user: {{}}}}]\ncontexts: [{{name: churn, context: {{cluster: churn, user: churn}}}}]\n\
+         current-context: churn\n"
+    );
+    std::fs::write(&kubeconfig, config).expect("the kubeconfig");
+    let controller = Controller::start(binary, &kubeconfig, dir);
+    let measured = churn(server, components, &nodes, &controller, seconds, None, dir).await;
+    controller.stop().await;
+    serving.abort();
+    measured
+}
+
+/// The churns side by side, a column each, then where their controllers' logs are.
+pub fn print(columns: &[(&str, &Measured)]) {
+    print!("{:<40}", "");
+    for (name, _) in columns {
+        print!("{name:>16}");
+    }
+    println!();
+    let row = |name: &str, value: &dyn Fn(&Measured) -> String| {
+        print!("{name:<40}");
+        for (_, m) in columns {
+            print!("{:>16}", value(m));
+        }
+        println!();
+    };
+    row("first condition on every replica", &|m| {
+        format!("{:.1} s", m.settled.as_secs_f64())
+    });
+    row("deletions and replacements, timed", &|m| m.events.to_string());
+    row("status updates, not timed", &|m| m.updates.to_string());
+    row("events a second", &|m| {
+        format!("{:.0}", (m.events + m.updates) as f64 / m.seconds as f64)
+    });
+    row("ticks skipped, every pick or slot busy", &|m| m.skipped.to_string());
+    row("writes failed", &|m| m.failed.to_string());
+    row("events with no condition within 10 s", &|m| m.unreflected.to_string());
+    row("  of them, a condition later", &|m| m.late.to_string());
+    row("policy reports written", &|m| m.reports.to_string());
+    row("event-to-condition p50", &|m| format!("{} ms", m.p(0.5)));
+    row("event-to-condition p99", &|m| format!("{} ms", m.p(0.99)));
+    row("reconciles per second", &|m| format!("{:.0}", m.reconciles_per_second));
+    row("controller CPU", &|m| format!("{:.2} cores", m.cores));
+    row("peak resident memory", &|m| format!("{} MiB", m.peak_mib));
+}
