@@ -42,6 +42,8 @@ use serde_json::{Value, json};
 /// would have.
 const CONCURRENCY: usize = 32;
 const ROUNDS: usize = 10;
+/// Pods created one at a time, each way.
+const ALONE: usize = 200;
 const TRAINING: &str = "training";
 /// The field manager of the benchmark's writes.
 const MANAGER: &str = "bench-cluster";
@@ -380,6 +382,19 @@ fn cpu(run: &Path) -> [f64; 3] {
     ]
 }
 
+/// CPU seconds used so far by each process of the control plane and kwok (as `cluster/up.sh` and
+/// `kwok-up.sh` list them), and by this one (the policy's host, the churn's writes and watches).
+fn processes_cpu(run: &Path) -> Vec<(String, f64)> {
+    let pids = std::fs::read_to_string(run.join("pids")).expect("the control plane's pids");
+    let mut cpu: Vec<(String, f64)> = pids
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, pid)| (name.to_owned(), churn::cpu_seconds(pid.parse().unwrap_or_default())))
+        .collect();
+    cpu.push(("this benchmark".into(), churn::cpu_seconds(std::process::id())));
+    cpu
+}
+
 /// One way of creating pods: how long its rounds took, and the CPU they used.
 #[derive(Default)]
 struct Way {
@@ -407,9 +422,33 @@ impl Way {
 struct Creation {
     without: Way,
     with: Way,
+    /// The median time of a pod created alone, without the webhook and with it.
+    alone: [Duration; 2],
     /// The Instances' pods as created, each on the node kube-scheduler placed it on: what the
     /// churn puts back.
     anchors: Vec<Value>,
+}
+
+/// Pods created one at a time, as OME creates an Instance's pods at its own pace: the median time
+/// of a creation. Dry runs (admission runs, nothing is stored), of pods named apart from those
+/// created, so that the cluster is left as it was.
+async fn one_at_a_time(client: &Client, pods: &[Value], uids: &HashMap<String, String>, in_tree: bool) -> Duration {
+    let api = POD.within(client, NAMESPACE);
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let mut times = Vec::new();
+    for pod in pods {
+        let mut pod = unbound(pod.clone(), uids, in_tree);
+        pod["metadata"]["name"] = json!(format!("{}-alone", api::identity(&pod).1));
+        let pod: DynamicObject = serde_json::from_value(pod).expect("a pod");
+        let started = Instant::now();
+        api.create(&dry_run, &pod).await.expect("a pod created alone");
+        times.push(started.elapsed());
+    }
+    times.sort();
+    times[times.len() / 2]
 }
 
 /// OME's pods, in rounds of a thousand (a tenth of the services each), the webhook off and on in
@@ -455,7 +494,15 @@ async fn ome_pods(
         );
         running(placed, created.len(), 600).await;
     }
-    webhook.on().await;
+    let mut alone = [Duration::ZERO; 2];
+    for (i, in_tree) in [true, false].into_iter().enumerate() {
+        if in_tree {
+            webhook.off().await
+        } else {
+            webhook.on().await
+        }
+        alone[i] = one_at_a_time(client, &pods[..ALONE], uids, in_tree).await;
+    }
     let placed = placed.lock().unwrap();
     let anchors = created
         .into_iter()
@@ -464,7 +511,12 @@ async fn ome_pods(
             pod
         })
         .collect();
-    Creation { without, with, anchors }
+    Creation {
+        without,
+        with,
+        alone,
+        anchors,
+    }
 }
 
 /// The webhook's admission latency as kube-apiserver measured it
@@ -604,7 +656,20 @@ async fn main() {
     let live = Live::watching(client.clone());
     let controller = Controller::start(&binary, &admin, &dir.join("cluster"));
     let restart = workspace().join("cluster/restart.sh");
+    let (started, before) = (Instant::now(), processes_cpu(&run));
     let restarted = async move {
+        let after = processes_cpu(&run);
+        let cores: Vec<String> = after
+            .iter()
+            .zip(&before)
+            .map(|((name, after), (_, before))| {
+                format!("{name} {:.2}", (after - before) / started.elapsed().as_secs_f64())
+            })
+            .collect();
+        println!(
+            "cluster: CPU in cores from the controller's start to the restart: {}",
+            cores.join(", ")
+        );
         let status = tokio::process::Command::new(restart)
             .arg(&run)
             .arg("kube-apiserver")
@@ -664,6 +729,11 @@ async fn main() {
         "  reviews, connections to the host",
         format!("{}, {}", without.reviews, without.connections),
         format!("{}, {}", with.reviews, with.connections)
+    );
+    let [alone_without, alone_with] = creation.alone.map(|d| d.as_secs_f64() * 1000.0);
+    println!(
+        "{:<40}{:>13.1} ms{:>13.1} ms",
+        "  one at a time, each (p50)", alone_without, alone_with
     );
     println!(
         "{:<40}{:>13.1} ms{:>13.1} ms",

@@ -11,7 +11,8 @@
 //! it behind a real API server's webhook ([`admission_host`]), waiting on a condition ([`wait`]),
 //! the workspace's files, built binaries and free ports ([`local`]), the live cluster of the
 //! cluster suites, kubectl and the processes they start ([`live`]), the in-memory API server
-//! ([`memory`]), and the real Kubewarden policy-server run over the rule table's cases
+//! ([`memory`]), the controller's churn on it or on a real API server ([`churn`]), and the real
+//! Kubewarden policy-server run over the rule table's cases
 //! ([`policy_server`]).
 
 pub mod admission_host;
