@@ -12,8 +12,8 @@
 //!    own spread in them) and with it (as OME renders them for ome-spread, the policy adding the
 //!    spread), so that the creation rate is measured side by side, kube-scheduler placing them all;
 //! 5. 20,000 pods of other workloads (trainers), which the webhook's objectSelector leaves out;
-//! 6. the churn, CHURN_SECONDS of it, on the real API server, kube-apiserver restarted halfway
-//!    (`cluster/restart.sh`).
+//! 6. the churn, CHURN_SECONDS of it, on the real API server: kube-apiserver's CPU profile taken
+//!    over its third before halfway, then kube-apiserver restarted (`cluster/restart.sh`).
 //!
 //! The OME stand-in's loop is not run: it would put back at once the pods the churn deletes. The
 //! pods are those the in-memory churn holds (`large_cluster::ome_pods`), each created unbound.
@@ -395,6 +395,31 @@ fn processes_cpu(run: &Path) -> Vec<(String, f64)> {
     cpu
 }
 
+/// kube-apiserver's CPU profile over `seconds` (its `/debug/pprof/profile`, on by default),
+/// written to `file` for `go tool pprof`.
+async fn apiserver_profile(client: &Client, seconds: u64, file: &Path) {
+    let uri = format!("/debug/pprof/profile?seconds={seconds}");
+    let request = http::Request::get(uri)
+        .body(kube::client::Body::empty())
+        .expect("a request");
+    let profile = match client.send(request).await {
+        Ok(response) => http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .map(|b| b.to_bytes()),
+        Err(e) => return eprintln!("cluster: no CPU profile of kube-apiserver: {e}"),
+    };
+    match profile {
+        Ok(bytes) => {
+            std::fs::write(file, &bytes).expect("the profile written");
+            println!(
+                "cluster: kube-apiserver's CPU profile over {seconds} s of the churn: go tool pprof -top {}",
+                file.display()
+            );
+        }
+        Err(e) => eprintln!("cluster: no CPU profile of kube-apiserver: {e}"),
+    }
+}
+
 /// One way of creating pods: how long its rounds took, and the CPU they used.
 #[derive(Default)]
 struct Way {
@@ -657,7 +682,10 @@ async fn main() {
     let controller = Controller::start(&binary, &admin, &dir.join("cluster"));
     let restart = workspace().join("cluster/restart.sh");
     let (started, before) = (Instant::now(), processes_cpu(&run));
+    let (profiled, profile) = (client.clone(), dir.join("cluster/kube-apiserver.pprof"));
     let restarted = async move {
+        // The API server's CPU profile over the third of the churn before the restart.
+        apiserver_profile(&profiled, seconds / 3, &profile).await;
         let after = processes_cpu(&run);
         let cores: Vec<String> = after
             .iter()
@@ -682,7 +710,7 @@ async fn main() {
         .iter()
         .map(|n| api::identity(n).1.to_owned())
         .collect();
-    let disruption: churn::Disruption = (Duration::from_secs(seconds / 2), Box::pin(restarted));
+    let disruption: churn::Disruption = (Duration::from_secs(seconds / 6), Box::pin(restarted));
     let components = churn::components(&creation.anchors);
     let on_cluster = churn::churn(
         Arc::new(live),
