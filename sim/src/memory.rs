@@ -229,8 +229,13 @@ impl ApiServer {
     }
 
     pub fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Value {
+        self.find(kind, namespace, name).expect(name)
+    }
+
+    /// The object, if the server holds it.
+    pub fn find(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         let key = Self::key(kind, namespace, name);
-        self.objects.lock().unwrap().get(&key).cloned().expect(name)
+        self.objects.lock().unwrap().get(&key).cloned()
     }
 
     pub fn edit(&self, kind: &str, namespace: Option<&str>, name: &str, edit: impl FnOnce(&mut Value)) {
