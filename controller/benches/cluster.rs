@@ -724,8 +724,11 @@ async fn main() {
     .await;
     controller.stop().await;
     // Each engine's last deletion may not have been put back: at most a thousand fewer.
-    let left = api::list(&client, POD).await.map_or(0, |pods| pods.len());
-    println!("cluster: {left} pods after the churn");
+    // A list of 30,000 pods may not come within the client's 10 s just after the restart.
+    match api::list(&client, POD).await {
+        Ok(pods) => println!("cluster: {} pods after the churn", pods.len()),
+        Err(e) => println!("cluster: the pods not listed after the churn: {e}"),
+    }
 
     churn::print(&[("kube-apiserver", &on_cluster), ("in-memory", &memory)]);
     println!(
