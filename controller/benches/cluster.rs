@@ -293,10 +293,7 @@ struct Webhook {
 
 impl Webhook {
     async fn start(admin: &Path, run: &Path, dir: &Path) -> Webhook {
-        let policy_yaml = std::fs::read_to_string(workspace().join("policy.yaml")).expect("policy.yaml");
-        live::install_kubewarden_crd(admin).await;
-        live::apply(admin, "apiVersion: v1\nkind: Namespace\nmetadata: {name: kubewarden}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: policy-server, namespace: kubewarden}\n").await;
-        live::apply(admin, &policy_yaml).await;
+        let kubeconfig = live::policy_server(admin, dir).await;
         let policy = webhook::read_policy(&workspace().join("policy.yaml")).expect("the policy");
         let pki = run.join("pki");
         let host = admission_host::start(admission_host::Options {
@@ -305,7 +302,7 @@ impl Webhook {
             cert: pki.join("webhook.crt"),
             key: pki.join("webhook.key"),
             listen: "127.0.0.1:0".parse().expect("an address"),
-            kubeconfig: live::service_account_kubeconfig(admin, "kubewarden", "policy-server", dir).await,
+            kubeconfig,
             policy_id: webhook::policy_id(&policy, webhook::Naming::Clusterwide).expect("the policy's id"),
         })
         .await
@@ -356,12 +353,14 @@ impl Webhook {
 /// CPU seconds used so far by kube-apiserver, by this process (the policy's host, and the client
 /// that creates the pods) and by the whole machine.
 fn cpu(run: &Path) -> [f64; 3] {
-    let pids = std::fs::read_to_string(run.join("pids")).expect("the control plane's pids");
-    let apiserver = pids
-        .lines()
-        .find_map(|l| l.strip_prefix("kube-apiserver "))
-        .and_then(|pid| pid.parse().ok())
-        .expect("kube-apiserver's pid");
+    let processes = processes_cpu(run);
+    let of = |name: &str| {
+        processes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, cpu)| *cpu)
+            .expect(name)
+    };
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     // user, nice, system, idle, iowait, irq, softirq, steal: all but idle and iowait.
     let machine: f64 = stat
@@ -375,12 +374,11 @@ fn cpu(run: &Path) -> [f64; 3] {
         .filter(|(i, _)| ![3, 4].contains(i))
         .filter_map(|(_, t)| t.parse::<f64>().ok())
         .sum();
-    [
-        churn::cpu_seconds(apiserver),
-        churn::cpu_seconds(std::process::id()),
-        machine / 100.0,
-    ]
+    [of("kube-apiserver"), of(THIS), machine / 100.0]
 }
+
+/// This process, among [`processes_cpu`]'s.
+const THIS: &str = "this benchmark";
 
 /// CPU seconds used so far by each process of the control plane and kwok (as `cluster/up.sh` and
 /// `kwok-up.sh` list them), and by this one (the policy's host, the churn's writes and watches).
@@ -391,7 +389,7 @@ fn processes_cpu(run: &Path) -> Vec<(String, f64)> {
         .filter_map(|l| l.split_once(' '))
         .map(|(name, pid)| (name.to_owned(), churn::cpu_seconds(pid.parse().unwrap_or_default())))
         .collect();
-    cpu.push(("this benchmark".into(), churn::cpu_seconds(std::process::id())));
+    cpu.push((THIS.into(), churn::cpu_seconds(std::process::id())));
     cpu
 }
 

@@ -164,17 +164,7 @@ impl World {
 /// policy.yaml, served by the test-only admission host with the policy-server's ServiceAccount
 /// and policy.yaml's RBAC.
 async fn admission_host(admin: &Path, scratch: &Path) -> Process {
-    live::apply(
-        admin,
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: kubewarden}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: policy-server, namespace: kubewarden}\n",
-    )
-    .await;
-    // policy.yaml whole, on Kubewarden's CRD: its ClusterAdmissionPolicy is where `explain` reads
-    // the settings, as in a cluster that runs Kubewarden.
-    live::install_kubewarden_crd(admin).await;
-    let policy = std::fs::read_to_string(local::workspace().join("policy.yaml")).expect("policy.yaml");
-    live::apply(admin, &policy).await;
-    let token = live::service_account_kubeconfig(admin, "kubewarden", "policy-server", scratch).await;
+    let token = live::policy_server(admin, scratch).await;
     let pki = live::run_dir()
         .expect("OME_SPREAD_E2E_RUN: cluster/up.sh's run directory")
         .join("pki");

@@ -177,6 +177,21 @@ pub async fn install_openreports_crd(admin: &Path) {
     kubectl(admin, &["wait", "--for=condition=Established", crd, "--timeout=60s"]).await;
 }
 
+/// policy.yaml whole, on Kubewarden's CRD (its ClusterAdmissionPolicy is where `explain` reads the
+/// settings, as in a cluster that runs Kubewarden), with the policy-server's ServiceAccount its
+/// RBAC names: a kubeconfig of that ServiceAccount, in `dir`, for what reads as policy-server.
+pub async fn policy_server(admin: &Path, dir: &Path) -> PathBuf {
+    apply(
+        admin,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: kubewarden}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: policy-server, namespace: kubewarden}\n",
+    )
+    .await;
+    install_kubewarden_crd(admin).await;
+    let policy = std::fs::read_to_string(workspace().join("policy.yaml")).expect("policy.yaml");
+    apply(admin, &policy).await;
+    service_account_kubeconfig(admin, "kubewarden", "policy-server", dir).await
+}
+
 /// Kubewarden's ClusterAdmissionPolicy CRD (cluster/kubewarden-crds.yaml) on the cluster,
 /// Established.
 pub async fn install_kubewarden_crd(admin: &Path) {
