@@ -357,13 +357,7 @@ impl Cluster {
             namespace: namespace.to_owned(),
             restore_rbac: false,
         };
-        live::kubectl(&self.kubeconfig, &["create", "namespace", namespace]).await;
-        // Pods need their namespace's `default` ServiceAccount, which the controller manager makes.
-        eventually("the namespace's default ServiceAccount", 60, || async {
-            let args = ["get", "serviceaccount", "default", "-n", namespace];
-            live::kubectl_with(&self.kubeconfig, &args, None).await.ok.then_some(())
-        })
-        .await;
+        live::namespace_for_pods(&self.kubeconfig, namespace).await;
         scenario
     }
 

@@ -588,21 +588,6 @@ async fn webhook_latency(client: &Client, name: &str) -> (f64, f64) {
     (quantile(0.5), quantile(0.99))
 }
 
-/// A namespace for pods: made, and its `default` ServiceAccount there (the controller manager
-/// makes it; a pod cannot be created before).
-async fn namespace(admin: &Path, name: &str) {
-    live::apply(
-        admin,
-        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}}}\n"),
-    )
-    .await;
-    eventually(&format!("{name}'s default ServiceAccount"), 60, || async {
-        let args = ["get", "serviceaccount", "default", "-n", name];
-        live::kubectl_with(admin, &args, None).await.ok.then_some(())
-    })
-    .await;
-}
-
 fn required(variable: &str) -> PathBuf {
     std::env::var_os(variable)
         .map(PathBuf::from)
@@ -616,7 +601,7 @@ async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> 
     live::install_openreports_crd(admin).await;
     live::controller_namespace(admin).await;
     for name in [NAMESPACE, TRAINING] {
-        namespace(admin, name).await;
+        live::namespace_for_pods(admin, name).await;
     }
     let cluster = large_cluster::cluster();
     let took = nodes(&client, &cluster).await;

@@ -323,6 +323,17 @@ pub async fn fresh_namespace(admin: &Path, name: &str) {
     kubectl(admin, &["create", "namespace", name]).await;
 }
 
+/// The namespace `name`, created, and its `default` ServiceAccount there: the controller manager
+/// makes it, and no pod of the namespace can be created before.
+pub async fn namespace_for_pods(admin: &Path, name: &str) {
+    kubectl(admin, &["create", "namespace", name]).await;
+    crate::wait::eventually(&format!("{name}'s default ServiceAccount"), 60, || async {
+        let args = ["get", "serviceaccount", "default", "-n", name];
+        kubectl_with(admin, &args, None).await.ok.then_some(())
+    })
+    .await;
+}
+
 /// The kubectl calls that remove a test's namespace without waiting: its pods deleted at once
 /// (no kubelet confirms their end), then the namespace. A guard's `Drop` runs them with
 /// [`kubectl_blocking`].
