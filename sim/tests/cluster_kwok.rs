@@ -100,10 +100,11 @@ fn is_true(object: &Value, kind: &str) -> bool {
     condition(object, kind).is_some_and(|c| c["status"] == "True")
 }
 
-/// Started by kwok: Running with an IP, Ready, the gate True, and placed (PodScheduled).
+/// Started by kwok: Running with one IP, Ready, the gate True, and placed (PodScheduled).
 fn started(pod: &Value) -> bool {
     pod["status"]["phase"] == "Running"
         && pod["status"]["podIP"].is_string()
+        && pod["status"]["podIPs"] == json!([{"ip": pod["status"]["podIP"]}])
         && ["PodScheduled", "Ready", SERVING_GATE]
             .iter()
             .all(|kind| is_true(pod, kind))
