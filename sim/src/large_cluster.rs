@@ -87,10 +87,11 @@ pub fn cluster() -> Cluster {
         let (instances, size) = if multi_node { (2, 5) } else { (10, 1) };
         for instance in 0..instances {
             for ordinal in 0..size {
-                let runner_name = match (multi_node, ordinal) {
-                    (false, _) => "default",
-                    (true, 0) => "leader",
-                    (true, _) => "worker",
+                // OME numbers a runner's pods from 0: the leader, then the workers 0..N-1.
+                let (runner_name, runner_ordinal) = match (multi_node, ordinal) {
+                    (false, _) => ("default", 0),
+                    (true, 0) => ("leader", 0),
+                    (true, worker) => ("worker", worker - 1),
                 };
                 let constraints = match runner_name {
                     "worker" => json!([]),
@@ -107,7 +108,7 @@ pub fn cluster() -> Cluster {
                 // Instance's workers beside its leader, on its node, so that it is in one rack.
                 let model = r % MODELS;
                 let node = (model + instance * size * 10) % NODES;
-                let pod = Pod::instance("serving", &service, "engine", instance, runner_name, ordinal)
+                let pod = Pod::instance("serving", &service, "engine", instance, runner_name, runner_ordinal)
                     .on(&format!("gpu-node-{node}"))
                     .with("schedulerName", json!("default-scheduler"))
                     .with("nodeSelector", json!({model_label(model): "Ready"}))
@@ -170,4 +171,30 @@ pub fn other_pods(cluster: &Cluster, count: usize) -> Vec<Value> {
             "status": {"phase": "Running"}})
     };
     (0..count).map(pod).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_multi_node_instance_is_named_as_ome_names_its_leader_and_workers() {
+        let cluster = cluster();
+        let names: Vec<&str> = cluster
+            .pods
+            .iter()
+            .map(|pod| pod["metadata"]["name"].as_str().expect("a name"))
+            .filter(|name| name.starts_with("model-1-engine-0-"))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "model-1-engine-0-leader-0",
+                "model-1-engine-0-worker-0",
+                "model-1-engine-0-worker-1",
+                "model-1-engine-0-worker-2",
+                "model-1-engine-0-worker-3",
+            ]
+        );
+    }
 }
