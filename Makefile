@@ -421,7 +421,7 @@ bench-churn: $(CHURN_BASELINE)
 		OME_SPREAD_CHURN_BASELINE_REV=$(CHURN_BASELINE_REV) \
 		$(CARGO) bench -p ome-spread-controller --bench churn
 
-# The benchmarks' large cluster on a real control plane of its own (controller/benches/cluster.rs):
+# The benchmarks' large cluster on a real control plane of its own (sim/src/bin/bench-cluster.rs):
 # kube-apiserver, kube-scheduler and kwok's 5,000 nodes, 30,000 pods created through the webhook
 # and placed, then the controller under CHURN_SECONDS of churn with kube-apiserver restarted
 # halfway, beside the same churn on the in-memory API server. Not part of CI. The control plane
@@ -429,12 +429,11 @@ bench-churn: $(CHURN_BASELINE)
 # target/bench-cluster-logs.
 BENCH_CLUSTER_RUN := $(CURDIR)/target/bench-cluster
 bench-cluster: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/kwok policy.wasm
-	$(CARGO) build --release --quiet -p ome-spread-controller --bin ome-spread
-	$(CARGO) bench --no-run -p ome-spread-controller --bench cluster
+	$(CARGO) build --release -p ome-spread-controller --bin ome-spread -p ome-spread-sim --bin bench-cluster
 	@trap 'rm -rf $(BENCH_CLUSTER_RUN)-logs; cp -r $(BENCH_CLUSTER_RUN)/logs $(BENCH_CLUSTER_RUN)-logs; cluster/down.sh $(BENCH_CLUSTER_RUN)' EXIT; \
 	cluster/up.sh $(BENCH_CLUSTER_RUN) && cluster/kwok-up.sh $(BENCH_CLUSTER_RUN) && \
 	OME_SPREAD_BENCH_RUN=$(BENCH_CLUSTER_RUN) OME_SPREAD_CHURN_CONTROLLER=$(CURDIR)/target/release/ome-spread \
-		$(CARGO) bench -p ome-spread-controller --bench cluster
+		target/release/bench-cluster
 
 # cargo-fuzz on nightly: both targets, FUZZ_SECONDS each, the corpus seeded from the rule
 # table's fixtures. libFuzzer prints the executions it ran ("Done N runs").

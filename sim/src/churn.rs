@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -191,6 +191,16 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// The peak resident memory of process `pid` so far, in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
 /// The controller as built, its own process, and what it reports of itself.
 pub struct Controller {
     child: Child,
@@ -218,15 +228,6 @@ impl Controller {
             child,
             metrics: format!("http://127.0.0.1:{listen}/metrics"),
         }
-    }
-
-    fn peak_mib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb / 1024)
     }
 
     async fn reconciles(&self) -> f64 {
@@ -270,6 +271,8 @@ pub struct Measured {
     pub reconciles_per_second: f64,
     pub cores: f64,
     pub peak_mib: u64,
+    /// The peak when the disruption started: what the relists after it add is the difference.
+    pub peak_before_disruption_mib: Option<u64>,
     pub settled: Duration,
     /// From the restart's start to the first condition of an event written after it.
     pub restart_to_condition: Option<Duration>,
@@ -283,8 +286,14 @@ impl Measured {
     }
 }
 
-/// Something done to the server partway through the churn (kube-apiserver restarted).
-pub type Disruption = (Duration, Pin<Box<dyn Future<Output = ()> + Send>>);
+/// Something done to the server partway through the churn: at `at`, `before` runs (what is
+/// measured before it), then `disrupt` (kube-apiserver restarted), whose start the recovery is
+/// timed from.
+pub struct Disruption {
+    pub at: Duration,
+    pub before: Pin<Box<dyn Future<Output = ()> + Send>>,
+    pub disrupt: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
 
 /// The step a component's event took: undone when its write fails.
 enum Step {
@@ -316,7 +325,8 @@ struct Churning {
     by_replica: HashMap<String, usize>,
     measured: Measured,
     started: Instant,
-    restarted: Option<Instant>,
+    /// When the disruption started, once it has, and the controller's peak memory then (MiB).
+    restarted: Arc<OnceLock<(Instant, u64)>>,
 }
 
 impl Churning {
@@ -334,7 +344,7 @@ impl Churning {
                     .record((at - written).as_micros() as u64)
                     .expect("in range");
                 c.pending = None;
-                if let Some(restarted) = self.restarted.filter(|r| written >= *r) {
+                if let Some(&(restarted, _)) = self.restarted.get().filter(|(r, _)| written >= *r) {
                     self.measured.restart_to_condition.get_or_insert(at - restarted);
                 }
             } else if c.unreflected.is_some_and(|written| at >= written) {
@@ -463,12 +473,13 @@ pub async fn churn<S: Server>(
             reconciles_per_second: 0.0,
             cores: 0.0,
             peak_mib: 0,
+            peak_before_disruption_mib: None,
             settled,
             restart_to_condition: None,
             seconds,
         },
         started: Instant::now(),
-        restarted: None,
+        restarted: Arc::default(),
     };
     let mut writes = JoinSet::new();
     let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
@@ -486,13 +497,14 @@ pub async fn churn<S: Server>(
         if state.started.elapsed() >= churning {
             continue;
         }
-        if disruption
-            .as_ref()
-            .is_some_and(|(after, _)| state.started.elapsed() >= *after)
-        {
-            let (_, disrupt) = disruption.take().expect("a disruption");
-            state.restarted = Some(Instant::now());
-            tokio::spawn(disrupt);
+        if disruption.as_ref().is_some_and(|d| state.started.elapsed() >= d.at) {
+            let Disruption { before, disrupt, .. } = disruption.take().expect("a disruption");
+            let (restarted, pid) = (state.restarted.clone(), controller.pid);
+            tokio::spawn(async move {
+                before.await;
+                restarted.set((Instant::now(), peak_mib(pid))).expect("one disruption");
+                disrupt.await;
+            });
         }
         tick += 1;
         if writes.len() >= IN_FLIGHT {
@@ -527,7 +539,8 @@ pub async fn churn<S: Server>(
     let elapsed = state.started.elapsed().as_secs_f64();
     measured.cores = (cpu_seconds(controller.pid) - cpu_before) / elapsed;
     measured.reconciles_per_second = (controller.reconciles().await - reconciles_before) / elapsed;
-    measured.peak_mib = controller.peak_mib();
+    measured.peak_mib = peak_mib(controller.pid);
+    measured.peak_before_disruption_mib = state.restarted.get().map(|&(_, peak)| peak);
     measured
 }
 
@@ -588,4 +601,7 @@ pub fn print(columns: &[(&str, &Measured)]) {
     row("reconciles per second", &|m| format!("{:.0}", m.reconciles_per_second));
     row("controller CPU", &|m| format!("{:.2} cores", m.cores));
     row("peak resident memory", &|m| format!("{} MiB", m.peak_mib));
+    row("  of it, before the restart", &|m| {
+        m.peak_before_disruption_mib.map_or("-".into(), |p| format!("{p} MiB"))
+    });
 }

@@ -635,7 +635,7 @@ async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> 
 
 #[tokio::main]
 async fn main() {
-    // `cargo bench` passes --bench; this benchmark takes nothing else.
+    // What it runs on comes from the environment (`make bench-cluster` sets it), not arguments.
     let run = required("OME_SPREAD_BENCH_RUN");
     let admin = run.join("kubeconfig");
     let binary = required("OME_SPREAD_CHURN_CONTROLLER");
@@ -664,15 +664,16 @@ async fn main() {
     let live = Live::watching(client.clone());
     let controller = Controller::start(&binary, &admin, &dir.join("cluster"));
     let restart = workspace().join("cluster/restart.sh");
-    let (started, before) = (Instant::now(), processes_cpu(&run));
+    let (started, cpu_before) = (Instant::now(), processes_cpu(&run));
     let (profiled, profile) = (client.clone(), dir.join("cluster/kube-apiserver.pprof"));
-    let restarted = async move {
+    let cpu_run = run.clone();
+    let before = async move {
         // The API server's CPU profile over the third of the churn before the restart.
         apiserver_profile(&profiled, seconds / 3, &profile).await;
-        let after = processes_cpu(&run);
+        let after = processes_cpu(&cpu_run);
         let cores: Vec<String> = after
             .iter()
-            .zip(&before)
+            .zip(&cpu_before)
             .map(|((name, after), (_, before))| {
                 format!("{name} {:.2}", (after - before) / started.elapsed().as_secs_f64())
             })
@@ -681,8 +682,11 @@ async fn main() {
             "cluster: CPU in cores from the controller's start to the restart: {}",
             cores.join(", ")
         );
+    };
+    let restarted = run.clone();
+    let disrupt = async move {
         let status = tokio::process::Command::new(restart)
-            .arg(&run)
+            .arg(&restarted)
             .arg("kube-apiserver")
             .status()
             .await;
@@ -693,7 +697,11 @@ async fn main() {
         .iter()
         .map(|n| api::identity(n).1.to_owned())
         .collect();
-    let disruption: churn::Disruption = (Duration::from_secs(seconds / 6), Box::pin(restarted));
+    let disruption = churn::Disruption {
+        at: Duration::from_secs(seconds / 6),
+        before: Box::pin(before),
+        disrupt: Box::pin(disrupt),
+    };
     let components = churn::components(&creation.anchors);
     let on_cluster = churn::churn(
         Arc::new(live),
@@ -712,6 +720,10 @@ async fn main() {
         Ok(pods) => println!("cluster: {} pods after the churn", pods.len()),
         Err(e) => println!("cluster: the pods not listed after the churn: {e}"),
     }
+    // kwok's writes the API server refused, each retried: load the figures above carry.
+    let kwok = std::fs::read_to_string(run.join("logs/kwok.log")).unwrap_or_default();
+    let failed = kwok.lines().filter(|l| l.contains("failed to apply stage")).count();
+    println!("cluster: kwok's stage steps failed: {failed}");
 
     churn::print(&[("kube-apiserver", &on_cluster), ("in-memory", &memory)]);
     println!(
