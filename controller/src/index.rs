@@ -56,7 +56,7 @@ impl<D: Derived> Default for Index<D> {
 
 impl<D: Derived> Apply for Index<D>
 where
-    D::Entry: PartialEq + Clone,
+    D::Entry: PartialEq,
 {
     type Object = D::Object;
     type Output = Vec<D::Trigger>;
@@ -78,15 +78,10 @@ where
             watcher::Event::Delete(object) => self.take(&key(object), &mut triggers),
             watcher::Event::Init => self.relisting = Some(HashMap::new()),
             watcher::Event::InitApply(object) => {
-                let (key, relisting) = (key(object), self.relisting.get_or_insert_default());
+                let relisting = self.relisting.get_or_insert_default();
                 match D::entry(object) {
-                    // An entry the relist finds unchanged is the one kept, shared (a pod's is
-                    // behind an `Arc`): the relist does not hold every pod twice.
-                    Some(new) => match self.entries.get(&key) {
-                        Some(kept) if *kept == new => relisting.insert(key, kept.clone()),
-                        _ => relisting.insert(key, new),
-                    },
-                    None => relisting.remove(&key),
+                    Some(new) => relisting.insert(key(object), new),
+                    None => relisting.remove(&key(object)),
                 };
             }
             watcher::Event::InitDone => {

@@ -276,41 +276,6 @@ mod tests {
     }
 
     #[test]
-    fn a_relist_holds_the_pod_it_finds_unchanged_rather_than_a_second_copy_of_it() {
-        let pods = Pods::default();
-        let engine = ("ns".to_owned(), "m".to_owned(), "engine".to_owned());
-        let (kept, moved) = (
-            pod("m-engine-0-default-0", Some("engine"), "n1"),
-            pod("m-engine-1-default-0", Some("engine"), "n1"),
-        );
-        for event in [
-            watcher::Event::Init,
-            watcher::Event::InitApply(kept.clone()),
-            watcher::Event::InitApply(moved),
-            watcher::Event::InitDone,
-        ] {
-            pods.apply(&event);
-        }
-        let before = pods.of(&engine);
-        let held = |pod: &Arc<Value>| Arc::strong_count(pod);
-        let (kept_before, moved_before) = (held(&before[0]), held(&before[1]));
-        pods.apply(&watcher::Event::Init);
-        pods.apply(&watcher::Event::InitApply(kept));
-        pods.apply(&watcher::Event::InitApply(pod(
-            "m-engine-1-default-0",
-            Some("engine"),
-            "n2",
-        )));
-        // Mid-relist: the unchanged pod is held once more (by the relist), the moved one is not.
-        assert_eq!(held(&before[0]), kept_before + 1);
-        assert_eq!(held(&before[1]), moved_before);
-        pods.apply(&watcher::Event::InitDone);
-        let after = pods.of(&engine);
-        assert!(Arc::ptr_eq(&before[0], &after[0]));
-        assert_eq!(after[1]["spec"]["nodeName"], "n2");
-    }
-
-    #[test]
     fn a_pod_event_moves_its_pod_alone_and_a_component_reads_its_own_pods_by_name() {
         let pods = Pods::default();
         for event in [
