@@ -630,7 +630,43 @@ async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> 
     running(placed, creation.anchors.len() + churn::OTHER_PODS, 900).await;
     let present = api::list(&client, POD).await.map_or(0, |pods| pods.len());
     println!("cluster: {present} pods, every one Running");
+    let took = kwok_done(&client).await;
+    println!("cluster: kwok done starting them {:.1} s later", took.as_secs_f64());
     (creation, webhook)
+}
+
+/// Pod statuses kube-apiserver has patched, by its metrics (kwok's starts, and the churn's).
+async fn statuses_patched(client: &Client) -> f64 {
+    let request = http::Request::get("/metrics").body(Vec::new()).expect("a request");
+    let metrics = client.request_text(request).await.unwrap_or_default();
+    let patches = metrics.lines().filter(|l| {
+        l.starts_with("apiserver_request_total{")
+            && ["resource=\"pods\"", "subresource=\"status\"", "verb=\"PATCH\""]
+                .iter()
+                .all(|label| l.contains(label))
+    });
+    patches.filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok()).sum()
+}
+
+/// Waits until no pod status has been patched for [`QUIET`]: kwok done starting the pods. A pod
+/// is Running to a watch while kwok's queue may still hold steps for others (it took half a core
+/// into the churn), and the churn is to have the API server to itself and the controller.
+async fn kwok_done(client: &Client) -> Duration {
+    const QUIET: Duration = Duration::from_secs(3);
+    let started = Instant::now();
+    let mut patched = statuses_patched(client).await;
+    loop {
+        tokio::time::sleep(QUIET).await;
+        let now = statuses_patched(client).await;
+        if now == patched {
+            return started.elapsed();
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            eprintln!("cluster: pod statuses still patched after 600 s: the churn starts anyway");
+            return started.elapsed();
+        }
+        patched = now;
+    }
 }
 
 #[tokio::main]
