@@ -283,6 +283,29 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// Nothing counted yet, for a churn of `seconds` after the replicas `settled`, the controller
+    /// at `peak_settled_mib` then.
+    fn new(seconds: u64, settled: Duration, peak_settled_mib: u64) -> Measured {
+        Measured {
+            events: 0,
+            updates: 0,
+            skipped: 0,
+            failed: 0,
+            unreflected: 0,
+            late: 0,
+            reports: 0,
+            delays: Histogram::new(3).expect("a histogram"),
+            reconciles_per_second: 0.0,
+            cores: 0.0,
+            peak_mib: 0,
+            peak_settled_mib,
+            peak_before_disruption_mib: None,
+            settled,
+            restart_to_condition: None,
+            seconds,
+        }
+    }
+
     pub fn p(&self, quantile: f64) -> u64 {
         self.delays.value_at_quantile(quantile) / 1000
     }
@@ -295,6 +318,16 @@ pub struct Disruption {
     pub at: Duration,
     pub before: Pin<Box<dyn Future<Output = ()> + Send>>,
     pub disrupt: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl Disruption {
+    /// `before`, then `disrupt`, noting in `restarted` when `disrupt` started and the peak memory
+    /// of process `pid` (the controller) then.
+    async fn run(self, restarted: Arc<OnceLock<(Instant, u64)>>, pid: u32) {
+        self.before.await;
+        restarted.set((Instant::now(), peak_mib(pid))).expect("one disruption");
+        self.disrupt.await;
+    }
 }
 
 /// The step a component's event took: undone when its write fails.
@@ -463,24 +496,7 @@ pub async fn churn<S: Server>(
             .map(|(i, c)| (c.replica.clone(), i))
             .collect(),
         components,
-        measured: Measured {
-            events: 0,
-            updates: 0,
-            skipped: 0,
-            failed: 0,
-            unreflected: 0,
-            late: 0,
-            reports: 0,
-            delays: Histogram::new(3).expect("a histogram"),
-            reconciles_per_second: 0.0,
-            cores: 0.0,
-            peak_mib: 0,
-            peak_settled_mib: peak_mib(controller.pid),
-            peak_before_disruption_mib: None,
-            settled,
-            restart_to_condition: None,
-            seconds,
-        },
+        measured: Measured::new(seconds, settled, peak_mib(controller.pid)),
         started: Instant::now(),
         restarted: Arc::default(),
     };
@@ -501,13 +517,8 @@ pub async fn churn<S: Server>(
             continue;
         }
         if disruption.as_ref().is_some_and(|d| state.started.elapsed() >= d.at) {
-            let Disruption { before, disrupt, .. } = disruption.take().expect("a disruption");
-            let (restarted, pid) = (state.restarted.clone(), controller.pid);
-            tokio::spawn(async move {
-                before.await;
-                restarted.set((Instant::now(), peak_mib(pid))).expect("one disruption");
-                disrupt.await;
-            });
+            let disruption = disruption.take().expect("a disruption");
+            tokio::spawn(disruption.run(state.restarted.clone(), controller.pid));
         }
         tick += 1;
         if writes.len() >= IN_FLIGHT {

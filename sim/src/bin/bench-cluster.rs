@@ -545,9 +545,14 @@ async fn ome_pods(
 /// The webhook's admission latency as kube-apiserver measured it
 /// (`apiserver_admission_webhook_admission_duration_seconds`): p50 and p99, in ms, interpolated
 /// within its buckets as Prometheus' `histogram_quantile` does.
-async fn webhook_latency(client: &Client, name: &str) -> (f64, f64) {
+/// kube-apiserver's metrics, as Prometheus text.
+async fn apiserver_metrics(client: &Client) -> String {
     let request = http::Request::get("/metrics").body(Vec::new()).expect("a request");
-    let metrics = client.request_text(request).await.expect("the API server's metrics");
+    client.request_text(request).await.expect("the API server's metrics")
+}
+
+async fn webhook_latency(client: &Client, name: &str) -> (f64, f64) {
+    let metrics = apiserver_metrics(client).await;
     let mut buckets: Vec<(f64, f64)> = Vec::new();
     let prefix = "apiserver_admission_webhook_admission_duration_seconds_bucket{";
     for line in metrics
@@ -637,8 +642,7 @@ async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> 
 
 /// Pod statuses kube-apiserver has patched, by its metrics (kwok's starts, and the churn's).
 async fn statuses_patched(client: &Client) -> f64 {
-    let request = http::Request::get("/metrics").body(Vec::new()).expect("a request");
-    let metrics = client.request_text(request).await.unwrap_or_default();
+    let metrics = apiserver_metrics(client).await;
     let patches = metrics.lines().filter(|l| {
         l.starts_with("apiserver_request_total{")
             && ["resource=\"pods\"", "subresource=\"status\"", "verb=\"PATCH\""]
@@ -669,40 +673,22 @@ async fn kwok_done(client: &Client) -> Duration {
     }
 }
 
-#[tokio::main]
-async fn main() {
-    // What it runs on comes from the environment (`make bench-cluster` sets it), not arguments.
-    let run = required("OME_SPREAD_BENCH_RUN");
-    let admin = run.join("kubeconfig");
-    let binary = required("OME_SPREAD_CHURN_CONTROLLER");
-    let seconds = std::env::var("CHURN_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    let dir = std::env::temp_dir().join(format!("ome-spread-bench-cluster-{}", std::process::id()));
-    for part in ["in-memory", "cluster"] {
-        std::fs::create_dir_all(dir.join(part)).expect("a run directory");
-    }
-    let whole = Instant::now();
-    println!("cluster: the churn on the in-memory API server, {seconds} s ...");
-    let memory = churn::in_memory(&binary, seconds, &dir.join("in-memory")).await;
-
-    let client = live::client_of(&admin).await;
-    let (placed, watching) = watch_placement(&client);
-    let (creation, webhook) = build(&admin, &run, &dir, &placed).await;
-    watching.abort();
-    let (p50, p99) = webhook_latency(&client, &webhook.name()).await;
-    println!(
-        "cluster: built in {:.0} s; the churn on it, {seconds} s, kube-apiserver restarted halfway ...",
-        whole.elapsed().as_secs_f64()
-    );
-
+/// The churn on the real API server, the controller `binary` its own process: kube-apiserver's
+/// CPU profile taken over its third before halfway, then kube-apiserver restarted.
+async fn churn_on_cluster(
+    client: &Client,
+    run: &Path,
+    binary: &Path,
+    seconds: u64,
+    creation: &Creation,
+    dir: &Path,
+) -> Measured {
     let live = Live::watching(client.clone());
-    let controller = Controller::start(&binary, &admin, &dir.join("cluster"));
+    let controller = Controller::start(binary, &run.join("kubeconfig"), &dir.join("cluster"));
     let restart = workspace().join("cluster/restart.sh");
-    let (started, cpu_before) = (Instant::now(), processes_cpu(&run));
+    let (started, cpu_before) = (Instant::now(), processes_cpu(run));
     let (profiled, profile) = (client.clone(), dir.join("cluster/kube-apiserver.pprof"));
-    let cpu_run = run.clone();
+    let cpu_run = run.to_owned();
     let before = async move {
         // The API server's CPU profile over the third of the churn before the restart.
         apiserver_profile(&profiled, seconds / 3, &profile).await;
@@ -719,7 +705,7 @@ async fn main() {
             cores.join(", ")
         );
     };
-    let restarted = run.clone();
+    let restarted = run.to_owned();
     let disrupt = async move {
         let status = tokio::process::Command::new(restart)
             .arg(&restarted)
@@ -752,7 +738,7 @@ async fn main() {
     controller.stop().await;
     // Each engine's last deletion may not have been put back: at most a thousand fewer.
     // A list of 30,000 pods may not come within the client's 10 s just after the restart.
-    match api::list(&client, POD).await {
+    match api::list(client, POD).await {
         Ok(pods) => println!("cluster: {} pods after the churn", pods.len()),
         Err(e) => println!("cluster: the pods not listed after the churn: {e}"),
     }
@@ -760,7 +746,38 @@ async fn main() {
     let kwok = std::fs::read_to_string(run.join("logs/kwok.log")).unwrap_or_default();
     let failed = kwok.lines().filter(|l| l.contains("failed to apply stage")).count();
     println!("cluster: kwok's stage steps failed: {failed}");
+    on_cluster
+}
 
+#[tokio::main]
+async fn main() {
+    // What it runs on comes from the environment (`make bench-cluster` sets it), not arguments.
+    let run = required("OME_SPREAD_BENCH_RUN");
+    let admin = run.join("kubeconfig");
+    let binary = required("OME_SPREAD_CHURN_CONTROLLER");
+    let seconds = std::env::var("CHURN_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let dir = std::env::temp_dir().join(format!("ome-spread-bench-cluster-{}", std::process::id()));
+    for part in ["in-memory", "cluster"] {
+        std::fs::create_dir_all(dir.join(part)).expect("a run directory");
+    }
+    let whole = Instant::now();
+    println!("cluster: the churn on the in-memory API server, {seconds} s ...");
+    let memory = churn::in_memory(&binary, seconds, &dir.join("in-memory")).await;
+
+    let client = live::client_of(&admin).await;
+    let (placed, watching) = watch_placement(&client);
+    let (creation, webhook) = build(&admin, &run, &dir, &placed).await;
+    watching.abort();
+    let (p50, p99) = webhook_latency(&client, &webhook.name()).await;
+    println!(
+        "cluster: built in {:.0} s; the churn on it, {seconds} s, kube-apiserver restarted halfway ...",
+        whole.elapsed().as_secs_f64()
+    );
+
+    let on_cluster = churn_on_cluster(&client, &run, &binary, seconds, &creation, &dir).await;
     churn::print(&[("kube-apiserver", &on_cluster), ("in-memory", &memory)]);
     println!(
         "{:<40}{:>16}",
@@ -769,6 +786,17 @@ async fn main() {
             .restart_to_condition
             .map_or("none".into(), |r| format!("{:.1} s", r.as_secs_f64()))
     );
+    print_creation(&creation, (p50, p99));
+    println!(
+        "cluster: the controllers' logs are in {}; the whole run took {:.0} s",
+        dir.display(),
+        whole.elapsed().as_secs_f64()
+    );
+    summary(&creation, &on_cluster, &memory);
+}
+
+/// Pods created each way, side by side, and the API server's histogram of the webhook (p50, p99).
+fn print_creation(creation: &Creation, latency: (f64, f64)) {
     let (without, with) = (&creation.without, &creation.with);
     println!("{:<40}{:>16}{:>16}", "OME pods created", "without webhook", "with it");
     println!("{:<40}{:>16.0}{:>16.0}", "  a second", without.rate(), with.rate());
@@ -799,14 +827,8 @@ async fn main() {
     );
     println!(
         "{:<40}{:>13.1} ms{:>13.1} ms",
-        "the webhook's admission p50, p99", p50, p99
+        "the webhook's admission p50, p99", latency.0, latency.1
     );
-    println!(
-        "cluster: the controllers' logs are in {}; the whole run took {:.0} s",
-        dir.display(),
-        whole.elapsed().as_secs_f64()
-    );
-    summary(&creation, &on_cluster, &memory);
 }
 
 fn summary(creation: &Creation, on_cluster: &Measured, memory: &Measured) {
