@@ -426,10 +426,13 @@ bench-churn: $(CHURN_BASELINE)
 # and placed, then the controller under CHURN_SECONDS of churn with kube-apiserver restarted
 # halfway, beside the same churn on the in-memory API server. Not part of CI. The control plane
 # is stopped at the end, pass or fail; its logs (an audit log of every deletion among them) stay in
-# target/bench-cluster-logs.
+# target/bench-cluster-logs. The controller is built alone, as the image and bench-churn build
+# it: built with the driver, cargo would give the dependencies they share the driver's features
+# too (serde_json's float_roundtrip, tokio's test-util, among others).
 BENCH_CLUSTER_RUN := $(CURDIR)/target/bench-cluster
 bench-cluster: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/kwok policy.wasm
-	$(CARGO) build --release -p ome-spread-controller --bin ome-spread -p ome-spread-sim --bin bench-cluster
+	$(CARGO) build --release -p ome-spread-controller --bin ome-spread
+	$(CARGO) build --release -p ome-spread-sim --bin bench-cluster
 	@trap 'rm -rf $(BENCH_CLUSTER_RUN)-logs; cp -r $(BENCH_CLUSTER_RUN)/logs $(BENCH_CLUSTER_RUN)-logs; cluster/down.sh $(BENCH_CLUSTER_RUN)' EXIT; \
 	cluster/up.sh $(BENCH_CLUSTER_RUN) && cluster/kwok-up.sh $(BENCH_CLUSTER_RUN) && \
 	OME_SPREAD_BENCH_RUN=$(BENCH_CLUSTER_RUN) OME_SPREAD_CHURN_CONTROLLER=$(CURDIR)/target/release/ome-spread \

@@ -2,9 +2,9 @@
 //! benchmarks' large cluster (`ome_spread_sim::large_cluster`), each shaped as OME v1.3 creates it
 //! (the repository's fixture leader, its env, volumes and probes, with the pod's own rendered
 //! terms), in the pods index and the room's. Side by side in one run: one pod's
-//! status update, trimmed and indexed in both, and a relist of all 10,000: what every pod event
-//! cost before, when the pod snapshot was built anew from the whole cache. First, what the room's
-//! index keeps of each pod (a counting allocator): the cost of its watch of every pod.
+//! status update, trimmed once and indexed in both, and a relist of all 10,000: what every pod
+//! event cost before, when the pod snapshot was built anew from the whole cache. First, what each
+//! index keeps of a pod (a counting allocator).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -15,7 +15,7 @@ use criterion::Criterion;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
 use ome_spread_controller::pods::{self, Pods};
-use ome_spread_controller::room::{self, Room};
+use ome_spread_controller::room::Room;
 use ome_spread_sim::large_cluster;
 
 /// The bytes allocated and not yet freed: what an index keeps of the pods it was given.
@@ -45,19 +45,19 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// What the room's index keeps of `pods` after a relist of them alone, in bytes a pod.
-fn room_bytes_a_pod(pods: &[Pod]) -> usize {
+/// What an index of kind `I` keeps of `pods` after a relist of them alone, in bytes a pod.
+fn bytes_a_pod<I: Default>(pods: &[Pod], apply: impl Fn(&I, &Event<Pod>)) -> usize {
     let before = HELD.load(Ordering::Relaxed);
-    let room_index = Room::default();
-    room_index.apply(&Event::Init);
+    let index = I::default();
+    apply(&index, &Event::Init);
     for pod in pods {
-        let mut for_room = pod.clone();
-        room::trim(&mut for_room);
-        room_index.apply(&Event::InitApply(for_room));
+        let mut trimmed = pod.clone();
+        pods::trim(&mut trimmed);
+        apply(&index, &Event::InitApply(trimmed));
     }
-    room_index.apply(&Event::InitDone);
+    apply(&index, &Event::InitDone);
     let kept = HELD.load(Ordering::Relaxed).saturating_sub(before);
-    drop(room_index);
+    drop(index);
     kept / pods.len()
 }
 
@@ -69,13 +69,13 @@ fn pods() -> Vec<Pod> {
         .collect()
 }
 
-/// A pod event as the controller's two watches take it: trimmed for each, then indexed.
+/// A pod event as the controller's watch of pods takes it: trimmed, then indexed in both.
 fn apply(pods_index: &Pods, room_index: &Room, event: impl Fn(Pod) -> Event<Pod>, pod: &Pod) {
-    let (mut for_pods, mut for_room) = (pod.clone(), pod.clone());
-    pods::trim(&mut for_pods);
-    room::trim(&mut for_room);
-    pods_index.apply(&event(for_pods));
-    room_index.apply(&event(for_room));
+    let mut trimmed = pod.clone();
+    pods::trim(&mut trimmed);
+    let event = event(trimmed);
+    room_index.apply(&event);
+    pods_index.apply(&event);
 }
 
 /// Both indexes after a relist of `pods`.
@@ -99,11 +99,18 @@ fn main() {
         .into_iter()
         .map(|pod| serde_json::from_value(pod).expect("a pod"))
         .collect();
+    let room = |index: &Room, event: &Event<Pod>| {
+        index.apply(event);
+    };
     println!(
         "room index: {} bytes a pod of another workload, {} bytes an OME pod",
-        room_bytes_a_pod(&others),
-        room_bytes_a_pod(&pods)
+        bytes_a_pod(&others, room),
+        bytes_a_pod(&pods, room)
     );
+    let kept = bytes_a_pod(&pods, |index: &Pods, event| {
+        index.apply(event);
+    });
+    println!("pods index: {kept} bytes an OME pod");
     let (pods_index, room_index) = (Pods::default(), Room::default());
     relisted(&pods_index, &room_index, &pods);
     let mut criterion = Criterion::default()

@@ -67,8 +67,8 @@ where
 }
 
 impl Caches {
-    /// The stores as given, the indexes empty: their watches fill them ([`crate::pods::changes`],
-    /// [`crate::room::watch`], [`crate::nodes::changes`]).
+    /// The stores as given, the indexes empty: their watches fill them ([`crate::pods::changes`]
+    /// the pods and the room, [`crate::nodes::changes`] the nodes).
     pub fn new(
         services: Store<InferenceService>,
         runtimes: Store<ServingRuntime>,
@@ -92,7 +92,7 @@ impl Caches {
 
     /// Each cache the diagnosis reads, named, and the wait until its watch's first list is
     /// applied (false: its watch is gone).
-    fn fills(&self) -> [(&'static str, BoxFuture<'_, bool>); 6] {
+    fn fills(&self) -> [(&'static str, BoxFuture<'_, bool>); 5] {
         [
             (
                 "InferenceServices",
@@ -106,12 +106,9 @@ impl Caches {
                 "ClusterServingRuntimes",
                 self.cluster_runtimes.wait_until_ready().map(|r| r.is_ok()).boxed(),
             ),
+            // The room fills with the pods, by the same watch's events.
             ("pods", self.pods.wait_until_filled().map(|()| true).boxed()),
             ("nodes", self.nodes.wait_until_filled().map(|()| true).boxed()),
-            (
-                "every pod's requests",
-                self.room.wait_until_filled().map(|()| true).boxed(),
-            ),
         ]
     }
 

@@ -31,7 +31,7 @@ use crate::schema;
 use crate::serve::Health;
 use crate::state::{ReplicaStates, lock};
 use crate::triggers::{all_but_the_condition, replicas_of_service, replicas_using};
-use crate::{nodes, pods, room};
+use crate::{nodes, pods};
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 /// The leader-election Lease, in `--lease-namespace`.
@@ -272,7 +272,11 @@ async fn reconcile_all(
     let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     let controller = Controller::for_stream(replica_changes, replicas)
-        .reconcile_on(pods::changes(client.clone(), context.caches.pods.clone()))
+        .reconcile_on(pods::changes(
+            client,
+            context.caches.pods.clone(),
+            context.caches.room.clone(),
+        ))
         .watches_stream(service_events.touched_objects(), |service| {
             replicas_of_service(&service)
         })
@@ -288,10 +292,8 @@ async fn reconcile_all(
         })
         .reconcile_all_on(every_replica);
     let mut fill = context.caches.filled.subscribe();
-    // The room's watch runs as long as the controller, and no longer.
     tokio::select! {
         () = run_controller(controller, context.clone(), stop) => {}
-        () = room::watch(client, context.caches.room.clone()) => {}
         // Stopped before the caches filled: no reconcile got past its wait for them, and
         // kube-runtime holds its runner until the replicas' store is filled, which their ended
         // watch never does (its graceful shutdown would wait for it forever).

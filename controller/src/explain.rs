@@ -11,7 +11,7 @@ use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
 use ome_spread_core::settings::Settings;
 use serde_json::Value;
 
-use crate::room;
+use crate::pods;
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 /// What `explain` reads of a live cluster: the InferenceService, its runtime, its replicas, its
@@ -65,15 +65,15 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
     {
         objects.push(value(&pod)?);
     }
-    // The room a plan counts on: every other pod, of any workload, trimmed to what the room
-    // reads. Who may not list every pod gets the room of this InferenceService's pods only.
+    // The room a plan counts on: every other pod, of any workload, trimmed as the controller's
+    // watch trims it. Who may not list every pod gets the room of this InferenceService's pods only.
     match Api::<Pod>::all(client.clone()).list(&ListParams::default()).await {
         Ok(everyone) => {
             for mut pod in everyone {
                 let own = pod.namespace().as_deref() == Some(namespace)
                     && pod.labels().get(labels::INFERENCE_SERVICE).map(String::as_str) == Some(service);
                 if !own {
-                    room::trim(&mut pod);
+                    pods::trim(&mut pod);
                     objects.push(value(&pod)?);
                 }
             }

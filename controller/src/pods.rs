@@ -1,14 +1,16 @@
-//! The OMENative pods of each component, as the core reads them (JSON), kept by the pods' own
-//! watch events ([`crate::index`]): a pod event converts that pod alone, triggers its replica's
-//! reconcile ([`crate::reconcile`]), and a reconcile reads its own component's pods only. The pods
-//! are trimmed on the way in to what the diagnosis reads.
+//! The controller's one watch of pods, of every workload, trimmed on the way in to what the
+//! diagnosis and the room read. Its events keep two indexes ([`crate::index`]): the room's requests
+//! per node ([`crate::room`]), and here the OMENative pods of each component, as the core reads
+//! them (JSON): a pod event converts that pod alone, triggers its replica's reconcile
+//! ([`crate::reconcile`]), and a reconcile reads its own component's pods only.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -19,22 +21,30 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::index::{self, Derived, Index, Shared};
-use crate::room::requests_only;
+use crate::room::Room;
 use ome_spread_core::ome::InferenceReplica;
 
-/// The OMENative pods' watch, trimmed, filling `pods`: the replicas whose pods it changed, a
-/// relist's pods found gone among them ([`Index`]). An event that changes nothing the diagnosis
-/// reads of a pod (a container restarted, a probe's status) triggers no reconcile.
-pub fn changes(client: kube::Client, pods: Arc<Pods>) -> impl Stream<Item = ObjectRef<InferenceReplica>> {
-    let omenative = watcher::Config::default().labels(&format!("{}=OMENative", labels::MANAGED_BY));
-    watcher(Api::<Pod>::all(client), omenative)
+/// The watch of every pod, trimmed, filling `room` then `pods`: the replicas whose OMENative pods
+/// it changed, a relist's pods found gone among them ([`Index`]). An event that changes nothing
+/// the diagnosis reads of a pod (a container restarted, a probe's status) triggers no reconcile,
+/// nor does a pod of another workload (it re-plans a component at that component's next change).
+/// One watch for both: an OME pod's event is read once, and every pod is listed once.
+pub fn changes(
+    client: kube::Client,
+    pods: Arc<Pods>,
+    room: Arc<Room>,
+) -> impl Stream<Item = ObjectRef<InferenceReplica>> {
+    watcher(Api::<Pod>::all(client), watcher::Config::default())
         .default_backoff()
         .modify(trim)
         .flat_map(move |event| {
             let replicas = match event {
-                Ok(event) => pods.apply(&event),
+                Ok(event) => {
+                    room.apply(&event);
+                    pods.apply(&event)
+                }
                 Err(e) => {
-                    warn!(error = %e, "watching the OMENative pods");
+                    warn!(error = %e, "watching the pods");
                     Vec::new()
                 }
             };
@@ -62,8 +72,11 @@ impl Derived for ByComponent {
     /// The replica whose reconcile reads the pod: its component's.
     type Trigger = ObjectRef<InferenceReplica>;
 
-    /// Its component by OME's labels (None: no component's), as JSON.
+    /// Its component by OME's labels (None: not an OMENative pod, or no component's), as JSON.
     fn entry(pod: &Pod) -> Option<Self::Entry> {
+        if pod.labels().get(labels::MANAGED_BY).map(String::as_str) != Some(labels::OME_NATIVE) {
+            return None;
+        }
         let value = match serde_json::to_value(pod) {
             Ok(value) => value,
             Err(e) => {
@@ -112,12 +125,12 @@ impl Pods {
     }
 }
 
-/// The pod as the diagnosis, the plan and the triggers read it: its name, labels and owners; its
-/// node, scheduler, node selection, tolerations, spread constraints and what it requests
-/// ([`requests_only`]); its phase and conditions. Env, volumes, probes, annotations, managed
-/// fields and the resourceVersion are dropped before it is kept: most of an OME pod's size, and
-/// what changes in an event that changes nothing the diagnosis reads (which then triggers no
-/// reconcile).
+/// The pod as the diagnosis, the plan, the triggers and the room read it: its name, labels and
+/// owners; its node, scheduler, node selection, tolerations, spread constraints and what it
+/// requests ([`requests_only`]); its phase and the conditions read ([`read_conditions`]). Env,
+/// volumes, probes, annotations, managed fields and the resourceVersion are dropped before it is
+/// kept: most of an OME pod's size, and what changes in an event that changes nothing the
+/// diagnosis reads (which then triggers no reconcile).
 pub fn trim(pod: &mut Pod) {
     let metadata = std::mem::take(&mut pod.metadata);
     pod.metadata = ObjectMeta {
@@ -139,9 +152,51 @@ pub fn trim(pod: &mut Pod) {
     });
     pod.status = pod.status.take().map(|status| PodStatus {
         phase: status.phase,
-        conditions: status.conditions,
+        conditions: status.conditions.map(read_conditions),
         ..PodStatus::default()
     });
+}
+
+/// The conditions the diagnosis reads: whether the pod is Ready, and why it is not scheduled.
+/// The rest (Initialized, ContainersReady, readiness gates') and every condition's times are
+/// dropped: kept as JSON, a running pod's five conditions held 18 MiB of the controller's 211 over
+/// 10,000 OME pods on a real API server (BENCHMARKS.md).
+fn read_conditions(conditions: Vec<PodCondition>) -> Vec<PodCondition> {
+    let read = |c: &PodCondition| c.type_ == "Ready" || c.type_ == "PodScheduled";
+    conditions
+        .into_iter()
+        .filter(read)
+        .map(|c| PodCondition {
+            type_: c.type_,
+            status: c.status,
+            reason: c.reason,
+            message: c.message,
+            ..PodCondition::default()
+        })
+        .collect()
+}
+
+/// What a pod requests of its node, as the core counts it (the core's `Resources::of_pod`): its
+/// containers' and init containers' names and requests (and whether an init container is a
+/// sidecar), its pod-level requests and its overhead.
+fn requests_only(spec: PodSpec) -> PodSpec {
+    let requests = |resources: ResourceRequirements| ResourceRequirements {
+        requests: resources.requests,
+        ..ResourceRequirements::default()
+    };
+    let container = |container: Container| Container {
+        name: container.name,
+        restart_policy: container.restart_policy,
+        resources: container.resources.map(requests),
+        ..Container::default()
+    };
+    PodSpec {
+        containers: spec.containers.into_iter().map(container).collect(),
+        init_containers: spec.init_containers.map(|all| all.into_iter().map(container).collect()),
+        resources: spec.resources.map(requests),
+        overhead: spec.overhead,
+        ..PodSpec::default()
+    }
 }
 
 #[cfg(test)]
@@ -170,7 +225,21 @@ mod tests {
 
     #[test]
     fn a_trimmed_pod_keeps_what_the_diagnosis_reads() {
-        let mut trimmed = pod("m-engine-0-default-0", Some("engine"), "n1");
+        let mut as_served = serde_json::to_value(pod("m-engine-0-default-0", Some("engine"), "n1")).expect("json");
+        // The conditions as the API server serves a running pod's: only Ready and PodScheduled
+        // are read, and neither's times.
+        let condition = |kind: &str| {
+            json!({"type": kind, "status": "True", "lastProbeTime": null,
+            "lastTransitionTime": "2026-12-05T03:54:57Z"})
+        };
+        as_served["status"]["conditions"] = json!([
+            condition("Initialized"),
+            condition("Ready"),
+            condition("ContainersReady"),
+            condition("ome.io/serving"),
+            condition("PodScheduled")
+        ]);
+        let mut trimmed: Pod = serde_json::from_value(as_served).expect("a pod");
         trim(&mut trimmed);
         assert_eq!(
             serde_json::to_value(trimmed).expect("json"),
@@ -179,7 +248,8 @@ mod tests {
                     "labels": {"component": "engine", "ome.io/inferenceservice": "m", "ome.io/managed-by": "OMENative"}},
                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}],
                     "nodeName": "n1", "nodeSelector": {"models.ome.io/clusterbasemodel.m": "Ready"}},
-                "status": {"conditions": [{"status": "True", "type": "Ready"}], "phase": "Running"}})
+                "status": {"conditions": [{"status": "True", "type": "Ready"}, {"status": "True", "type": "PodScheduled"}],
+                    "phase": "Running"}})
         );
     }
 
@@ -240,6 +310,32 @@ mod tests {
                 none()
             ]
         );
+    }
+
+    /// The watch sees every pod: one with OME's component labels but not `OMENative` is not in
+    /// its component, and a pod that stops being one leaves it.
+    #[test]
+    fn only_an_omenative_pod_is_in_its_component() {
+        let not_omenative = || {
+            let mut pod = pod("m-engine-0-default-0", Some("engine"), "n1");
+            pod.labels_mut().remove(labels::MANAGED_BY);
+            pod
+        };
+        let pods = Pods::default();
+        let triggers = triggered(
+            &pods,
+            vec![
+                watcher::Event::Init,
+                watcher::Event::InitApply(not_omenative()),
+                watcher::Event::InitDone,
+                watcher::Event::Apply(pod("m-engine-0-default-0", Some("engine"), "n1")),
+                watcher::Event::Apply(not_omenative()),
+            ],
+        );
+        let engine = || vec!["m-engine".to_owned()];
+        assert_eq!(triggers, [vec![], vec![], vec![], engine(), engine()]);
+        let component = ("ns".to_owned(), "m".to_owned(), "engine".to_owned());
+        assert_eq!(pods.of(&component).len(), 0);
     }
 
     #[test]

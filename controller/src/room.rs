@@ -1,37 +1,12 @@
 //! The room a rebalance plan counts on: what every pod bound to a node requests of it, whichever
-//! workload it belongs to (a training job's GPUs are as taken as an engine's). Kept by the pods'
-//! own watch events ([`crate::index`]), the pods trimmed on the way in to what the room reads.
+//! workload it belongs to (a training job's GPUs are as taken as an engine's). Kept by the events
+//! of the controller's watch of every pod ([`crate::pods::changes`], [`crate::index`]).
 
-use std::sync::Arc;
-
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use k8s_openapi::api::core::v1::Pod;
 use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
 
 use crate::index::{self, Derived, Index, Shared};
-
-/// The watch of every pod, of any workload, trimmed to what the room reads, kept in `room`: it
-/// triggers no reconcile (a pod of another workload re-plans a component at that component's
-/// next change or resync).
-pub async fn watch(client: kube::Client, room: Arc<Room>) {
-    watcher(Api::<Pod>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(trim)
-        .for_each(|event| {
-            match event {
-                Ok(event) => {
-                    room.apply(&event);
-                }
-                Err(e) => warn!(error = %e, "watching every pod's requests"),
-            }
-            futures::future::ready(())
-        })
-        .await;
-}
 
 /// The requests of the pods bound to each node, from each pod's entry: its node and what it
 /// holds there.
@@ -96,54 +71,12 @@ impl Room {
     }
 }
 
-/// The pod as the room reads it: its name, node, phase and what it requests. Every other field
-/// (env, volumes, probes, managed fields) is dropped before it is kept.
-pub fn trim(pod: &mut Pod) {
-    let metadata = std::mem::take(&mut pod.metadata);
-    pod.metadata = ObjectMeta {
-        name: metadata.name,
-        namespace: metadata.namespace,
-        resource_version: metadata.resource_version,
-        ..ObjectMeta::default()
-    };
-    let mut spec = pod.spec.take().unwrap_or_default();
-    pod.spec = Some(PodSpec {
-        node_name: spec.node_name.take(),
-        ..requests_only(spec)
-    });
-    pod.status = pod.status.take().map(|status| PodStatus {
-        phase: status.phase,
-        ..PodStatus::default()
-    });
-}
-
-/// What a pod requests of its node, as the core counts it ([`room::Resources::of_pod`]): its
-/// containers' and init containers' names and requests (and whether an init container is a
-/// sidecar), its pod-level requests and its overhead.
-pub fn requests_only(spec: PodSpec) -> PodSpec {
-    let requests = |resources: ResourceRequirements| ResourceRequirements {
-        requests: resources.requests,
-        ..ResourceRequirements::default()
-    };
-    let container = |container: Container| Container {
-        name: container.name,
-        restart_policy: container.restart_policy,
-        resources: container.resources.map(requests),
-        ..Container::default()
-    };
-    PodSpec {
-        containers: spec.containers.into_iter().map(container).collect(),
-        init_containers: spec.init_containers.map(|all| all.into_iter().map(container).collect()),
-        resources: spec.resources.map(requests),
-        overhead: spec.overhead,
-        ..PodSpec::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::index::Apply;
+    use crate::pods::trim;
+    use kube::runtime::watcher;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -199,11 +132,12 @@ mod tests {
     }
 
     #[test]
-    fn a_trimmed_pod_keeps_what_the_room_reads_and_nothing_else() {
+    fn a_trimmed_pod_of_another_workload_keeps_what_the_room_reads_and_nothing_else() {
         let kept = serde_json::to_value(trimmed(pod("train-0", Some("n1"), 4, "Running"))).expect("json");
         assert_eq!(
             kept,
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "ns"},
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "train-0", "namespace": "ns", "labels": {"app": "train"}},
                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "4"}}}], "nodeName": "n1"},
                 "status": {"phase": "Running"}})
         );

@@ -213,12 +213,12 @@ async fn listed(kubeconfig: &Path) -> Vec<Value> {
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
-/// The pods as the controller's room watch keeps them.
+/// The pods as the controller's watch of pods trims them.
 fn trimmed(pods: Vec<Value>) -> Vec<Value> {
     pods.into_iter()
         .map(|pod| {
             let mut pod: Pod = serde_json::from_value(pod).expect("a pod");
-            ome_spread_controller::room::trim(&mut pod);
+            ome_spread_controller::pods::trim(&mut pod);
             serde_json::to_value(pod).expect("json")
         })
         .collect()

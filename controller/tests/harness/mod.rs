@@ -19,7 +19,6 @@ use ome_spread_controller::context::{Context, Mode, Rebalance, Writes};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::pods;
 use ome_spread_controller::report::Reports;
-use ome_spread_controller::room;
 use ome_spread_controller::state::ReplicaStates;
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::ome::{
@@ -110,10 +109,8 @@ pub fn harness_reporting(objects: &[Value], rebalance: Mode, reports: Arc<Report
     let caches = Caches::new(services, runtimes, cluster_runtimes, replicas, settings);
     let pods = of_kind::<Pod>(objects, "Pod");
     listed(&pods, pods::trim, |event| {
-        caches.pods.apply(event);
-    });
-    listed(&pods, room::trim, |event| {
         caches.room.apply(event);
+        caches.pods.apply(event);
     });
     listed(
         &of_kind::<Node>(objects, "Node"),
