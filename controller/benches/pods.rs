@@ -2,9 +2,9 @@
 //! benchmarks' large cluster (`ome_spread_sim::large_cluster`), each shaped as OME v1.3 creates it
 //! (the repository's fixture leader, its env, volumes and probes, with the pod's own rendered
 //! terms), in the pods index and the room's. Side by side in one run: one pod's
-//! status update, trimmed once and indexed in both, and a relist of all 10,000: what every pod
-//! event cost before, when the pod snapshot was built anew from the whole cache. First, what each
-//! index keeps of a pod (a counting allocator).
+//! status update, read from its JSON as the watch reads it, trimmed and indexed in both, and a
+//! relist of all 10,000: what every pod event cost before, when the pod snapshot was built anew
+//! from the whole cache. First, what each index keeps of a pod (a counting allocator).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use criterion::Criterion;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
 use ome_spread_controller::pods::{self, Pods};
 use ome_spread_controller::room::Room;
+use ome_spread_core::pod::Pod;
 use ome_spread_sim::large_cluster;
 
 /// The bytes allocated and not yet freed: what an index keeps of the pods it was given.
@@ -45,15 +45,14 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// What an index of kind `I` keeps of `pods` after a relist of them alone, in bytes a pod.
-fn bytes_a_pod<I: Default>(pods: &[Pod], apply: impl Fn(&I, &Event<Pod>)) -> usize {
+/// What an index of kind `I` keeps of `pods` (as served) after a relist of them alone, in bytes a
+/// pod.
+fn bytes_a_pod<I: Default>(pods: &[Vec<u8>], apply: impl Fn(&I, &Event<Pod>)) -> usize {
     let before = HELD.load(Ordering::Relaxed);
     let index = I::default();
     apply(&index, &Event::Init);
     for pod in pods {
-        let mut trimmed = pod.clone();
-        pods::trim(&mut trimmed);
-        apply(&index, &Event::InitApply(trimmed));
+        apply(&index, &Event::InitApply(watched(pod)));
     }
     apply(&index, &Event::InitDone);
     let kept = HELD.load(Ordering::Relaxed).saturating_sub(before);
@@ -61,25 +60,27 @@ fn bytes_a_pod<I: Default>(pods: &[Pod], apply: impl Fn(&I, &Event<Pod>)) -> usi
     kept / pods.len()
 }
 
-/// The large cluster's pods as OME creates them.
-fn pods() -> Vec<Pod> {
-    let pods = large_cluster::ome_pods(&large_cluster::cluster());
-    pods.into_iter()
-        .map(|pod| serde_json::from_value(pod).expect("a pod"))
-        .collect()
+/// Pods as the API server serves them: their JSON.
+fn served(pods: Vec<serde_json::Value>) -> Vec<Vec<u8>> {
+    pods.iter().map(|pod| serde_json::to_vec(pod).expect("json")).collect()
 }
 
-/// A pod event as the controller's watch of pods takes it: trimmed, then indexed in both.
-fn apply(pods_index: &Pods, room_index: &Room, event: impl Fn(Pod) -> Event<Pod>, pod: &Pod) {
-    let mut trimmed = pod.clone();
-    pods::trim(&mut trimmed);
-    let event = event(trimmed);
+/// A pod as the controller's watch takes it: read from its JSON into the core's model, trimmed.
+fn watched(pod: &[u8]) -> Pod {
+    let mut pod: Pod = serde_json::from_slice(pod).expect("a pod");
+    pods::trim(&mut pod);
+    pod
+}
+
+/// A pod event as the controller's watch of pods takes it: read, trimmed, then indexed in both.
+fn apply(pods_index: &Pods, room_index: &Room, event: impl Fn(Pod) -> Event<Pod>, pod: &[u8]) {
+    let event = event(watched(pod));
     room_index.apply(&event);
     pods_index.apply(&event);
 }
 
 /// Both indexes after a relist of `pods`.
-fn relisted(pods_index: &Pods, room_index: &Room, pods: &[Pod]) {
+fn relisted(pods_index: &Pods, room_index: &Room, pods: &[Vec<u8>]) {
     pods_index.apply(&Event::Init);
     room_index.apply(&Event::Init);
     for pod in pods {
@@ -90,15 +91,11 @@ fn relisted(pods_index: &Pods, room_index: &Room, pods: &[Pod]) {
 }
 
 fn main() {
-    let pods = pods();
-    let size = serde_json::to_string(&pods[0]).map_or(0, |json| json.len());
-    println!("pod index: {} pods of {size} bytes as JSON", pods.len());
-    // The room's watch of every pod, of any workload: what it keeps of each.
     let cluster = large_cluster::cluster();
-    let others: Vec<Pod> = large_cluster::other_pods(&cluster, 20_000)
-        .into_iter()
-        .map(|pod| serde_json::from_value(pod).expect("a pod"))
-        .collect();
+    let pods = served(large_cluster::ome_pods(&cluster));
+    println!("pod index: {} pods of {} bytes as JSON", pods.len(), pods[0].len());
+    // The room's watch of every pod, of any workload: what it keeps of each.
+    let others = served(large_cluster::other_pods(&cluster, 20_000));
     let room = |index: &Room, event: &Event<Pod>| {
         index.apply(event);
     };
@@ -117,7 +114,7 @@ fn main() {
         .sample_size(10)
         .measurement_time(Duration::from_secs(5))
         .configure_from_args();
-    let updated = &pods[5];
+    let updated = &pods[5][..];
     criterion.bench_function("pods/one pod event, trimmed and indexed in both", |b| {
         b.iter(|| apply(&pods_index, &room_index, Event::Apply, black_box(updated)))
     });

@@ -12,8 +12,8 @@ use kube::runtime::reflector::ObjectRef;
 use ome_spread_core::diagnosis::Component;
 use ome_spread_core::migration::{Entry, Unconfigured};
 use ome_spread_core::nodes::Nodes;
+use ome_spread_core::pod::Pod;
 use ome_spread_core::rebalance::Move;
-use serde_json::Value;
 
 use crate::cache::Caches;
 use crate::metrics::Metrics;
@@ -79,7 +79,7 @@ pub struct Objects {
     pub(crate) cluster_runtime: Option<Arc<ClusterServingRuntime>>,
     pub(crate) replica: InferenceReplica,
     /// The component's pods, shared with the pods' index.
-    pub(crate) pods: Vec<Arc<Value>>,
+    pub(crate) pods: Vec<Arc<Pod>>,
     pub(crate) nodes: Arc<Nodes>,
 }
 

@@ -1,17 +1,16 @@
 //! `ome-spread explain`: reads the objects (a live cluster's, or saved ones) and prints what the
 //! core's [`explain`] makes of them.
 
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
-use kube::ResourceExt;
+use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::api::{Api, ListParams};
 use ome_spread_core::explain::{Objects, explain, text};
 use ome_spread_core::instance::COMPONENTS;
 use ome_spread_core::labels;
+use ome_spread_core::pod::Pod;
 use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
 use ome_spread_core::settings::Settings;
 use serde_json::Value;
 
-use crate::pods;
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 /// What `explain` reads of a live cluster: the InferenceService, its runtime, its replicas, its
@@ -57,24 +56,21 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
         }
     }
     let selector = format!("{}={service}", labels::INFERENCE_SERVICE);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    for pod in pods
+    let own: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut pods = own
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(failed("the pods"))?
-    {
-        objects.push(value(&pod)?);
-    }
+        .items;
     // The room a plan counts on: every other pod, of any workload, trimmed as the controller's
     // watch trims it. Who may not list every pod gets the room of this InferenceService's pods only.
     match Api::<Pod>::all(client.clone()).list(&ListParams::default()).await {
         Ok(everyone) => {
             for mut pod in everyone {
-                let own = pod.namespace().as_deref() == Some(namespace)
-                    && pod.labels().get(labels::INFERENCE_SERVICE).map(String::as_str) == Some(service);
+                let own = pod.namespace() == namespace && pod.label(labels::INFERENCE_SERVICE) == Some(service);
                 if !own {
-                    pods::trim(&mut pod);
-                    objects.push(value(&pod)?);
+                    crate::pods::trim(&mut pod);
+                    pods.push(pod);
                 }
             }
         }
@@ -88,7 +84,7 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
     for node in nodes.list(&ListParams::default()).await.map_err(failed("the nodes"))? {
         objects.push(value(&node)?);
     }
-    Objects::new(objects).map_err(|e| e.to_string())
+    Objects::with_pods(objects, pods).map_err(|e| e.to_string())
 }
 
 fn value(object: &impl serde::Serialize) -> Result<Value, String> {

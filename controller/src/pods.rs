@@ -1,28 +1,26 @@
-//! The controller's one watch of pods, of every workload, trimmed on the way in to what the
-//! diagnosis and the room read. Its events keep two indexes ([`crate::index`]): the room's requests
-//! per node ([`crate::room`]), and here the OMENative pods of each component, as the core reads
-//! them (JSON): a pod event converts that pod alone, triggers its replica's reconcile
+//! The controller's one watch of pods, of every workload, read into the core's model of a pod
+//! ([`Pod`]: what the diagnosis and the room read, nothing else). Its events keep two indexes
+//! ([`crate::index`]): the room's requests per node ([`crate::room`]), and here the OMENative
+//! pods of each component: a pod event moves that pod alone, triggers its replica's reconcile
 //! ([`crate::reconcile`]), and a reconcile reads its own component's pods only.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
+use ome_spread_core::ome::InferenceReplica;
+use ome_spread_core::pod::Pod;
 use ome_spread_core::replica::ReplicaRef;
-use serde_json::Value;
 use tracing::warn;
 
-use crate::index::{self, Derived, Index, Shared};
+use crate::index::{Derived, Index, Shared};
 use crate::room::Room;
-use ome_spread_core::ome::InferenceReplica;
 
 /// The watch of every pod, trimmed, filling `room` then `pods`: the replicas whose OMENative pods
 /// it changed, a relist's pods found gone among them ([`Index`]). An event that changes nothing
@@ -63,32 +61,23 @@ pub type ComponentKey = (String, String, String);
 
 /// Each component's pods, by name.
 #[derive(Debug, Default, PartialEq)]
-pub struct ByComponent(HashMap<ComponentKey, BTreeMap<String, Arc<Value>>>);
+pub struct ByComponent(HashMap<ComponentKey, BTreeMap<String, Arc<Pod>>>);
 
 impl Derived for ByComponent {
     type Object = Pod;
     /// A pod's component, its name, and the pod.
-    type Entry = (ComponentKey, String, Arc<Value>);
+    type Entry = (ComponentKey, String, Arc<Pod>);
     /// The replica whose reconcile reads the pod: its component's.
     type Trigger = ObjectRef<InferenceReplica>;
 
-    /// Its component by OME's labels (None: not an OMENative pod, or no component's), as JSON.
+    /// Its component by OME's labels (None: not an OMENative pod, or no component's).
     fn entry(pod: &Pod) -> Option<Self::Entry> {
-        if pod.labels().get(labels::MANAGED_BY).map(String::as_str) != Some(labels::OME_NATIVE) {
+        if pod.label(labels::MANAGED_BY) != Some(labels::OME_NATIVE) {
             return None;
         }
-        let value = match serde_json::to_value(pod) {
-            Ok(value) => value,
-            Err(e) => {
-                // Cannot happen for a pod the API server sent; said, naming it, if it does.
-                warn!(pod = %index::key(pod), error = %e, "a pod cannot be read as JSON: it is left out of its component");
-                return None;
-            }
-        };
-        let (namespace, service, component) = component_of(&value)?;
+        let (namespace, service, component) = component_of(pod)?;
         let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
-        let name = value["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        Some((key, name, Arc::new(value)))
+        Some((key, pod.name().to_owned(), Arc::new(pod.clone())))
     }
 
     fn trigger(((namespace, service, component), _, _): &Self::Entry) -> Option<Self::Trigger> {
@@ -117,7 +106,7 @@ pub type Pods = Shared<Index<ByComponent>>;
 
 impl Pods {
     /// The pods of `component`, by name: shared, not copied.
-    pub fn of(&self, component: &ComponentKey) -> Vec<Arc<Value>> {
+    pub fn of(&self, component: &ComponentKey) -> Vec<Arc<Pod>> {
         self.with(|index| {
             let pods = index.derived().0.get(component).into_iter().flat_map(BTreeMap::values);
             pods.cloned().collect()
@@ -125,107 +114,51 @@ impl Pods {
     }
 }
 
-/// The pod as the diagnosis, the plan, the triggers and the room read it: its name, labels and
-/// owners; its node, scheduler, node selection, tolerations, spread constraints and what it
-/// requests ([`requests_only`]); its phase and the conditions read ([`read_conditions`]). Env,
-/// volumes, probes, annotations, managed fields and the resourceVersion are dropped before it is
-/// kept: most of an OME pod's size, and what changes in an event that changes nothing the
-/// diagnosis reads (which then triggers no reconcile).
+/// Of a pod's metadata, what is read: its name, namespace and labels. The model skips the rest of
+/// the pod as it reads it; its annotations, managed fields and resourceVersion (which change in an
+/// event that changes nothing read, which then triggers no reconcile) are dropped here.
 pub fn trim(pod: &mut Pod) {
     let metadata = std::mem::take(&mut pod.metadata);
     pod.metadata = ObjectMeta {
         name: metadata.name,
         namespace: metadata.namespace,
         labels: metadata.labels,
-        owner_references: metadata.owner_references,
         ..ObjectMeta::default()
     };
-    let mut spec = pod.spec.take().unwrap_or_default();
-    pod.spec = Some(PodSpec {
-        node_name: spec.node_name.take(),
-        scheduler_name: spec.scheduler_name.take(),
-        node_selector: spec.node_selector.take(),
-        affinity: spec.affinity.take(),
-        tolerations: spec.tolerations.take(),
-        topology_spread_constraints: spec.topology_spread_constraints.take(),
-        ..requests_only(spec)
-    });
-    pod.status = pod.status.take().map(|status| PodStatus {
-        phase: status.phase,
-        conditions: status.conditions.map(read_conditions),
-        ..PodStatus::default()
-    });
-}
-
-/// The conditions the diagnosis reads: whether the pod is Ready, and why it is not scheduled.
-/// The rest (Initialized, ContainersReady, readiness gates') and every condition's times are
-/// dropped: kept as JSON, a running pod's five conditions held 18 MiB of the controller's 211 over
-/// 10,000 OME pods on a real API server (BENCHMARKS.md).
-fn read_conditions(conditions: Vec<PodCondition>) -> Vec<PodCondition> {
-    let read = |c: &PodCondition| c.type_ == "Ready" || c.type_ == "PodScheduled";
-    conditions
-        .into_iter()
-        .filter(read)
-        .map(|c| PodCondition {
-            type_: c.type_,
-            status: c.status,
-            reason: c.reason,
-            message: c.message,
-            ..PodCondition::default()
-        })
-        .collect()
-}
-
-/// What a pod requests of its node, as the core counts it (the core's `Resources::of_pod`): its
-/// containers' and init containers' names and requests (and whether an init container is a
-/// sidecar), its pod-level requests and its overhead.
-fn requests_only(spec: PodSpec) -> PodSpec {
-    let requests = |resources: ResourceRequirements| ResourceRequirements {
-        requests: resources.requests,
-        ..ResourceRequirements::default()
-    };
-    let container = |container: Container| Container {
-        name: container.name,
-        restart_policy: container.restart_policy,
-        resources: container.resources.map(requests),
-        ..Container::default()
-    };
-    PodSpec {
-        containers: spec.containers.into_iter().map(container).collect(),
-        init_containers: spec.init_containers.map(|all| all.into_iter().map(container).collect()),
-        resources: spec.resources.map(requests),
-        overhead: spec.overhead,
-        ..PodSpec::default()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::Apply;
+    use crate::index::{self, Apply};
+    use kube::ResourceExt;
+    use ome_spread_sim::objects::read;
     use proptest::prelude::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    /// An OME pod of component `component` of InferenceService `m` (none: unlabelled), Instance
-    /// `index`, on `node`.
-    fn pod(name: &str, component: Option<&str>, node: &str) -> Pod {
+    /// An OME pod of component `component` of InferenceService `m` (none: unlabelled), on `node`,
+    /// as the API server serves it.
+    fn served(name: &str, component: Option<&str>, node: &str) -> Value {
         let mut labels = json!({"ome.io/managed-by": "OMENative"});
         if let Some(component) = component {
             labels["ome.io/inferenceservice"] = json!("m");
             labels["component"] = json!(component);
         }
-        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns", "labels": labels,
+        json!({"metadata": {"name": name, "namespace": "ns", "labels": labels,
             "annotations": {"a": "b"}, "managedFields": [{"manager": "ome"}]},
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "sglang", "env": [{"name": "A", "value": "b"}],
                 "resources": {"requests": {"nvidia.com/gpu": "1"}}, "readinessProbe": {"httpGet": {"port": 8080}}}],
                 "nodeSelector": {"models.ome.io/clusterbasemodel.m": "Ready"}, "volumes": [{"name": "v", "emptyDir": {}}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.0.0.1"}}))
-        .expect("a pod")
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.0.0.1"}})
+    }
+
+    fn pod(name: &str, component: Option<&str>, node: &str) -> Pod {
+        read(&served(name, component, node))
     }
 
     #[test]
     fn a_trimmed_pod_keeps_what_the_diagnosis_reads() {
-        let mut as_served = serde_json::to_value(pod("m-engine-0-default-0", Some("engine"), "n1")).expect("json");
+        let mut as_served = served("m-engine-0-default-0", Some("engine"), "n1");
         // The conditions as the API server serves a running pod's: only Ready and PodScheduled
         // are read, and neither's times.
         let condition = |kind: &str| {
@@ -239,17 +172,16 @@ mod tests {
             condition("ome.io/serving"),
             condition("PodScheduled")
         ]);
-        let mut trimmed: Pod = serde_json::from_value(as_served).expect("a pod");
+        let mut trimmed = read(&as_served);
         trim(&mut trimmed);
         assert_eq!(
-            serde_json::to_value(trimmed).expect("json"),
-            json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "m-engine-0-default-0", "namespace": "ns",
+            trimmed,
+            read(&json!({"metadata": {"name": "m-engine-0-default-0", "namespace": "ns",
                     "labels": {"component": "engine", "ome.io/inferenceservice": "m", "ome.io/managed-by": "OMENative"}},
                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}],
                     "nodeName": "n1", "nodeSelector": {"models.ome.io/clusterbasemodel.m": "Ready"}},
                 "status": {"conditions": [{"status": "True", "type": "Ready"}, {"status": "True", "type": "PodScheduled"}],
-                    "phase": "Running"}})
+                    "phase": "Running"}}))
         );
     }
 
@@ -267,11 +199,11 @@ mod tests {
     fn only_an_event_that_changes_what_is_kept_of_a_pod_triggers() {
         // As the watch takes it: a new resourceVersion, a container's restarts, then trimmed.
         let seen = |node: &str, restarts: u32| {
-            let mut value = serde_json::to_value(pod("m-engine-0-default-0", Some("engine"), node)).expect("json");
+            let mut value = served("m-engine-0-default-0", Some("engine"), node);
             value["metadata"]["resourceVersion"] = json!(restarts.to_string());
             value["status"]["containerStatuses"] =
                 json!([{"name": "c", "image": "sglang", "imageID": "", "ready": true, "restartCount": restarts}]);
-            let mut pod: Pod = serde_json::from_value(value).expect("a pod");
+            let mut pod = read(&value);
             trim(&mut pod);
             pod
         };
@@ -388,12 +320,7 @@ mod tests {
         let placed = |pods: &Pods| -> Vec<(String, String)> {
             pods.of(&engine)
                 .iter()
-                .map(|p| {
-                    (
-                        p["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
-                        p["spec"]["nodeName"].as_str().unwrap_or_default().to_owned(),
-                    )
-                })
+                .map(|p| (p.name().to_owned(), p.node().unwrap_or_default().to_owned()))
                 .collect()
         };
         let named = |name: &str, node: &str| (name.to_owned(), node.to_owned());

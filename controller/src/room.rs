@@ -2,7 +2,7 @@
 //! workload it belongs to (a training job's GPUs are as taken as an engine's). Kept by the events
 //! of the controller's watch of every pod ([`crate::pods::changes`], [`crate::index`]).
 
-use k8s_openapi::api::core::v1::Pod;
+use ome_spread_core::pod::Pod;
 use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
 
@@ -28,16 +28,12 @@ impl Derived for Sums {
 
     /// What the pod holds of its node, as the core counts it ([`room::held`]).
     fn entry(pod: &Pod) -> Option<Self::Entry> {
-        // Neither can happen for a pod the API server sent (it refuses a quantity it cannot
-        // read); said, naming the pod, if one does.
-        let not_counted = |error: &dyn std::fmt::Display| {
-            warn!(pod = %index::key(pod), error = %error, "a pod's requests cannot be read: they are not counted");
-        };
-        let value = serde_json::to_value(pod).map_err(|e| not_counted(&e)).ok()?;
-        match room::held(&value) {
+        match room::held(pod) {
             Ok(held) => held.map(|(node, requests)| (node.to_owned(), requests)),
             Err(e) => {
-                not_counted(&e);
+                // Cannot happen for a pod the API server sent (it refuses a quantity it cannot
+                // read); said, naming the pod, if one does.
+                warn!(pod = %index::key(pod), error = %e, "a pod's requests cannot be read: they are not counted");
                 None
             }
         }
@@ -77,10 +73,12 @@ mod tests {
     use crate::index::Apply;
     use crate::pods::trim;
     use kube::runtime::watcher;
+    use ome_spread_sim::objects::read;
     use proptest::prelude::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn pod(name: &str, node: Option<&str>, gpus: u32, phase: &str) -> Pod {
+    /// A training pod as the API server serves it.
+    fn served(name: &str, node: Option<&str>, gpus: u32, phase: &str) -> Value {
         let mut pod = json!({"metadata": {"name": name, "namespace": "ns", "labels": {"app": "train"}},
             "spec": {"containers": [{"name": "c", "image": "trainer", "env": [{"name": "A", "value": "b"}],
                 "resources": {"requests": {"nvidia.com/gpu": gpus.to_string(), "cpu": "500m"}, "limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
@@ -88,7 +86,11 @@ mod tests {
         if let Some(node) = node {
             pod["spec"]["nodeName"] = json!(node);
         }
-        serde_json::from_value(pod).expect("a pod")
+        pod
+    }
+
+    fn pod(name: &str, node: Option<&str>, gpus: u32, phase: &str) -> Pod {
+        read(&served(name, node, gpus, phase))
     }
 
     fn trimmed(mut pod: Pod) -> Pod {
@@ -133,13 +135,13 @@ mod tests {
 
     #[test]
     fn a_trimmed_pod_of_another_workload_keeps_what_the_room_reads_and_nothing_else() {
-        let kept = serde_json::to_value(trimmed(pod("train-0", Some("n1"), 4, "Running"))).expect("json");
         assert_eq!(
-            kept,
-            json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "train-0", "namespace": "ns", "labels": {"app": "train"}},
+            trimmed(pod("train-0", Some("n1"), 4, "Running")),
+            read(
+                &json!({"metadata": {"name": "train-0", "namespace": "ns", "labels": {"app": "train"}},
                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "4"}}}], "nodeName": "n1"},
                 "status": {"phase": "Running"}})
+            )
         );
     }
 
@@ -147,22 +149,23 @@ mod tests {
     /// counts them: the trim keeps them, and the index counts them.
     #[test]
     fn a_trimmed_pod_keeps_its_init_containers_pod_level_requests_and_overhead() {
-        let mut with_all = serde_json::to_value(pod("train-0", Some("n1"), 4, "Running")).expect("json");
+        let mut with_all = served("train-0", Some("n1"), 4, "Running");
         with_all["spec"]["initContainers"] = json!([
             {"name": "fetch", "image": "fetcher", "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}},
             {"name": "proxy", "image": "envoy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}]);
         with_all["spec"]["resources"] = json!({"requests": {"memory": "8Gi"}, "limits": {"memory": "16Gi"}});
         with_all["spec"]["overhead"] = json!({"cpu": "250m"});
         with_all["spec"]["runtimeClassName"] = json!("kata");
-        let kept = trimmed(serde_json::from_value(with_all).expect("a pod"));
+        let kept = trimmed(read(&with_all));
         assert_eq!(
-            serde_json::to_value(&kept).expect("json")["spec"],
-            json!({"nodeName": "n1",
+            kept.spec,
+            read(&json!({"spec": {"nodeName": "n1",
                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "4"}}}],
                 "initContainers": [{"name": "fetch", "resources": {"requests": {"nvidia.com/gpu": "8"}}},
                     {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}],
                 "resources": {"requests": {"memory": "8Gi"}},
-                "overhead": {"cpu": "250m"}})
+                "overhead": {"cpu": "250m"}}}))
+            .spec
         );
         let mut index = Index::<Sums>::default();
         index.apply(&watcher::Event::Apply(kept));
@@ -181,9 +184,9 @@ mod tests {
     /// counted, and is said; a pod beside it still holds its own.
     #[test]
     fn a_pod_whose_requests_cannot_be_read_is_not_counted() {
-        let mut unreadable = serde_json::to_value(pod("train-0", Some("n1"), 4, "Running")).expect("json");
+        let mut unreadable = served("train-0", Some("n1"), 4, "Running");
         unreadable["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("500x");
-        let unreadable: Pod = serde_json::from_value(unreadable).expect("a pod");
+        let unreadable = read(&unreadable);
         assert_eq!(Sums::entry(&unreadable), None);
         let mut index = Index::<Sums>::default();
         index.apply(&watcher::Event::Apply(unreadable));
@@ -218,8 +221,7 @@ mod tests {
                 index.apply(event);
             }
             let pods = index::reflected(&events);
-            let values: Vec<serde_json::Value> = pods.values().map(|p| serde_json::to_value(p).expect("json")).collect();
-            prop_assert_eq!(requested(&index), &room::requested(&values).expect("readable"));
+            prop_assert_eq!(requested(&index), &room::requested(pods.values()).expect("readable"));
         }
     }
 }

@@ -551,7 +551,9 @@ fn report_of(objects: &[Value], settings: &Settings) -> Report {
     let read = Objects::new(objects.to_vec()).expect("readable objects");
     let service = read.services(None).next().expect("the service");
     let replica = read.replicas(None).next().expect("the replica");
-    let pods: Vec<Value> = objects.iter().filter(|o| o["kind"] == "Pod").cloned().collect();
+    let pods: Vec<_> = (objects.iter().filter(|o| o["kind"] == "Pod"))
+        .map(ome_spread_sim::objects::read)
+        .collect();
     let component = Component::new(service, read.runtime_of(service), replica, &pods, read.nodes());
     diagnose(&component, settings).expect("a report")
 }
@@ -1160,6 +1162,36 @@ Why: the 2 Instances run in 2 different domains of topology.kubernetes.io/zone.
 What to do: Nothing: losing one domain leaves the Instances in the others serving.
 ";
     assert_eq!(explained(objects), expected);
+}
+
+/// Saved pods are read into the core's model of a pod: a field the API server would refuse is named
+/// with the pod and why; a null reads as the field left out, as the API server reads it.
+#[test]
+fn a_pod_the_api_server_would_refuse_is_named_with_its_field() {
+    let mut objects = seed();
+    find(&mut objects, "Pod", "qwen3-0-6b-engine-1-default-0")["spec"]["nodeSelector"] = json!({"gpu": 1});
+    let error = Objects::new(objects).err().map(|e| e.to_string());
+    assert_eq!(
+        error.as_deref(),
+        Some(
+            "Pod spread-demo/qwen3-0-6b-engine-1-default-0: spec.nodeSelector.gpu: invalid type: integer `1`, expected a string"
+        )
+    );
+    let mut objects = seed();
+    let pod = find(&mut objects, "Pod", "qwen3-0-6b-engine-1-default-0");
+    pod["spec"]["tolerations"] = Value::Null;
+    pod["status"] = Value::Null;
+    let read = Objects::new(objects).expect("readable objects");
+    let pods = read.pods_of("spread-demo", "qwen3-0-6b", "engine");
+    assert_eq!(
+        (pods.iter())
+            .map(|p| (p.name(), p.node(), p.status.phase.as_deref()))
+            .collect::<Vec<_>>(),
+        [
+            ("qwen3-0-6b-engine-0-default-0", Some("gpu-node-1"), Some("Running")),
+            ("qwen3-0-6b-engine-1-default-0", Some("gpu-node-2"), None)
+        ]
+    );
 }
 
 /// Saved objects are read into the core's model of OME's objects: one that OME's CRD would refuse

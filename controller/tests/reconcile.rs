@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -20,6 +19,7 @@ use ome_spread_controller::reconcile::{error_policy, reconcile, retry_after};
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_controller::serve::Health;
 use ome_spread_core::diagnosis::Reason;
+use ome_spread_core::pod::Pod;
 use ome_spread_sim::objects;
 use serde_json::json;
 

@@ -16,11 +16,12 @@ use ome_spread_sim::{live, wait::eventually};
 use std::path::Path;
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
+use ome_spread_core::pod::Pod;
 
 use ome_spread_core::room::{self, Resources};
 use ome_spread_sim::nodes::{self, NodeShape};
+use ome_spread_sim::objects::read;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-e2e-room";
@@ -149,8 +150,8 @@ async fn count_against_the_scheduler(kubeconfig: &Path, client: &Client) {
     );
     assert_eq!(holder("room-overhead")["spec"]["overhead"], json!({"cpu": "3"}));
 
-    let requested = room::requested(&trimmed(pods)).expect("the API server's pods are readable");
-    let probe_requests = Resources::of_pod(&probe("probe", "")).expect("a readable probe");
+    let requested = room::requested(&trimmed(&pods)).expect("the API server's pods are readable");
+    let probe_requests = Resources::of_pod(&read(&probe("probe", ""))).expect("a readable probe");
     for case in &cases {
         let node = live::kubectl(kubeconfig, &["get", "node", case.node, "-o", "json"]).await;
         let node: Value = serde_json::from_str(&node).expect("a node");
@@ -214,12 +215,12 @@ async fn listed(kubeconfig: &Path) -> Vec<Value> {
 }
 
 /// The pods as the controller's watch of pods trims them.
-fn trimmed(pods: Vec<Value>) -> Vec<Value> {
-    pods.into_iter()
+fn trimmed(pods: &[Value]) -> Vec<Pod> {
+    pods.iter()
         .map(|pod| {
-            let mut pod: Pod = serde_json::from_value(pod).expect("a pod");
+            let mut pod = read(pod);
             ome_spread_controller::pods::trim(&mut pod);
-            serde_json::to_value(pod).expect("json")
+            pod
         })
         .collect()
 }

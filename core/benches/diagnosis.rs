@@ -12,12 +12,14 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
+use ome_spread_core::labels;
 use ome_spread_core::loss::worst;
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::ome::Runtime;
+use ome_spread_core::pod::Pod;
 use ome_spread_core::room::{Requested, requested};
 use ome_spread_core::settings::Settings;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use ome_spread_sim::large_cluster::{Cluster, REPLICAS, Typed, cluster, typed};
 
@@ -31,12 +33,11 @@ fn pass(
     requested: Option<&Requested>,
 ) -> BTreeMap<Reason, usize> {
     let nodes = Nodes::from_json(&cluster.nodes).expect("the generated nodes are readable");
-    let mut pods_of: HashMap<(&str, &str), Vec<&Value>> = HashMap::new();
-    for pod in &cluster.pods {
-        let labels = &pod["metadata"]["labels"];
+    let mut pods_of: HashMap<(&str, &str), Vec<&Pod>> = HashMap::new();
+    for pod in &typed.pods {
         let key = (
-            labels["ome.io/inferenceservice"].as_str().unwrap_or_default(),
-            labels["component"].as_str().unwrap_or_default(),
+            pod.label(labels::INFERENCE_SERVICE).unwrap_or_default(),
+            pod.label(labels::COMPONENT).unwrap_or_default(),
         );
         pods_of.entry(key).or_default().push(pod);
     }
@@ -64,7 +65,7 @@ fn main() {
     }
     let typed = typed(&cluster);
     let settings = Settings::default();
-    let requested = requested(&cluster.pods).expect("the generated pods are readable");
+    let requested = requested(&typed.pods).expect("the generated pods are readable");
     let reasons = pass(&cluster, &typed, &settings, Some(&requested));
     println!(
         "diagnosis pass over {} replicas, {} pods, {} nodes: reasons {:?}",

@@ -14,9 +14,11 @@ use criterion::Criterion;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
+use ome_spread_core::labels;
 use ome_spread_core::migration::{Annotated, Entry, LEDGER, Migrations, Records, Request, Requests, Situation, hold};
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::ome::Runtime;
+use ome_spread_core::pod::Pod;
 use ome_spread_core::rebalance::recommend;
 use ome_spread_core::room::requested;
 use ome_spread_core::settings::Settings;
@@ -107,15 +109,13 @@ fn pass(
     stage: Stage,
 ) -> (BTreeMap<Reason, usize>, usize, usize) {
     let nodes = Nodes::from_json(&cluster.nodes).expect("the generated nodes are readable");
-    let mut pods_of: HashMap<&str, Vec<&Value>> = HashMap::new();
-    for pod in &cluster.pods {
-        let service = pod["metadata"]["labels"]["ome.io/inferenceservice"]
-            .as_str()
-            .unwrap_or_default();
+    let mut pods_of: HashMap<&str, Vec<&Pod>> = HashMap::new();
+    for pod in &typed.pods {
+        let service = pod.label(labels::INFERENCE_SERVICE).unwrap_or_default();
         pods_of.entry(service).or_default().push(pod);
     }
     let requested = if stage >= Stage::Plan {
-        requested(&cluster.pods).expect("the generated pods are readable")
+        requested(&typed.pods).expect("the generated pods are readable")
     } else {
         Default::default()
     };

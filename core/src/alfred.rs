@@ -35,19 +35,13 @@ pub fn refused<'a>(component: &Component<'a>) -> Vec<Refused<'a>> {
     for pod in anchors(component, kind) {
         let instance = anchor_labels(pod, service, kind);
         let omes = spread_selector(&instance);
-        let constraints = pod["spec"]["topologySpreadConstraints"]
-            .as_array()
-            .into_iter()
-            .flatten();
-        let other = constraints
+        let other = (pod.constraints().iter())
             .filter(|c| omes.is_exactly_in(c))
             .find(|c| c["maxSkew"] != 1);
         if let Some(constraint) = other {
             refused.push(Refused {
-                instance: pod["metadata"]["labels"][labels::INSTANCE_INDEX]
-                    .as_str()
-                    .unwrap_or_default(),
-                pod: pod["metadata"]["name"].as_str().unwrap_or_default(),
+                instance: pod.label(labels::INSTANCE_INDEX).unwrap_or_default(),
+                pod: pod.name(),
                 max_skew: shown(&constraint["maxSkew"]),
             });
         }
@@ -104,12 +98,13 @@ mod tests {
     use super::*;
     use crate::nodes::Nodes;
     use crate::ome::typed;
+    use crate::pod::Pod;
 
-    fn pod(index: u32, runner: &str, constraints: Value) -> Value {
-        json!({"metadata": {"name": format!("s-engine-{index}-{runner}-0"),
+    fn pod(index: u32, runner: &str, constraints: Value) -> Pod {
+        typed(&json!({"metadata": {"name": format!("s-engine-{index}-{runner}-0"),
             "labels": {"ome.io/inferenceservice": "s", "component": "engine", "ome.io/runner": runner,
                 "ome.io/instance-index": index.to_string()}},
-            "spec": {"topologySpreadConstraints": constraints}})
+            "spec": {"topologySpreadConstraints": constraints}}))
     }
 
     fn constraint(max_skew: Value, labels: Value) -> Value {

@@ -13,6 +13,7 @@ use crate::instance::{InstanceLabels, Runner};
 use crate::labels;
 use crate::nodes::{Node, Nodes, Selected, Selection};
 use crate::ome::{InferenceReplica, InferenceService, Runtime, named};
+use crate::pod::Pod;
 use crate::rules::{completion, spread_constraint};
 use crate::settings::Settings;
 use crate::shown::shown;
@@ -25,7 +26,7 @@ pub struct Component<'a> {
     pub runtime: Option<Runtime<'a>>,
     pub replica: &'a InferenceReplica,
     /// Its pods, borrowed from wherever the caller keeps them (a list of objects, an index).
-    pub pods: Vec<&'a Value>,
+    pub pods: Vec<&'a Pod>,
     pub nodes: &'a Nodes,
     /// The nodes its anchors select, taints ignored and honoured: the diagnosis, the plan and the
     /// losses each read them, so they are selected once for all, in one pass over the nodes. A
@@ -38,7 +39,7 @@ impl<'a> Component<'a> {
         service: &'a InferenceService,
         runtime: Option<Runtime<'a>>,
         replica: &'a InferenceReplica,
-        pods: impl IntoIterator<Item = &'a Value>,
+        pods: impl IntoIterator<Item = &'a Pod>,
         nodes: &'a Nodes,
     ) -> Self {
         Self {
@@ -268,9 +269,9 @@ pub fn settings_in_effect(
 /// (`-default-0` and `-default-1`, one Instance index): it is one Instance, counted where its
 /// newer slot's pod runs once that is placed (the older one is being drained), else where the
 /// older one runs.
-pub(crate) fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Value> {
+pub(crate) fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Pod> {
     let service = service_name(component);
-    let mut anchors: Vec<&'a Value> = Vec::new();
+    let mut anchors: Vec<&'a Pod> = Vec::new();
     let mut at: HashMap<&str, usize> = HashMap::new();
     for pod in component
         .pods
@@ -279,7 +280,7 @@ pub(crate) fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Valu
         .filter(|pod| is_anchor(pod, service, kind))
     {
         // A pod without an index is an Instance of its own: nothing says which it shares.
-        let Some(index) = pod["metadata"]["labels"][labels::INSTANCE_INDEX].as_str() else {
+        let Some(index) = pod.label(labels::INSTANCE_INDEX) else {
             anchors.push(pod);
             continue;
         };
@@ -297,11 +298,11 @@ pub(crate) fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Valu
 
 /// Of two anchors of one Instance, is `pod` the one counted rather than `other`: placed before
 /// Pending, then the newer slot (the greater `ome.io/pod-ordinal`).
-fn counted_before(pod: &Value, other: &Value) -> bool {
-    let rank = |pod: &Value| {
-        let slot = pod["metadata"]["labels"][labels::POD_ORDINAL].as_str();
+fn counted_before(pod: &Pod, other: &Pod) -> bool {
+    let rank = |pod: &Pod| {
+        let slot = pod.label(labels::POD_ORDINAL);
         (
-            pod["spec"]["nodeName"].is_string(),
+            pod.node().is_some(),
             slot.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0),
         )
     };
@@ -309,16 +310,15 @@ fn counted_before(pod: &Value, other: &Value) -> bool {
 }
 
 /// Is `pod` a leader or only pod of the `kind` component of `service`?
-pub(crate) fn is_anchor(pod: &Value, service: &str, kind: &str) -> bool {
-    let labels = &pod["metadata"]["labels"];
-    labels[labels::INFERENCE_SERVICE] == service
-        && labels[labels::COMPONENT] == kind
-        && matches!(labels[labels::RUNNER].as_str(), Some("default" | "leader"))
+pub(crate) fn is_anchor(pod: &Pod, service: &str, kind: &str) -> bool {
+    pod.label(labels::INFERENCE_SERVICE) == Some(service)
+        && pod.label(labels::COMPONENT) == Some(kind)
+        && matches!(pod.label(labels::RUNNER), Some("default" | "leader"))
 }
 
 /// The Instance labels of an anchor pod (leader or only pod) of the `kind` component of `service`.
-pub(crate) fn anchor_labels<'a>(pod: &Value, service: &'a str, kind: &'a str) -> InstanceLabels<'a> {
-    let runner = match pod["metadata"]["labels"][labels::RUNNER].as_str() {
+pub(crate) fn anchor_labels<'a>(pod: &Pod, service: &'a str, kind: &'a str) -> InstanceLabels<'a> {
+    let runner = match pod.label(labels::RUNNER) {
         Some("leader") => Runner::Leader,
         _ => Runner::Default,
     };
@@ -330,26 +330,22 @@ pub(crate) fn anchor_labels<'a>(pod: &Value, service: &'a str, kind: &'a str) ->
 }
 
 /// Are both pods of the same Instance (its InferenceService, component and Instance index)?
-pub(crate) fn same_instance(pod: &Value, other: &Value) -> bool {
-    let (mine, theirs) = (&pod["metadata"]["labels"], &other["metadata"]["labels"]);
+pub(crate) fn same_instance(pod: &Pod, other: &Pod) -> bool {
     [labels::INFERENCE_SERVICE, labels::COMPONENT, labels::INSTANCE_INDEX]
         .iter()
-        .all(|l| mine[l] == theirs[l])
+        .all(|l| pod.label(l) == other.label(l))
 }
 
 /// The workers of `anchor`'s Instance among `pods`. Only workers: the leader of the Instance's
 /// other slot (a SurgeThenDrain update's) is the same Instance, counted once by [`anchors`].
-pub(crate) fn workers_of<'a>(pods: &[&'a Value], anchor: &Value) -> impl Iterator<Item = &'a Value> {
+pub(crate) fn workers_of<'a>(pods: &[&'a Pod], anchor: &Pod) -> impl Iterator<Item = &'a Pod> {
     pods.iter()
         .copied()
-        .filter(move |pod| pod["metadata"]["labels"][labels::RUNNER] == "worker" && same_instance(pod, anchor))
+        .filter(move |pod| pod.label(labels::RUNNER) == Some("worker") && same_instance(pod, anchor))
 }
 
-fn names(pods: &[&Value]) -> String {
-    let names: Vec<&str> = pods
-        .iter()
-        .map(|p| p["metadata"]["name"].as_str().unwrap_or_default())
-        .collect();
+fn names(pods: &[&Pod]) -> String {
+    let names: Vec<&str> = pods.iter().map(|p| p.name()).collect();
     names.join(", ")
 }
 
@@ -369,7 +365,7 @@ fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings
 /// `rack`, the `topologyKey`), or on a node without it, so that it is not inside one NVLink
 /// domain. Its pods from before `topologyKey` was set, or a leader placed apart from workers that
 /// stayed, keep running there; a migration makes the Instance anew, its workers beside its leader.
-fn instance_split(component: &Component, anchors: &[&Value], rack: &str) -> Option<Finding> {
+fn instance_split(component: &Component, anchors: &[&Pod], rack: &str) -> Option<Finding> {
     let mut split = Vec::new();
     for anchor in anchors {
         // Pods on a node the objects do not hold are left out: their rack is not known.
@@ -377,20 +373,18 @@ fn instance_split(component: &Component, anchors: &[&Value], rack: &str) -> Opti
         let mut placed: Vec<(&str, &str, Option<&String>)> = std::iter::once(*anchor)
             .chain(workers_of(&component.pods, anchor))
             .filter_map(|pod| {
-                let node = component.nodes.get(pod["spec"]["nodeName"].as_str()?)?;
-                let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+                let node = component.nodes.get(pod.node()?)?;
+                let name = pod.name();
                 Some((name, node.name.as_str(), node.labels.get(rack)))
             })
             .collect();
         // The same words whatever order the pods come in: the leader, then its workers by name.
-        let leader = anchor["metadata"]["name"].as_str().unwrap_or_default();
+        let leader = anchor.name();
         placed.sort_by_key(|(pod, _, _)| (*pod != leader, *pod));
         let first = placed.first().and_then(|(_, _, rack)| *rack);
         let one_rack = first.is_some() && placed.iter().all(|(_, _, rack)| *rack == first);
         if placed.len() > 1 && !one_rack {
-            let index = anchor["metadata"]["labels"][labels::INSTANCE_INDEX]
-                .as_str()
-                .unwrap_or_default();
+            let index = anchor.label(labels::INSTANCE_INDEX).unwrap_or_default();
             let pods: Vec<String> = placed
                 .iter()
                 .map(|(pod, node, rack)| format!("{pod} on {node} ({})", rack.map_or("<none>", String::as_str)))
@@ -431,10 +425,10 @@ fn no_key() -> Finding {
     )
 }
 
-fn preferred_under_ome_scheduler(anchors: &[&Value], spread: Spread) -> Option<Finding> {
+fn preferred_under_ome_scheduler(anchors: &[&Pod], spread: Spread) -> Option<Finding> {
     let under_ome = anchors
         .iter()
-        .any(|pod| pod["spec"]["schedulerName"] == "ome-scheduler");
+        .any(|pod| pod.spec.scheduler_name.as_deref() == Some("ome-scheduler"));
     (spread == Spread::Preferred && under_ome).then(|| {
         Finding::new(
             Reason::PreferredUnderOmeScheduler,
@@ -449,7 +443,7 @@ fn preferred_under_ome_scheduler(anchors: &[&Value], spread: Spread) -> Option<F
 /// key, as P12 completes it. OME's own on another key is from before a change (P6 keeps it);
 /// anyone else's on the key is kept, and conflicts when its WHEN differs.
 fn pods_predate_or_conflict(
-    anchors: &[&Value],
+    anchors: &[&Pod],
     service: &str,
     kind: &str,
     spread: Spread,
@@ -460,9 +454,7 @@ fn pods_predate_or_conflict(
     for pod in anchors {
         let instance = anchor_labels(pod, service, kind);
         let expected = spread_constraint(&instance, spread, key, settings);
-        let constraints = pod["spec"]["topologySpreadConstraints"]
-            .as_array()
-            .map_or(&[][..], Vec::as_slice);
+        let constraints = pod.constraints();
         let ours = |c: &&Value| expected.selector().is_exactly_in(c);
         let on_key = |c: &&Value| c["topologyKey"] == key;
         let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable();
@@ -499,13 +491,7 @@ fn pods_predate_or_conflict(
 
 /// MissingLabel, DomainsFull, then where the Instances run: SingleDomain, Skewed or Satisfied.
 /// Counts the Instances per eligible domain into `report`.
-fn placement(
-    component: &Component,
-    anchors: &[&Value],
-    key: &str,
-    settings: &Settings,
-    report: &mut Report,
-) -> Finding {
+fn placement(component: &Component, anchors: &[&Pod], key: &str, settings: &Settings, report: &mut Report) -> Finding {
     let selected = eligible_nodes(component, anchors, key);
     let unlabelled: Vec<&str> = selected
         .iter()
@@ -522,7 +508,7 @@ fn placement(
             "Label the nodes, or correct topologySpreadKey.",
         );
     }
-    let pending: Vec<&Value> = anchors.iter().copied().filter(|pod| held_by_spread(pod)).collect();
+    let pending: Vec<&Pod> = anchors.iter().copied().filter(|pod| held_by_spread(pod)).collect();
     if !pending.is_empty() {
         return Finding::new(
             Reason::DomainsFull,
@@ -558,7 +544,7 @@ pub fn node_keys(component: &Component, report: &Report) -> BTreeSet<String> {
 
 /// The anchors' node selections: those of one component share a template, so each distinct
 /// one is kept once.
-fn selections(anchors: &[&Value]) -> Vec<Selection> {
+fn selections(anchors: &[&Pod]) -> Vec<Selection> {
     let mut selections: Vec<Selection> = Vec::new();
     for selection in anchors.iter().map(|pod| Selection::of_pod(pod)) {
         if !selections.contains(&selection) {
@@ -571,25 +557,23 @@ fn selections(anchors: &[&Value]) -> Vec<Selection> {
 /// The nodes whose domains count, by Kubernetes' rules: those the anchors select, and under
 /// their constraint's `nodeTaintsPolicy: Honor` only those they tolerate. The component's own
 /// anchors select them; `anchors` (those same ones) only say whether taints are honoured.
-pub(crate) fn eligible_nodes<'c, 'a>(component: &'c Component<'a>, anchors: &[&Value], key: &str) -> &'c [&'a Node] {
+pub(crate) fn eligible_nodes<'c, 'a>(component: &'c Component<'a>, anchors: &[&Pod], key: &str) -> &'c [&'a Node] {
     component.selected(honors_taints(anchors, key))
 }
 
 /// Does the anchors' constraint on `key` say `nodeTaintsPolicy: Honor`?
-pub(crate) fn honors_taints(anchors: &[&Value], key: &str) -> bool {
+pub(crate) fn honors_taints(anchors: &[&Pod], key: &str) -> bool {
     anchors.iter().any(|pod| {
-        let constraints = pod["spec"]["topologySpreadConstraints"].as_array();
-        constraints.is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
-        })
+        pod.constraints()
+            .iter()
+            .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
     })
 }
 
 /// Placed Instances (their anchors' nodes) per eligible domain, empty domains included.
 pub(crate) fn instances_per_domain(
     nodes: &Nodes,
-    anchors: &[&Value],
+    anchors: &[&Pod],
     key: &str,
     eligible: &[&Node],
 ) -> BTreeMap<String, usize> {
@@ -607,13 +591,13 @@ pub(crate) fn instances_per_domain(
 }
 
 /// The domain of the node a pod runs on, if it runs on a known node with the key's label.
-pub(crate) fn domain_of<'a>(nodes: &'a Nodes, pod: &Value, key: &str) -> Option<&'a String> {
-    let node = pod["spec"]["nodeName"].as_str().and_then(|name| nodes.get(name))?;
+pub(crate) fn domain_of<'a>(nodes: &'a Nodes, pod: &Pod, key: &str) -> Option<&'a String> {
+    let node = pod.node().and_then(|name| nodes.get(name))?;
     node.labels.get(key)
 }
 
 /// SingleDomain, Skewed or Satisfied, from the Instances counted per eligible domain.
-fn where_instances_run(report: &Report, anchors: &[&Value], key: &str, settings: &Settings) -> Finding {
+fn where_instances_run(report: &Report, anchors: &[&Pod], key: &str, settings: &Settings) -> Finding {
     let per_domain = &report.instances_per_domain;
     if anchors.len() > 1 && per_domain.len() == 1 {
         let domain = per_domain.keys().next().map(String::as_str).unwrap_or_default();
@@ -639,11 +623,7 @@ fn where_instances_run(report: &Report, anchors: &[&Value], key: &str, settings:
     let used = per_domain.values().filter(|n| **n > 0).count();
     let placed: usize = per_domain.values().sum();
     // Only placed Instances are in a domain: those still Pending are named apart.
-    let pending: Vec<&Value> = anchors
-        .iter()
-        .copied()
-        .filter(|pod| pod["spec"]["nodeName"].as_str().is_none())
-        .collect();
+    let pending: Vec<&Pod> = anchors.iter().copied().filter(|pod| pod.node().is_none()).collect();
     let placed_ones = if pending.is_empty() { "" } else { " placed" };
     let run_in = match (placed, used) {
         (0, _) => format!("no Instance runs in a domain of {key}"),
@@ -679,18 +659,15 @@ fn where_instances_run(report: &Report, anchors: &[&Value], key: &str, settings:
 
 /// A pod the scheduler holds back on its spread constraint itself: `didn't match pod topology
 /// spread constraints` with no `(missing required label)` suffix.
-fn held_by_spread(pod: &Value) -> bool {
+fn held_by_spread(pod: &Pod) -> bool {
     const SPREAD: &str = "didn't match pod topology spread constraints";
-    pod["spec"]["nodeName"].as_str().is_none()
-        && pod["status"]["conditions"].as_array().is_some_and(|conditions| {
-            conditions.iter().any(|c| {
-                let message = c["message"].as_str().unwrap_or_default();
-                c["type"] == "PodScheduled"
-                    && c["status"] == "False"
-                    && message
-                        .match_indices(SPREAD)
-                        .any(|(at, _)| !message[at + SPREAD.len()..].starts_with(" (missing required label)"))
-            })
+    pod.node().is_none()
+        && pod.condition("PodScheduled").is_some_and(|c| {
+            let message = c.message.as_deref().unwrap_or_default();
+            c.status == "False"
+                && message
+                    .match_indices(SPREAD)
+                    .any(|(at, _)| !message[at + SPREAD.len()..].starts_with(" (missing required label)"))
         })
 }
 

@@ -18,6 +18,7 @@ use crate::loss::{self, Loss};
 use crate::migration::Unconfigured;
 use crate::nodes::{Node, Nodes, Selection};
 use crate::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, Runtime, ServingRuntime, namespace};
+use crate::pod::Pod;
 use crate::rebalance::{self, Domain, NoPlan, Plan};
 use crate::replica::{ReplicaRef, RuntimeRef, namespace_of};
 use crate::room::{self, Requested, Unreadable};
@@ -33,7 +34,7 @@ pub struct Objects {
     runtimes: Vec<ServingRuntime>,
     cluster_runtimes: Vec<ClusterServingRuntime>,
     replicas: Vec<InferenceReplica>,
-    pods: Vec<Value>,
+    pods: Vec<Pod>,
     nodes: Nodes,
     requested: Requested,
     /// (namespace, InferenceService, component) -> its pods, in order, from OME's labels.
@@ -55,12 +56,17 @@ pub enum Unusable {
 impl Objects {
     /// The objects, or the first that cannot be read, named.
     pub fn new(documents: Vec<Value>) -> Result<Self, Unusable> {
+        Self::with_pods(documents, Vec::new())
+    }
+
+    /// The objects, and `pods` already read into the model (a live cluster's, listed as such).
+    pub fn with_pods(documents: Vec<Value>, pods: Vec<Pod>) -> Result<Self, Unusable> {
         let mut objects = Self {
             services: Vec::new(),
             runtimes: Vec::new(),
             cluster_runtimes: Vec::new(),
             replicas: Vec::new(),
-            pods: Vec::new(),
+            pods,
             nodes: Nodes::default(),
             requested: Requested::default(),
             by_component: HashMap::new(),
@@ -73,7 +79,7 @@ impl Objects {
                 "ClusterServingRuntime" => objects.cluster_runtimes.push(typed(object)?),
                 "InferenceReplica" => objects.replicas.push(typed(object)?),
                 "Node" => nodes.push(Node::from_json(&object)?),
-                "Pod" => objects.pods.push(object),
+                "Pod" => objects.pods.push(typed(object)?),
                 _ => {}
             }
         }
@@ -112,7 +118,7 @@ impl Objects {
     }
 
     /// The pods of an InferenceService's component, by OME's labels.
-    pub fn pods_of(&self, namespace: &str, service: &str, component: &str) -> Vec<&Value> {
+    pub fn pods_of(&self, namespace: &str, service: &str, component: &str) -> Vec<&Pod> {
         let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
         let pods = self.by_component.get(&key).map(Vec::as_slice).unwrap_or_default();
         pods.iter().map(|&i| &self.pods[i]).collect()
@@ -150,8 +156,8 @@ pub fn items(document: Value) -> Vec<Value> {
     }
 }
 
-/// An object of OME's read into its model; where it cannot be, the object, the field and why. A
-/// saved object may leave out its spec: it reads as an empty one.
+/// An object of OME's, or a pod, read into its model; where it cannot be, the object, the field and
+/// why. A saved object may leave out its spec: it reads as an empty one.
 fn typed<K: DeserializeOwned>(mut object: Value) -> Result<K, Unusable> {
     if let Some(fields) = object.as_object_mut() {
         fields
@@ -255,7 +261,7 @@ pub struct Explained<'a> {
     pub namespace: &'a str,
     pub component: &'static str,
     pub replica: &'a InferenceReplica,
-    pub pods: Vec<&'a Value>,
+    pub pods: Vec<&'a Pod>,
     pub tables: Vec<Vec<Vec<String>>>,
     pub report: Report,
     pub plan: Result<Plan, NoPlan>,
@@ -274,7 +280,7 @@ pub struct Explained<'a> {
 /// leader is Pending, or workers whose leader is not there).
 #[derive(Debug, PartialEq)]
 pub struct Drawn<'a> {
-    pub pods: Vec<&'a Value>,
+    pub pods: Vec<&'a Pod>,
     pub domain: Option<String>,
 }
 
@@ -486,7 +492,7 @@ fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) 
     let pods = &component.pods;
     // Each counted anchor is its own Instance's: never another's member.
     let counted = anchors(component, kind);
-    let is_counted: HashSet<*const Value> = counted.iter().map(|anchor| ptr::from_ref(*anchor)).collect();
+    let is_counted: HashSet<*const Pod> = counted.iter().map(|anchor| ptr::from_ref(*anchor)).collect();
     let mut claimed: Vec<bool> = pods
         .iter()
         .map(|pod| is_counted.contains(&ptr::from_ref(*pod)))
@@ -518,7 +524,7 @@ fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) 
 /// or select with their domain (when a domain key is in effect and any node is).
 fn tables(
     replica: &InferenceReplica,
-    pods: &[&Value],
+    pods: &[&Pod],
     nodes: &Nodes,
     report: &Report,
     rooms: &[Domain],
@@ -542,14 +548,11 @@ fn tables(
     header.extend(rack.map(heading));
     let mut rows = vec![header];
     for pod in pods {
-        let constraints = pod["spec"]["topologySpreadConstraints"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let joined = |field: &str| columns::joined(constraints, |c| c[field].as_str().unwrap_or_default().to_owned());
-        let node = pod["spec"]["nodeName"].as_str();
+        let joined =
+            |field: &str| columns::joined(pod.constraints(), |c| c[field].as_str().unwrap_or_default().to_owned());
+        let node = pod.node();
         let mut cells = vec![
-            pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            pod.name().to_owned(),
             joined("topologyKey"),
             joined("whenUnsatisfiable"),
             node.unwrap_or("<none>").to_owned(),
@@ -560,7 +563,7 @@ fn tables(
     tables.push(rows);
     if let Some(key) = report.in_effect.domain_key() {
         let selections: Vec<Selection> = pods.iter().map(|p| Selection::of_pod(p)).collect();
-        let used: Vec<&str> = pods.iter().filter_map(|p| p["spec"]["nodeName"].as_str()).collect();
+        let used: Vec<&str> = pods.iter().filter_map(|p| p.node()).collect();
         // The rack beside the domain, unless the rack is the domain (no topologySpreadKey).
         let rack = rack.filter(|rack| *rack != key);
         let listed = nodes.selected_or_used(&selections, &used);

@@ -3,10 +3,8 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
-
 use crate::labels;
-use crate::replica::namespace_of;
+use crate::pod::Pod;
 
 /// The components that get an InferenceReplica and may spread; the router has no spread fields.
 pub const COMPONENTS: [&str; 2] = ["engine", "decoder"];
@@ -43,20 +41,12 @@ pub struct InstanceLabels<'a> {
 /// The component a pod belongs to, by OME's labels: (namespace, InferenceService, component);
 /// None for a pod without them. A pod saved without a namespace is in `default`, as kubectl
 /// reads it.
-pub fn component_of(pod: &Value) -> Option<(&str, &str, &str)> {
-    let labels = &pod["metadata"]["labels"];
+pub fn component_of(pod: &Pod) -> Option<(&str, &str, &str)> {
     Some((
-        namespace_of(pod),
-        labels[labels::INFERENCE_SERVICE].as_str()?,
-        labels[labels::COMPONENT].as_str()?,
+        pod.namespace(),
+        pod.label(labels::INFERENCE_SERVICE)?,
+        pod.label(labels::COMPONENT)?,
     ))
-}
-
-/// Whether a pod's `Ready` condition is `True`.
-pub fn is_ready(pod: &Value) -> bool {
-    pod["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
 #[cfg(test)]
@@ -64,10 +54,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::ome::typed;
 
     #[test]
     fn a_pod_belongs_to_the_component_its_labels_name() {
-        let pod = |labels| json!({"metadata": {"namespace": "spread-demo", "labels": labels}});
+        let pod = |labels| typed::<Pod>(&json!({"metadata": {"namespace": "spread-demo", "labels": labels}}));
         let labelled = pod(json!({"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine"}));
         assert_eq!(component_of(&labelled), Some(("spread-demo", "qwen3-0-6b", "engine")));
         assert_eq!(component_of(&pod(json!({"component": "engine"}))), None);
@@ -75,7 +66,7 @@ mod tests {
             component_of(&pod(json!({"ome.io/inferenceservice": "qwen3-0-6b"}))),
             None
         );
-        let saved = json!({"metadata": {"labels": {"ome.io/inferenceservice": "a", "component": "decoder"}}});
+        let saved = typed(&json!({"metadata": {"labels": {"ome.io/inferenceservice": "a", "component": "decoder"}}}));
         assert_eq!(component_of(&saved), Some(("default", "a", "decoder")));
     }
 }

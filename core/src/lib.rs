@@ -3,7 +3,8 @@
 //! what [`rules`] decides; the controller (`controller/`) reads the cluster and writes what
 //! [`diagnosis`] reports.
 //!
-//! - [`ome`]: OME's objects, the one model of them; [`instance`]: a pod's Instance, from OME's labels; [`replica`]: which InferenceReplica and
+//! - [`ome`]: OME's objects, the one model of them; [`pod`]: the parts of a pod read;
+//!   [`instance`]: a pod's Instance, from OME's labels; [`replica`]: which InferenceReplica and
 //!   runtime belong to what;
 //! - [`spread`]: the three spread fields and the settings in effect (M1); [`settings`]: the
 //!   policy's settings;
@@ -27,6 +28,7 @@ pub mod loss;
 pub mod migration;
 pub mod nodes;
 pub mod ome;
+pub mod pod;
 pub mod quantity;
 pub mod rebalance;
 pub mod replica;

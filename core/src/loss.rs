@@ -8,10 +8,9 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
-
 use crate::diagnosis::{Component, Report, anchors, domain_of, honors_taints, workers_of};
 use crate::nodes::Node;
+use crate::pod::Pod;
 use crate::rebalance::Candidates;
 use crate::room::Requested;
 use crate::settings::{NodeTaintsPolicy, Settings};
@@ -409,17 +408,17 @@ fn domains_of<'t, 'a>(tallies: &'t Tallies<'a>) -> impl Iterator<Item = (&'t &'a
 }
 
 /// The Instance of `anchor`: itself and its workers.
-fn placed<'a>(component: &Component<'a>, anchor: &'a Value, key: &str) -> Placed<'a> {
+fn placed<'a>(component: &Component<'a>, anchor: &'a Pod, key: &str) -> Placed<'a> {
     let pods = std::iter::once(anchor).chain(workers_of(&component.pods, anchor));
     let (mut nodes, mut pending) = (Vec::new(), false);
     for pod in pods {
-        match pod["spec"]["nodeName"].as_str() {
+        match pod.node() {
             Some(name) => nodes.extend(component.nodes.get(name)),
             None => pending = true,
         }
     }
     Placed {
-        anchor: anchor["metadata"]["name"].as_str().unwrap_or_default(),
+        anchor: anchor.name(),
         domain: domain_of(component.nodes, anchor, key).map(String::as_str),
         nodes,
         pending,
@@ -461,6 +460,7 @@ mod tests {
     use crate::nodes::Nodes;
     use crate::ome::typed;
     use crate::room::requested;
+    use serde_json::Value;
     use serde_json::json;
 
     const ZONE: &str = "topology.kubernetes.io/zone";
@@ -519,9 +519,10 @@ mod tests {
             replica["spec"]["component"] = json!("engine");
             let nodes = Nodes::from_json(&self.nodes).expect("readable");
             let (service, replica) = (typed(&service), typed(&replica));
-            let component = Component::new(&service, None, &replica, &self.pods, &nodes);
+            let pods: Vec<Pod> = self.pods.iter().map(typed).collect();
+            let component = Component::new(&service, None, &replica, &pods, &nodes);
             let report = diagnose(&component, &self.settings).expect("a report");
-            let requested = requested(&self.pods).expect("readable");
+            let requested = requested(&pods).expect("readable");
             let losses = losses(&component, &report, &requested, &self.settings);
             // The condition's worst, counted apart, is the first of them.
             let worst = worst(&component, &report, &requested, &self.settings);

@@ -19,7 +19,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::diagnosis::Component;
-use crate::instance::is_ready;
 use crate::ome::InferenceReplica;
 use crate::rebalance::{Move, migration_policy};
 use crate::shown::shown;
@@ -525,11 +524,11 @@ fn component_holds(s: &Situation) -> Result<(), Hold> {
         });
     }
     for pod in &s.component.pods {
-        let name = || pod["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        if pod["status"]["phase"] == "Pending" || pod["spec"]["nodeName"].is_null() {
+        let name = || pod.name().to_owned();
+        if pod.status.phase.as_deref() == Some("Pending") || pod.node().is_none() {
             return Err(Hold::PodPending { pod: name() });
         }
-        if !is_ready(pod) {
+        if !pod.is_ready() {
             return Err(Hold::NotReady { pod: name() });
         }
     }

@@ -4,8 +4,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Toleration};
 use serde_json::Value;
 
+use crate::pod::Pod;
 use crate::room::{Resources, Unreadable};
 
 /// What the diagnosis and the rebalance plan need of a node.
@@ -39,7 +41,7 @@ pub struct Selection {
     node_selector: BTreeMap<String, String>,
     /// ORed; within a term, every expression must match. None: no required node affinity.
     terms: Option<Vec<Vec<Expression>>>,
-    tolerations: Vec<Value>,
+    tolerations: Vec<Toleration>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -239,35 +241,36 @@ impl Selection {
         self.node_selector.keys().map(String::as_str).chain(affinity)
     }
 
-    pub fn of_pod(pod: &Value) -> Self {
-        let spec = &pod["spec"];
-        let terms =
-            spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-                .as_array()
-                .map(|terms| {
-                    terms
-                        .iter()
-                        .map(|term| {
-                            let labels = expressions(&term["matchExpressions"]).map(|(key, e)| Expression {
-                                subject: Subject::Label(key.to_owned()),
-                                ..e
-                            });
-                            let fields = expressions(&term["matchFields"]).map(|(key, e)| Expression {
-                                subject: if key == "metadata.name" {
-                                    Subject::Name
-                                } else {
-                                    Subject::OtherField
-                                },
-                                ..e
-                            });
-                            labels.chain(fields).collect()
-                        })
-                        .collect()
-                });
+    pub fn of_pod(pod: &Pod) -> Self {
+        let spec = &pod.spec;
+        let required = spec.affinity.node_affinity.as_ref();
+        let terms = required
+            .and_then(|affinity| affinity.required_during_scheduling_ignored_during_execution.as_ref())
+            .map(|required| {
+                required
+                    .node_selector_terms
+                    .iter()
+                    .map(|term| {
+                        let labels = expressions(&term.match_expressions).map(|(key, e)| Expression {
+                            subject: Subject::Label(key.to_owned()),
+                            ..e
+                        });
+                        let fields = expressions(&term.match_fields).map(|(key, e)| Expression {
+                            subject: if key == "metadata.name" {
+                                Subject::Name
+                            } else {
+                                Subject::OtherField
+                            },
+                            ..e
+                        });
+                        labels.chain(fields).collect()
+                    })
+                    .collect()
+            });
         Self {
-            node_selector: strings(&spec["nodeSelector"]),
+            node_selector: spec.node_selector.clone(),
             terms,
-            tolerations: spec["tolerations"].as_array().cloned().unwrap_or_default(),
+            tolerations: spec.tolerations.clone(),
         }
     }
 
@@ -291,29 +294,26 @@ impl Selection {
     }
 }
 
-fn tolerates(toleration: &Value, taint: &Taint) -> bool {
-    let effect = toleration["effect"].as_str().unwrap_or("");
-    let key = toleration["key"].as_str().unwrap_or("");
+fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    let effect = toleration.effect.as_deref().unwrap_or_default();
+    let key = toleration.key.as_deref().unwrap_or_default();
     let key_matches = key.is_empty() || key == taint.key;
-    let value_matches = match toleration["operator"].as_str().unwrap_or("Equal") {
+    let value_matches = match toleration.operator.as_deref().unwrap_or("Equal") {
         "Exists" => true,
-        _ => toleration["value"].as_str().unwrap_or("") == taint.value,
+        _ => toleration.value.as_deref().unwrap_or_default() == taint.value,
     };
     (effect.is_empty() || effect == taint.effect) && key_matches && value_matches
 }
 
 /// A term's `matchExpressions` or `matchFields`: each with its key, the subject still to set.
-fn expressions(list: &Value) -> impl Iterator<Item = (&str, Expression)> {
-    list.as_array().into_iter().flatten().map(|e| {
+fn expressions(list: &Option<Vec<NodeSelectorRequirement>>) -> impl Iterator<Item = (&str, Expression)> {
+    list.iter().flatten().map(|e| {
         let expression = Expression {
             subject: Subject::OtherField,
-            operator: text(&e["operator"]),
-            values: e["values"]
-                .as_array()
-                .map(|v| v.iter().map(text).collect())
-                .unwrap_or_default(),
+            operator: e.operator.clone(),
+            values: e.values.clone().unwrap_or_default(),
         };
-        (e["key"].as_str().unwrap_or_default(), expression)
+        (e.key.as_str(), expression)
     })
 }
 
@@ -351,6 +351,7 @@ impl Expression {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ome::typed;
     use serde_json::json;
 
     fn node(labels: Value, spec: Value) -> Node {
@@ -358,8 +359,8 @@ mod tests {
     }
 
     fn pod_with_terms(terms: Value) -> Selection {
-        Selection::of_pod(&json!({"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}}))
+        Selection::of_pod(&typed(&json!({"spec": {"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}})))
     }
 
     #[test]
@@ -417,7 +418,9 @@ mod tests {
 
     #[test]
     fn node_selector_must_match_every_label() {
-        let selection = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready", "zone": "a"}}}));
+        let selection = Selection::of_pod(&typed(
+            &json!({"spec": {"nodeSelector": {"model": "Ready", "zone": "a"}}}),
+        ));
         assert!(selection.selects(&node(json!({"model": "Ready", "zone": "a", "x": "y"}), json!({}))));
         assert!(!selection.selects(&node(json!({"model": "Ready"}), json!({}))));
     }
@@ -433,19 +436,21 @@ mod tests {
         ])
         .expect("readable");
         let names = |selected: &[&Node]| selected.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
-        let model = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready"}}}));
-        let zone_2 = Selection::of_pod(&json!({"spec": {"nodeSelector": {"zone": "2", "model": "Ready"}}}));
+        let model = Selection::of_pod(&typed(&json!({"spec": {"nodeSelector": {"model": "Ready"}}})));
+        let zone_2 = Selection::of_pod(&typed(
+            &json!({"spec": {"nodeSelector": {"zone": "2", "model": "Ready"}}}),
+        ));
         let in_zone_2 =
             pod_with_terms(json!([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["2"]}]}]));
-        let absent = Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Gone"}}}));
+        let absent = Selection::of_pod(&typed(&json!({"spec": {"nodeSelector": {"model": "Gone"}}})));
         let by_model = nodes.selected(std::slice::from_ref(&model));
         assert_eq!(names(&by_model.any), ["a", "c"]);
         assert_eq!(names(&by_model.tolerated), ["a"]);
         assert_eq!(names(&nodes.selected(std::slice::from_ref(&zone_2)).any), ["c"]);
         // Tolerated only by a selection that selects it: c, tainted, is selected by `model`, which
         // does not tolerate it, and tolerated by `zone_1`, which does not select it.
-        let zone_1 = Selection::of_pod(&json!({"spec": {"nodeSelector": {"zone": "1"},
-            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}}));
+        let zone_1 = Selection::of_pod(&typed(&json!({"spec": {"nodeSelector": {"zone": "1"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}})));
         let both = nodes.selected(&[model.clone(), zone_1]);
         assert_eq!(names(&both.any), ["a", "b", "c"]);
         assert_eq!(names(&both.tolerated), ["a", "b"]);
@@ -457,8 +462,8 @@ mod tests {
         // explain's nodes table: the selected ones and those the pods run on, in order, once each;
         // a name that is no node is left out.
         let (absent, model_too) = (
-            Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Gone"}}})),
-            Selection::of_pod(&json!({"spec": {"nodeSelector": {"model": "Ready"}}})),
+            Selection::of_pod(&typed(&json!({"spec": {"nodeSelector": {"model": "Gone"}}}))),
+            Selection::of_pod(&typed(&json!({"spec": {"nodeSelector": {"model": "Ready"}}}))),
         );
         assert_eq!(names(&nodes.selected_or_used(&[absent], &["d", "b", "e"])), ["b", "d"]);
         assert_eq!(
@@ -471,9 +476,9 @@ mod tests {
 
     #[test]
     fn taints_and_cordons_count_only_when_not_tolerated() {
-        let gpu_pod = Selection::of_pod(
+        let gpu_pod = Selection::of_pod(&typed(
             &json!({"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}),
-        );
+        ));
         let tainted = node(
             json!({}),
             json!({"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}),

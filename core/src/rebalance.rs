@@ -9,11 +9,10 @@ use std::cell::OnceCell;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use crate::diagnosis::{Component, Reason, Report, anchors, domain_of, eligible_nodes, workers_of};
 use crate::labels;
 use crate::nodes::{Node, Selection};
+use crate::pod::Pod;
 use crate::room::{Requested, Resources};
 use crate::settings::Settings;
 use crate::spread::SpreadFields;
@@ -297,25 +296,25 @@ pub(crate) fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Opt
     mode(component.service.component(kind)).or_else(|| mode(component.runtime?.config(kind)))
 }
 
-fn instance(component: &Component, pod: &Value, key: &str) -> Result<Instance, NoPlan> {
-    let index = &pod["metadata"]["labels"][labels::INSTANCE_INDEX];
+fn instance(component: &Component, pod: &Pod, key: &str) -> Result<Instance, NoPlan> {
+    let index = pod.label(labels::INSTANCE_INDEX);
     let bad = || NoPlan::BadIndex {
-        pod: pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
-        value: crate::shown::shown(index),
+        pod: pod.name().to_owned(),
+        value: crate::shown::shown(&index.into()),
     };
     Ok(Instance {
-        index: index.as_str().and_then(|i| i.parse().ok()).ok_or_else(bad)?,
-        ready: crate::instance::is_ready(pod),
-        node: pod["spec"]["nodeName"].as_str().map(str::to_owned),
+        index: index.and_then(|i| i.parse().ok()).ok_or_else(bad)?,
+        ready: pod.is_ready(),
+        node: pod.node().map(str::to_owned),
         domain: domain_of(component.nodes, pod, key).cloned(),
     })
 }
 
 /// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
 /// the order in which OME creates them and the scheduler places them.
-fn instance_requests(component: &Component, anchor: &Value) -> Option<Vec<Resources>> {
-    let mut workers: Vec<&Value> = workers_of(&component.pods, anchor).collect();
-    workers.sort_by_key(|pod| pod["metadata"]["name"].as_str());
+fn instance_requests(component: &Component, anchor: &Pod) -> Option<Vec<Resources>> {
+    let mut workers: Vec<&Pod> = workers_of(&component.pods, anchor).collect();
+    workers.sort_by_key(|pod| pod.name());
     let pods = std::iter::once(anchor).chain(workers);
     pods.map(|pod| Resources::of_pod(pod).ok()).collect()
 }
@@ -490,6 +489,8 @@ fn working_domains<'a>(instances: &'a [Instance], domains: &'a [Domain]) -> Vec<
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::ome::typed;
+    use serde_json::Value;
     use std::collections::{BTreeMap, BTreeSet};
 
     /// The fewest moves, by another method: for every window [low, low + max_skew], search all
@@ -550,7 +551,7 @@ pub(crate) mod tests {
             .zip(&free)
             .map(|((n, _), free)| node(n, &[("pods", free)]))
             .collect();
-        let pod = Resources::of_pod(&serde_json::json!({})).expect("readable");
+        let pod = Resources::of_pod(&Pod::default()).expect("readable");
         Rack {
             name: name.into(),
             starts: starts(&nodes.iter().collect::<Vec<_>>(), &Requested::new(), &[pod], usize::MAX),
@@ -719,8 +720,10 @@ pub(crate) mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
             .collect();
-        Resources::of_pod(&serde_json::json!({"spec": {"containers": [{"resources": {"requests": requests}}]}}))
-            .expect("readable")
+        Resources::of_pod(&typed(
+            &serde_json::json!({"spec": {"containers": [{"resources": {"requests": requests}}]}}),
+        ))
+        .expect("readable")
     }
 
     /// Each pod takes the first node with room for it, roomiest for the leader first; the
@@ -860,7 +863,7 @@ pub(crate) mod tests {
             for _ in 0..rng.below(4) {
                 let gpus = (1 + rng.below(4)).to_string();
                 let pod = serde_json::json!({"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": gpus}}}]}});
-                pods.push(Resources::of_pod(&pod).expect("readable"));
+                pods.push(Resources::of_pod(&typed(&pod)).expect("readable"));
             }
             let most = rng.below(7);
             let got = starts(&nodes, &requested, &pods, most);
@@ -898,8 +901,10 @@ pub(crate) mod tests {
                 requested.insert(node.name.clone(), Resources::from_quantities(&used).expect("readable"));
             }
             let pod = |gpus: usize, cpu: usize| {
-                Resources::of_pod(&serde_json::json!({"spec": {"containers": [{"resources": {"requests":
-                    {"nvidia.com/gpu": gpus.to_string(), "cpu": cpu.to_string()}}}]}}))
+                Resources::of_pod(&typed(
+                    &serde_json::json!({"spec": {"containers": [{"resources": {"requests":
+                    {"nvidia.com/gpu": gpus.to_string(), "cpu": cpu.to_string()}}}]}}),
+                ))
                 .expect("readable")
             };
             let first = (1 + rng.below(4), rng.below(20));
@@ -962,8 +967,8 @@ pub(crate) mod tests {
                 pods: (0..1 + rng.below(3))
                     .map(|_| {
                         let gpus = (1 + rng.below(4)).to_string();
-                        Resources::of_pod(&serde_json::json!({"spec": {"containers":
-                            [{"resources": {"requests": {"nvidia.com/gpu": gpus}}}]}}))
+                        Resources::of_pod(&typed(&serde_json::json!({"spec": {"containers":
+                            [{"resources": {"requests": {"nvidia.com/gpu": gpus}}}]}})))
                         .expect("readable")
                     })
                     .collect(),
@@ -1162,6 +1167,7 @@ mod recommend_tests {
     use crate::nodes::Nodes;
     use crate::ome::typed;
     use crate::room::requested;
+    use serde_json::Value;
     use serde_json::json;
     use std::collections::BTreeSet;
 
@@ -1214,10 +1220,12 @@ mod recommend_tests {
 
         fn recommend(&self) -> (Reason, Result<Plan, NoPlan>) {
             let (service, replica) = (typed(&self.service), typed(&self.replica));
-            let component = Component::new(&service, None, &replica, &self.pods, &self.nodes);
+            let pods: Vec<Pod> = self.pods.iter().map(typed).collect();
+            let others: Vec<Pod> = self.others.iter().map(typed).collect();
+            let component = Component::new(&service, None, &replica, &pods, &self.nodes);
             let settings = Settings::default();
             let report = diagnose(&component, &settings).expect("a report");
-            let requested = requested(self.pods.iter().chain(&self.others)).expect("readable");
+            let requested = requested(pods.iter().chain(&others)).expect("readable");
             (report.reason, recommend(&component, &report, &requested, &settings))
         }
     }

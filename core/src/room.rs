@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
+use crate::pod::{Container, Pod};
 use crate::quantity::{Quantity, QuantityError};
-use crate::replica::namespace_of;
 
 /// Amounts per resource name as kube-scheduler counts them (`Resource.Add` of
 /// k8s.io/kubernetes/pkg/scheduler/framework/types.go), in thousandths: CPU in milli-CPUs
@@ -133,21 +133,20 @@ impl Resources {
     /// the node's pods. A training job's init container that holds every GPU of a node while it
     /// runs holds them for the scheduler as long as the pod is bound. Summed exactly, then
     /// rounded up once, as kube-scheduler rounds the pod's total.
-    pub fn of_pod(pod: &Value) -> Result<Self, Unreadable> {
-        let spec = &pod["spec"];
-        let requests = |field: &str, i: usize, container: &Value| {
+    pub fn of_pod(pod: &Pod) -> Result<Self, Unreadable> {
+        let spec = &pod.spec;
+        let requests = |field: &str, i: usize, container: &Container| {
             let within = format!("spec.{field}[{i}].resources.requests.");
-            Exact::of_json(&container["resources"]["requests"]).map_err(|e| e.within(&within))
+            Exact::of_json(&container.resources.requests).map_err(|e| e.within(&within))
         };
-        let listed = |field: &str| spec[field].as_array().into_iter().flatten().enumerate();
         let mut total = Exact::default();
-        for (i, container) in listed("containers") {
+        for (i, container) in spec.containers.iter().enumerate() {
             total.add(&requests("containers", i, container)?);
         }
         let (mut sidecars, mut init) = (Exact::default(), Exact::default());
-        for (i, container) in listed("initContainers") {
+        for (i, container) in spec.init_containers.iter().enumerate() {
             let mut running = requests("initContainers", i, container)?;
-            if container["restartPolicy"] == "Always" {
+            if container.restart_policy.as_deref() == Some("Always") {
                 total.add(&running);
                 sidecars.add(&running);
                 running = sidecars.clone();
@@ -157,12 +156,11 @@ impl Resources {
             init.raise(&running);
         }
         total.raise(&init);
-        let pod_level =
-            Exact::of_json(&spec["resources"]["requests"]).map_err(|e| e.within("spec.resources.requests."))?;
+        let pod_level = Exact::of_json(&spec.resources.requests).map_err(|e| e.within("spec.resources.requests."))?;
         for (name, quantity) in pod_level.0.into_iter().filter(|(name, _)| is_pod_level(name)) {
             total.0.insert(name, quantity);
         }
-        total.add(&Exact::of_json(&spec["overhead"]).map_err(|e| e.within("spec.overhead."))?);
+        total.add(&Exact::of_json(&spec.overhead).map_err(|e| e.within("spec.overhead."))?);
         let mut counted = total.counted();
         counted.add(&Self([(PODS.to_owned(), 1000)].into()));
         Ok(counted)
@@ -217,16 +215,10 @@ fn is_pod_level(name: &str) -> bool {
 
 /// The requests per node of the pods that hold room there: bound, and not finished. A pod with
 /// a quantity the room cannot count is named (`Pod ns/name: spec...`).
-pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Value>) -> Result<Requested, Unreadable> {
+pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Result<Requested, Unreadable> {
     let mut requested = Requested::new();
     for pod in pods {
-        let name = || {
-            format!(
-                "Pod {}/{}: ",
-                namespace_of(pod),
-                pod["metadata"]["name"].as_str().unwrap_or_default()
-            )
-        };
+        let name = || format!("Pod {}/{}: ", pod.namespace(), pod.name());
         if let Some((node, requests)) = held(pod).map_err(|e| e.within(&name()))? {
             requested.entry(node.to_owned()).or_default().add(&requests);
         }
@@ -235,9 +227,8 @@ pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Value>) -> Result<Reques
 }
 
 /// The node a pod holds room on and what it holds there, if it holds any: bound, not finished.
-pub fn held(pod: &Value) -> Result<Option<(&str, Resources)>, Unreadable> {
-    let finished = matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
-    let Some(node) = pod["spec"]["nodeName"].as_str().filter(|_| !finished) else {
+pub fn held(pod: &Pod) -> Result<Option<(&str, Resources)>, Unreadable> {
+    let Some(node) = pod.node().filter(|_| !pod.is_finished()) else {
         return Ok(None);
     };
     Ok(Some((node, Resources::of_pod(pod)?)))
@@ -246,6 +237,7 @@ pub fn held(pod: &Value) -> Result<Option<(&str, Resources)>, Unreadable> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ome::typed;
     use serde_json::json;
 
     fn amounts(pairs: &[(&str, u128)]) -> BTreeMap<String, u128> {
@@ -297,7 +289,7 @@ mod tests {
         let half = json!({"resources": {"requests": {"cpu": "500u", "memory": "0.5"}}});
         let pod = json!({"spec": {"containers": [half, half]}});
         assert_eq!(
-            Resources::of_pod(&pod).map(|r| r.0),
+            Resources::of_pod(&typed(&pod)).map(|r| r.0),
             Ok(amounts(&[("cpu", 1), ("memory", 1_000), ("pods", 1_000)]))
         );
     }
@@ -308,7 +300,7 @@ mod tests {
     fn a_request_in_micro_cpus_holds_its_room() {
         let node = Resources::from_quantities(&json!({"cpu": "96", "pods": "110"})).expect("readable");
         let engine = json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "10"}}}]}});
-        let engine = Resources::of_pod(&engine).expect("readable");
+        let engine = Resources::of_pod(&typed(&engine)).expect("readable");
         for (cpu, slots) in [
             ("86000001u", 0),
             ("86001m", 0),
@@ -318,7 +310,7 @@ mod tests {
         ] {
             let train = json!({"metadata": {"name": "train-0"},
                 "spec": {"nodeName": "n1", "containers": [{"resources": {"requests": {"cpu": cpu}}}]}});
-            let used = requested([&train]).expect("readable");
+            let used = requested([&typed(&train)]).expect("readable");
             assert_eq!(node.slots(&used["n1"], &engine), slots, "{cpu}");
         }
     }
@@ -371,11 +363,11 @@ mod tests {
         ];
         for (pod, at) in in_field {
             let at = format!("Pod batch/train-0: {at}");
-            assert_eq!(requested([&pod]), Err(bad(&at, malformed("500x"))), "{at}");
+            assert_eq!(requested([&typed(&pod)]), Err(bad(&at, malformed("500x"))), "{at}");
         }
         let overhead = pod("overhead", json!({"cpu": "500x"}));
         assert_eq!(
-            requested([&overhead]).map_err(|e| e.to_string()),
+            requested([&typed(&overhead)]).map_err(|e| e.to_string()),
             Err("Pod batch/train-0: spec.overhead.cpu: \"500x\" is not a quantity: a number with an optional suffix (n, u, m, k, M, G, T, P, E, Ki to Ei) or exponent (e3, E-3)".into())
         );
     }
@@ -391,10 +383,10 @@ mod tests {
         let node =
             Resources::from_quantities(&json!({"nvidia.com/gpu": "2", "cpu": "32", "memory": "64Gi", "pods": "110"}))
                 .expect("readable");
-        let pod = Resources::of_pod(&seed_pod()).expect("readable");
+        let pod = Resources::of_pod(&typed(&seed_pod())).expect("readable");
         // GPUs allow 2, CPUs 3, memory 2: two.
         assert_eq!(node.slots(&Resources::default(), &pod), 2);
-        let used = &requested([&seed_pod()]).expect("readable")["gpu-node-1"];
+        let used = &requested([&typed(&seed_pod())]).expect("readable")["gpu-node-1"];
         assert_eq!(node.slots(used, &pod), 1);
         let mut both = used.clone();
         both.add(used);
@@ -405,7 +397,7 @@ mod tests {
         assert_eq!(cpu_only.slots(&Resources::default(), &pod), 0);
         assert_eq!(Resources::default().slots(&Resources::default(), &pod), 0);
         // A pod that requests nothing counts against the node's pods only.
-        let bare = Resources::of_pod(&json!({"spec": {}})).expect("readable");
+        let bare = Resources::of_pod(&typed(&json!({"spec": {}}))).expect("readable");
         let few_pods = Resources::from_quantities(&json!({"pods": "3"})).expect("readable");
         assert_eq!(few_pods.slots(&Resources::default(), &bare), 3);
     }
@@ -420,7 +412,7 @@ mod tests {
         let warm_up = json!({"spec": {"initContainers": [{"name": "warm-up", "resources": requests("1", "8")}],
             "containers": [{"name": "train", "resources": requests("2", "4")}]}});
         assert_eq!(
-            Resources::of_pod(&warm_up).expect("readable"),
+            Resources::of_pod(&typed(&warm_up)).expect("readable"),
             expected(json!({"cpu": "2", "nvidia.com/gpu": "8", "pods": "1"}))
         );
         // Sidecars add to the containers and run beside the init containers after them:
@@ -433,7 +425,7 @@ mod tests {
                 {"name": "sidecar-2", "restartPolicy": "Always", "resources": cpu("30m")}],
             "containers": [{"name": "app", "resources": cpu("100m")}]}});
         assert_eq!(
-            Resources::of_pod(&sidecars).expect("readable"),
+            Resources::of_pod(&typed(&sidecars)).expect("readable"),
             expected(json!({"cpu": "350m", "pods": "1"}))
         );
         let sidecar_last = json!({"spec": {"initContainers": [
@@ -441,7 +433,7 @@ mod tests {
                 {"name": "sidecar-1", "restartPolicy": "Always", "resources": cpu("50m")}],
             "containers": [{"name": "app", "resources": cpu("100m")}]}});
         assert_eq!(
-            Resources::of_pod(&sidecar_last).expect("readable"),
+            Resources::of_pod(&typed(&sidecar_last)).expect("readable"),
             expected(json!({"cpu": "150m", "pods": "1"}))
         );
         // Pod-level requests replace the containers' CPU and memory, never their GPUs; the
@@ -451,7 +443,7 @@ mod tests {
                 {"name": "b", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}],
             "overhead": {"cpu": "250m", "memory": "120Mi"}}});
         assert_eq!(
-            Resources::of_pod(&pod_level).expect("readable"),
+            Resources::of_pod(&typed(&pod_level)).expect("readable"),
             expected(
                 json!({"cpu": "2250m", "memory": "4216Mi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi", "pods": "1"})
             )
@@ -463,7 +455,7 @@ mod tests {
         let mut done = seed_pod();
         done["status"] = json!({"phase": "Succeeded"});
         let pending = json!({"spec": {"containers": []}});
-        let requested = requested([&seed_pod(), &done, &pending]).expect("readable");
+        let requested = requested(&[typed(&seed_pod()), typed(&done), typed(&pending)]).expect("readable");
         assert_eq!(requested.len(), 1);
         assert_eq!(
             requested["gpu-node-1"],

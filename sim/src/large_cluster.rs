@@ -31,11 +31,13 @@ pub struct Cluster {
     pub nodes: Vec<Value>,
 }
 
-/// OME's objects of a [`Cluster`] read into the core's model, as the controller's caches hold them.
+/// OME's objects and the pods of a [`Cluster`] read into the core's model, as the controller's caches
+/// hold them.
 pub struct Typed {
     pub runtime: ClusterServingRuntime,
     pub services: Vec<InferenceService>,
     pub replicas: Vec<InferenceReplica>,
+    pub pods: Vec<ome_spread_core::pod::Pod>,
 }
 
 pub fn typed(cluster: &Cluster) -> Typed {
@@ -46,6 +48,7 @@ pub fn typed(cluster: &Cluster) -> Typed {
         runtime: read(&cluster.runtime),
         services: cluster.services.iter().map(read).collect(),
         replicas: cluster.replicas.iter().map(read).collect(),
+        pods: cluster.pods.iter().map(read).collect(),
     }
 }
 

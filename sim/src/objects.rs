@@ -100,6 +100,11 @@ impl Pod {
     }
 }
 
+/// A pod's JSON read into the core's model of a pod, as the controller and `explain` read it.
+pub fn read(pod: &Value) -> ome_spread_core::pod::Pod {
+    serde_json::from_value(pod.clone()).expect("a pod the core reads")
+}
+
 /// A node, with its labels, spec and allocatable resources.
 pub struct Node(Value);
 

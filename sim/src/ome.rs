@@ -22,11 +22,12 @@
 
 use jiff::{SignedDuration, Timestamp};
 use ome_spread::admission;
-use ome_spread_core::instance::{component_of, is_ready};
+use ome_spread_core::instance::component_of;
 use ome_spread_core::labels::{INSTANCE_INDEX, POD_ORDINAL, RUNNER};
 use ome_spread_core::migration::REQUEST_PREFIX;
 use serde_json::{Value, json};
 
+use crate::objects::read;
 use crate::scheduler;
 
 /// The scheduler-plugins gang label on every pod of a multi-pod Instance (`render.go`).
@@ -239,7 +240,10 @@ impl Ome {
         if source.is_empty() {
             return Err(format!("instance {index} does not exist"));
         }
-        if source.iter().any(|p| p["spec"]["nodeName"].is_null() || !is_ready(p)) {
+        if source
+            .iter()
+            .any(|p| p["spec"]["nodeName"].is_null() || !read(p).is_ready())
+        {
             return Ok("Accepted");
         }
         if !source.iter().any(|p| p["spec"]["nodeName"] == record["fromNode"]) {
@@ -500,7 +504,7 @@ fn component_pods<'a>(replica: &Value, objects: &'a [Value]) -> Vec<&'a Value> {
     let component = replica["spec"]["component"].as_str();
     let wanted = Some((namespace_of(replica), parent(replica), component.unwrap_or_default()));
     let pods = objects.iter().filter(|o| o["kind"] == "Pod");
-    pods.filter(|p| component_of(p) == wanted).collect()
+    pods.filter(|p| component_of(&read(p)) == wanted).collect()
 }
 
 fn active(record: &Value) -> bool {

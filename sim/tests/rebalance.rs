@@ -115,7 +115,7 @@ fn annotations(object: &Value) -> BTreeMap<String, String> {
 /// What `migrate` decides on the objects, as the controller's reconcile asks the core: the plan's
 /// first move, and whether the guardrails hold it back.
 fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Move, Result<(), Hold>), NoPlan> {
-    let pods: Vec<Value> = of_kind(objects, "Pod").cloned().collect();
+    let pods: Vec<_> = of_kind(objects, "Pod").map(ome_spread_sim::objects::read).collect();
     let nodes = Nodes::from_json(&of_kind(objects, "Node").cloned().collect::<Vec<_>>()).expect("readable nodes");
     let read = Objects::new(objects.to_vec()).expect("readable objects");
     let service = read.service(NAMESPACE, SERVICE).expect("the service");

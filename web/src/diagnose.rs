@@ -106,13 +106,13 @@ fn picture(explained: &Explained) -> Vec<Value> {
             .iter()
             .map(|p| {
                 json!({
-                    "name": p["metadata"]["name"],
-                    "runner": p["metadata"]["labels"][labels::RUNNER],
-                    "node": p["spec"]["nodeName"],
+                    "name": p.metadata.name,
+                    "runner": p.label(labels::RUNNER),
+                    "node": p.node(),
                 })
             })
             .collect();
-        let index = &anchor["metadata"]["labels"][labels::INSTANCE_INDEX];
+        let index = anchor.label(labels::INSTANCE_INDEX);
         let box_ = json!({ "index": index, "pods": pods });
         domains.entry(instance.domain.as_deref()).or_default().push(box_);
     }

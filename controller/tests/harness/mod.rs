@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
@@ -24,6 +24,7 @@ use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::ome::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
 };
+use ome_spread_core::pod::Pod;
 use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};

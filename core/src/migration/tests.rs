@@ -7,6 +7,7 @@ use serde_json::json;
 use super::*;
 use crate::nodes::Nodes;
 use crate::ome::typed;
+use crate::pod::Pod;
 
 fn at(time: &str) -> Timestamp {
     time.parse().expect("a time")
@@ -177,7 +178,8 @@ fn held(cluster: &Cluster) -> Result<(), Hold> {
 fn held_with_own(cluster: &Cluster, own: &Value) -> Result<(), Hold> {
     let nodes = Nodes::from_json(&[]).expect("readable");
     let (service, replica) = (typed(&cluster.service), typed(&cluster.replica));
-    let component = Component::new(&service, None, &replica, &cluster.pods, &nodes);
+    let pods: Vec<Pod> = cluster.pods.iter().map(typed).collect();
+    let component = Component::new(&service, None, &replica, &pods, &nodes);
     let services: Vec<Annotated> = cluster
         .annotations
         .iter()

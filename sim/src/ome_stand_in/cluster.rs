@@ -4,13 +4,13 @@
 //! model's changes written as OME writes them.
 
 use kube::Client;
-use ome_spread_core::instance::is_ready;
 use ome_spread_core::labels::RUNNER;
 use serde_json::{Value, json};
 
 use super::render::{self, REVISION_HASH, Terms};
 use super::{MANAGER, WHO};
 use crate::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
+use crate::objects::read;
 use crate::ome::{Change, Event, Placement, World, with_condition};
 
 /// The cluster as the surge's world.
@@ -75,7 +75,7 @@ impl World for Cluster {
                     .map_or_else(|| format!("pod {name} not placed yet"), str::to_owned);
                 return waiting(why);
             }
-            if !is_ready(pod) {
+            if !read(pod).is_ready() {
                 let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
                 return waiting(format!("pod {name} on {node} not Ready yet"));
             }

@@ -31,6 +31,7 @@ use jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use ome_spread_core::explain::Objects;
 use ome_spread_core::instance::COMPONENTS;
+use ome_spread_core::pod::Pod;
 use serde_json::{Value, json};
 
 use crate::api::{
@@ -296,7 +297,7 @@ impl StandIn {
 
     /// Creates the pods of each Instance the replica lacks, at the lowest free indexes, the
     /// leader first (its workers' affinity names it).
-    async fn create_missing_instances(&mut self, replica: &Value, pods: &[&Value]) {
+    async fn create_missing_instances(&mut self, replica: &Value, pods: &[&Pod]) {
         let instances = render::instances(pods);
         let wanted = usize::try_from(replica["spec"]["replicas"].as_u64().unwrap_or(1)).unwrap_or(1);
         let missing = wanted.saturating_sub(instances.len());

@@ -24,6 +24,7 @@ use ome_spread_core::labels::{
     COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, POD_ORDINAL, RUNNER,
 };
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceService, Runtime, ServingRuntime};
+use ome_spread_core::pod::Pod;
 use ome_spread_core::spread::SpreadSettings;
 use serde_json::{Map, Value, json};
 
@@ -418,18 +419,15 @@ pub fn pods_per_instance(replica: &Value) -> usize {
 }
 
 /// Whether every pod of an Instance is there and Ready.
-fn instance_ready(pods: &[&Value], size: usize) -> bool {
-    pods.len() >= size && pods.iter().all(|p| ome_spread_core::instance::is_ready(p))
+fn instance_ready(pods: &[&Pod], size: usize) -> bool {
+    pods.len() >= size && pods.iter().all(|p| p.is_ready())
 }
 
 /// Instance index -> its pods (those not being deleted), in index order.
-pub fn instances<'a>(pods: &[&'a Value]) -> std::collections::BTreeMap<u64, Vec<&'a Value>> {
-    let mut instances = std::collections::BTreeMap::<u64, Vec<&Value>>::new();
-    for pod in pods.iter().filter(|p| p["metadata"]["deletionTimestamp"].is_null()) {
-        if let Some(index) = pod["metadata"]["labels"][INSTANCE_INDEX]
-            .as_str()
-            .and_then(|i| i.parse().ok())
-        {
+pub fn instances<'a>(pods: &[&'a Pod]) -> std::collections::BTreeMap<u64, Vec<&'a Pod>> {
+    let mut instances = std::collections::BTreeMap::<u64, Vec<&Pod>>::new();
+    for pod in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        if let Some(index) = pod.label(INSTANCE_INDEX).and_then(|i| i.parse().ok()) {
             instances.entry(index).or_default().push(pod);
         }
     }
@@ -440,7 +438,7 @@ pub fn instances<'a>(pods: &[&'a Value]) -> std::collections::BTreeMap<u64, Vec<
 /// `Ready` condition), each condition of another writer kept; `now` is a changed condition's
 /// transition. OME keeps a row for each Instance it wants, created or not, and for a migration's
 /// surge beside them.
-pub fn replica_status(replica: &Value, pods: &[&Value], now: &str) -> Value {
+pub fn replica_status(replica: &Value, pods: &[&Pod], now: &str) -> Value {
     let instances = instances(pods);
     let size = pods_per_instance(replica);
     let ready = instances.values().filter(|pods| instance_ready(pods, size)).count();
@@ -818,9 +816,9 @@ mod tests {
         assert_eq!(pods[0]["spec"]["topologySpreadConstraints"], own);
     }
 
-    fn ready_pod(index: &str, ready: bool) -> Value {
-        json!({"metadata": {"labels": {"ome.io/instance-index": index}},
-            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    fn ready_pod(index: &str, ready: bool) -> Pod {
+        crate::objects::read(&json!({"metadata": {"labels": {"ome.io/instance-index": index}},
+            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}))
     }
 
     #[test]

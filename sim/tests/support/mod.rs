@@ -263,6 +263,6 @@ pub fn row(pod: &Value) -> (String, String, String, String, String, bool) {
         joined("whenUnsatisfiable"),
         pod["spec"]["nodeName"].as_str().unwrap_or("<none>").to_owned(),
         pod["status"]["phase"].as_str().unwrap_or_default().to_owned(),
-        ome_spread_core::instance::is_ready(pod),
+        ome_spread_sim::objects::read(pod).is_ready(),
     )
 }
