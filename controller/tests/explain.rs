@@ -146,19 +146,31 @@ impl Case {
     }
 }
 
+/// The seed changed by `change`, and the per-domain counts and skew its report holds.
+fn case(
+    reason: Reason,
+    change: fn(&mut Vec<Value>),
+    per_domain: &'static [(&'static str, usize)],
+    skew: usize,
+) -> Case {
+    let mut objects = seed();
+    change(&mut objects);
+    Case {
+        reason,
+        change,
+        objects,
+        per_domain,
+        skew,
+    }
+}
+
+/// A case of every reason, in the diagnosis' order.
 fn cases() -> Vec<Case> {
-    let case = |reason, change: fn(&mut Vec<Value>), per_domain, skew| {
-        let mut objects = seed();
-        change(&mut objects);
-        Case {
-            reason,
-            change,
-            objects,
-            per_domain,
-            skew,
-        }
-    };
-    let both = &[("zone-a", 1), ("zone-b", 1)];
+    [settings_cases(), placement_cases()].into_iter().flatten().collect()
+}
+
+/// The reasons before the pods' placement is read: the settings, the Instances, the pods' terms.
+fn settings_cases() -> Vec<Case> {
     vec![
         case(
             Reason::SettingsNotProjected,
@@ -236,6 +248,12 @@ fn cases() -> Vec<Case> {
             &[],
             0,
         ),
+    ]
+}
+
+/// The reasons read from where the pods run, and the nodes: labels, room, domains.
+fn placement_cases() -> Vec<Case> {
+    vec![
         case(
             Reason::MissingLabel,
             |o| {
@@ -275,7 +293,7 @@ fn cases() -> Vec<Case> {
             &[("zone-a", 3), ("zone-b", 0)],
             3,
         ),
-        case(Reason::Satisfied, |_| {}, both, 0),
+        case(Reason::Satisfied, |_| {}, &[("zone-a", 1), ("zone-b", 1)], 0),
     ]
 }
 

@@ -15,7 +15,9 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
 use ome_spread_core::labels;
-use ome_spread_core::migration::{Annotated, Entry, LEDGER, Migrations, Records, Request, Requests, Situation, hold};
+use ome_spread_core::migration::{
+    Annotated, BadLedger, BadRecord, Entry, LEDGER, Migrations, Records, Request, Requests, Situation, hold,
+};
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::ome::Runtime;
 use ome_spread_core::pod::Pod;
@@ -99,6 +101,32 @@ fn history(cluster: &Cluster) -> History {
     }
 }
 
+/// An object's `namespace/name`.
+fn named(meta: &ObjectMeta) -> String {
+    let (namespace, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+    format!("{}/{}", namespace.unwrap_or_default(), name.unwrap_or_default())
+}
+
+/// The cluster's migration requests (the services' annotations) and records (the replicas'), read.
+fn read_history<'a>(
+    typed: &'a Typed,
+    history: &'a History,
+) -> (Result<Requests, BadLedger>, Result<Records, BadRecord>) {
+    let services: Vec<Annotated> = (typed.services.iter().zip(&history.annotations))
+        .map(|(s, annotations)| Annotated {
+            name: named(&s.metadata),
+            annotations,
+        })
+        .collect();
+    let replicas: Vec<Migrations> = (typed.replicas.iter().zip(&history.records))
+        .map(|(r, records)| Migrations {
+            name: named(&r.metadata),
+            migrations: Some(records),
+        })
+        .collect();
+    (Requests::read(&services), Records::read(&replicas))
+}
+
 /// The controller's pass (as the diagnosis benchmark's), up to `stage` for each replica: the
 /// reasons, the moves planned in all, and the requests the guardrails let go.
 fn pass(
@@ -119,33 +147,11 @@ fn pass(
     } else {
         Default::default()
     };
-    let named = |meta: &ObjectMeta| {
-        let (namespace, name) = (meta.namespace.as_deref(), meta.name.as_deref());
-        format!("{}/{}", namespace.unwrap_or_default(), name.unwrap_or_default())
-    };
     let (mut reasons, mut moves, mut requests) = (BTreeMap::new(), 0, 0);
     // The cluster's requests and records, read once (the controller: once per change of them),
     // and only by the pass that asks the guardrails.
     let (requests_read, records_read) = if stage == Stage::Guardrails {
-        let services: Vec<Annotated> = typed
-            .services
-            .iter()
-            .zip(&history.annotations)
-            .map(|(s, annotations)| Annotated {
-                name: named(&s.metadata),
-                annotations,
-            })
-            .collect();
-        let replicas: Vec<Migrations> = typed
-            .replicas
-            .iter()
-            .zip(&history.records)
-            .map(|(r, records)| Migrations {
-                name: named(&r.metadata),
-                migrations: Some(records),
-            })
-            .collect();
-        (Requests::read(&services), Records::read(&replicas))
+        read_history(typed, history)
     } else {
         (Ok(Requests::default()), Ok(Records::default()))
     };

@@ -948,6 +948,67 @@ mod tests {
         assert!(differs > 500, "{differs}");
     }
 
+    /// Per node: its zone, its rack, whether it takes pods, and its GPUs.
+    type Layout = Vec<(String, String, bool, usize)>;
+
+    /// 2 to 4 zones of 1 to 3 nodes in 1 or 2 racks, 0 to 3 GPUs each, some cordoned or without
+    /// status.
+    fn generated_nodes(rng: &mut crate::rebalance::tests::XorShift) -> (Vec<Value>, Layout) {
+        let (mut nodes, mut layout) = (Vec::new(), Vec::new());
+        for zone in 0..2 + rng.below(3) {
+            for n in 0..1 + rng.below(3) {
+                let (gpus, trait_) = (rng.below(4), rng.below(6));
+                let spec = if trait_ == 0 {
+                    json!({"unschedulable": true})
+                } else {
+                    json!({})
+                };
+                let (zone, rack) = (format!("zone-{zone}"), format!("z{zone}-c{}", rng.below(2)));
+                let mut node = node(&format!("z{zone}-n{n}"), &zone, &rack, gpus, spec);
+                if trait_ == 1 {
+                    node.as_object_mut().unwrap().remove("status");
+                }
+                layout.push((zone, rack, trait_ > 1, gpus));
+                nodes.push(node);
+            }
+        }
+        (nodes, layout)
+    }
+
+    /// 1 to 6 Instances of `size` pods, each pod on any node or Pending, and 0 to 2 pods of other
+    /// workloads holding a GPU each: the pods, the nodes of each Instance's pods (None: Pending),
+    /// and the pods on each node.
+    fn generated_pods(
+        rng: &mut crate::rebalance::tests::XorShift,
+        nodes: &[Value],
+        size: usize,
+    ) -> (Vec<Value>, Vec<Vec<Option<usize>>>, Vec<usize>) {
+        let name = |n: usize| nodes[n]["metadata"]["name"].as_str().unwrap();
+        let (mut pods, mut placed, mut used) = (Vec::new(), Vec::new(), vec![0usize; nodes.len()]);
+        for index in 0..1 + rng.below(6) {
+            let runners: &[&str] = if size == 1 { &["default"] } else { &["leader", "worker"] };
+            let mut at = Vec::new();
+            for runner in runners {
+                let node = (rng.below(6) != 0).then(|| rng.below(nodes.len()));
+                if let Some(n) = node {
+                    used[n] += 1;
+                }
+                pods.push(pod(index, runner, node.map(name)));
+                at.push(node);
+            }
+            placed.push(at);
+        }
+        for _ in 0..rng.below(3) {
+            let n = rng.below(nodes.len());
+            used[n] += 1;
+            pods.push(
+                json!({"metadata": {"name": format!("other-{n}")}, "spec": {"nodeName": name(n),
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}),
+            );
+        }
+        (pods, placed, used)
+    }
+
     /// Generated clusters (2-4 zones of 1-3 nodes in 1-2 racks, 0-3 GPUs each, some cordoned or
     /// without status; 1-6 Instances of one pod or a leader and a worker, each pod on any node
     /// or Pending; other workloads' pods), Required or Preferred: every zone and rack has its
@@ -962,53 +1023,8 @@ mod tests {
         for case in 0..600 {
             let size = 1 + case % 2;
             let spread = if rng.below(2) == 0 { "Required" } else { "Preferred" };
-            let mut nodes = Vec::new();
-            // Per node: its zone, its rack, whether it takes pods, and its GPUs.
-            let mut layout: Vec<(String, String, bool, usize)> = Vec::new();
-            for zone in 0..2 + rng.below(3) {
-                for n in 0..1 + rng.below(3) {
-                    let (gpus, trait_) = (rng.below(4), rng.below(6));
-                    let spec = if trait_ == 0 {
-                        json!({"unschedulable": true})
-                    } else {
-                        json!({})
-                    };
-                    let (zone, rack) = (format!("zone-{zone}"), format!("z{zone}-c{}", rng.below(2)));
-                    let mut node = node(&format!("z{zone}-n{n}"), &zone, &rack, gpus, spec);
-                    if trait_ == 1 {
-                        node.as_object_mut().unwrap().remove("status");
-                    }
-                    layout.push((zone, rack, trait_ > 1, gpus));
-                    nodes.push(node);
-                }
-            }
-            let mut used = vec![0usize; nodes.len()];
-            let mut pods = Vec::new();
-            // Per Instance, the nodes of its pods (None: Pending).
-            let mut placed: Vec<Vec<Option<usize>>> = Vec::new();
-            for index in 0..1 + rng.below(6) {
-                let runners: &[&str] = if size == 1 { &["default"] } else { &["leader", "worker"] };
-                let mut at = Vec::new();
-                for runner in runners {
-                    let node = (rng.below(6) != 0).then(|| rng.below(nodes.len()));
-                    if let Some(n) = node {
-                        used[n] += 1;
-                    }
-                    pods.push(pod(
-                        index,
-                        runner,
-                        node.map(|n| nodes[n]["metadata"]["name"].as_str().unwrap()),
-                    ));
-                    at.push(node);
-                }
-                placed.push(at);
-            }
-            for _ in 0..rng.below(3) {
-                let n = rng.below(nodes.len());
-                used[n] += 1;
-                pods.push(json!({"metadata": {"name": format!("other-{n}")}, "spec": {"nodeName": nodes[n]["metadata"]["name"],
-                    "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
-            }
+            let (nodes, layout) = generated_nodes(&mut rng);
+            let (pods, placed, used) = generated_pods(&mut rng, &nodes, size);
             let cluster = Cluster::new(spread, pods, nodes).in_cliques();
             let losses = cluster.losses();
             let why = format!("case {case}: {layout:?} used {used:?} Instances {placed:?} {spread}: {losses:?}");

@@ -182,11 +182,9 @@ mod tests {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 
-    /// A leader as the API server serves it: of what it carries, the parts read and nothing else;
-    /// of its conditions, Ready and PodScheduled, without their times.
-    #[test]
-    fn a_served_pod_reads_as_the_parts_read() {
-        let served = json!({"apiVersion": "v1", "kind": "Pod",
+    /// A leader as the API server serves it.
+    fn served() -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "m-engine-0-leader-0", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
                 "labels": {"component": "engine", "ome.io/runner": "leader"}},
             "spec": {"nodeName": "n1", "schedulerName": "default-scheduler",
@@ -210,7 +208,13 @@ mod tests {
                     {"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-12-05T03:55:30Z"},
                     {"type": "ome.io/serving", "status": "True", "lastTransitionTime": "2026-12-05T03:55:31Z"},
                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-05T03:54:50Z"}],
-                "containerStatuses": [{"name": "engine", "ready": true, "restartCount": 0, "image": "sglang", "imageID": ""}]}});
+                "containerStatuses": [{"name": "engine", "ready": true, "restartCount": 0, "image": "sglang", "imageID": ""}]}})
+    }
+
+    /// Of what a served pod carries, the parts read and nothing else; of its conditions, Ready and
+    /// PodScheduled, without their times.
+    #[test]
+    fn a_served_pod_reads_as_the_parts_read() {
         let container = |name: &str, restart_policy: Option<&str>, requests| Container {
             name: name.into(),
             restart_policy: restart_policy.map(Into::into),
@@ -270,7 +274,7 @@ mod tests {
                 conditions: vec![condition("Ready"), condition("PodScheduled")],
             },
         };
-        assert_eq!(typed::<Pod>(&served), expected);
+        assert_eq!(typed::<Pod>(&served()), expected);
     }
 
     /// A null reads as the field left out, as the API server reads it.

@@ -1019,11 +1019,18 @@ pub(crate) mod tests {
         assert!(capped > 150 && under > 300, "{capped} {under}");
     }
 
-    #[test]
-    fn generated_clusters_get_the_fewest_moves_within_skew_and_capacity() {
-        let mut rng = XorShift(0x0e5e_ad11);
-        let (mut planned, mut unreachable, mut within, mut longest) = (0, 0, 0, 0);
-        for case in 0..1000 {
+    /// A generated cluster: 2 to 6 domains of 1 or 2 racks of nodes with room for some pods, and
+    /// Instances landed unevenly across them (some Pending, some on nodes of no domain).
+    struct Generated {
+        names: Vec<String>,
+        instances: Vec<Instance>,
+        /// Per domain, its nodes: (rack, node, free).
+        layout: Vec<Vec<(String, String, usize)>>,
+        max_skew: usize,
+    }
+
+    impl Generated {
+        fn new(rng: &mut XorShift) -> Self {
             let domain_count = 2 + rng.below(5);
             let names: Vec<String> = (0..domain_count).map(|d| format!("z{d}")).collect();
             // Uneven: each domain draws a weight, and the Instances land by weight.
@@ -1047,8 +1054,7 @@ pub(crate) mod tests {
                     domain,
                 });
             }
-            // Per domain, 1-2 racks of nodes with room for some pods: (rack, node, free).
-            let layout: Vec<Vec<(String, String, usize)>> = names
+            let layout = names
                 .iter()
                 .map(|name| {
                     let racks = 1 + rng.below(2);
@@ -1063,71 +1069,64 @@ pub(crate) mod tests {
                         .collect()
                 })
                 .collect();
-            let domains: Vec<Domain> = names
-                .iter()
-                .zip(&layout)
-                .map(|(name, nodes)| {
-                    let mut racks: BTreeMap<&str, Vec<(&str, usize)>> = BTreeMap::new();
-                    for (r, n, free) in nodes {
-                        racks.entry(r).or_default().push((n, *free));
-                    }
-                    Domain {
-                        name: name.clone(),
-                        racks: racks.iter().map(|(r, nodes)| rack(r, nodes)).collect(),
-                    }
-                })
-                .collect();
             let max_skew = 1 + rng.below(3);
-
-            let mut counts: BTreeMap<&str, usize> = names.iter().map(|n| (n.as_str(), 0)).collect();
-            for i in &instances {
-                if let Some(d) = &i.domain {
-                    *counts.get_mut(d.as_str()).unwrap() += 1;
-                }
+            Self {
+                names,
+                instances,
+                layout,
+                max_skew,
             }
-            let rooms: BTreeMap<&str, usize> = names
-                .iter()
-                .zip(&layout)
-                .map(|(d, nodes)| (d.as_str(), nodes.iter().map(|n| n.2).sum()))
-                .collect();
-            let count_list: Vec<usize> = counts.values().copied().collect();
-            let capacities: Vec<usize> = counts.iter().map(|(d, c)| c + rooms[d]).collect();
-            let minimum = minimum_moves(&count_list, &capacities, max_skew);
-            let result = plan(&instances, &domains, max_skew);
-            let why = format!("case {case}: {counts:?} rooms {rooms:?} maxSkew {max_skew}: {result:?}");
+        }
 
-            let Ok(plan) = result else {
-                match result {
-                    Err(NoPlan::WithinSkew) => {
-                        within += 1;
-                        assert_eq!(minimum, Some(0), "{why}");
-                    }
-                    _ => {
-                        unreachable += 1;
-                        assert_eq!(minimum, None, "{why}");
-                    }
+        fn domains(&self) -> Vec<Domain> {
+            let domain = |(name, nodes): (&String, &Vec<(String, String, usize)>)| {
+                let mut racks: BTreeMap<&str, Vec<(&str, usize)>> = BTreeMap::new();
+                for (r, n, free) in nodes {
+                    racks.entry(r).or_default().push((n, *free));
                 }
-                continue;
+                Domain {
+                    name: name.clone(),
+                    racks: racks.iter().map(|(r, nodes)| rack(r, nodes)).collect(),
+                }
             };
-            planned += 1;
-            longest = longest.max(plan.moves.len());
-            assert_eq!(Some(plan.moves.len()), minimum, "{why}");
+            self.names.iter().zip(&self.layout).map(domain).collect()
+        }
+
+        /// The Instances each domain counts.
+        fn counts(&self) -> BTreeMap<&str, usize> {
+            let mut counts: BTreeMap<&str, usize> = self.names.iter().map(|n| (n.as_str(), 0)).collect();
+            for d in self.instances.iter().filter_map(|i| i.domain.as_deref()) {
+                *counts.get_mut(d).unwrap() += 1;
+            }
+            counts
+        }
+
+        /// The pods each domain has room for.
+        fn rooms(&self) -> BTreeMap<&str, usize> {
+            (self.names.iter().zip(&self.layout))
+                .map(|(d, nodes)| (d.as_str(), nodes.iter().map(|n| n.2).sum()))
+                .collect()
+        }
+
+        /// Each move from a fullest domain to one with room, an Instance moved once, its hint
+        /// nodes with room in one rack of the target; then no domain over its room, and the skew
+        /// within `max_skew`.
+        fn check(&self, plan: &Plan, why: &str) {
+            let (counts, rooms) = (self.counts(), self.rooms());
             let mut after = counts.clone();
             let mut moved = BTreeSet::new();
             for m in &plan.moves {
-                // A fullest domain to an emptiest one with room, at the time of the move.
                 let most = *after.values().max().unwrap();
                 assert_eq!(after[m.from_domain.as_str()], most, "{why}");
-                let i = instances.iter().find(|i| i.index == m.instance).unwrap();
+                let i = self.instances.iter().find(|i| i.index == m.instance).unwrap();
                 assert_eq!(i.domain.as_deref(), Some(m.from_domain.as_str()), "{why}");
                 assert_eq!(i.node.as_deref(), Some(m.from_node.as_str()), "{why}");
                 assert!(moved.insert(m.instance), "moved twice: {why}");
-                let target = &layout[names.iter().position(|d| *d == m.to_domain).unwrap()];
+                let target = &self.layout[self.names.iter().position(|d| *d == m.to_domain).unwrap()];
                 assert!(
                     !m.hint_nodes.is_empty() && m.hint_nodes.len() <= MAX_HINT_NODES,
                     "{why}"
                 );
-                // Nodes with room, all of one rack of the target.
                 let racks: BTreeSet<&str> = m
                     .hint_nodes
                     .iter()
@@ -1147,9 +1146,42 @@ pub(crate) mod tests {
                 assert!(*c <= counts[d] + rooms[d], "{why}");
             }
             assert!(
-                after.values().max().unwrap() - after.values().min().unwrap() <= max_skew,
+                after.values().max().unwrap() - after.values().min().unwrap() <= self.max_skew,
                 "{why}"
             );
+        }
+    }
+
+    #[test]
+    fn generated_clusters_get_the_fewest_moves_within_skew_and_capacity() {
+        let mut rng = XorShift(0x0e5e_ad11);
+        let (mut planned, mut unreachable, mut within) = (0, 0, 0);
+        for case in 0..1000 {
+            let generated = Generated::new(&mut rng);
+            let (counts, rooms) = (generated.counts(), generated.rooms());
+            let count_list: Vec<usize> = counts.values().copied().collect();
+            let capacities: Vec<usize> = counts.iter().map(|(d, c)| c + rooms[d]).collect();
+            let minimum = minimum_moves(&count_list, &capacities, generated.max_skew);
+            let result = plan(&generated.instances, &generated.domains(), generated.max_skew);
+            let why = format!(
+                "case {case}: {counts:?} rooms {rooms:?} maxSkew {}: {result:?}",
+                generated.max_skew
+            );
+            match result {
+                Ok(plan) => {
+                    planned += 1;
+                    assert_eq!(Some(plan.moves.len()), minimum, "{why}");
+                    generated.check(&plan, &why);
+                }
+                Err(NoPlan::WithinSkew) => {
+                    within += 1;
+                    assert_eq!(minimum, Some(0), "{why}");
+                }
+                Err(_) => {
+                    unreachable += 1;
+                    assert_eq!(minimum, None, "{why}");
+                }
+            }
         }
         // The generator reaches every outcome often enough to mean something.
         assert!(
@@ -1479,6 +1511,124 @@ mod recommend_tests {
         );
     }
 
+    /// Per node: its zone, its clique, whether it can take a pod, and its GPUs.
+    type Layout = Vec<(usize, String, bool, usize)>;
+
+    /// `zones` zones of 1 to 3 nodes each, in two cliques a zone, some cordoned, tainted or
+    /// without allocatable, each with 0 to 3 GPUs.
+    fn generated_nodes(rng: &mut super::tests::XorShift, zones: usize) -> (Vec<Value>, Layout) {
+        let (mut nodes, mut layout) = (Vec::new(), Vec::new());
+        for zone in 0..zones {
+            for n in 0..1 + rng.below(3) {
+                let (gpus, trait_) = (rng.below(4), rng.below(8));
+                let spec = match trait_ {
+                    0 => json!({"unschedulable": true}),
+                    1 => json!({"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}),
+                    _ => json!({}),
+                };
+                let mut node = node(
+                    &format!("z{zone}-n{n}"),
+                    &format!("zone-{zone}"),
+                    &gpus.to_string(),
+                    spec,
+                );
+                if trait_ == 2 {
+                    node.as_object_mut().unwrap().remove("status");
+                }
+                let clique = format!("z{zone}-c{}", rng.below(2));
+                node["metadata"]["labels"][CLIQUE] = json!(clique);
+                layout.push((zone, clique, trait_ > 2, gpus));
+                nodes.push(node);
+            }
+        }
+        (nodes, layout)
+    }
+
+    /// 2 to 8 Instances of `size` pods each on random nodes, and 0 to 2 pods of another workload
+    /// holding a GPU each: those pods, the others, the pods on each node and the Instances in each
+    /// zone.
+    fn placed(
+        rng: &mut super::tests::XorShift,
+        nodes: &[Value],
+        layout: &Layout,
+        size: usize,
+    ) -> (Vec<Value>, Vec<Value>, Vec<usize>, Vec<usize>) {
+        let name = |at: usize| nodes[at]["metadata"]["name"].as_str().unwrap().to_owned();
+        let mut used = vec![0usize; nodes.len()];
+        let mut counts = vec![0usize; 1 + layout.iter().map(|l| l.0).max().unwrap_or(0)];
+        let mut pods = Vec::new();
+        for index in 0..2 + rng.below(7) {
+            let at = rng.below(nodes.len());
+            used[at] += size;
+            counts[layout[at].0] += 1;
+            let ready = rng.below(2) == 0;
+            let runners: &[&str] = if size == 1 { &["default"] } else { &["leader", "worker"] };
+            pods.extend(runners.iter().map(|runner| pod(index as u32, runner, &name(at), ready)));
+        }
+        let mut others = Vec::new();
+        for _ in 0..rng.below(3) {
+            let at = rng.below(nodes.len());
+            used[at] += 1;
+            others.push(json!({"spec": {"nodeName": name(at),
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
+        }
+        (pods, others, used, counts)
+    }
+
+    /// Free GPUs per clique (of a zone) on the nodes that take pods, and the Instances of `size`
+    /// pods each zone can take: its free GPUs for single pods, its cliques' pairs of them for a
+    /// leader and a worker.
+    fn free_and_room<'l>(
+        layout: &'l Layout,
+        used: &[usize],
+        zones: usize,
+        size: usize,
+    ) -> (BTreeMap<(usize, &'l str), usize>, Vec<usize>) {
+        let mut free: BTreeMap<(usize, &str), usize> = BTreeMap::new();
+        for (at, (zone, clique, accepts, gpus)) in layout.iter().enumerate() {
+            if *accepts {
+                *free.entry((*zone, clique)).or_default() += gpus.saturating_sub(used[at]);
+            }
+        }
+        let mut room = vec![0usize; zones];
+        for ((zone, _), gpus) in &free {
+            room[*zone] += gpus / size;
+        }
+        (free, room)
+    }
+
+    /// The fewest moves that bring `counts` (`skewed`: beyond a skew of 1) within it with `room`,
+    /// counted by the other method, or why there is no plan.
+    fn fewest_moves(counts: &[usize], room: &[usize], skewed: bool) -> Result<usize, NoPlan> {
+        let capacities: Vec<usize> = counts.iter().zip(room).map(|(c, r)| c + r).collect();
+        match super::tests::minimum_moves(counts, &capacities, 1) {
+            _ if !skewed => Err(NoPlan::WithinSkew),
+            _ if room.iter().all(|r| *r == 0) => Err(NoPlan::NoRoom),
+            None => Err(NoPlan::Unreachable),
+            Some(moves) => Ok(moves),
+        }
+    }
+
+    /// A move's hint nodes: 1 to the most, each in its target zone and able to take the surge.
+    /// Their zone, and their clique if they share one.
+    fn hinted<'l>(
+        m: &Move,
+        layout: &'l Layout,
+        used: &[usize],
+        at: impl Fn(&str) -> usize,
+    ) -> (usize, Option<&'l str>) {
+        assert!((1..=MAX_HINT_NODES).contains(&m.hint_nodes.len()));
+        let mut cliques = BTreeSet::new();
+        for hint in &m.hint_nodes {
+            let (zone, clique, accepts, gpus) = &layout[at(hint)];
+            assert_eq!(format!("zone-{zone}"), m.to_domain);
+            assert!(*accepts && *gpus > used[at(hint)], "{hint} can take the surge");
+            cliques.insert(clique.as_str());
+        }
+        let zone = m.to_domain["zone-".len()..].parse::<usize>().unwrap();
+        (zone, (cliques.len() == 1).then(|| cliques.pop_first()).flatten())
+    }
+
     /// Generated clusters (2-4 zones of 1-3 nodes in 1-2 cliques, 0-3 free GPUs each, some
     /// cordoned, tainted or without status; 2-8 Instances, single-pod or a leader and a worker,
     /// `topologyKey` on the clique, and other workloads' pods anywhere): the plan read from the
@@ -1494,65 +1644,11 @@ mod recommend_tests {
         for case in 0..800 {
             let size = 1 + case % 2;
             let zones = 2 + rng.below(3);
-            let mut nodes = Vec::new();
-            // Per node: its zone, its clique, whether it can take a pod, and its GPUs.
-            let mut layout: Vec<(usize, String, bool, usize)> = Vec::new();
-            for zone in 0..zones {
-                for n in 0..1 + rng.below(3) {
-                    let (gpus, trait_) = (rng.below(4), rng.below(8));
-                    let spec = match trait_ {
-                        0 => json!({"unschedulable": true}),
-                        1 => json!({"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}),
-                        _ => json!({}),
-                    };
-                    let mut node = node(
-                        &format!("z{zone}-n{n}"),
-                        &format!("zone-{zone}"),
-                        &gpus.to_string(),
-                        spec,
-                    );
-                    if trait_ == 2 {
-                        node.as_object_mut().unwrap().remove("status");
-                    }
-                    let clique = format!("z{zone}-c{}", rng.below(2));
-                    node["metadata"]["labels"][CLIQUE] = json!(clique);
-                    layout.push((zone, clique, trait_ > 2, gpus));
-                    nodes.push(node);
-                }
-            }
-            let mut used = vec![0usize; nodes.len()];
-            let mut counts = vec![0usize; zones];
-            let mut pods = Vec::new();
-            for index in 0..2 + rng.below(7) {
-                let at = rng.below(nodes.len());
-                used[at] += size;
-                counts[layout[at].0] += 1;
-                let (node, ready) = (nodes[at]["metadata"]["name"].as_str().unwrap(), rng.below(2) == 0);
-                let runners: &[&str] = if size == 1 { &["default"] } else { &["leader", "worker"] };
-                pods.extend(runners.iter().map(|runner| pod(index as u32, runner, node, ready)));
-            }
+            let (nodes, layout) = generated_nodes(&mut rng, zones);
+            let (pods, others, used, counts) = placed(&mut rng, &nodes, &layout, size);
             let mut cluster = Cluster::new(pods, &nodes).in_cliques();
-            for _ in 0..rng.below(3) {
-                let at = rng.below(nodes.len());
-                used[at] += 1;
-                cluster
-                    .others
-                    .push(json!({"spec": {"nodeName": nodes[at]["metadata"]["name"],
-                    "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}));
-            }
-            // Free GPUs per clique (of a zone), and the Instances each zone can take: its free
-            // GPUs for single pods, its cliques' pairs of them for a leader and a worker.
-            let mut free: BTreeMap<(usize, &str), usize> = BTreeMap::new();
-            for (at, (zone, clique, accepts, gpus)) in layout.iter().enumerate() {
-                if *accepts {
-                    *free.entry((*zone, clique)).or_default() += gpus.saturating_sub(used[at]);
-                }
-            }
-            let mut room = vec![0usize; zones];
-            for ((zone, _), gpus) in &free {
-                room[*zone] += gpus / size;
-            }
-            let capacities: Vec<usize> = counts.iter().zip(&room).map(|(c, r)| c + r).collect();
+            cluster.others = others;
+            let (mut free, room) = free_and_room(&layout, &used, zones, size);
             let skewed = counts.iter().max().unwrap() - counts.iter().min().unwrap() > 1;
             let (reason, plan) = cluster.recommend();
             assert_eq!(
@@ -1560,12 +1656,7 @@ mod recommend_tests {
                 if skewed { Reason::Skewed } else { Reason::Satisfied },
                 "{counts:?}"
             );
-            let expected = match super::tests::minimum_moves(&counts, &capacities, 1) {
-                _ if !skewed => Err(NoPlan::WithinSkew),
-                _ if room.iter().all(|r| *r == 0) => Err(NoPlan::NoRoom),
-                None => Err(NoPlan::Unreachable),
-                Some(moves) => Ok(moves),
-            };
+            let expected = fewest_moves(&counts, &room, skewed);
             let plan = match (plan, expected) {
                 (Ok(plan), Ok(moves)) => {
                     assert_eq!(plan.moves.len(), moves, "case {case}: {counts:?} {room:?}");
@@ -1589,24 +1680,17 @@ mod recommend_tests {
                     "from the Instance's node"
                 );
                 assert!(moved.insert(m.instance), "an Instance moves once");
-                assert!((1..=MAX_HINT_NODES).contains(&m.hint_nodes.len()));
-                let mut cliques = BTreeSet::new();
-                for hint in &m.hint_nodes {
-                    let (zone, clique, accepts, gpus) = &layout[at(hint)];
-                    assert_eq!(format!("zone-{zone}"), m.to_domain);
-                    assert!(*accepts && *gpus > used[at(hint)], "{hint} can take the surge");
-                    cliques.insert(clique.as_str());
-                }
+                let (zone, clique) = hinted(m, &layout, &used, at);
                 if size == 2 {
                     // One clique, with room for the leader and the worker beside earlier moves.
-                    let clique = cliques.pop_first().expect("a hint node");
-                    assert_eq!(cliques.len(), 0, "case {case}: hints {:?} in one clique", m.hint_nodes);
-                    let left = free.get_mut(&(layout[at(&m.hint_nodes[0])].0, clique)).unwrap();
+                    let clique =
+                        clique.unwrap_or_else(|| panic!("case {case}: hints {:?} in one clique", m.hint_nodes));
+                    let left = free.get_mut(&(zone, clique)).unwrap();
                     *left = left.checked_sub(2).expect("room for both pods");
                     pairs += 1;
                 }
                 after[layout[at(&m.from_node)].0] -= 1;
-                after[m.to_domain["zone-".len()..].parse::<usize>().unwrap()] += 1;
+                after[zone] += 1;
             }
             assert!(
                 after.iter().max().unwrap() - after.iter().min().unwrap() <= 1,

@@ -356,24 +356,42 @@ mod tests {
         );
     }
 
-    #[test]
-    fn each_rule_decides_from_plain_inputs() {
-        let none = Settings::default();
-        let completing = Settings {
+    type Case<'s> = (&'s str, Runner, SpreadSettings, &'s Settings, Vec<Value>, Value);
+
+    fn check(cases: Vec<Case>) {
+        for (name, runner, replica, settings, present, expected) in cases {
+            assert_eq!(decided(runner, &replica, settings, &present), expected, "{name}");
+        }
+    }
+
+    /// Settings that complete a constraint: minDomains and nodeTaintsPolicy.
+    fn completing() -> Settings {
+        Settings {
             min_domains: Some(3),
             node_taints_policy: Some(crate::settings::NodeTaintsPolicy::Honor),
             ..Settings::default()
-        };
-        let zone = replica(Some(Spread::Required), Some("zone"), Some("rack"));
-        let worker = || Runner::Worker {
+        }
+    }
+
+    fn zone() -> SpreadSettings {
+        replica(Some(Spread::Required), Some("zone"), Some("rack"))
+    }
+
+    fn worker() -> Runner {
+        Runner::Worker {
             instance_index: "0".into(),
-        };
-        type Case<'s> = (&'s str, Runner, SpreadSettings, &'s Settings, Vec<Value>, Value);
-        let cases: Vec<Case> = vec![
+        }
+    }
+
+    #[test]
+    fn p5_and_p7_a_pod_gets_omes_constraint_when_a_spread_and_a_key_are_set() {
+        let none = Settings::default();
+        let completing = completing();
+        check(vec![
             (
                 "p5 leader gets the constraint",
                 Runner::Leader,
-                zone.clone(),
+                zone(),
                 &none,
                 vec![],
                 json!({"append": omes("leader", "zone", "DoNotSchedule")}),
@@ -381,7 +399,7 @@ mod tests {
             (
                 "p5 settings shape it",
                 Runner::Default,
-                zone.clone(),
+                zone(),
                 &completing,
                 vec![],
                 json!({"append": {
@@ -396,30 +414,6 @@ mod tests {
                 &none,
                 vec![],
                 json!({"append": omes("default", "rack", "ScheduleAnyway")}),
-            ),
-            (
-                "p6 anyone's constraint on the key",
-                Runner::Leader,
-                zone.clone(),
-                &completing,
-                vec![json!({"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "x"}}})],
-                json!({"unchanged": "SpreadConstraintKept"}),
-            ),
-            (
-                "p6 OME's own on an older key",
-                Runner::Leader,
-                zone.clone(),
-                &completing,
-                vec![omes("leader", "old", "DoNotSchedule")],
-                json!({"unchanged": "SpreadConstraintKept"}),
-            ),
-            (
-                "p6 another runner's is not this pod's",
-                Runner::Leader,
-                zone.clone(),
-                &none,
-                vec![omes("default", "old", "DoNotSchedule")],
-                json!({"append": omes("leader", "zone", "DoNotSchedule")}),
             ),
             (
                 "p7 no spread",
@@ -437,10 +431,50 @@ mod tests {
                 vec![],
                 json!({"unchanged": "NoSpread"}),
             ),
+        ]);
+    }
+
+    #[test]
+    fn p6_a_constraint_on_the_key_is_kept() {
+        let none = Settings::default();
+        let completing = completing();
+        check(vec![
+            (
+                "p6 anyone's constraint on the key",
+                Runner::Leader,
+                zone(),
+                &completing,
+                vec![json!({"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "x"}}})],
+                json!({"unchanged": "SpreadConstraintKept"}),
+            ),
+            (
+                "p6 OME's own on an older key",
+                Runner::Leader,
+                zone(),
+                &completing,
+                vec![omes("leader", "old", "DoNotSchedule")],
+                json!({"unchanged": "SpreadConstraintKept"}),
+            ),
+            (
+                "p6 another runner's is not this pod's",
+                Runner::Leader,
+                zone(),
+                &none,
+                vec![omes("default", "old", "DoNotSchedule")],
+                json!({"append": omes("leader", "zone", "DoNotSchedule")}),
+            ),
+        ]);
+    }
+
+    #[test]
+    fn p8_to_p10_a_worker_gets_its_leaders_rack() {
+        let none = Settings::default();
+        let completing = completing();
+        check(vec![
             (
                 "p8 worker gets its leader's term",
                 worker(),
-                zone.clone(),
+                zone(),
                 &completing,
                 vec![],
                 json!({"append": leader_of("0", "rack")}),
@@ -448,7 +482,7 @@ mod tests {
             (
                 "p9 anyone's term on the key",
                 worker(),
-                zone.clone(),
+                zone(),
                 &none,
                 vec![json!({"topologyKey": "rack"})],
                 json!({"unchanged": "PodAffinityKept"}),
@@ -456,7 +490,7 @@ mod tests {
             (
                 "p9 OME's own on an older key",
                 worker(),
-                zone.clone(),
+                zone(),
                 &none,
                 vec![leader_of("0", "old")],
                 json!({"unchanged": "PodAffinityKept"}),
@@ -464,7 +498,7 @@ mod tests {
             (
                 "p9 another Instance's leader does not count",
                 worker(),
-                zone.clone(),
+                zone(),
                 &none,
                 vec![leader_of("1", "old")],
                 json!({"append": leader_of("0", "rack")}),
@@ -477,10 +511,18 @@ mod tests {
                 vec![],
                 json!({"unchanged": "NoTopologyKey"}),
             ),
+        ]);
+    }
+
+    #[test]
+    fn p12_omes_own_constraint_is_completed_never_rewritten() {
+        let none = Settings::default();
+        let completing = completing();
+        check(vec![
             (
                 "p12 completes OME's own on the key",
                 Runner::Leader,
-                zone.clone(),
+                zone(),
                 &completing,
                 vec![json!({"topologyKey": "a"}), omes("leader", "zone", "DoNotSchedule")],
                 json!({"complete": [1, {"minDomains": 3, "nodeTaintsPolicy": "Honor"}]}),
@@ -488,7 +530,7 @@ mod tests {
             (
                 "p12 never minDomains on ScheduleAnyway",
                 Runner::Leader,
-                zone.clone(),
+                zone(),
                 &completing,
                 vec![omes("leader", "zone", "ScheduleAnyway")],
                 json!({"complete": [0, {"nodeTaintsPolicy": "Honor"}]}),
@@ -496,7 +538,7 @@ mod tests {
             (
                 "p12 nothing it sets is rewritten",
                 Runner::Leader,
-                zone.clone(),
+                zone(),
                 &completing,
                 vec![{
                     let mut set = omes("leader", "zone", "DoNotSchedule");
@@ -509,14 +551,11 @@ mod tests {
             (
                 "p12 without settings, OME's own is kept",
                 Runner::Leader,
-                zone.clone(),
+                zone(),
                 &none,
                 vec![omes("leader", "zone", "DoNotSchedule")],
                 json!({"unchanged": "SpreadConstraintKept"}),
             ),
-        ];
-        for (name, runner, replica, settings, present, expected) in cases {
-            assert_eq!(decided(runner, &replica, settings, &present), expected, "{name}");
-        }
+        ]);
     }
 }

@@ -297,8 +297,15 @@ fn the_components_own_records_join_the_clusters_read_at_the_furthest_phase() {
     assert_eq!(held(&other), active("other/llama-engine", "o1", Phase::Accepted));
 }
 
+/// Each row's cluster held back as the row says.
+fn holds(rows: Vec<(&str, Cluster, Hold)>) {
+    for (row, cluster, expected) in rows {
+        assert_eq!(held(&cluster), Err(expected), "{row}");
+    }
+}
+
 #[test]
-fn each_guardrail_holds_the_request_back_naming_its_object() {
+fn the_component_and_its_objects_hold_the_request_back_naming_them() {
     let mut lowered = quiet();
     lowered.lowered_to = Some("recommend");
     let mut paused = quiet();
@@ -310,20 +317,6 @@ fn each_guardrail_holds_the_request_back_naming_its_object() {
     pending_pod.pods[1]["spec"] = json!({});
     let mut unready = quiet();
     unready.pods[2]["status"]["conditions"][0]["status"] = json!("False");
-    let mut elsewhere = quiet();
-    elsewhere.annotations[1]
-        .1
-        .insert("ome.io/migration-request-v1-abc".into(), "{}".into());
-    let mut just_written = quiet();
-    just_written.written = vec![(SERVICE.into(), entry("u9", 2, "gpu-node-1", 0, None))];
-    let ten_this_hour: Vec<Entry> = (0..10)
-        .map(|i| entry(&format!("u{i}"), 7, "gpu-node-9", 5 + i, None))
-        .collect();
-    let three_tries = [
-        entry("u1", 2, "gpu-node-1", 300, Some("migration request: no")),
-        entry("u2", 2, "gpu-node-1", 200, Some("migration request: no")),
-        entry("u3", 2, "gpu-node-1", 100, Some("migration request: no")),
-    ];
     let mut unconfigured_replica = quiet();
     unconfigured_replica.replica["status"]["conditions"] = json!([
         {"type": "Spread", "status": "False", "reason": "Skewed", "message": "", "lastTransitionTime": "2026-05-01T10:00:00Z"},
@@ -331,7 +324,7 @@ fn each_guardrail_holds_the_request_back_naming_its_object() {
             "message": "lifecycle.audit is not configured; migration requests wait instead of executing",
             "lastTransitionTime": "2026-05-01T10:00:00Z"},
     ]);
-    let rows: Vec<(&str, Cluster, Hold)> = vec![
+    holds(vec![
         (
             "the service's annotation lowers the mode",
             lowered,
@@ -385,6 +378,18 @@ fn each_guardrail_holds_the_request_back_naming_its_object() {
                 held: Some("u4".into()),
             }),
         ),
+    ]);
+}
+
+#[test]
+fn a_migration_in_flight_or_a_bad_record_anywhere_holds_the_request_back_naming_it() {
+    let mut elsewhere = quiet();
+    elsewhere.annotations[1]
+        .1
+        .insert("ome.io/migration-request-v1-abc".into(), "{}".into());
+    let mut just_written = quiet();
+    just_written.written = vec![(SERVICE.into(), entry("u9", 2, "gpu-node-1", 0, None))];
+    holds(vec![
         (
             "a record of the component is active",
             with_records(quiet(), 0, json!([record("u1", "Completed"), record("u2", "Draining")])),
@@ -427,6 +432,30 @@ fn each_guardrail_holds_the_request_back_naming_its_object() {
                 uuid: "u8".into(),
             },
         ),
+        (
+            "a malformed record anywhere",
+            with_records(quiet(), 1, json!([{"requestUUID": "x", "phase": "Surging"}])),
+            Hold::BadRecord(BadRecord {
+                replica: "other/llama-engine".into(),
+                at: "[0].phase".into(),
+                value: "\"Surging\"".into(),
+                expected: "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated",
+            }),
+        ),
+    ]);
+}
+
+#[test]
+fn the_limits_hold_the_request_back_naming_them() {
+    let ten_this_hour: Vec<Entry> = (0..10)
+        .map(|i| entry(&format!("u{i}"), 7, "gpu-node-9", 5 + i, None))
+        .collect();
+    let three_tries = [
+        entry("u1", 2, "gpu-node-1", 300, Some("migration request: no")),
+        entry("u2", 2, "gpu-node-1", 200, Some("migration request: no")),
+        entry("u3", 2, "gpu-node-1", 100, Some("migration request: no")),
+    ];
+    holds(vec![
         (
             "ten of ours started this hour, on another service",
             with_records(
@@ -490,20 +519,7 @@ fn each_guardrail_holds_the_request_back_naming_its_object() {
                 until: at("2026-11-30T15:02:00Z"),
             },
         ),
-        (
-            "a malformed record anywhere",
-            with_records(quiet(), 1, json!([{"requestUUID": "x", "phase": "Surging"}])),
-            Hold::BadRecord(BadRecord {
-                replica: "other/llama-engine".into(),
-                at: "[0].phase".into(),
-                value: "\"Surging\"".into(),
-                expected: "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated",
-            }),
-        ),
-    ];
-    for (row, cluster, expected) in rows {
-        assert_eq!(held(&cluster), Err(expected), "{row}");
-    }
+    ]);
 }
 
 #[test]

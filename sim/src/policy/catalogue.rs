@@ -71,16 +71,41 @@ fn three_megabytes() -> Value {
     })
 }
 
+/// Every case, section by section.
 pub fn all() -> Vec<Case> {
-    use Expected::*;
-    let zone = constraint(
+    [
+        the_request(),
+        metadata_and_labels(),
+        indexes_text_and_owner(),
+        spec(),
+        host_answers(),
+        replica_fields(),
+        settings(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// OME's own spread constraint on the zone, for the seed's engine pod.
+fn zone() -> Value {
+    constraint(
         "qwen3-0-6b",
         "engine",
         "default",
         "topology.kubernetes.io/zone",
         "DoNotSchedule",
-    );
-    let label = |name: &'static str, value: Value| move |p: &mut Value| p["metadata"]["labels"][name] = value;
+    )
+}
+
+/// The label `name` set to `value`.
+fn label(name: &'static str, value: Value) -> impl FnOnce(&mut Value) {
+    move |p: &mut Value| p["metadata"]["labels"][name] = value
+}
+
+/// The request itself: its JSON, its fields.
+fn the_request() -> Vec<Case> {
+    use Expected::*;
     vec![
         // The request itself.
         payload(
@@ -150,7 +175,13 @@ pub fn all() -> Vec<Case> {
             None,
             Accepted,
         ),
-        // The pod's metadata and labels.
+    ]
+}
+
+/// The pod's metadata and labels.
+fn metadata_and_labels() -> Vec<Case> {
+    use Expected::*;
+    vec![
         case(
             "pod_whose_metadata_is_a_string",
             qwen(|p| p["metadata"] = json!("x")),
@@ -215,6 +246,13 @@ pub fn all() -> Vec<Case> {
                 "pod spread-demo/qwen3-0-6b-engine-0-default-0: label component is [\"engine\"]: must be a string",
             ),
         ),
+    ]
+}
+
+/// A worker's Instance index, what only the request's text can hold, the pod's replica owner.
+fn indexes_text_and_owner() -> Vec<Case> {
+    use Expected::*;
+    vec![
         case(
             "worker_whose_index_is_a_fraction",
             worker(label("ome.io/instance-index", json!("1.5"))),
@@ -267,20 +305,26 @@ pub fn all() -> Vec<Case> {
                 "pod spread-demo/qwen3-0-6b-engine-0-default-0: metadata.ownerReferences[InferenceReplica].name is null: must be the replica's name",
             ),
         ),
-        // The pod's spec.
+    ]
+}
+
+/// The pod's spec.
+fn spec() -> Vec<Case> {
+    use Expected::*;
+    vec![
         case(
             "pod_without_spec_gets_one",
             qwen(|p| {
                 p.as_object_mut().expect("pod").remove("spec");
             }),
             QWEN,
-            Appended(SPREAD, zone.clone()),
+            Appended(SPREAD, zone()),
         ),
         case(
             "pod_whose_spec_is_null_gets_one",
             qwen(|p| p["spec"] = Value::Null),
             QWEN,
-            Appended(SPREAD, zone.clone()),
+            Appended(SPREAD, zone()),
         ),
         case(
             "pod_whose_spec_is_a_string",
@@ -335,15 +379,21 @@ pub fn all() -> Vec<Case> {
             "pod_nested_100_deep_in_an_unread_field",
             deeply_nested(100),
             QWEN,
-            Appended(SPREAD, zone.clone()),
+            Appended(SPREAD, zone()),
         ),
         case(
             "pod_of_three_megabytes",
             three_megabytes(),
             QWEN,
-            Appended(SPREAD, zone.clone()),
+            Appended(SPREAD, zone()),
         ),
-        // The host's answer.
+    ]
+}
+
+/// The host's answer, when it is not an InferenceReplica.
+fn host_answers() -> Vec<Case> {
+    use Expected::*;
+    vec![
         Case {
             cluster: answering(b""),
             ..case(
@@ -384,6 +434,13 @@ pub fn all() -> Vec<Case> {
                 Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: the host's answer has no spec"),
             )
         },
+    ]
+}
+
+/// The InferenceReplica's spread fields, when they are bad.
+fn replica_fields() -> Vec<Case> {
+    use Expected::*;
+    vec![
         Case {
             cluster: qwen_replica(json!({"topologySpread": 2})),
             ..case(
@@ -428,7 +485,13 @@ pub fn all() -> Vec<Case> {
                 ),
             )
         },
-        // The settings, as they reach validate.
+    ]
+}
+
+/// The settings, as they reach validate.
+fn settings() -> Vec<Case> {
+    use Expected::*;
+    vec![
         Case {
             settings: json!({"maxSkew": "1"}),
             ..case(
