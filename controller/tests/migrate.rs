@@ -173,9 +173,28 @@ async fn one_request_is_written_with_omes_exact_annotation_and_the_ledger() {
 /// A row: what it shows, the objects, the replica's records, the Event's type and note.
 type HeldCase = (&'static str, Vec<Value>, Option<Value>, &'static str, String);
 
-/// Each guardrail alone: no write, one Event saying why (a Warning for bad input), once.
+/// Each case's guardrail alone: no write, one Event saying why (a Warning for bad input), once.
+async fn holds_once(cases: Vec<HeldCase>) {
+    for (case, objects, migrations, type_, note) in cases {
+        let Harness {
+            ctx,
+            replica,
+            mut server,
+            _writers,
+        } = harness(&objects, Mode::Migrate);
+        let replica = reconciled(replica, migrations);
+        let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+        let event = expect_event(&mut server, type_, "RebalanceHeld", &note).await;
+        assert_eq!(event["regarding"]["name"], "qwen3-0-6b-engine", "{case}");
+        reconciling.await.expect("no panic").expect(case);
+        // The resync: the same hold, no second Event, no write (one would go unanswered).
+        reconcile(replica, ctx).await.expect(case);
+    }
+}
+
+/// The component's own pods hold the request: one not Ready, one Pending.
 #[tokio::test(start_paused = true)]
-async fn each_guardrail_holds_the_request_and_says_so_once() {
+async fn an_unready_or_pending_pod_holds_the_request_and_says_so_once() {
     let not_ready = changed(ready_cluster(), "Pod", "qwen3-0-6b-engine-1-default-0", |pod| {
         pod["status"]["conditions"][0]["status"] = json!("False");
     });
@@ -191,20 +210,8 @@ async fn each_guardrail_holds_the_request_and_says_so_once() {
     pending_pod["spec"].as_object_mut().expect("a spec").remove("nodeName");
     pending_pod["status"] = json!({"phase": "Pending"});
     unplaced.push(pending_pod);
-    let mut other_pending = ready_cluster();
-    other_pending.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
-        "metadata": {"name": "llama", "namespace": "team-b",
-            "annotations": {"ome.io/migration-request-v1-5f0c": r#"{"schemaVersion":"v1","component":"decoder","instance":0,"from_node":"n1","requested_by":"alfred"}"#}},
-        "spec": {"deploymentMode": "OMENative"}}));
-    let ten_this_hour: Vec<Value> = (0..10)
-        .map(|i| json!({"uuid": format!("u{i}"), "component": "engine", "instance": 0, "from_node": "gpu-node-3", "at": minutes_ago(15 + i)}))
-        .collect();
-    let hourly = changed(ready_cluster(), "InferenceService", "qwen3-0-6b", |service| {
-        service["metadata"]["annotations"] =
-            json!({"spread.ome.io/rebalance-requests": Value::from(ten_this_hour.clone()).to_string()});
-    });
     let next = format!(". Next: {FIRST_MOVE}");
-    let cases: Vec<HeldCase> = vec![
+    holds_once(vec![
         (
             "an Instance not Ready",
             not_ready,
@@ -223,6 +230,28 @@ async fn each_guardrail_holds_the_request_and_says_so_once() {
                 "pod qwen3-0-6b-engine-3-default-0 is Pending: every pod of the component must be placed first{next}"
             ),
         ),
+    ])
+    .await;
+}
+
+/// Another migration, the hourly limit and a bad record hold the request (a Warning for the bad
+/// record).
+#[tokio::test(start_paused = true)]
+async fn another_migration_the_limit_or_a_bad_record_holds_the_request_and_says_so_once() {
+    let mut other_pending = ready_cluster();
+    other_pending.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "llama", "namespace": "team-b",
+            "annotations": {"ome.io/migration-request-v1-5f0c": r#"{"schemaVersion":"v1","component":"decoder","instance":0,"from_node":"n1","requested_by":"alfred"}"#}},
+        "spec": {"deploymentMode": "OMENative"}}));
+    let ten_this_hour: Vec<Value> = (0..10)
+        .map(|i| json!({"uuid": format!("u{i}"), "component": "engine", "instance": 0, "from_node": "gpu-node-3", "at": minutes_ago(15 + i)}))
+        .collect();
+    let hourly = changed(ready_cluster(), "InferenceService", "qwen3-0-6b", |service| {
+        service["metadata"]["annotations"] =
+            json!({"spread.ome.io/rebalance-requests": Value::from(ten_this_hour.clone()).to_string()});
+    });
+    let next = format!(". Next: {FIRST_MOVE}");
+    holds_once(vec![
         (
             "someone's request pending on another InferenceService",
             other_pending,
@@ -261,22 +290,8 @@ async fn each_guardrail_holds_the_request_and_says_so_once() {
                 r#"InferenceReplica spread-demo/qwen3-0-6b-engine has status.migrations[0].phase "Surging": not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated{next}"#
             ),
         ),
-    ];
-    for (case, objects, migrations, type_, note) in cases {
-        let Harness {
-            ctx,
-            replica,
-            mut server,
-            _writers,
-        } = harness(&objects, Mode::Migrate);
-        let replica = reconciled(replica, migrations);
-        let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-        let event = expect_event(&mut server, type_, "RebalanceHeld", &note).await;
-        assert_eq!(event["regarding"]["name"], "qwen3-0-6b-engine", "{case}");
-        reconciling.await.expect("no panic").expect(case);
-        // The resync: the same hold, no second Event, no write (one would go unanswered).
-        reconcile(replica, ctx).await.expect(case);
-    }
+    ])
+    .await;
 }
 
 /// OME's words for a request it holds without its caps (upstream `migrationCapacityUnconfiguredMessage`).

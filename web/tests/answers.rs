@@ -269,29 +269,29 @@ spec:
     assert_eq!(answer["warnings"].as_array().map(Vec::len), Some(1));
 }
 
-/// The picture counts what the diagnosis counts: an Instance is its leader (or only pod), in the
-/// eligible domain of the leader's node; its workers are drawn under it; a Pending leader, or
-/// workers without a leader, are counted in no domain. Expected columns written by hand.
-#[test]
-fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
-    let pod = |name: &str, runner: &str, index: &str, node: Option<&str>| {
-        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "d", "labels": {"ome.io/managed-by": "OMENative",
-                "ome.io/inferenceservice": "ds", "component": "engine", "ome.io/runner": runner,
-                "ome.io/instance-index": index}},
-            "spec": {"containers": [{"name": "engine"}]}});
-        if let Some(node) = node {
-            pod["spec"]["nodeName"] = json!(node);
-        }
-        if runner == "leader" {
-            // As the policy gives it (P5), so that the diagnosis counts the placement.
-            pod["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1,
-                "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "ds", "component": "engine",
-                    "ome.io/runner": "leader"}}}]);
-        }
-        pod
-    };
+/// A pod of InferenceService `d/ds`'s engine, Instance `index`, on `node` (None: Pending).
+fn engine_pod(name: &str, runner: &str, index: &str, node: Option<&str>) -> Value {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "d", "labels": {"ome.io/managed-by": "OMENative",
+            "ome.io/inferenceservice": "ds", "component": "engine", "ome.io/runner": runner,
+            "ome.io/instance-index": index}},
+        "spec": {"containers": [{"name": "engine"}]}});
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+    }
+    if runner == "leader" {
+        // As the policy gives it (P5), so that the diagnosis counts the placement.
+        pod["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "ds", "component": "engine",
+                "ome.io/runner": "leader"}}}]);
+    }
+    pod
+}
+
+/// `d/ds` spread across the zones of two nodes: Instance 0 in zone-a, Instance 1's leader Pending
+/// and its worker in zone-b, Instance 2 a worker alone.
+fn picture_objects() -> Value {
     let node = |name: &str, zone: &str| {
         json!({"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}}})
@@ -299,24 +299,33 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
     let spread = json!({"topologySpread": "Required", "topologySpreadKey": "topology.kubernetes.io/zone"});
     let mut replica_spec = spread.clone();
     replica_spec["component"] = json!("engine");
-    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+    json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "ds", "namespace": "d"},
             "spec": {"deploymentMode": "OMENative", "engine": spread}},
         {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": {"name": "ds-engine", "namespace": "d"},
             "spec": replica_spec},
         node("node-a", "zone-a"), node("node-b", "zone-b"),
-        pod("ds-engine-0-leader-0", "leader", "0", Some("node-a")),
-        pod("ds-engine-0-worker-0", "worker", "0", Some("node-a")),
-        pod("ds-engine-1-leader-0", "leader", "1", None),
-        pod("ds-engine-1-worker-0", "worker", "1", Some("node-b")),
-        pod("ds-engine-2-worker-0", "worker", "2", Some("node-b")),
-    ]});
-    let answer = diagnose(&objects.to_string(), "");
-    let drawn = |pods: &[(&str, &str, Option<&str>)]| -> Value {
-        pods.iter()
-            .map(|(name, runner, node)| json!({"name": name, "runner": runner, "node": node}))
-            .collect()
-    };
+        engine_pod("ds-engine-0-leader-0", "leader", "0", Some("node-a")),
+        engine_pod("ds-engine-0-worker-0", "worker", "0", Some("node-a")),
+        engine_pod("ds-engine-1-leader-0", "leader", "1", None),
+        engine_pod("ds-engine-1-worker-0", "worker", "1", Some("node-b")),
+        engine_pod("ds-engine-2-worker-0", "worker", "2", Some("node-b")),
+    ]})
+}
+
+/// Pods as the picture draws them: (name, runner, node).
+fn drawn(pods: &[(&str, &str, Option<&str>)]) -> Value {
+    pods.iter()
+        .map(|(name, runner, node)| json!({"name": name, "runner": runner, "node": node}))
+        .collect()
+}
+
+/// The picture counts what the diagnosis counts: an Instance is its leader (or only pod), in the
+/// eligible domain of the leader's node; its workers are drawn under it; a Pending leader, or
+/// workers without a leader, are counted in no domain. Expected columns written by hand.
+#[test]
+fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
+    let answer = diagnose(&picture_objects().to_string(), "");
     assert_eq!(
         answer["services"][0]["components"][0]["domains"],
         json!([
@@ -331,11 +340,15 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
         ]),
         "{answer}"
     );
+}
 
-    // Instance 0 on both its slots (a SurgeThenDrain update): one Instance, drawn where its newer
-    // slot's leader runs, that leader first, then the older one and the worker.
+/// Instance 0 on both its slots (a SurgeThenDrain update): one Instance, drawn where its newer
+/// slot's leader runs, that leader first, then the older one and the worker.
+#[test]
+fn the_picture_draws_an_instance_on_both_slots_once_where_its_newer_leader_runs() {
+    let objects = picture_objects();
     let mut both_slots = objects.clone();
-    let mut newer = pod("ds-engine-0-leader-1", "leader", "0", Some("node-b"));
+    let mut newer = engine_pod("ds-engine-0-leader-1", "leader", "0", Some("node-b"));
     newer["metadata"]["labels"]["ome.io/pod-ordinal"] = json!("1");
     both_slots["items"] = json!([
         objects["items"][0],
@@ -357,8 +370,11 @@ fn the_picture_draws_instances_where_the_diagnosis_counts_them() {
         ]),
         "{answer}"
     );
+}
 
-    // The seed's example without Instance indexes: still one Instance per pod, one per zone.
+/// The seed's example without Instance indexes: still one Instance per pod, one per zone.
+#[test]
+fn the_picture_draws_pods_without_an_index_as_an_instance_each() {
     let seed = read(&repository().join("controller/tests/data/seed.yaml"));
     let unindexed: String = seed
         .lines()
