@@ -289,6 +289,8 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
         return;
     };
     live::install_kubewarden_crd(&admin).await;
+    // Whichever suite ran before: this cluster has no Report CRD (the readiness below says so).
+    live::remove_openreports_crd(&admin).await;
     live::controller_namespace(&admin).await;
     let rbac = std::fs::read_to_string(local::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
     live::apply(&admin, &rbac).await;

@@ -177,6 +177,23 @@ pub async fn install_openreports_crd(admin: &Path) {
     kubectl(admin, &["wait", "--for=condition=Established", crd, "--timeout=60s"]).await;
 }
 
+/// No Report CRD on the cluster: what a suite that runs after one that installed it (seed's) and
+/// holds a cluster without it starts from.
+pub async fn remove_openreports_crd(admin: &Path) {
+    kubectl(
+        admin,
+        &[
+            "delete",
+            "crd",
+            "reports.openreports.io",
+            "--ignore-not-found",
+            "--wait",
+            "--timeout=60s",
+        ],
+    )
+    .await;
+}
+
 /// policy.yaml whole, on Kubewarden's CRD (its ClusterAdmissionPolicy is where `explain` reads the
 /// settings, as in a cluster that runs Kubewarden), with the policy-server's ServiceAccount its
 /// RBAC names: a kubeconfig of that ServiceAccount, in `dir`, for what reads as policy-server.
