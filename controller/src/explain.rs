@@ -3,18 +3,17 @@
 
 use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::api::{Api, ListParams};
-use ome_spread_core::explain::{Objects, explain, text};
+use ome_spread_core::explain::{Objects, Parts, explain, text};
 use ome_spread_core::instance::COMPONENTS;
 use ome_spread_core::labels;
 use ome_spread_core::pod::Pod;
 use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
 use ome_spread_core::settings::Settings;
-use serde_json::Value;
 
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
 /// What `explain` reads of a live cluster: the InferenceService, its runtime, its replicas, its
-/// pods and the nodes.
+/// pods and the nodes, each listed as its model.
 pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Result<Objects, String> {
     let failed = |what: &str| {
         let what = what.to_owned();
@@ -28,42 +27,46 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
     else {
         return Err(format!("no InferenceService {namespace}/{service} in the cluster"));
     };
-    let mut objects = vec![value(&isvc)?];
+    let mut parts = Parts::default();
     match isvc.runtime() {
         Some(RuntimeRef::Namespaced(name)) => {
             let runtimes: Api<ServingRuntime> = Api::namespaced(client.clone(), namespace);
-            if let Some(runtime) = runtimes.get_opt(name).await.map_err(failed("the ServingRuntime"))? {
-                objects.push(value(&runtime)?);
-            }
+            let runtime = runtimes.get_opt(name).await.map_err(failed("the ServingRuntime"))?;
+            parts.runtimes.extend(runtime);
         }
         Some(RuntimeRef::Cluster(name)) => {
             let runtimes: Api<ClusterServingRuntime> = Api::all(client.clone());
-            if let Some(runtime) = runtimes
+            let runtime = runtimes
                 .get_opt(name)
                 .await
-                .map_err(failed("the ClusterServingRuntime"))?
-            {
-                objects.push(value(&runtime)?);
-            }
+                .map_err(failed("the ClusterServingRuntime"))?;
+            parts.cluster_runtimes.extend(runtime);
         }
         None => {}
     }
+    parts.services.push(isvc);
     let replicas: Api<InferenceReplica> = Api::namespaced(client.clone(), namespace);
     for component in COMPONENTS {
         let name = ReplicaRef::for_component(namespace, service, component).name;
-        if let Some(replica) = replicas.get_opt(&name).await.map_err(failed("the InferenceReplicas"))? {
-            objects.push(value(&replica)?);
-        }
+        let replica = replicas.get_opt(&name).await.map_err(failed("the InferenceReplicas"))?;
+        parts.replicas.extend(replica);
     }
+    parts.pods = pods(&client, service, namespace).await?;
+    let nodes: Api<KubeNode> = Api::all(client);
+    let listed = nodes.list(&ListParams::default()).await.map_err(failed("the nodes"))?;
+    parts.nodes = listed.iter().map(crate::nodes::node).collect();
+    Objects::of(parts).map_err(|e| e.to_string())
+}
+
+/// The pods of InferenceService `namespace/service`, and every other pod, of any workload, trimmed
+/// as the controller's watch trims it: the room a plan counts on. Who may not list every pod gets
+/// the room of this InferenceService's pods only.
+async fn pods(client: &kube::Client, service: &str, namespace: &str) -> Result<Vec<Pod>, String> {
     let selector = format!("{}={service}", labels::INFERENCE_SERVICE);
     let own: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let mut pods = own
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(failed("the pods"))?
+    let mut pods = (own.list(&ListParams::default().labels(&selector)).await)
+        .map_err(|e| format!("reading the pods: {e}"))?
         .items;
-    // The room a plan counts on: every other pod, of any workload, trimmed as the controller's
-    // watch trims it. Who may not list every pod gets the room of this InferenceService's pods only.
     match Api::<Pod>::all(client.clone()).list(&ListParams::default()).await {
         Ok(everyone) => {
             for mut pod in everyone {
@@ -78,17 +81,9 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
             "warning: listing every pod is forbidden ({}): the room counts only the pods of InferenceService {namespace}/{service}",
             status.message
         ),
-        Err(e) => return Err(failed("every pod")(e)),
+        Err(e) => return Err(format!("reading every pod: {e}")),
     }
-    let nodes: Api<KubeNode> = Api::all(client);
-    for node in nodes.list(&ListParams::default()).await.map_err(failed("the nodes"))? {
-        objects.push(value(&node)?);
-    }
-    Objects::with_pods(objects, pods).map_err(|e| e.to_string())
-}
-
-fn value(object: &impl serde::Serialize) -> Result<Value, String> {
-    serde_json::to_value(object).map_err(|e| e.to_string())
+    Ok(pods)
 }
 
 /// The text to print, and whether the spread holds for every component explained. `source` names

@@ -53,46 +53,57 @@ pub enum Unusable {
     Malformed { object: String, why: String },
 }
 
+/// Objects each read into its model: OME's, the pods and the nodes.
+#[derive(Default)]
+pub struct Parts {
+    pub services: Vec<InferenceService>,
+    pub runtimes: Vec<ServingRuntime>,
+    pub cluster_runtimes: Vec<ClusterServingRuntime>,
+    pub replicas: Vec<InferenceReplica>,
+    pub pods: Vec<Pod>,
+    pub nodes: Vec<Node>,
+}
+
 impl Objects {
     /// The objects, or the first that cannot be read, named.
     pub fn new(documents: Vec<Value>) -> Result<Self, Unusable> {
-        Self::with_pods(documents, Vec::new())
-    }
-
-    /// The objects, and `pods` already read into the model (a live cluster's, listed as such).
-    pub fn with_pods(documents: Vec<Value>, pods: Vec<Pod>) -> Result<Self, Unusable> {
-        let mut objects = Self {
-            services: Vec::new(),
-            runtimes: Vec::new(),
-            cluster_runtimes: Vec::new(),
-            replicas: Vec::new(),
-            pods,
-            nodes: Nodes::default(),
-            requested: Requested::default(),
-            by_component: HashMap::new(),
-        };
-        let mut nodes = Vec::new();
+        let mut parts = Parts::default();
         for object in documents.into_iter().flat_map(items) {
             match object["kind"].as_str().unwrap_or_default() {
-                "InferenceService" => objects.services.push(typed(object)?),
-                "ServingRuntime" => objects.runtimes.push(typed(object)?),
-                "ClusterServingRuntime" => objects.cluster_runtimes.push(typed(object)?),
-                "InferenceReplica" => objects.replicas.push(typed(object)?),
-                "Node" => nodes.push(Node::from_json(&object)?),
-                "Pod" => objects.pods.push(typed(object)?),
+                "InferenceService" => parts.services.push(typed(object)?),
+                "ServingRuntime" => parts.runtimes.push(typed(object)?),
+                "ClusterServingRuntime" => parts.cluster_runtimes.push(typed(object)?),
+                "InferenceReplica" => parts.replicas.push(typed(object)?),
+                "Node" => parts.nodes.push(Node::from_json(&object)?),
+                "Pod" => parts.pods.push(typed(object)?),
                 _ => {}
             }
         }
-        for (i, pod) in objects.pods.iter().enumerate() {
+        Ok(Self::of(parts)?)
+    }
+
+    /// Objects already read (a live cluster's, listed as their models), or a pod's requests that
+    /// cannot be counted, named.
+    pub fn of(parts: Parts) -> Result<Self, Unreadable> {
+        let mut by_component: HashMap<_, Vec<usize>> = HashMap::new();
+        for (i, pod) in parts.pods.iter().enumerate() {
             if let Some((namespace, service, component)) = component_of(pod) {
                 let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
-                objects.by_component.entry(key).or_default().push(i);
+                by_component.entry(key).or_default().push(i);
             }
         }
-        objects.nodes = Nodes::new(nodes);
         // The room a plan counts on is taken by every pod bound to a node, of any workload.
-        objects.requested = room::requested(&objects.pods)?;
-        Ok(objects)
+        let requested = room::requested(&parts.pods)?;
+        Ok(Self {
+            services: parts.services,
+            runtimes: parts.runtimes,
+            cluster_runtimes: parts.cluster_runtimes,
+            replicas: parts.replicas,
+            pods: parts.pods,
+            nodes: Nodes::new(parts.nodes),
+            requested,
+            by_component,
+        })
     }
 
     pub fn nodes(&self) -> &Nodes {
