@@ -59,6 +59,20 @@ fn running(server: &Arc<ApiServer>, options: Options) -> tokio::task::JoinHandle
     tokio::spawn(controller::run(server.client(), options))
 }
 
+/// The first writes: the Event, then the condition.
+fn assert_event_before_condition(server: &ApiServer) {
+    let writes = server.writes.lock().unwrap().clone();
+    let event = writes
+        .iter()
+        .position(|w| w.method == "POST" && w.path.ends_with("/events"))
+        .expect("an Event");
+    let patch = writes
+        .iter()
+        .position(|w| w.method == "PATCH" && w.path.ends_with("/status"))
+        .expect("a patch");
+    assert!(event < patch, "the Event goes out before the condition");
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
     let server = ApiServer::holding(fixture(Reason::Satisfied));
@@ -76,16 +90,7 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
     assert_eq!(reason, "Satisfied", "{message}");
     let lease = server.get("Lease", Some("ome-spread"), "ome-spread-controller");
     assert_eq!(lease["spec"]["holderIdentity"], "ome-spread-controller-0");
-    let writes = server.writes.lock().unwrap().clone();
-    let event = writes
-        .iter()
-        .position(|w| w.method == "POST" && w.path.ends_with("/events"))
-        .expect("an Event");
-    let patch = writes
-        .iter()
-        .position(|w| w.method == "PATCH" && w.path.ends_with("/status"))
-        .expect("a patch");
-    assert!(event < patch, "the Event goes out before the condition");
+    assert_event_before_condition(&server);
 
     // A pod moves to the other zone's node: its watch reconciles the replica.
     server.edit("Pod", Some("spread-demo"), "qwen3-0-6b-engine-1-default-0", |pod| {
@@ -127,12 +132,10 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
         "SingleDomain",
         "SettingsNotProjected",
     ];
-    for _ in 0..600 {
-        if server.report_reasons().len() >= reasons.len() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until("a report for each change", 60, || {
+        server.report_reasons().len() >= reasons.len()
+    })
+    .await;
     assert_eq!(server.report_reasons(), reasons);
     assert!(metrics.encode().contains(
         r#"ome_spread_reason{namespace="spread-demo",replica="qwen3-0-6b-engine",reason="SettingsNotProjected"} 1"#
