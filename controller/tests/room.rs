@@ -161,7 +161,13 @@ async fn count_against_the_scheduler(kubeconfig: &Path, client: &Client) {
         assert_eq!(counted, case.fits, "the probes counted to fit on {}", case.node);
     }
 
-    for case in &cases {
+    scheduler_agrees(kubeconfig, &cases).await;
+}
+
+/// As many probes as were counted to fit, and one more, on each case's node: kube-scheduler binds
+/// the counted and refuses the one more, for the resource the case lacks.
+async fn scheduler_agrees(kubeconfig: &Path, cases: &[Case]) {
+    for case in cases {
         for index in 0..=case.fits {
             live::apply(
                 kubeconfig,
@@ -170,7 +176,7 @@ async fn count_against_the_scheduler(kubeconfig: &Path, client: &Client) {
             .await;
         }
     }
-    for case in &cases {
+    for case in cases {
         let (bound, refused) = eventually(
             &format!("the probes on {} placed or refused", case.node),
             90,

@@ -48,31 +48,7 @@ async fn the_seeds_service_is_ready_with_its_instances_in_two_zones_placed_by_ku
         // Step 2, the pods: one an Instance, each with OME's constraint; which Instance lands on
         // which node is the scheduler's choice.
         let pods = cluster.pods().await;
-        let mut rows: Vec<_> = pods.iter().map(row).collect();
-        let nodes: Vec<String> = rows.iter().map(|r| r.3.clone()).collect();
-        for r in &mut rows {
-            r.3 = "a node".into();
-        }
-        let pod = |name: &str| {
-            (
-                name.to_owned(),
-                "topology.kubernetes.io/zone".to_owned(),
-                "DoNotSchedule".to_owned(),
-                "a node".to_owned(),
-                "Running".to_owned(),
-                true,
-            )
-        };
-        assert_eq!(
-            rows,
-            [
-                pod("qwen3-0-6b-engine-0-default-0"),
-                pod("qwen3-0-6b-engine-1-default-0")
-            ]
-        );
-        let mut sorted = nodes.clone();
-        sorted.sort();
-        assert_eq!(sorted, ["gpu-node-1", "gpu-node-2"]);
+        let nodes = one_instance_a_pod_on_two_nodes(&pods);
 
         // Step 2, the nodes: in different zones.
         let mut zones = Vec::new();
@@ -101,4 +77,35 @@ async fn the_seeds_service_is_ready_with_its_instances_in_two_zones_placed_by_ku
     tokio::time::timeout(Duration::from_secs(240), run)
         .await
         .expect("the seed within 4 minutes");
+}
+
+/// The seed's pods as Step 2 shows them: one an Instance, each with OME's constraint, Running and
+/// Ready, on two nodes (which Instance on which node is the scheduler's choice): those nodes.
+fn one_instance_a_pod_on_two_nodes(pods: &[serde_json::Value]) -> Vec<String> {
+    let mut rows: Vec<_> = pods.iter().map(row).collect();
+    let nodes: Vec<String> = rows.iter().map(|r| r.3.clone()).collect();
+    for r in &mut rows {
+        r.3 = "a node".into();
+    }
+    let pod = |name: &str| {
+        (
+            name.to_owned(),
+            "topology.kubernetes.io/zone".to_owned(),
+            "DoNotSchedule".to_owned(),
+            "a node".to_owned(),
+            "Running".to_owned(),
+            true,
+        )
+    };
+    assert_eq!(
+        rows,
+        [
+            pod("qwen3-0-6b-engine-0-default-0"),
+            pod("qwen3-0-6b-engine-1-default-0")
+        ]
+    );
+    let mut sorted = nodes.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["gpu-node-1", "gpu-node-2"]);
+    nodes
 }
