@@ -252,9 +252,10 @@ fn chart_yaml(field: &str) -> String {
 
 /// The image is the chart's appVersion unless a tag is set, and a digest pins it; each value of
 /// the pod reaches the Deployment where Kubernetes reads it, and `policy.mode` the policy.
+/// The controller's image: the chart's appVersion, or the tag given, or the digest given.
 #[test]
 #[ignore = "needs helm: make cluster-bin"]
-fn every_controller_value_reaches_its_deployment_and_the_mode_the_policy() {
+fn the_controller_image_is_the_app_version_a_tag_or_a_digest() {
     let image = |args: &[&str]| {
         let render = objects(&template(args).expect("rendered"));
         let deployment = find(&render, "Deployment").expect("the Deployment").clone();
@@ -270,7 +271,11 @@ fn every_controller_value_reaches_its_deployment_and_the_mode_the_policy() {
     let pinned = format!("controller.image.digest={digest}");
     tagged.extend(["--set", &pinned]);
     assert_eq!(image(&tagged), format!("{repository}@{digest}"));
+}
 
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn every_controller_value_reaches_its_deployment_and_the_mode_the_policy() {
     let mut args = REQUIRED.to_vec();
     args.extend([
         "--set-json",
@@ -877,6 +882,20 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-chart"]).await;
 }
 
+/// `body` merged into InferenceService qwen3-0-6b, as the controller writes it (no read first);
+/// the API server's refusal, if it refuses.
+async fn merged(services: kube::Api<InferenceService>, body: Value) -> Result<(), String> {
+    let params = kube::api::PatchParams::default();
+    match services
+        .patch("qwen3-0-6b", &params, &kube::api::Patch::Merge(&body))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) => Err(status.message),
+        Err(e) => panic!("the API server did not answer: {e}"),
+    }
+}
+
 /// Under `migrate`, the chart's ValidatingAdmissionPolicy lets the controller's ServiceAccount
 /// change nothing on an InferenceService but OME's migration request annotations and ome-spread's
 /// ledger, on the real kube-apiserver: a spec change or another annotation by that ServiceAccount
@@ -910,20 +929,7 @@ async fn under_migrate_the_controller_may_change_only_the_migration_annotations(
     // As the controller writes: a merge patch, with no read first (its RBAC grants none).
     let controller = live::client_as(&admin, "system:serviceaccount:ome-spread:ome-spread-controller").await;
     let services: kube::Api<InferenceService> = kube::Api::namespaced(controller, namespace);
-    let patch = |body: Value| {
-        let services = services.clone();
-        async move {
-            let params = kube::api::PatchParams::default();
-            match services
-                .patch("qwen3-0-6b", &params, &kube::api::Patch::Merge(&body))
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(status)) => Err(status.message),
-                Err(e) => panic!("the API server did not answer: {e}"),
-            }
-        }
-    };
+    let patch = |body: Value| merged(services.clone(), body);
     // The API server enforces a new policy a moment after it is created: each try asks for
     // another spec, so that one let through before then does not make the next a no-op.
     let mut tries = 0;
