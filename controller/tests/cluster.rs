@@ -60,22 +60,6 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
         )
         .await
         .expect("runtime");
-    let service = |engine: Value| {
-        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
-        "metadata": {"name": "qwen3-0-6b", "namespace": NAMESPACE},
-        "spec": {"deploymentMode": "OMENative", "runtime": {"name": "srt-e2e"}, "engine": engine}})
-    };
-    let replica = |spread: Value| {
-        // The CRD requires runners, as upstream's does.
-        let runners = json!([{"name": "default", "size": 1, "template": {"spec": {"containers": [{"name": "ome-container", "image": "sglang"}]}}}]);
-        let mut spec =
-            json!({"parentRef": {"name": "qwen3-0-6b"}, "component": "engine", "replicas": 2, "runners": runners});
-        spec.as_object_mut()
-            .expect("spec")
-            .extend(spread.as_object().cloned().unwrap_or_default());
-        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
-            "metadata": {"name": REPLICA, "namespace": NAMESPACE}, "spec": spec})
-    };
     services
         .patch("qwen3-0-6b", &apply(), &Patch::Apply(service(json!({}))))
         .await
@@ -96,19 +80,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
         .await
         .expect("OME's condition");
 
-    let controller = tokio::spawn(controller::run(
-        client.clone(),
-        Options {
-            settings: Source::Fixed(Settings::default()),
-            lease_namespace: NAMESPACE.into(),
-            identity: "e2e".into(),
-            health: Arc::default(),
-            metrics: Arc::default(),
-            rebalance: Mode::Recommend,
-            max_per_hour: 10,
-            reports: Reports::off(),
-        },
-    ));
+    let controller = tokio::spawn(controller::run(client.clone(), options(NAMESPACE, Arc::default())));
 
     let not_requested = ("True".to_owned(), "NotRequested".to_owned());
     eventually("Spread True (NotRequested)", 60, || async {
@@ -141,18 +113,7 @@ async fn the_controller_applies_its_condition_beside_omes_and_follows_the_infere
         spread_condition(&replicas).await.filter(|c| *c == expected)
     })
     .await;
-    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
-    eventually("a NoKey Event on the replica", 60, || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("NoKey")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(REPLICA)
-            })
-            .then_some(())
-    })
-    .await;
+    event_on_the_replica(&client, "NoKey").await;
 
     controller.abort();
     let _ = runtimes.delete("srt-e2e", &DeleteParams::default()).await;
@@ -194,79 +155,19 @@ async fn on_omes_minimal_crd_an_applied_condition_replaces_omes_whole_status() {
     live::apply(&kubeconfig, &objects).await;
     let omes = json!({"replicas": 2, "readyReplicas": 2, "conditions": [
         {"type": "Ready", "status": "True", "reason": "AllInstancesReady", "message": "2/2 Instances Ready", "lastTransitionTime": "2026-12-01T00:00:00Z"}]});
-    let write_omes = || async {
-        let patch = json!({"status": omes}).to_string();
-        let args = [
-            "patch",
-            "inferencereplica",
-            REPLICA,
-            "-n",
-            namespace,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &patch,
-        ];
-        live::kubectl(&kubeconfig, &args).await;
-    };
-    let status = || async {
-        let args = [
-            "get",
-            "inferencereplica",
-            REPLICA,
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.status}",
-        ];
-        serde_json::from_str::<Value>(&live::kubectl(&kubeconfig, &args).await).expect("a status")
-    };
-    write_omes().await;
+    let status = || status_of(&kubeconfig, namespace);
+    write_status(&kubeconfig, namespace, &omes).await;
 
     // The controller's own body and field manager, forced: OME's status is gone.
-    let condition = json!({"type": "Spread", "status": "True", "reason": "NotRequested",
-        "message": "topologySpread is unset. Nothing.", "lastTransitionTime": "2026-12-01T00:00:00Z"});
-    let body = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
-        "metadata": {"name": REPLICA, "namespace": namespace}, "status": {"conditions": [condition]}});
-    let applied = live::kubectl_with(
-        &kubeconfig,
-        &[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "--subresource=status",
-            "--field-manager=ome-spread",
-            "-f",
-            "-",
-        ],
-        Some(&body.to_string()),
-    )
-    .await;
-    assert!(applied.ok, "{}", applied.stderr);
-    assert_eq!(
-        status().await,
-        json!({"conditions": [condition]}),
-        "OME's replicas and Ready condition dropped"
-    );
+    apply_condition_forced(&kubeconfig, namespace).await;
 
     // The controller on that CRD: it diagnoses the replica (its metric) and writes nothing, so
     // OME's status stays whole; once the full CRD is served again it writes the condition beside
     // OME's (it asks the served schema again every 15 s while it refuses).
-    write_omes().await;
+    write_status(&kubeconfig, namespace, &omes).await;
     let metrics = Arc::new(ome_spread_controller::metrics::Metrics::default());
-    let controller = tokio::spawn(controller::run(
-        live::client_of(&kubeconfig).await,
-        Options {
-            settings: Source::Fixed(Settings::default()),
-            lease_namespace: namespace.into(),
-            identity: "e2e".into(),
-            health: Arc::default(),
-            metrics: metrics.clone(),
-            rebalance: Mode::Recommend,
-            max_per_hour: 10,
-            reports: Reports::off(),
-        },
-    ));
+    let client = live::client_of(&kubeconfig).await;
+    let controller = tokio::spawn(controller::run(client, options(namespace, metrics.clone())));
     let series = format!(r#"ome_spread_reason{{namespace="{namespace}",replica="{REPLICA}",reason="NotRequested"}} 1"#);
     eventually("the replica diagnosed", 60, || async {
         metrics.encode().contains(&series).then_some(())
@@ -321,4 +222,114 @@ async fn served_status_atomic(kubeconfig: &std::path::Path, atomic: bool) {
         live::kubectl_with(kubeconfig, &args, None).await.ok.then_some(())
     })
     .await;
+}
+
+/// The controller's options for these tests: the Lease in `namespace`, recommend, no reports.
+fn options(namespace: &str, metrics: Arc<ome_spread_controller::metrics::Metrics>) -> Options {
+    Options {
+        settings: Source::Fixed(Settings::default()),
+        lease_namespace: namespace.into(),
+        identity: "e2e".into(),
+        health: Arc::default(),
+        metrics,
+        rebalance: Mode::Recommend,
+        max_per_hour: 10,
+        reports: Reports::off(),
+    }
+}
+
+/// The InferenceService of the first test, its engine's fields `engine`.
+fn service(engine: Value) -> Value {
+    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+    "metadata": {"name": "qwen3-0-6b", "namespace": NAMESPACE},
+    "spec": {"deploymentMode": "OMENative", "runtime": {"name": "srt-e2e"}, "engine": engine}})
+}
+
+/// Its engine's InferenceReplica, the spread fields `spread` projected.
+fn replica(spread: Value) -> Value {
+    // The CRD requires runners, as upstream's does.
+    let runners = json!([{"name": "default", "size": 1, "template": {"spec": {"containers": [{"name": "ome-container", "image": "sglang"}]}}}]);
+    let mut spec =
+        json!({"parentRef": {"name": "qwen3-0-6b"}, "component": "engine", "replicas": 2, "runners": runners});
+    spec.as_object_mut()
+        .expect("spec")
+        .extend(spread.as_object().cloned().unwrap_or_default());
+    json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+        "metadata": {"name": REPLICA, "namespace": NAMESPACE}, "spec": spec})
+}
+
+/// An Event of `reason` on the replica, within a minute.
+async fn event_on_the_replica(client: &kube::Client, reason: &str) {
+    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+    eventually(&format!("a {reason} Event on the replica"), 60, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(REPLICA)
+            })
+            .then_some(())
+    })
+    .await;
+}
+
+/// The replica's status in `namespace`, `status` merged into it as OME writes it.
+async fn write_status(kubeconfig: &std::path::Path, namespace: &str, status: &Value) {
+    let patch = json!({"status": status}).to_string();
+    let args = [
+        "patch",
+        "inferencereplica",
+        REPLICA,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &patch,
+    ];
+    live::kubectl(kubeconfig, &args).await;
+}
+
+/// The replica's status in `namespace`, as served.
+async fn status_of(kubeconfig: &std::path::Path, namespace: &str) -> Value {
+    let args = [
+        "get",
+        "inferencereplica",
+        REPLICA,
+        "-n",
+        namespace,
+        "-o",
+        "jsonpath={.status}",
+    ];
+    serde_json::from_str::<Value>(&live::kubectl(kubeconfig, &args).await).expect("a status")
+}
+
+/// The controller's own condition, by its field manager, forced, on the replica in `namespace`:
+/// on the minimal CRD, OME's replicas and Ready condition are dropped.
+async fn apply_condition_forced(kubeconfig: &std::path::Path, namespace: &str) {
+    let condition = json!({"type": "Spread", "status": "True", "reason": "NotRequested",
+        "message": "topologySpread is unset. Nothing.", "lastTransitionTime": "2026-12-01T00:00:00Z"});
+    let body = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+        "metadata": {"name": REPLICA, "namespace": namespace}, "status": {"conditions": [condition]}});
+    let applied = live::kubectl_with(
+        kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--subresource=status",
+            "--field-manager=ome-spread",
+            "-f",
+            "-",
+        ],
+        Some(&body.to_string()),
+    )
+    .await;
+    assert!(applied.ok, "{}", applied.stderr);
+    assert_eq!(
+        status_of(kubeconfig, namespace).await,
+        json!({"conditions": [condition]}),
+        "OME's replicas and Ready condition dropped"
+    );
 }
