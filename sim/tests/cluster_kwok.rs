@@ -154,39 +154,7 @@ async fn kwoks_nodes_are_ready_and_the_pods_kube_scheduler_places_on_them_run_re
         eprintln!("time: kwok watching after {:.1} s", whole.elapsed().as_secs_f64());
         live::fresh_namespace(&admin, NAMESPACE).await;
 
-        let start = Instant::now();
-        let created = kubectl_with(
-            &admin,
-            &["create", "-f", "-"],
-            Some(&list((0..NODES).map(node).collect())),
-        )
-        .await;
-        assert!(created.ok, "the nodes: {}", created.stderr);
-        let selector = format!("{SMOKE}=kwok");
-        let nodes = eventually(&format!("{NODES} kwok nodes Ready and schedulable"), 60, || async {
-            let nodes = get(&admin, &["get", "nodes", "-l", &selector]).await;
-            let schedulable = |node: &Value| {
-                is_true(node, "Ready")
-                    && node["spec"]["taints"]
-                        .as_array()
-                        .is_some_and(|taints| taints.iter().all(|t| t["key"] == KWOK_TAINT))
-            };
-            (nodes.len() == NODES && nodes.iter().all(schedulable)).then_some(nodes)
-        })
-        .await;
-        eprintln!("time: {NODES} nodes Ready after {:.1} s", start.elapsed().as_secs_f64());
-        for node in &nodes {
-            let name = &node["metadata"]["name"];
-            assert_eq!(
-                node["status"]["allocatable"]["nvidia.com/gpu"], "8",
-                "{name}: its room kept"
-            );
-            assert_eq!(
-                node["spec"]["taints"],
-                json!([{"key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule"}]),
-                "{name}: kwok's taint kept, the API server's not-ready taint off"
-            );
-        }
+        let nodes = nodes_ready(&admin).await;
         // No node Leases: kwok-up.sh turns them off.
         let leases = kubectl(&admin, &["get", "leases", "-n", "kube-node-lease", "-o", "name"]).await;
         assert!(!leases.contains("kwok-node-"), "node Leases: {leases}");
@@ -220,32 +188,7 @@ async fn kwoks_nodes_are_ready_and_the_pods_kube_scheduler_places_on_them_run_re
         );
 
         // Every node full, two pods each; each zone 20.
-        let zone_of: BTreeMap<&str, &str> = nodes
-            .iter()
-            .map(|n| {
-                let labels = &n["metadata"]["labels"];
-                (
-                    labels["kubernetes.io/hostname"].as_str().unwrap_or_default(),
-                    labels["topology.kubernetes.io/zone"].as_str().unwrap_or_default(),
-                )
-            })
-            .collect();
-        let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
-        for pod in pods.iter().filter(|p| started(p)) {
-            let node = pod["spec"]["nodeName"].as_str().expect("bound");
-            *per_node.entry(node).or_default() += 1;
-            *per_zone.entry(zone_of[node]).or_default() += 1;
-        }
-        assert_eq!(per_node.len(), NODES, "{per_node:?}");
-        assert!(per_node.values().all(|&n| n == 2), "{per_node:?}");
-        assert_eq!(per_zone, ZONES.iter().map(|&z| (z, PODS / ZONES.len())).collect());
-        let pending: Vec<&Value> = pods.iter().filter(|p| !started(p)).collect();
-        let message = condition(pending[0], "PodScheduled").expect("the scheduler's word")["message"].to_string();
-        assert!(
-            pending[0]["status"]["phase"] == "Pending" && message.contains("Insufficient nvidia.com/gpu"),
-            "{message}"
-        );
+        every_node_full(&nodes, &pods);
 
         // A pod deleted is gone, kwok confirming it as a kubelet would.
         let start = Instant::now();
@@ -262,4 +205,73 @@ async fn kwoks_nodes_are_ready_and_the_pods_kube_scheduler_places_on_them_run_re
     tokio::time::timeout(Duration::from_secs(300), test)
         .await
         .expect("the smoke test within 5 minutes");
+}
+
+/// The smoke test's nodes created: Ready and schedulable within a minute, their room and kwok's
+/// taint kept (the API server's not-ready taint off). The nodes.
+async fn nodes_ready(admin: &std::path::Path) -> Vec<Value> {
+    let start = Instant::now();
+    let created = kubectl_with(
+        admin,
+        &["create", "-f", "-"],
+        Some(&list((0..NODES).map(node).collect())),
+    )
+    .await;
+    assert!(created.ok, "the nodes: {}", created.stderr);
+    let selector = format!("{SMOKE}=kwok");
+    let nodes = eventually(&format!("{NODES} kwok nodes Ready and schedulable"), 60, || async {
+        let nodes = get(admin, &["get", "nodes", "-l", &selector]).await;
+        let schedulable = |node: &Value| {
+            is_true(node, "Ready")
+                && node["spec"]["taints"]
+                    .as_array()
+                    .is_some_and(|taints| taints.iter().all(|t| t["key"] == KWOK_TAINT))
+        };
+        (nodes.len() == NODES && nodes.iter().all(schedulable)).then_some(nodes)
+    })
+    .await;
+    eprintln!("time: {NODES} nodes Ready after {:.1} s", start.elapsed().as_secs_f64());
+    for node in &nodes {
+        let name = &node["metadata"]["name"];
+        assert_eq!(
+            node["status"]["allocatable"]["nvidia.com/gpu"], "8",
+            "{name}: its room kept"
+        );
+        assert_eq!(
+            node["spec"]["taints"],
+            json!([{"key": KWOK_TAINT, "value": "fake", "effect": "NoSchedule"}]),
+            "{name}: kwok's taint kept, the API server's not-ready taint off"
+        );
+    }
+    nodes
+}
+
+/// Every node full, two pods each; each zone 20; the one pod more Pending, for want of a GPU.
+fn every_node_full(nodes: &[Value], pods: &[Value]) {
+    let zone_of: BTreeMap<&str, &str> = nodes
+        .iter()
+        .map(|n| {
+            let labels = &n["metadata"]["labels"];
+            (
+                labels["kubernetes.io/hostname"].as_str().unwrap_or_default(),
+                labels["topology.kubernetes.io/zone"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| started(p)) {
+        let node = pod["spec"]["nodeName"].as_str().expect("bound");
+        *per_node.entry(node).or_default() += 1;
+        *per_zone.entry(zone_of[node]).or_default() += 1;
+    }
+    assert_eq!(per_node.len(), NODES, "{per_node:?}");
+    assert!(per_node.values().all(|&n| n == 2), "{per_node:?}");
+    assert_eq!(per_zone, ZONES.iter().map(|&z| (z, PODS / ZONES.len())).collect());
+    let pending: Vec<&Value> = pods.iter().filter(|p| !started(p)).collect();
+    let message = condition(pending[0], "PodScheduled").expect("the scheduler's word")["message"].to_string();
+    assert!(
+        pending[0]["status"]["phase"] == "Pending" && message.contains("Insufficient nvidia.com/gpu"),
+        "{message}"
+    );
 }
