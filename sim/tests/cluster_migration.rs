@@ -54,42 +54,7 @@ async fn the_spread_added_leaves_running_instances_and_a_migration_surges_into_t
 
         // The spread added: the replica carries it, and once OME has acted on it (its status
         // observes the replica's generation), the running pods are as they were.
-        cluster.apply(INFERENCE_SERVICE, &seed_service()).await;
-        eventually("OME acting on the spread", 30, || async {
-            let replica = cluster.replica().await?;
-            let spread =
-                replica["spec"]["topologySpread"] == "Required" && replica["spec"]["topologySpreadKey"] == ZONE;
-            let observed = replica["status"]["observedGeneration"] == replica["metadata"]["generation"];
-            (spread && observed).then_some(())
-        })
-        .await;
-        let after = cluster.pods().await;
-        let kept: Vec<(String, String, String, String)> = after
-            .iter()
-            .map(|p| {
-                let (name, key, when, node, _, _) = row(p);
-                (name, key, when, node)
-            })
-            .collect();
-        let predating = |name: &str, node: &str| {
-            (
-                name.to_owned(),
-                "<none>".to_owned(),
-                "<none>".to_owned(),
-                node.to_owned(),
-            )
-        };
-        assert_eq!(
-            kept,
-            [
-                predating("qwen3-0-6b-engine-0-default-0", &nodes_before[0]),
-                predating("qwen3-0-6b-engine-1-default-0", &nodes_before[1])
-            ]
-        );
-        assert_eq!(
-            after.iter().map(|p| p["metadata"]["uid"].clone()).collect::<Vec<_>>(),
-            uids
-        );
+        spread_added_leaves_the_pods(&cluster, &uids, &nodes_before).await;
 
         // The model arrives in zone-b; Instance 1 is asked to move there.
         nodes::create_nodes(&cluster.client, &layout(true))
@@ -101,94 +66,146 @@ async fn the_spread_added_leaves_running_instances_and_a_migration_surges_into_t
         cluster.request_migration(REQUEST, &request).await;
 
         // Surge, then drain: never fewer than two Instances serving.
-        let fewest = std::cell::Cell::new(usize::MAX);
-        let record = eventually("the migration completed", 90, || async {
-            let pods = cluster.pods().await;
-            let serving = pods
-                .iter()
-                .filter(|p| p["metadata"]["deletionTimestamp"].is_null() && row(p).5)
-                .count();
-            fewest.set(fewest.get().min(serving));
-            let replica = cluster.replica().await?;
-            let record = replica["status"]["migrations"].as_array()?.first()?.clone();
-            matches!(record["phase"].as_str(), Some("Completed" | "Failed")).then_some(record)
-        })
-        .await;
-        assert_eq!(fewest.get(), 2, "two Instances serve throughout");
-        assert_eq!(
-            (
-                &record["phase"],
-                &record["sourceInstance"],
-                &record["surgeInstance"],
-                &record["fromNode"],
-                &record["message"]
-            ),
-            (
-                &json!("Completed"),
-                &json!(1),
-                &json!(2),
-                &json!(nodes_before[1]),
-                &Value::Null
-            )
-        );
-        assert_eq!(
-            cluster.service().await["metadata"]["annotations"].get(REQUEST),
-            None,
-            "the request is taken off"
-        );
+        migration_completes_two_serving(&cluster, &nodes_before[1]).await;
 
         // Instance 0 stays as it was; Instance 2 carries OME's constraint, in zone-b.
-        let pods = eventually("the source gone", 30, || async {
-            let pods = cluster.pods().await;
-            (pods.len() == 2).then_some(pods)
-        })
-        .await;
-        let rows: Vec<_> = pods.iter().map(row).collect();
-        let pod = |name: &str, key: &str, when: &str, node: &str| {
-            (
-                name.to_owned(),
-                key.to_owned(),
-                when.to_owned(),
-                node.to_owned(),
-                "Running".to_owned(),
-                true,
-            )
-        };
-        assert_eq!(
-            rows,
-            [
-                pod("qwen3-0-6b-engine-0-default-0", "<none>", "<none>", &nodes_before[0]),
-                pod("qwen3-0-6b-engine-2-default-0", ZONE, "DoNotSchedule", "gpu-node-3")
-            ]
-        );
-        assert_eq!(cluster.zone_of("gpu-node-3").await, "zone-b");
-        let events = cluster.events().await;
-        let uuid = &REQUEST["ome.io/migration-request-v1-".len()..];
-        for expected in [
-            (
-                SERVICE.to_owned(),
-                "MigrationRequestAccepted".to_owned(),
-                "ome-stand-in".to_owned(),
-                format!("migration request {uuid} accepted"),
-            ),
-            (
-                SERVICE.to_owned(),
-                "MigrationCompleted".to_owned(),
-                "ome-stand-in".to_owned(),
-                format!("migration {uuid} completed"),
-            ),
-            (
-                "qwen3-0-6b-engine-2-default-0".to_owned(),
-                "Scheduled".to_owned(),
-                "default-scheduler".to_owned(),
-                "Successfully assigned spread-demo/qwen3-0-6b-engine-2-default-0 to gpu-node-3".to_owned(),
-            ),
-        ] {
-            assert!(events.contains(&expected), "{expected:?} in {events:#?}");
-        }
+        moved_into_zone_b(&cluster, &nodes_before[0]).await;
         cluster.clean_up().await;
     };
     tokio::time::timeout(Duration::from_secs(300), run)
         .await
         .expect("the migration within 5 minutes");
+}
+
+/// The spread added to the service: once OME has acted on it, the running pods (`uids`, on
+/// `nodes_before`) are as they were, without OME's constraint.
+async fn spread_added_leaves_the_pods(cluster: &support::Cluster, uids: &[Value], nodes_before: &[String]) {
+    cluster.apply(INFERENCE_SERVICE, &seed_service()).await;
+    eventually("OME acting on the spread", 30, || async {
+        let replica = cluster.replica().await?;
+        let spread = replica["spec"]["topologySpread"] == "Required" && replica["spec"]["topologySpreadKey"] == ZONE;
+        let observed = replica["status"]["observedGeneration"] == replica["metadata"]["generation"];
+        (spread && observed).then_some(())
+    })
+    .await;
+    let after = cluster.pods().await;
+    let kept: Vec<(String, String, String, String)> = after
+        .iter()
+        .map(|p| {
+            let (name, key, when, node, _, _) = row(p);
+            (name, key, when, node)
+        })
+        .collect();
+    let predating = |name: &str, node: &str| {
+        (
+            name.to_owned(),
+            "<none>".to_owned(),
+            "<none>".to_owned(),
+            node.to_owned(),
+        )
+    };
+    assert_eq!(
+        kept,
+        [
+            predating("qwen3-0-6b-engine-0-default-0", &nodes_before[0]),
+            predating("qwen3-0-6b-engine-1-default-0", &nodes_before[1])
+        ]
+    );
+    assert_eq!(
+        after.iter().map(|p| p["metadata"]["uid"].clone()).collect::<Vec<_>>(),
+        uids
+    );
+}
+
+/// The migration of Instance 1 (on `from_node`) completes, two Instances serving throughout, and
+/// its request is taken off.
+async fn migration_completes_two_serving(cluster: &support::Cluster, from_node: &str) {
+    let fewest = std::cell::Cell::new(usize::MAX);
+    let record = eventually("the migration completed", 90, || async {
+        let pods = cluster.pods().await;
+        let serving = pods
+            .iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null() && row(p).5)
+            .count();
+        fewest.set(fewest.get().min(serving));
+        let replica = cluster.replica().await?;
+        let record = replica["status"]["migrations"].as_array()?.first()?.clone();
+        matches!(record["phase"].as_str(), Some("Completed" | "Failed")).then_some(record)
+    })
+    .await;
+    assert_eq!(fewest.get(), 2, "two Instances serve throughout");
+    assert_eq!(
+        (
+            &record["phase"],
+            &record["sourceInstance"],
+            &record["surgeInstance"],
+            &record["fromNode"],
+            &record["message"]
+        ),
+        (
+            &json!("Completed"),
+            &json!(1),
+            &json!(2),
+            &json!(from_node),
+            &Value::Null
+        )
+    );
+    assert_eq!(
+        cluster.service().await["metadata"]["annotations"].get(REQUEST),
+        None,
+        "the request is taken off"
+    );
+}
+
+/// Instance 0 as it was, on `first_node`; Instance 2, OME's constraint on it, in zone-b; the
+/// stand-in's and the scheduler's Events.
+async fn moved_into_zone_b(cluster: &support::Cluster, first_node: &str) {
+    let pods = eventually("the source gone", 30, || async {
+        let pods = cluster.pods().await;
+        (pods.len() == 2).then_some(pods)
+    })
+    .await;
+    let rows: Vec<_> = pods.iter().map(row).collect();
+    let pod = |name: &str, key: &str, when: &str, node: &str| {
+        (
+            name.to_owned(),
+            key.to_owned(),
+            when.to_owned(),
+            node.to_owned(),
+            "Running".to_owned(),
+            true,
+        )
+    };
+    assert_eq!(
+        rows,
+        [
+            pod("qwen3-0-6b-engine-0-default-0", "<none>", "<none>", first_node),
+            pod("qwen3-0-6b-engine-2-default-0", ZONE, "DoNotSchedule", "gpu-node-3")
+        ]
+    );
+    assert_eq!(cluster.zone_of("gpu-node-3").await, "zone-b");
+    let events = cluster.events().await;
+    let uuid = &REQUEST["ome.io/migration-request-v1-".len()..];
+    for expected in [
+        (
+            SERVICE.to_owned(),
+            "MigrationRequestAccepted".to_owned(),
+            "ome-stand-in".to_owned(),
+            format!("migration request {uuid} accepted"),
+        ),
+        (
+            SERVICE.to_owned(),
+            "MigrationCompleted".to_owned(),
+            "ome-stand-in".to_owned(),
+            format!("migration {uuid} completed"),
+        ),
+        (
+            "qwen3-0-6b-engine-2-default-0".to_owned(),
+            "Scheduled".to_owned(),
+            "default-scheduler".to_owned(),
+            "Successfully assigned spread-demo/qwen3-0-6b-engine-2-default-0 to gpu-node-3".to_owned(),
+        ),
+    ] {
+        assert!(events.contains(&expected), "{expected:?} in {events:#?}");
+    }
 }
