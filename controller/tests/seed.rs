@@ -210,30 +210,7 @@ async fn step_1_and_step_2_as_the_seed_writes_them() {
     let layout = nodes::layout("two-zones").expect("the seed's nodes");
     let world = World::start(admin, "qwen3-0-6b", &layout, None).await;
 
-    // Step 1.
-    assert_eq!(
-        world.kubectl(&["create", "namespace", "spread-demo"]).await,
-        "namespace/spread-demo created\n"
-    );
-    let file = world.scratch.join("qwen3-0-6b-isvc.yaml");
-    std::fs::write(&file, ISVC).expect("qwen3-0-6b-isvc.yaml");
-    assert_eq!(
-        world.kubectl(&["apply", "-f", path(&file)]).await,
-        "inferenceservice.ome.io/qwen3-0-6b created\n"
-    );
-    assert_eq!(
-        world
-            .kubectl(&[
-                "wait",
-                "--for=condition=Ready",
-                "inferenceservice/qwen3-0-6b",
-                "-n",
-                "spread-demo",
-                "--timeout=30m"
-            ])
-            .await,
-        "inferenceservice.ome.io/qwen3-0-6b condition met\n"
-    );
+    step_1(&world).await;
 
     // Step 2: the replica's settings in effect.
     let replica = world
@@ -252,41 +229,15 @@ async fn step_1_and_step_2_as_the_seed_writes_them() {
     );
 
     // The pods, their constraint (added by the policy behind the webhook) and their nodes.
-    let pods = world
-        .kubectl(&[
-            "get", "pods", "-n", "spread-demo", "-l", "ome.io/inferenceservice=qwen3-0-6b", "-o",
-            "custom-columns=NAME:.metadata.name,SPREAD-KEY:.spec.topologySpreadConstraints[*].topologyKey,WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable,NODE:.spec.nodeName",
-        ])
-        .await;
-    let pods = table(&pods);
-    assert_eq!(pods.len(), 3, "a header and two pods: {pods:?}");
-    assert_eq!(pods[0], row(&["NAME", "SPREAD-KEY", "WHEN", "NODE"]));
-    let nodes: Vec<&str> = pods[1..].iter().map(|p| p[3].as_str()).collect();
-    for (pod, name) in pods[1..]
-        .iter()
-        .zip(["qwen3-0-6b-engine-0-default-0", "qwen3-0-6b-engine-1-default-0"])
-    {
-        assert_eq!(
-            pod[..3],
-            row(&[name, "topology.kubernetes.io/zone", "DoNotSchedule"])[..],
-            "{pods:?}"
-        );
-    }
-    let mut sorted = nodes.clone();
-    sorted.sort();
-    assert_eq!(
-        sorted,
-        ["gpu-node-1", "gpu-node-2"],
-        "the scheduler's choice, one Instance a node"
-    );
+    let sorted = step_2_pods(&world).await;
 
     // The nodes' zones, from the NODE column.
     let zones = world
         .kubectl(&[
             "get",
             "nodes",
-            sorted[0],
-            sorted[1],
+            &sorted[0],
+            &sorted[1],
             "-o",
             r"custom-columns=NAME:.metadata.name,ZONE:.metadata.labels.topology\.kubernetes\.io/zone",
         ])
@@ -971,4 +922,64 @@ async fn an_instance_in_two_racks_instance_split() {
         .await;
     diagnosed_as_the_row_says(&world, &split).await;
     end_row(world, &split).await;
+}
+
+/// The seed's Step 1: the namespace, the InferenceService applied, and Ready.
+async fn step_1(world: &World) {
+    assert_eq!(
+        world.kubectl(&["create", "namespace", "spread-demo"]).await,
+        "namespace/spread-demo created\n"
+    );
+    let file = world.scratch.join("qwen3-0-6b-isvc.yaml");
+    std::fs::write(&file, ISVC).expect("qwen3-0-6b-isvc.yaml");
+    assert_eq!(
+        world.kubectl(&["apply", "-f", path(&file)]).await,
+        "inferenceservice.ome.io/qwen3-0-6b created\n"
+    );
+    assert_eq!(
+        world
+            .kubectl(&[
+                "wait",
+                "--for=condition=Ready",
+                "inferenceservice/qwen3-0-6b",
+                "-n",
+                "spread-demo",
+                "--timeout=30m"
+            ])
+            .await,
+        "inferenceservice.ome.io/qwen3-0-6b condition met\n"
+    );
+}
+
+/// The seed's Step 2, the pods: one an Instance, OME's constraint on each, on two nodes (which on
+/// which is the scheduler's choice). Those nodes, sorted.
+async fn step_2_pods(world: &World) -> Vec<String> {
+    let pods = world
+        .kubectl(&[
+            "get", "pods", "-n", "spread-demo", "-l", "ome.io/inferenceservice=qwen3-0-6b", "-o",
+            "custom-columns=NAME:.metadata.name,SPREAD-KEY:.spec.topologySpreadConstraints[*].topologyKey,WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable,NODE:.spec.nodeName",
+        ])
+        .await;
+    let pods = table(&pods);
+    assert_eq!(pods.len(), 3, "a header and two pods: {pods:?}");
+    assert_eq!(pods[0], row(&["NAME", "SPREAD-KEY", "WHEN", "NODE"]));
+    let nodes: Vec<&str> = pods[1..].iter().map(|p| p[3].as_str()).collect();
+    for (pod, name) in pods[1..]
+        .iter()
+        .zip(["qwen3-0-6b-engine-0-default-0", "qwen3-0-6b-engine-1-default-0"])
+    {
+        assert_eq!(
+            pod[..3],
+            row(&[name, "topology.kubernetes.io/zone", "DoNotSchedule"])[..],
+            "{pods:?}"
+        );
+    }
+    let mut sorted: Vec<String> = nodes.iter().map(|n| (*n).to_owned()).collect();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        ["gpu-node-1", "gpu-node-2"],
+        "the scheduler's choice, one Instance a node"
+    );
+    sorted
 }
