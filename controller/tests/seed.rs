@@ -734,25 +734,7 @@ async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zon
     let Some(admin) = live::kubeconfig() else {
         return;
     };
-    let mut nodes = Vec::new();
-    for (zone, racks) in [("zone-a", ["a1", "a2"]), ("zone-b", ["b1", "b2"])] {
-        for rack in racks {
-            for n in 1..=2 {
-                let mut shape = node("racks", &format!("{rack}-{n}"), Some(zone), 1);
-                shape.rack = Some(format!("rack-{rack}"));
-                nodes.push(shape);
-            }
-        }
-    }
-    let racks = Row {
-        name: "racks",
-        nodes,
-        engine: "    minReplicas: 2\n    maxReplicas: 2\n    leader: {}\n    worker: {size: 1}\n    topologyKey: nvidia.com/gpu.clique\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
-        status: "True",
-        reason: "Satisfied",
-        why: "the 2 Instances run in 2 different domains of topology.kubernetes.io/zone.".into(),
-        what: "Nothing: losing one domain leaves the Instances in the others serving.",
-    };
+    let racks = racks_row();
     let world = start_row(admin, &racks).await;
     let ready = [
         "wait",
@@ -783,67 +765,7 @@ async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zon
         ]),
         "{replica}"
     );
-    let pods = world
-        .kubectl(&[
-            "get", "pods", "-n", "racks", "-l", "ome.io/inferenceservice=qwen3-0-6b", "--sort-by=.metadata.name", "-o",
-            "custom-columns=NAME:.metadata.name,SPREAD-KEY:.spec.topologySpreadConstraints[*].topologyKey,WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable,AFFINITY-KEY:.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[*].topologyKey,NODE:.spec.nodeName",
-        ])
-        .await;
-    let pods = table(&pods);
-    let terms: Vec<&[String]> = pods.iter().map(|p| &p[..4]).collect();
-    assert_eq!(
-        terms,
-        [
-            &row(&["NAME", "SPREAD-KEY", "WHEN", "AFFINITY-KEY"])[..],
-            &row(&[
-                "qwen3-0-6b-engine-0-leader-0",
-                "topology.kubernetes.io/zone",
-                "DoNotSchedule",
-                "<none>"
-            ]),
-            &row(&[
-                "qwen3-0-6b-engine-0-worker-0",
-                "<none>",
-                "<none>",
-                "nvidia.com/gpu.clique"
-            ]),
-            &row(&[
-                "qwen3-0-6b-engine-1-leader-0",
-                "topology.kubernetes.io/zone",
-                "DoNotSchedule",
-                "<none>"
-            ]),
-            &row(&[
-                "qwen3-0-6b-engine-1-worker-0",
-                "<none>",
-                "<none>",
-                "nvidia.com/gpu.clique"
-            ]),
-        ],
-        "{pods:?}"
-    );
-    // Where they run: each Instance inside one rack, the two Instances in different zones.
-    let placed = |pod: &[String]| {
-        let shape = racks
-            .nodes
-            .iter()
-            .find(|n| n.name == pod[4])
-            .expect("one of the row's nodes");
-        (shape.zone.clone().expect("a zone"), shape.rack.clone().expect("a rack"))
-    };
-    let (zone_0, rack_0) = placed(&pods[1]);
-    let (zone_1, rack_1) = placed(&pods[3]);
-    assert_eq!(
-        placed(&pods[2]).1,
-        rack_0,
-        "Instance 0's worker in its leader's rack: {pods:?}"
-    );
-    assert_eq!(
-        placed(&pods[4]).1,
-        rack_1,
-        "Instance 1's worker in its leader's rack: {pods:?}"
-    );
-    assert_ne!(zone_0, zone_1, "the Instances in different zones: {pods:?}");
+    instances_each_in_one_rack_across_zones(&world, &racks).await;
 
     diagnosed_as_the_row_says(&world, &racks).await;
     end_row(world, &racks).await;
@@ -982,4 +904,94 @@ async fn step_2_pods(world: &World) -> Vec<String> {
         "the scheduler's choice, one Instance a node"
     );
     sorted
+}
+
+/// Two zones of two racks of two nodes, one GPU each; the engine two Instances of a leader and a
+/// worker, spread across the zones, each inside one rack.
+fn racks_row() -> Row {
+    let mut nodes = Vec::new();
+    for (zone, racks) in [("zone-a", ["a1", "a2"]), ("zone-b", ["b1", "b2"])] {
+        for rack in racks {
+            for n in 1..=2 {
+                let mut shape = node("racks", &format!("{rack}-{n}"), Some(zone), 1);
+                shape.rack = Some(format!("rack-{rack}"));
+                nodes.push(shape);
+            }
+        }
+    }
+    Row {
+        name: "racks",
+        nodes,
+        engine: "    minReplicas: 2\n    maxReplicas: 2\n    leader: {}\n    worker: {size: 1}\n    topologyKey: nvidia.com/gpu.clique\n    topologySpread: Required\n    topologySpreadKey: topology.kubernetes.io/zone\n",
+        status: "True",
+        reason: "Satisfied",
+        why: "the 2 Instances run in 2 different domains of topology.kubernetes.io/zone.".into(),
+        what: "Nothing: losing one domain leaves the Instances in the others serving.",
+    }
+}
+
+/// The row's pods: the leaders with OME's constraint, the workers with the term beside their
+/// leader; each Instance inside one rack, the two in different zones.
+async fn instances_each_in_one_rack_across_zones(world: &World, racks: &Row) {
+    let pods = world
+        .kubectl(&[
+            "get", "pods", "-n", "racks", "-l", "ome.io/inferenceservice=qwen3-0-6b", "--sort-by=.metadata.name", "-o",
+            "custom-columns=NAME:.metadata.name,SPREAD-KEY:.spec.topologySpreadConstraints[*].topologyKey,WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable,AFFINITY-KEY:.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[*].topologyKey,NODE:.spec.nodeName",
+        ])
+        .await;
+    let pods = table(&pods);
+    let terms: Vec<&[String]> = pods.iter().map(|p| &p[..4]).collect();
+    assert_eq!(
+        terms,
+        [
+            &row(&["NAME", "SPREAD-KEY", "WHEN", "AFFINITY-KEY"])[..],
+            &row(&[
+                "qwen3-0-6b-engine-0-leader-0",
+                "topology.kubernetes.io/zone",
+                "DoNotSchedule",
+                "<none>"
+            ]),
+            &row(&[
+                "qwen3-0-6b-engine-0-worker-0",
+                "<none>",
+                "<none>",
+                "nvidia.com/gpu.clique"
+            ]),
+            &row(&[
+                "qwen3-0-6b-engine-1-leader-0",
+                "topology.kubernetes.io/zone",
+                "DoNotSchedule",
+                "<none>"
+            ]),
+            &row(&[
+                "qwen3-0-6b-engine-1-worker-0",
+                "<none>",
+                "<none>",
+                "nvidia.com/gpu.clique"
+            ]),
+        ],
+        "{pods:?}"
+    );
+    // Where they run: each Instance inside one rack, the two Instances in different zones.
+    let placed = |pod: &[String]| {
+        let shape = racks
+            .nodes
+            .iter()
+            .find(|n| n.name == pod[4])
+            .expect("one of the row's nodes");
+        (shape.zone.clone().expect("a zone"), shape.rack.clone().expect("a rack"))
+    };
+    let (zone_0, rack_0) = placed(&pods[1]);
+    let (zone_1, rack_1) = placed(&pods[3]);
+    assert_eq!(
+        placed(&pods[2]).1,
+        rack_0,
+        "Instance 0's worker in its leader's rack: {pods:?}"
+    );
+    assert_eq!(
+        placed(&pods[4]).1,
+        rack_1,
+        "Instance 1's worker in its leader's rack: {pods:?}"
+    );
+    assert_ne!(zone_0, zone_1, "the Instances in different zones: {pods:?}");
 }
