@@ -574,11 +574,9 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
             "--timeout=120s",
         ])
         .await;
-    let columns = "custom-columns=NAME:.metadata.name,SPREAD-KEY:.spec.topologySpreadConstraints[*].topologyKey,\
-                   WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable,NODE:.spec.nodeName";
-    let pods = || async { world.kubectl(&["get", "pods", "-n", namespace, "-o", columns]).await };
+    let pods = || added_pods(&world, namespace);
     assert_eq!(
-        table(&pods().await),
+        pods().await,
         [
             row(&["NAME", "SPREAD-KEY", "WHEN", "NODE"]),
             row(&["qwen3-0-6b-engine-0-default-0", "<none>", "<none>", "added-a1"]),
@@ -603,76 +601,11 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
     // policy-server (and the admission host, as it) answers a replica's lookup from its cache for
     // 5 s, so a surge admitted sooner gets the replica's old settings (seen here: a surge without
     // constraint). A pod of a third Instance, created as a dry run, shows when it does.
-    let probe = Pod::instance(namespace, "qwen3-0-6b", "engine", 2, "default", 0)
-        .with("containers", json!([{"name": "ome-container", "image": "sglang"}]))
-        .json()
-        .to_string();
-    eventually("the policy reading the spread", 30, || async {
-        let args = ["create", "--dry-run=server", "-o", "json", "-f", "-"];
-        let printed = live::kubectl_with(&world.admin, &args, Some(&probe)).await;
-        let admitted: Value = serde_json::from_str(&printed.stdout).ok()?;
-        admitted["spec"]["topologySpreadConstraints"].is_array().then_some(())
-    })
-    .await;
+    policy_reads_the_spread(&world, namespace).await;
     world.kubectl(&["uncordon", "added-b1"]).await;
-    let serving = || async {
-        let args = [
-            "get",
-            "pods",
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
-        ];
-        let printed = live::kubectl_with(&world.admin, &args, None).await.stdout;
-        printed.lines().filter(|l| *l == "True").count()
-    };
-    let moved = eventually("an Instance in zone-b", 180, || async {
-        let ready = serving().await;
-        assert!(ready >= 2, "serving dropped to {ready}");
-        let now = table(&pods().await);
-        (now.len() == 3 && now.iter().any(|p| p[3] == "added-b1")).then_some(now)
-    })
-    .await;
-    // Instance 2 replaced Instance 0 or 1 (the planner's choice): it carries the constraint.
-    let kept = moved
-        .iter()
-        .find(|p| p[3] == "added-a1")
-        .expect("an Instance left in zone-a")[0]
-        .clone();
-    assert!(
-        kept == "qwen3-0-6b-engine-0-default-0" || kept == "qwen3-0-6b-engine-1-default-0",
-        "{moved:?}"
-    );
-    assert_eq!(
-        moved,
-        [
-            row(&["NAME", "SPREAD-KEY", "WHEN", "NODE"]),
-            row(&[&kept, "<none>", "<none>", "added-a1"]),
-            row(&[
-                "qwen3-0-6b-engine-2-default-0",
-                "topology.kubernetes.io/zone",
-                "DoNotSchedule",
-                "added-b1"
-            ]),
-        ]
-    );
+    let kept = one_instance_moved_to_zone_b(&world, namespace).await;
     let source = if kept.contains("-0-") { 1 } else { 0 };
-    let args = [
-        "get",
-        "inferencereplica",
-        "qwen3-0-6b-engine",
-        "-n",
-        namespace,
-        "-o",
-        "jsonpath={range .status.migrations[*]}{.phase} {.sourceInstance}{\"\\n\"}{end}",
-    ];
-    eventually("one migration, completed", 60, || async {
-        let records = live::kubectl_with(&world.admin, &args, None).await.stdout;
-        assert_eq!(records.lines().count(), 1, "one migration in all: {records}");
-        (records == format!("Completed {source}\n")).then_some(())
-    })
-    .await;
+    one_migration_completed(&world, namespace, source).await;
     world
         .kubectl(&["delete", "namespace", namespace, "--timeout=60s"])
         .await;
@@ -994,4 +927,96 @@ async fn instances_each_in_one_rack_across_zones(world: &World, racks: &Row) {
         "Instance 1's worker in its leader's rack: {pods:?}"
     );
     assert_ne!(zone_0, zone_1, "the Instances in different zones: {pods:?}");
+}
+
+/// The pods of the `added` row: their spread key, WHEN and node, as Step 2 shows them.
+async fn added_pods(world: &World, namespace: &str) -> Vec<Vec<String>> {
+    let columns = "custom-columns=NAME:.metadata.name,SPREAD-KEY:.spec.topologySpreadConstraints[*].topologyKey,\
+                   WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable,NODE:.spec.nodeName";
+    table(&world.kubectl(&["get", "pods", "-n", namespace, "-o", columns]).await)
+}
+
+/// Until the policy reads the spread: policy-server (and the admission host, as it) answers a
+/// replica's lookup from its cache for 5 s, so a surge admitted sooner gets the replica's old
+/// settings (seen here: a surge without constraint). A pod of a third Instance, created as a dry
+/// run, shows when it does.
+async fn policy_reads_the_spread(world: &World, namespace: &str) {
+    let probe = Pod::instance(namespace, "qwen3-0-6b", "engine", 2, "default", 0)
+        .with("containers", json!([{"name": "ome-container", "image": "sglang"}]))
+        .json()
+        .to_string();
+    eventually("the policy reading the spread", 30, || async {
+        let args = ["create", "--dry-run=server", "-o", "json", "-f", "-"];
+        let printed = live::kubectl_with(&world.admin, &args, Some(&probe)).await;
+        let admitted: Value = serde_json::from_str(&printed.stdout).ok()?;
+        admitted["spec"]["topologySpreadConstraints"].is_array().then_some(())
+    })
+    .await;
+}
+
+/// One Instance moved into zone-b, two serving throughout: Instance 2 replaced Instance 0 or 1
+/// (the planner's choice) and carries the constraint. The Instance left in zone-a.
+async fn one_instance_moved_to_zone_b(world: &World, namespace: &str) -> String {
+    let serving = || async {
+        let args = [
+            "get",
+            "pods",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ];
+        let printed = live::kubectl_with(&world.admin, &args, None).await.stdout;
+        printed.lines().filter(|l| *l == "True").count()
+    };
+    let moved = eventually("an Instance in zone-b", 180, || async {
+        let ready = serving().await;
+        assert!(ready >= 2, "serving dropped to {ready}");
+        let now = added_pods(world, namespace).await;
+        (now.len() == 3 && now.iter().any(|p| p[3] == "added-b1")).then_some(now)
+    })
+    .await;
+    // Instance 2 replaced Instance 0 or 1 (the planner's choice): it carries the constraint.
+    let kept = moved
+        .iter()
+        .find(|p| p[3] == "added-a1")
+        .expect("an Instance left in zone-a")[0]
+        .clone();
+    assert!(
+        kept == "qwen3-0-6b-engine-0-default-0" || kept == "qwen3-0-6b-engine-1-default-0",
+        "{moved:?}"
+    );
+    assert_eq!(
+        moved,
+        [
+            row(&["NAME", "SPREAD-KEY", "WHEN", "NODE"]),
+            row(&[&kept, "<none>", "<none>", "added-a1"]),
+            row(&[
+                "qwen3-0-6b-engine-2-default-0",
+                "topology.kubernetes.io/zone",
+                "DoNotSchedule",
+                "added-b1"
+            ]),
+        ]
+    );
+    kept
+}
+
+/// One migration in all, of Instance `source`, completed.
+async fn one_migration_completed(world: &World, namespace: &str, source: usize) {
+    let args = [
+        "get",
+        "inferencereplica",
+        "qwen3-0-6b-engine",
+        "-n",
+        namespace,
+        "-o",
+        "jsonpath={range .status.migrations[*]}{.phase} {.sourceInstance}{\"\\n\"}{end}",
+    ];
+    eventually("one migration, completed", 60, || async {
+        let records = live::kubectl_with(&world.admin, &args, None).await.stdout;
+        assert_eq!(records.lines().count(), 1, "one migration in all: {records}");
+        (records == format!("Completed {source}\n")).then_some(())
+    })
+    .await;
 }
