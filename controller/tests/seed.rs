@@ -1004,19 +1004,11 @@ async fn one_instance_moved_to_zone_b(world: &World, namespace: &str) -> String 
 
 /// One migration in all, of Instance `source`, completed.
 async fn one_migration_completed(world: &World, namespace: &str, source: usize) {
-    let args = [
-        "get",
-        "inferencereplica",
-        "qwen3-0-6b-engine",
-        "-n",
-        namespace,
-        "-o",
-        "jsonpath={range .status.migrations[*]}{.phase} {.sourceInstance}{\"\\n\"}{end}",
-    ];
     eventually("one migration, completed", 60, || async {
-        let records = live::kubectl_with(&world.admin, &args, None).await.stdout;
-        assert_eq!(records.lines().count(), 1, "one migration in all: {records}");
-        (records == format!("Completed {source}\n")).then_some(())
+        let replica = live::replica(&world.admin, namespace).await?;
+        let records = replica["status"]["migrations"].as_array().cloned().unwrap_or_default();
+        assert_eq!(records.len(), 1, "one migration in all: {records:?}");
+        (records[0]["phase"] == "Completed" && records[0]["sourceInstance"] == source).then_some(())
     })
     .await;
 }
