@@ -288,21 +288,7 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::install_kubewarden_crd(&admin).await;
-    // Whichever suite ran before: this cluster has no Report CRD (the readiness below says so).
-    live::remove_openreports_crd(&admin).await;
-    live::controller_namespace(&admin).await;
-    let rbac = std::fs::read_to_string(local::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
-    live::apply(&admin, &rbac).await;
-    live::fresh_namespace(&admin, SETTINGS_NAMESPACE).await;
-    // Pods wait for the namespace's default ServiceAccount.
-    let objects = placed();
-    eventually("the objects applied", 60, || async {
-        let printed = live::kubectl_with(&admin, &["apply", "--server-side", "-f", "-"], Some(&objects)).await;
-        printed.ok.then_some(())
-    })
-    .await;
-    live::apply(&admin, &policy("{onMissingReplica: Reject}")).await;
+    settings_cluster(&admin).await;
 
     let scratch = local::workspace().join(format!("target/e2e-cluster/{}-settings", std::process::id()));
     let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
@@ -332,22 +318,7 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
 
     // Its RBAC names the one policy and the one Lease it reads and writes, as the API server's
     // authorizer answers for its ServiceAccount.
-    for (verb, resource, allowed) in [
-        (
-            "watch",
-            "clusteradmissionpolicies.policies.kubewarden.io/ome-spread",
-            "yes",
-        ),
-        ("watch", "clusteradmissionpolicies.policies.kubewarden.io/another", "no"),
-        ("list", "clusteradmissionpolicies.policies.kubewarden.io", "no"),
-        ("patch", "leases.coordination.k8s.io/ome-spread-controller", "yes"),
-        ("patch", "leases.coordination.k8s.io/another", "no"),
-        ("get", "leases.coordination.k8s.io/another", "no"),
-        ("create", "leases.coordination.k8s.io", "yes"),
-    ] {
-        let answer = live::kubectl_with(&token, &["auth", "can-i", verb, resource, "-n", "ome-spread"], None).await;
-        assert_eq!(answer.stdout.trim(), allowed, "{verb} {resource}: {}", answer.stderr);
-    }
+    rbac_names_one_policy_and_one_lease(&token).await;
 
     let satisfied = || async {
         live::spread_reason(&admin, SETTINGS_NAMESPACE)
@@ -359,22 +330,7 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
         live::get(&format!("127.0.0.1:{port}"), "/healthz").await,
         ("200".into(), "ok".into())
     );
-    // Ready is set by a task of its own once the caches are filled, within its bounded wait (30 s)
-    // and the next: a moment after the first condition can be written, or up to half a minute.
-    // This cluster has no Report CRD: ready all the same, saying so (docs/controller.md, Reports).
-    let why =
-        "no Report CRD (openreports.io/v1alpha1) in the cluster: no reports are written; install it, or set --reports";
-    let ready = ("200".to_owned(), format!("ok\n{why}\n"));
-    eventually("/readyz ok, and why no reports", 75, || async {
-        (live::get(&format!("127.0.0.1:{port}"), "/readyz").await == ready).then_some(())
-    })
-    .await;
-    assert!(
-        metrics(port)
-            .await
-            .is_some_and(|m| m.contains("\nome_spread_leader 1\n")),
-        "the leader gauge"
-    );
+    ready_saying_no_reports(port).await;
 
     // Honor taints: the pods OME rendered without nodeTaintsPolicy predate the settings.
     live::apply(&admin, &policy("{onMissingReplica: Reject, nodeTaintsPolicy: Honor}")).await;
@@ -393,9 +349,55 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
     eventually("Spread True (Satisfied) again", 60, satisfied).await;
 
     controller.kill().await;
-    kubectl(&admin, &["delete", "clusteradmissionpolicy", POLICY]).await;
+    clean_up_settings(&admin).await;
+}
+
+/// The settings test's cluster: Kubewarden's CRD and no Report CRD (whichever suite ran before:
+/// the readiness the test reads says so), the controller's namespace and RBAC, the objects placed,
+/// and the policy with its settings.
+async fn settings_cluster(admin: &Path) {
+    live::install_kubewarden_crd(admin).await;
+    live::remove_openreports_crd(admin).await;
+    live::controller_namespace(admin).await;
+    let rbac = std::fs::read_to_string(local::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");
+    live::apply(admin, &rbac).await;
+    live::fresh_namespace(admin, SETTINGS_NAMESPACE).await;
+    // Pods wait for the namespace's default ServiceAccount.
+    let objects = placed();
+    eventually("the objects applied", 60, || async {
+        let printed = live::kubectl_with(admin, &["apply", "--server-side", "-f", "-"], Some(&objects)).await;
+        printed.ok.then_some(())
+    })
+    .await;
+    live::apply(admin, &policy("{onMissingReplica: Reject}")).await;
+}
+
+/// The controller's RBAC, as the API server's authorizer answers for its ServiceAccount (`token`):
+/// the one policy and the one Lease it reads and writes, nothing else.
+async fn rbac_names_one_policy_and_one_lease(token: &Path) {
+    for (verb, resource, allowed) in [
+        (
+            "watch",
+            "clusteradmissionpolicies.policies.kubewarden.io/ome-spread",
+            "yes",
+        ),
+        ("watch", "clusteradmissionpolicies.policies.kubewarden.io/another", "no"),
+        ("list", "clusteradmissionpolicies.policies.kubewarden.io", "no"),
+        ("patch", "leases.coordination.k8s.io/ome-spread-controller", "yes"),
+        ("patch", "leases.coordination.k8s.io/another", "no"),
+        ("get", "leases.coordination.k8s.io/another", "no"),
+        ("create", "leases.coordination.k8s.io", "yes"),
+    ] {
+        let answer = live::kubectl_with(token, &["auth", "can-i", verb, resource, "-n", "ome-spread"], None).await;
+        assert_eq!(answer.stdout.trim(), allowed, "{verb} {resource}: {}", answer.stderr);
+    }
+}
+
+/// The settings test's objects gone: the policy, the pods, the namespace, the nodes, the runtime.
+async fn clean_up_settings(admin: &Path) {
+    kubectl(admin, &["delete", "clusteradmissionpolicy", POLICY]).await;
     kubectl(
-        &admin,
+        admin,
         &[
             "delete",
             "pods",
@@ -407,11 +409,27 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
         ],
     )
     .await;
-    kubectl(&admin, &["delete", "namespace", SETTINGS_NAMESPACE, "--timeout=90s"]).await;
-    kubectl(
-        &admin,
-        &["delete", "node", "settings-e2e-zone-a", "settings-e2e-zone-b"],
-    )
+    kubectl(admin, &["delete", "namespace", SETTINGS_NAMESPACE, "--timeout=90s"]).await;
+    kubectl(admin, &["delete", "node", "settings-e2e-zone-a", "settings-e2e-zone-b"]).await;
+    kubectl(admin, &["delete", "clusterservingruntime", "srt-settings"]).await;
+}
+
+/// The controller on `port` Ready, and its leader gauge 1. Ready is set by a task of its own once
+/// the caches are filled, within its bounded wait (30 s) and the next: a moment after the first
+/// condition can be written, or up to half a minute. This cluster has no Report CRD: ready all the
+/// same, saying so (docs/controller.md, Reports).
+async fn ready_saying_no_reports(port: u16) {
+    let why =
+        "no Report CRD (openreports.io/v1alpha1) in the cluster: no reports are written; install it, or set --reports";
+    let ready = ("200".to_owned(), format!("ok\n{why}\n"));
+    eventually("/readyz ok, and why no reports", 75, || async {
+        (live::get(&format!("127.0.0.1:{port}"), "/readyz").await == ready).then_some(())
+    })
     .await;
-    kubectl(&admin, &["delete", "clusterservingruntime", "srt-settings"]).await;
+    assert!(
+        metrics(port)
+            .await
+            .is_some_and(|m| m.contains("\nome_spread_leader 1\n")),
+        "the leader gauge"
+    );
 }
