@@ -138,6 +138,24 @@ impl World {
         kubectl(&self.admin, args).await
     }
 
+    /// The seed's `kubectl wait --for=condition=Ready inferenceservice/qwen3-0-6b` in `namespace`,
+    /// within `timeout`: the condition met.
+    async fn service_ready(&self, namespace: &str, timeout: &str) {
+        let timeout = format!("--timeout={timeout}");
+        let args = [
+            "wait",
+            "--for=condition=Ready",
+            "inferenceservice/qwen3-0-6b",
+            "-n",
+            namespace,
+            &timeout,
+        ];
+        assert_eq!(
+            self.kubectl(&args).await,
+            "inferenceservice.ome.io/qwen3-0-6b condition met\n"
+        );
+    }
+
     /// Stops the stand-ins and the admission host, and takes the webhook away with the host (its
     /// failurePolicy Fail would refuse every OMENative pod of the next test).
     async fn stop(self) {
@@ -564,16 +582,7 @@ async fn the_spread_added_to_running_instances_then_one_migration_moves_one() {
         )
     };
     live::apply(&world.admin, &service("")).await;
-    world
-        .kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            "inferenceservice/qwen3-0-6b",
-            "-n",
-            namespace,
-            "--timeout=120s",
-        ])
-        .await;
+    world.service_ready(namespace, "120s").await;
     let pods = || added_pods(&world, namespace);
     assert_eq!(
         pods().await,
@@ -669,18 +678,7 @@ async fn a_leader_and_workers_each_instance_in_one_rack_the_instances_across_zon
     };
     let racks = racks_row();
     let world = start_row(admin, &racks).await;
-    let ready = [
-        "wait",
-        "--for=condition=Ready",
-        "inferenceservice/qwen3-0-6b",
-        "-n",
-        "racks",
-        "--timeout=120s",
-    ];
-    assert_eq!(
-        world.kubectl(&ready).await,
-        "inferenceservice.ome.io/qwen3-0-6b condition met\n"
-    );
+    world.service_ready("racks", "120s").await;
 
     let replica = world
         .kubectl(&[
@@ -733,18 +731,7 @@ async fn an_instance_in_two_racks_instance_split() {
         what: "Request an Instance migration of each split Instance: OME makes it anew, its workers in its leader's rack.",
     };
     let world = start_row(admin, &split).await;
-    let ready = [
-        "wait",
-        "--for=condition=Ready",
-        "inferenceservice/qwen3-0-6b",
-        "-n",
-        "split",
-        "--timeout=120s",
-    ];
-    assert_eq!(
-        world.kubectl(&ready).await,
-        "inferenceservice.ome.io/qwen3-0-6b condition met\n"
-    );
+    world.service_ready("split", "120s").await;
     let node_of = |pod: &'static str| {
         let world = &world;
         async move {
@@ -791,19 +778,7 @@ async fn step_1(world: &World) {
         world.kubectl(&["apply", "-f", path(&file)]).await,
         "inferenceservice.ome.io/qwen3-0-6b created\n"
     );
-    assert_eq!(
-        world
-            .kubectl(&[
-                "wait",
-                "--for=condition=Ready",
-                "inferenceservice/qwen3-0-6b",
-                "-n",
-                "spread-demo",
-                "--timeout=30m"
-            ])
-            .await,
-        "inferenceservice.ome.io/qwen3-0-6b condition met\n"
-    );
+    world.service_ready("spread-demo", "30m").await;
 }
 
 /// The seed's Step 2, the pods: one an Instance, OME's constraint on each, on two nodes (which on
