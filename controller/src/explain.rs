@@ -1,11 +1,11 @@
 //! `ome-spread explain`: reads the objects (a live cluster's, or saved ones) and prints what the
 //! core's [`explain`] makes of them.
 
-use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::api::{Api, ListParams};
 use ome_spread_core::explain::{Objects, Parts, explain, text};
 use ome_spread_core::instance::COMPONENTS;
 use ome_spread_core::labels;
+use ome_spread_core::nodes::Served;
 use ome_spread_core::pod::Pod;
 use ome_spread_core::replica::{ReplicaRef, RuntimeRef};
 use ome_spread_core::settings::Settings;
@@ -52,7 +52,7 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
         parts.replicas.extend(replica);
     }
     parts.pods = pods(&client, service, namespace).await?;
-    let nodes: Api<KubeNode> = Api::all(client);
+    let nodes: Api<Served> = Api::all(client);
     let listed = nodes.list(&ListParams::default()).await.map_err(failed("the nodes"))?;
     parts.nodes = listed.iter().map(crate::nodes::node).collect();
     Objects::of(parts).map_err(|e| e.to_string())

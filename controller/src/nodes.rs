@@ -7,12 +7,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, future};
-use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
-use ome_spread_core::nodes::{Node, Nodes, Taint};
+use ome_spread_core::nodes::{Node, Nodes, Served};
 use ome_spread_core::room::Resources;
 use tracing::warn;
 
@@ -23,7 +22,7 @@ use ome_spread_core::ome::InferenceReplica;
 /// The node watch, filling `nodes`: one item (a reconcile of every replica) for each change the
 /// diagnosis reads.
 pub fn changes(client: kube::Client, nodes: Arc<NodeIndex>) -> impl Stream<Item = ()> {
-    watcher(Api::<KubeNode>::all(client), watcher::Config::default())
+    watcher(Api::<Served>::all(client), watcher::Config::default())
         .default_backoff()
         .filter_map(move |event| {
             let changed = match &event {
@@ -116,10 +115,10 @@ impl NodeSet {
 }
 
 impl Apply for NodeSet {
-    type Object = KubeNode;
+    type Object = Served;
     type Output = NodeChange;
 
-    fn apply(&mut self, event: &watcher::Event<KubeNode>) -> NodeChange {
+    fn apply(&mut self, event: &watcher::Event<Served>) -> NodeChange {
         let change = match event {
             watcher::Event::Apply(node) => {
                 let now = self::node(node);
@@ -155,43 +154,14 @@ impl Apply for NodeSet {
     }
 }
 
-/// What the diagnosis needs of a Kubernetes node.
-pub fn node(node: &KubeNode) -> Node {
-    let spec = node.spec.as_ref();
-    let taints = spec
-        .and_then(|s| s.taints.as_ref())
-        .map(|taints| {
-            taints
-                .iter()
-                .map(|t| Taint {
-                    key: t.key.clone(),
-                    value: t.value.clone().unwrap_or_default(),
-                    effect: t.effect.clone(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Node::new(
-        node.name_any(),
-        node.labels()
-            .iter()
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect(),
-        taints,
-        spec.and_then(|s| s.unschedulable) == Some(true),
-        allocatable(node),
-    )
-}
-
-/// A node's `status.allocatable`; one the API server would refuse (it never serves one) is
-/// said, naming the node, and the node has no known room.
-fn allocatable(node: &KubeNode) -> Resources {
-    let quantities = node.status.iter().flat_map(|s| s.allocatable.iter().flatten());
-    Resources::parsed(quantities.map(|(name, q)| (name.as_str(), q.0.as_str()))).unwrap_or_else(|e| {
-        let e = e.within("status.allocatable.");
-        warn!(node = %node.name_any(), error = %e, "a node's allocatable cannot be read: it has no known room");
+/// What the diagnosis reads of a node as served. An allocatable the API server would refuse (it
+/// never serves one) is said, and the node has no known room.
+pub fn node(node: &Served) -> Node {
+    let allocatable = node.allocatable().unwrap_or_else(|e| {
+        warn!(error = %e, "a node's allocatable cannot be read: it has no known room");
         Resources::default()
-    })
+    });
+    Node::of(node, allocatable)
 }
 
 /// The node labels some replica's diagnosis reads ([`ome_spread_core::diagnosis::node_keys`]),
@@ -244,9 +214,10 @@ impl KeysInUse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ome_spread_core::nodes::Taint;
     use serde_json::json;
 
-    fn kube_node(value: serde_json::Value) -> KubeNode {
+    fn served(value: serde_json::Value) -> Served {
         serde_json::from_value(value).expect("a node")
     }
 
@@ -256,7 +227,7 @@ mod tests {
         let n1 = json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"unschedulable": true,
             "taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]},
             "status": {"allocatable": {"nvidia.com/gpu": "8", "pods": "110"}}});
-        nodes.apply(&watcher::Event::Apply(kube_node(n1.clone())));
+        nodes.apply(&watcher::Event::Apply(served(n1.clone())));
         let first = nodes.current();
         assert_eq!(
             first.get("n1"),
@@ -274,7 +245,7 @@ mod tests {
         );
         let mut stamped = n1.clone();
         stamped["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590060");
-        nodes.apply(&watcher::Event::Apply(kube_node(stamped)));
+        nodes.apply(&watcher::Event::Apply(served(stamped)));
         assert!(
             Arc::ptr_eq(&first, &nodes.current()),
             "a label no replica reads: the same nodes"
@@ -287,7 +258,7 @@ mod tests {
             Some(Some(&"1764590060".to_owned())),
             "built anew for the replica that reads it"
         );
-        nodes.apply(&watcher::Event::Apply(kube_node(json!({"metadata": {"name": "n2"}}))));
+        nodes.apply(&watcher::Event::Apply(served(json!({"metadata": {"name": "n2"}}))));
         let third = nodes.current();
         assert_eq!(third.len(), 2);
         assert!(Arc::ptr_eq(&third, &nodes.current()));
@@ -297,7 +268,7 @@ mod tests {
     /// room, never a resource counted as nothing beside the others.
     #[test]
     fn a_node_whose_allocatable_cannot_be_read_has_no_known_room() {
-        let node = kube_node(json!({"metadata": {"name": "n1"},
+        let node = served(json!({"metadata": {"name": "n1"},
             "status": {"allocatable": {"nvidia.com/gpu": "8", "memory": "30 Gi", "pods": "110"}}}));
         assert_eq!(super::node(&node).allocatable, Resources::default());
     }
@@ -306,7 +277,7 @@ mod tests {
     fn labels_in_use_taint_cordon_changes_deletions_and_relists_are_read_heartbeats_are_not() {
         use NodeChange::{Nothing, Read, Unread};
         let base = json!({"metadata": {"name": "n", "labels": {"zone": "a", "nvidia.com/gfd.timestamp": "1764590000"}}, "spec": {}});
-        let event = |value: &serde_json::Value| watcher::Event::Apply(kube_node(value.clone()));
+        let event = |value: &serde_json::Value| watcher::Event::Apply(served(value.clone()));
         let keys = Arc::new(KeysInUse::default());
         keys.set(
             ObjectRef::new("m-engine").within("ns"),
@@ -358,13 +329,10 @@ mod tests {
         for changed in [relabelled, tainted, cordoned, resized, base.clone()] {
             assert_eq!(changes.apply(&event(&changed)), Read, "{changed}");
         }
-        assert_eq!(changes.apply(&watcher::Event::Delete(kube_node(base.clone()))), Read);
+        assert_eq!(changes.apply(&watcher::Event::Delete(served(base.clone()))), Read);
         // A relist: read once when it is done, nothing per node listed; then it is what was seen.
         assert_eq!(changes.apply(&watcher::Event::Init), Nothing);
-        assert_eq!(
-            changes.apply(&watcher::Event::InitApply(kube_node(base.clone()))),
-            Nothing
-        );
+        assert_eq!(changes.apply(&watcher::Event::InitApply(served(base.clone()))), Nothing);
         assert_eq!(changes.apply(&watcher::Event::InitDone), Read);
         assert_eq!(changes.apply(&event(&heartbeat)), Nothing);
     }

@@ -7,7 +7,6 @@ use std::fmt::Write;
 use std::ptr;
 
 use kube::Resource;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::alfred;
@@ -19,8 +18,9 @@ use crate::migration::Unconfigured;
 use crate::nodes::{Node, Nodes, Selection};
 use crate::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, Runtime, ServingRuntime, namespace};
 use crate::pod::Pod;
+use crate::read::{Unusable, typed};
 use crate::rebalance::{self, Domain, NoPlan, Plan};
-use crate::replica::{ReplicaRef, RuntimeRef, namespace_of};
+use crate::replica::{ReplicaRef, RuntimeRef};
 use crate::room::{self, Requested, Unreadable};
 use crate::settings::Settings;
 use crate::spread::Spread;
@@ -39,18 +39,6 @@ pub struct Objects {
     requested: Requested,
     /// (namespace, InferenceService, component) -> its pods, in order, from OME's labels.
     by_component: HashMap<(String, String, String), Vec<usize>>,
-}
-
-/// Why objects cannot be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Unusable {
-    /// A quantity among the nodes' allocatable and the pods' requests that the API server would
-    /// refuse.
-    #[error(transparent)]
-    Quantity(#[from] Unreadable),
-    /// An object of OME's that its CRD would refuse, named, with the field and why.
-    #[error("{object}: {why}")]
-    Malformed { object: String, why: String },
 }
 
 /// Objects each read into its model: OME's, the pods and the nodes.
@@ -74,7 +62,7 @@ impl Objects {
                 "ServingRuntime" => parts.runtimes.push(typed(object)?),
                 "ClusterServingRuntime" => parts.cluster_runtimes.push(typed(object)?),
                 "InferenceReplica" => parts.replicas.push(typed(object)?),
-                "Node" => parts.nodes.push(Node::from_json(&object)?),
+                "Node" => parts.nodes.push(Node::from_json(object)?),
                 "Pod" => parts.pods.push(typed(object)?),
                 _ => {}
             }
@@ -165,26 +153,6 @@ pub fn items(document: Value) -> Vec<Value> {
         }
         document => vec![document],
     }
-}
-
-/// An object of OME's, or a pod, read into its model; where it cannot be, the object, the field and
-/// why. A saved object may leave out its spec: it reads as an empty one.
-fn typed<K: DeserializeOwned>(mut object: Value) -> Result<K, Unusable> {
-    if let Some(fields) = object.as_object_mut() {
-        fields
-            .entry("spec")
-            .or_insert_with(|| Value::Object(Default::default()));
-    }
-    let described = format!(
-        "{} {}/{}",
-        object["kind"].as_str().unwrap_or_default(),
-        namespace_of(&object),
-        object["metadata"]["name"].as_str().unwrap_or_default()
-    );
-    serde_path_to_error::deserialize(&object).map_err(|e| Unusable::Malformed {
-        object: described,
-        why: format!("{}: {}", e.path(), e.inner()),
-    })
 }
 
 fn in_namespace<'a, K: Resource>(objects: &'a [K], only: Option<&'a str>) -> impl Iterator<Item = &'a K> {

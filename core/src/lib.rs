@@ -3,7 +3,8 @@
 //! what [`rules`] decides; the controller (`controller/`) reads the cluster and writes what
 //! [`diagnosis`] reports.
 //!
-//! - [`ome`]: OME's objects, the one model of them; [`pod`]: the parts of a pod read;
+//! - [`ome`]: OME's objects, the one model of them; [`pod`]: the parts of a pod read, and
+//!   [`nodes`] of a node; [`read`]: saved objects read into them, what cannot be named;
 //!   [`instance`]: a pod's Instance, from OME's labels; [`replica`]: which InferenceReplica and
 //!   runtime belong to what;
 //! - [`spread`]: the three spread fields and the settings in effect (M1); [`settings`]: the
@@ -30,6 +31,7 @@ pub mod nodes;
 pub mod ome;
 pub mod pod;
 pub mod quantity;
+pub mod read;
 pub mod rebalance;
 pub mod replica;
 pub mod room;

@@ -4,10 +4,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Toleration};
+use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSelectorRequirement, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::pod::Pod;
+use crate::pod::{Pod, or_default};
+use crate::read::{self, Unusable};
 use crate::room::{Resources, Unreadable};
 
 /// What the diagnosis and the rebalance plan need of a node.
@@ -20,11 +23,76 @@ pub struct Node {
     pub allocatable: Resources,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Taint {
     pub key: String,
+    #[serde(default, deserialize_with = "or_default")]
     pub value: String,
     pub effect: String,
+}
+
+/// A node as the API server serves it (or as saved), only the parts a [`Node`] is made of: every
+/// other field (images, conditions, managed fields) is skipped as it is read. The controller
+/// watches nodes into it, and `explain` reads saved nodes into it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Served {
+    #[serde(deserialize_with = "or_default")]
+    pub metadata: ObjectMeta,
+    #[serde(deserialize_with = "or_default")]
+    pub spec: ServedSpec,
+    #[serde(deserialize_with = "or_default")]
+    pub status: ServedStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct ServedSpec {
+    #[serde(deserialize_with = "or_default")]
+    pub taints: Vec<Taint>,
+    #[serde(deserialize_with = "or_default")]
+    pub unschedulable: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct ServedStatus {
+    /// Quantities by resource name, as written (a saved file may hold a number), read by
+    /// [`Served::allocatable`]: one the API server would refuse costs the controller a node's
+    /// room, never the node (nor the watch's whole list, as a failed read would).
+    pub allocatable: Value,
+}
+
+impl Served {
+    /// Its `status.allocatable`, or the quantity that cannot be read, named
+    /// (`Node n: status.allocatable.cpu`).
+    pub fn allocatable(&self) -> Result<Resources, Unreadable> {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        Resources::from_quantities(&self.status.allocatable)
+            .map_err(|e| e.within(&format!("Node {name}: status.allocatable.")))
+    }
+}
+
+// The controller watches nodes into this model directly.
+impl k8s_openapi::Resource for Served {
+    const API_VERSION: &'static str = <KubeNode as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <KubeNode as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <KubeNode as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <KubeNode as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <KubeNode as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = k8s_openapi::ClusterResourceScope;
+}
+
+impl k8s_openapi::Metadata for Served {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 /// The nodes some selections select: taints ignored (`nodeTaintsPolicy: Ignore`) and honoured.
@@ -64,18 +132,6 @@ enum Subject {
 /// comparing a key with a node's others (a tree's search) cost more than hashing it.
 pub type Labels = HashMap<String, String, foldhash::fast::FixedState>;
 
-/// A JSON map's string values by key (labels, a nodeSelector), into any map.
-fn strings<C: FromIterator<(String, String)>>(value: &Value) -> C {
-    let pairs = value.as_object().into_iter().flatten();
-    pairs
-        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-        .collect()
-}
-
-fn text(value: &Value) -> String {
-    value.as_str().unwrap_or_default().to_owned()
-}
-
 impl Node {
     /// A cordoned (`unschedulable`) node counts as tainted `node.kubernetes.io/unschedulable:NoSchedule`,
     /// as the scheduler's own filter treats it.
@@ -101,31 +157,22 @@ impl Node {
         }
     }
 
-    /// A node as saved or served; its allocatable unreadable, named (`Node n: status.allocatable.cpu`).
-    pub fn from_json(node: &Value) -> Result<Self, Unreadable> {
-        let name = text(&node["metadata"]["name"]);
-        let allocatable = Resources::from_quantities(&node["status"]["allocatable"])
-            .map_err(|e| e.within(&format!("Node {name}: status.allocatable.")))?;
-        let taints = node["spec"]["taints"]
-            .as_array()
-            .map(|taints| {
-                taints
-                    .iter()
-                    .map(|t| Taint {
-                        key: text(&t["key"]),
-                        value: text(&t["value"]),
-                        effect: text(&t["effect"]),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok(Self::new(
-            name,
-            strings(&node["metadata"]["labels"]),
-            taints,
-            node["spec"]["unschedulable"] == true,
+    /// A node as served, with its allocatable as read of it ([`Served::allocatable`]).
+    pub fn of(node: &Served, allocatable: Resources) -> Self {
+        let labels = node.metadata.labels.iter().flatten();
+        Self::new(
+            node.metadata.name.clone().unwrap_or_default(),
+            labels.map(|(key, value)| (key.clone(), value.clone())).collect(),
+            node.spec.taints.clone(),
+            node.spec.unschedulable,
             allocatable,
-        ))
+        )
+    }
+
+    /// A node as saved (`kubectl get node -o yaml`), or what of it cannot be read, named.
+    pub fn from_json(node: Value) -> Result<Self, Unusable> {
+        let node: Served = read::typed(node)?;
+        Ok(Self::of(&node, node.allocatable()?))
     }
 }
 
@@ -160,10 +207,10 @@ impl Nodes {
         }
     }
 
-    pub fn from_json(nodes: &[Value]) -> Result<Self, Unreadable> {
+    pub fn from_json(nodes: &[Value]) -> Result<Self, Unusable> {
         nodes
             .iter()
-            .map(Node::from_json)
+            .map(|node| Node::from_json(node.clone()))
             .collect::<Result<_, _>>()
             .map(Self::new)
     }
@@ -355,7 +402,79 @@ mod tests {
     use serde_json::json;
 
     fn node(labels: Value, spec: Value) -> Node {
-        Node::from_json(&json!({"metadata": {"name": "n", "labels": labels}, "spec": spec})).expect("readable")
+        Node::from_json(json!({"metadata": {"name": "n", "labels": labels}, "spec": spec})).expect("readable")
+    }
+
+    /// A node as the API server serves it: what the room and the diagnosis read, and what they
+    /// do not (images, conditions, addresses, a taint's time).
+    #[test]
+    fn a_served_node_reads_as_the_parts_read() {
+        let served = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "gpu-node-7", "resourceVersion": "81",
+                "labels": {"topology.kubernetes.io/zone": "zone-b", "nvidia.com/gpu.clique": "nvl72-b.1"}},
+            "spec": {"podCIDR": "10.0.7.0/24", "unschedulable": true, "taints": [
+                {"key": "nvidia.com/gpu", "value": null, "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "timeAdded": "2026-12-05T09:00:00Z"}]},
+            "status": {"allocatable": {"nvidia.com/gpu": 8, "cpu": "96", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}], "images": [{"names": ["vllm"], "sizeBytes": 1}]}});
+        let taint = |key: &str, effect: &str| Taint {
+            key: key.into(),
+            value: String::new(),
+            effect: effect.into(),
+        };
+        let expected = Node {
+            name: "gpu-node-7".into(),
+            labels: [
+                ("topology.kubernetes.io/zone", "zone-b"),
+                ("nvidia.com/gpu.clique", "nvl72-b.1"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into_iter()
+            .collect(),
+            taints: vec![
+                taint("nvidia.com/gpu", "NoSchedule"),
+                taint("node.kubernetes.io/not-ready", "NoExecute"),
+                taint("node.kubernetes.io/unschedulable", "NoSchedule"),
+            ],
+            allocatable: Resources::parsed([("nvidia.com/gpu", "8"), ("cpu", "96"), ("pods", "110")])
+                .expect("readable"),
+        };
+        assert_eq!(Node::from_json(served), Ok(expected));
+        let bare = Node::from_json(json!({"kind": "Node", "metadata": {"name": "n", "labels": null},
+            "spec": {"taints": null, "unschedulable": null}, "status": null}));
+        assert_eq!(
+            bare,
+            Ok(Node::new(
+                "n".into(),
+                Labels::default(),
+                Vec::new(),
+                false,
+                Resources::default()
+            ))
+        );
+    }
+
+    /// A node the API server would refuse: the node and the field, named; a cluster's object has
+    /// no namespace in its name.
+    #[test]
+    fn a_node_that_cannot_be_read_is_named_with_its_field() {
+        let said = |node: Value| Node::from_json(node).map_err(|e| e.to_string());
+        assert_eq!(
+            said(json!({"kind": "Node", "metadata": {"name": "n1", "labels": {"zone": 1}}})),
+            Err("Node n1: metadata.labels.zone: invalid type: integer `1`, expected a string".into())
+        );
+        assert_eq!(
+            said(json!({"kind": "Node", "metadata": {"name": "n1"}, "spec": {"taints": [{"key": "k"}]}})),
+            Err("Node n1: spec.taints[0]: missing field `effect`".into())
+        );
+        assert_eq!(
+            said(json!({"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "ten"}}})),
+            Err(concat!(
+                "Node n1: status.allocatable.cpu: \"ten\" is not a quantity: a number with an optional ",
+                "suffix (n, u, m, k, M, G, T, P, E, Ki to Ei) or exponent (e3, E-3)"
+            )
+            .into())
+        );
     }
 
     fn pod_with_terms(terms: Value) -> Selection {

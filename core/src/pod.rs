@@ -136,7 +136,9 @@ impl Pod {
 }
 
 /// An absent field or a null reads as its default, as the API server reads it.
-fn or_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(deserializer: D) -> Result<T, D::Error> {
+pub(crate) fn or_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
+    deserializer: D,
+) -> Result<T, D::Error> {
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
@@ -21,6 +20,7 @@ use ome_spread_controller::pods;
 use ome_spread_controller::report::Reports;
 use ome_spread_controller::state::ReplicaStates;
 use ome_spread_core::diagnosis::Reason;
+use ome_spread_core::nodes::Served;
 use ome_spread_core::ome::{
     ClusterServingRuntime, InferenceReplica, InferenceReplicaStatus, InferenceService, ServingRuntime,
 };
@@ -114,7 +114,7 @@ pub fn harness_reporting(objects: &[Value], rebalance: Mode, reports: Arc<Report
         caches.pods.apply(event);
     });
     listed(
-        &of_kind::<Node>(objects, "Node"),
+        &of_kind::<Served>(objects, "Node"),
         |_| {},
         |event| {
             caches.nodes.apply(event);
