@@ -3,13 +3,15 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+// tokio's clock, so that tests can pause and advance it.
+use tokio::time::Instant;
 
 use crate::metrics::Metrics;
 use crate::state::lock;
@@ -250,28 +252,28 @@ mod tests {
     }
 
     /// Live until the bound passes without an event of the Lease's watch; live again at the next.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn healthz_fails_when_the_lease_watch_goes_quiet() {
-        let health = Arc::new(Health::new(Duration::from_millis(200)));
+        let health = Arc::new(Health::new(Duration::from_secs(200)));
         let router = router(Arc::default(), health.clone());
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_secs(300)).await;
         assert_eq!(
             get(&router, "/healthz").await.2,
             "ok",
             "not armed before the watch starts"
         );
         health.watched();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_secs(100)).await;
         health.watched();
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        tokio::time::sleep(Duration::from_secs(150)).await;
         assert_eq!(get(&router, "/healthz").await.2, "ok", "an event within the bound");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_secs(100)).await;
         assert_eq!(
             get(&router, "/healthz").await,
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "text/plain; charset=utf-8".into(),
-                "no event of the Lease's watch for 0s (bound 0s)\n".into()
+                "no event of the Lease's watch for 250s (bound 200s)\n".into()
             )
         );
         health.watched();
@@ -279,25 +281,25 @@ mod tests {
     }
 
     /// Live while each reconcile ends within the bound; not while one runs longer.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn healthz_fails_while_a_reconcile_runs_past_the_bound() {
-        let health = Arc::new(Health::new(Duration::from_millis(200)));
+        let health = Arc::new(Health::new(Duration::from_secs(200)));
         let router = router(Arc::default(), health.clone());
         for _ in 0..3 {
             let _done = health.reconciling();
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_secs(100)).await;
         }
         let stuck = health.reconciling();
         let quick = health.reconciling();
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        tokio::time::sleep(Duration::from_secs(150)).await;
         assert_eq!(get(&router, "/healthz").await.0, StatusCode::OK);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_secs(100)).await;
         assert_eq!(
             get(&router, "/healthz").await,
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "text/plain; charset=utf-8".into(),
-                "a reconcile has run for 0s (bound 0s)\n".into()
+                "a reconcile has run for 250s (bound 200s)\n".into()
             )
         );
         drop(stuck);
