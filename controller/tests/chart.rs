@@ -750,108 +750,28 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::install_kubewarden_crd(&admin).await;
-    // deploy/'s objects, where the deployed suite applied them, are taken over: the same names.
-    live::forget_lease(&admin).await;
-    helm(
-        &admin,
-        &[
-            "uninstall",
-            "ome-spread",
-            "-n",
-            "ome-spread",
-            "--ignore-not-found",
-            "--wait",
-        ],
-    )
-    .await;
-    // As the README installs it: the namespace made first, then taken over by the chart.
-    live::apply(&admin, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}").await;
-    let chart = chart();
-    let mut install = vec![
-        "install",
-        "ome-spread",
-        chart.to_str().expect("a path"),
-        "-n",
-        "ome-spread",
-        "--take-ownership",
-    ];
-    install.extend(REQUIRED);
-    helm(&admin, &install).await;
-    let namespace: Value =
-        serde_json::from_str(&kubectl(&admin, &["get", "namespace", "ome-spread", "-o", "json"]).await)
-            .expect("the namespace");
-    assert_eq!(
-        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
-        "{namespace}"
-    );
+    install_as_the_readme_does(&admin).await;
     live::fresh_namespace(&admin, NAMESPACE).await;
     live::apply(&admin, &live::unspread_service(NAMESPACE, "srt-chart")).await;
 
-    let deployment: Value = serde_json::from_str(
-        &kubectl(
-            &admin,
-            &[
-                "get",
-                "deployment",
-                "ome-spread-controller",
-                "-n",
-                "ome-spread",
-                "-o",
-                "json",
-            ],
-        )
-        .await,
-    )
-    .expect("the Deployment");
-    let pod = &deployment["spec"]["template"]["spec"];
-    // Its pod is admitted where Pod Security `restricted` is enforced (the API server's own
-    // PodSecurity admission, on a dry run: no kubelet would run it).
-    let admitted = live::kubectl_with(
+    let deployment = kubectl(
         &admin,
-        &["create", "--dry-run=server", "-f", "-"],
-        Some(
-            &json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "ome-spread-controller-admitted", "namespace": "ome-spread"},
-            "spec": pod})
-            .to_string(),
-        ),
-    )
-    .await;
-    assert!(admitted.ok, "Pod Security: {}", admitted.stderr);
-    let container = &pod["containers"][0];
-    let identity = "ome-spread-controller-chart-0";
-    let account = pod["serviceAccountName"].as_str().expect("a ServiceAccount");
-    let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
-    let token = live::service_account_kubeconfig(&admin, "ome-spread", account, &scratch).await;
-    let listen = format!("127.0.0.1:{}", local::free_port());
-    let mut args: Vec<&str> = container["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .map(|a| a.as_str().expect("a string"))
-        .collect();
-    assert_eq!(
-        args[..3],
-        ["controller", "--policy", "ome-spread"],
-        "the settings are the policy's"
+        &[
+            "get",
+            "deployment",
+            "ome-spread-controller",
+            "-n",
+            "ome-spread",
+            "-o",
+            "json",
+        ],
     );
-    // Its own address on this host, in place of the pod's.
-    let at = args.iter().position(|a| *a == "--listen").expect("--listen");
-    args[at + 1] = &listen;
-    let env: Vec<(String, PathBuf)> = container["env"]
-        .as_array()
-        .expect("env")
-        .iter()
-        .map(|e| {
-            let name = e["name"].as_str().expect("a name").to_owned();
-            (name, PathBuf::from(env_value(e, identity, "ome-spread")))
-        })
-        .chain([("KUBECONFIG".to_owned(), token.clone())])
-        .collect();
-    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (k.as_str(), v.as_path())).collect();
-    let binary = local::binary("ome-spread");
-    let (controller, _) = Process::start(identity, &binary, &args, &env, "standing by for the Lease").await;
+    let deployment: Value = serde_json::from_str(&deployment.await).expect("the Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    admitted_under_pod_security(&admin, pod).await;
+    let identity = "ome-spread-controller-chart-0";
+    let listen = format!("127.0.0.1:{}", local::free_port());
+    let controller = run_as_its_pod(&admin, pod, identity, &listen).await;
 
     eventually("the Deployment's controller on the Lease", 60, || async {
         live::lease_holder(&admin).await.filter(|h| h == identity)
@@ -869,7 +789,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     );
     // Its probes answer 200 where the Deployment points the kubelet, which retries them too.
     for probe in ["readinessProbe", "livenessProbe"] {
-        let path = container[probe]["httpGet"]["path"].as_str().expect("a path");
+        let path = pod["containers"][0][probe]["httpGet"]["path"].as_str().expect("a path");
         eventually(&format!("{probe} {path} 200"), 60, || async {
             (live::get(&listen, path).await.0 == "200").then_some(())
         })
@@ -880,6 +800,84 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
     kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-chart"]).await;
+}
+
+/// The chart installed as the README installs it: the namespace made first, then taken over by
+/// the chart, which labels it for Pod Security `restricted`. deploy/'s objects, where the
+/// deployed suite applied them, are taken over too: the same names.
+async fn install_as_the_readme_does(admin: &Path) {
+    live::install_kubewarden_crd(admin).await;
+    live::forget_lease(admin).await;
+    let uninstall = [
+        "uninstall",
+        "ome-spread",
+        "-n",
+        "ome-spread",
+        "--ignore-not-found",
+        "--wait",
+    ];
+    helm(admin, &uninstall).await;
+    live::apply(admin, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}").await;
+    let chart = chart();
+    let mut install = vec![
+        "install",
+        "ome-spread",
+        chart.to_str().expect("a path"),
+        "-n",
+        "ome-spread",
+        "--take-ownership",
+    ];
+    install.extend(REQUIRED);
+    helm(admin, &install).await;
+    let namespace = kubectl(admin, &["get", "namespace", "ome-spread", "-o", "json"]).await;
+    let namespace: Value = serde_json::from_str(&namespace).expect("the namespace");
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+        "{namespace}"
+    );
+}
+
+/// The Deployment's pod is admitted where Pod Security `restricted` is enforced (the API
+/// server's own PodSecurity admission, on a dry run: no kubelet would run it).
+async fn admitted_under_pod_security(admin: &Path, pod: &Value) {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "ome-spread-controller-admitted", "namespace": "ome-spread"},
+        "spec": pod});
+    let create = ["create", "--dry-run=server", "-f", "-"];
+    let admitted = live::kubectl_with(admin, &create, Some(&pod.to_string())).await;
+    assert!(admitted.ok, "Pod Security: {}", admitted.stderr);
+}
+
+/// The pod's container run here as `identity`: its args with `listen` for its own address, its
+/// env, and a token of its ServiceAccount; up and standing by.
+async fn run_as_its_pod(admin: &Path, pod: &Value, identity: &str, listen: &str) -> Process {
+    let container = &pod["containers"][0];
+    let account = pod["serviceAccountName"].as_str().expect("a ServiceAccount");
+    let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
+    let token = live::service_account_kubeconfig(admin, "ome-spread", account, &scratch).await;
+    let args = container["args"].as_array().expect("args").iter();
+    let mut args: Vec<&str> = args.map(|a| a.as_str().expect("a string")).collect();
+    assert_eq!(
+        args[..3],
+        ["controller", "--policy", "ome-spread"],
+        "the settings are the policy's"
+    );
+    let at = args.iter().position(|a| *a == "--listen").expect("--listen");
+    args[at + 1] = listen;
+    let env: Vec<(String, PathBuf)> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| {
+            let name = e["name"].as_str().expect("a name").to_owned();
+            (name, PathBuf::from(env_value(e, identity, "ome-spread")))
+        })
+        .chain([("KUBECONFIG".to_owned(), token)])
+        .collect();
+    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (k.as_str(), v.as_path())).collect();
+    let binary = local::binary("ome-spread");
+    let (controller, _) = Process::start(identity, &binary, &args, &env, "standing by for the Lease").await;
+    controller
 }
 
 /// `body` merged into InferenceService qwen3-0-6b, as the controller writes it (no read first);

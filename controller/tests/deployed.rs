@@ -25,6 +25,9 @@ async fn metrics(port: u16) -> Option<String> {
     (code == "200").then_some(body)
 }
 
+/// One controller as deployed: its identity, its port, its process.
+type Controller = (&'static str, u16, Process);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: make e2e-cluster"]
 async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_takes_over() {
@@ -39,30 +42,51 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
     let token = live::service_account_kubeconfig(&admin, "ome-spread", "ome-spread-controller", &scratch).await;
 
-    let binary = local::binary("ome-spread");
     let started = tokio::time::Instant::now();
+    let mut controllers = two_controllers(&token).await;
+    let leader = eventually("a leader on the Lease", 60, || live::lease_holder(&admin)).await;
+    let at = controllers
+        .iter()
+        .position(|(identity, _, _)| *identity == leader)
+        .unwrap_or_else(|| panic!("the Lease names {leader}, neither of ours"));
+    let written = first_condition(&admin, controllers[at].1, started).await;
+
+    // The leader dies: the other takes the Lease once it expires, and finds nothing to write.
+    let (_, _, process) = controllers.remove(at);
+    process.kill().await;
+    the_survivor_takes_over(&admin, &controllers[0], &written).await;
+    the_survivor_follows_a_change(&admin).await;
+    if let Some(run) = live::run_dir() {
+        the_condition_follows_a_change_after_a_restart(&admin, &run).await;
+    }
+    kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
+    kubectl(&admin, &["delete", "clusterservingruntime", "srt-deployed"]).await;
+}
+
+/// The binary twice, each under the ServiceAccount's token, each up and standing by.
+async fn two_controllers(token: &Path) -> Vec<Controller> {
+    let binary = local::binary("ome-spread");
     let mut controllers = Vec::new();
     for identity in ["ome-spread-controller-a", "ome-spread-controller-b"] {
         let port = local::free_port();
         let listen = format!("127.0.0.1:{port}");
         let args = ["controller", "--listen", &listen, "--identity", identity];
-        let env = [
-            ("KUBECONFIG", token.as_path()),
-            ("POD_NAMESPACE", Path::new("ome-spread")),
-        ];
+        let env = [("KUBECONFIG", token), ("POD_NAMESPACE", Path::new("ome-spread"))];
         let (process, _) = Process::start(identity, &binary, &args, &env, "standing by for the Lease").await;
         controllers.push((identity, port, process));
     }
+    controllers
+}
 
-    let leader = eventually("a leader on the Lease", 60, || live::lease_holder(&admin)).await;
-    let (at, _) = controllers
-        .iter()
-        .enumerate()
-        .find(|(_, (identity, _, _))| *identity == leader)
-        .unwrap_or_else(|| panic!("the Lease names {leader}, neither of ours"));
-    let (_, leader_port, _) = controllers[at];
+/// The series the leader's `/metrics` says of the replica's condition.
+fn not_requested_series() -> String {
+    format!(r#"ome_spread_reason{{namespace="{NAMESPACE}",replica="qwen3-0-6b-engine",reason="NotRequested"}} 1"#)
+}
+
+/// The leader's first condition, within 20 s of the start, and its metric: the replica as written.
+async fn first_condition(admin: &Path, leader_port: u16, started: tokio::time::Instant) -> Value {
     let written = eventually("the Spread condition", 60, || async {
-        let replica = replica(&admin).await;
+        let replica = replica(admin).await;
         live::spread(&replica).is_some().then_some(replica)
     })
     .await;
@@ -71,126 +95,112 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     let first = started.elapsed();
     eprintln!("the first condition {first:?} after the controllers started");
     assert!(first < std::time::Duration::from_secs(20), "{first:?}");
-    let condition = live::spread(&written).expect("the condition").clone();
+    let condition = live::spread(&written).expect("the condition");
     assert_eq!(
         (&condition["status"], &condition["reason"]),
         (&Value::from("True"), &Value::from("NotRequested")),
         "{condition}"
     );
-    let series =
-        format!(r#"ome_spread_reason{{namespace="{NAMESPACE}",replica="qwen3-0-6b-engine",reason="NotRequested"}} 1"#);
+    let series = not_requested_series();
     eventually("the leader's metrics", 30, || async {
         metrics(leader_port).await.filter(|m| m.contains(&series))
     })
     .await;
+    written
+}
 
-    // The leader dies: the other takes the Lease once it expires, and finds nothing to write.
-    let (_, standby_port, _) = controllers[1 - at];
-    let (_, _, process) = controllers.remove(at);
-    process.kill().await;
-    let survivor = controllers[0].0;
+/// The survivor takes the Lease and says the condition in its metrics, writing nothing again.
+async fn the_survivor_takes_over(admin: &Path, (survivor, port, _): &Controller, written: &Value) {
     eventually("the survivor on the Lease", 90, || async {
-        live::lease_holder(&admin).await.filter(|h| h == survivor)
+        live::lease_holder(admin).await.filter(|h| h == survivor)
     })
     .await;
+    let series = not_requested_series();
     eventually("the survivor's metrics", 60, || async {
-        metrics(standby_port).await.filter(|m| m.contains(&series))
+        metrics(*port).await.filter(|m| m.contains(&series))
     })
     .await;
-    let after = replica(&admin).await;
+    let after = replica(admin).await;
     assert_eq!(
         after["metadata"]["resourceVersion"], written["metadata"]["resourceVersion"],
         "nothing written twice"
     );
-    assert_eq!(live::spread(&after), Some(&condition), "the condition kept as it was");
+    assert_eq!(
+        live::spread(&after),
+        live::spread(written),
+        "the condition kept as it was"
+    );
+}
 
-    // The survivor follows a change: a spread without a key.
-    kubectl(
-        &admin,
-        &[
-            "patch",
-            "inferencereplica",
-            "qwen3-0-6b-engine",
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"topologySpread":"Required"}}"#,
-        ],
-    )
-    .await;
-    kubectl(
-        &admin,
-        &[
-            "patch",
-            "inferenceservice",
-            "qwen3-0-6b",
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"engine":{"topologySpread":"Required"}}}"#,
-        ],
+/// OME's InferenceService and its replica patched with `service` and `replica`.
+async fn patch_spread(admin: &Path, service: &str, replica: &str) {
+    for (kind, name, patch) in [
+        ("inferencereplica", "qwen3-0-6b-engine", replica),
+        ("inferenceservice", "qwen3-0-6b", service),
+    ] {
+        kubectl(
+            admin,
+            &["patch", kind, name, "-n", NAMESPACE, "--type=merge", "-p", patch],
+        )
+        .await;
+    }
+}
+
+/// The survivor follows a change: a spread without a key.
+async fn the_survivor_follows_a_change(admin: &Path) {
+    patch_spread(
+        admin,
+        r#"{"spec":{"engine":{"topologySpread":"Required"}}}"#,
+        r#"{"spec":{"topologySpread":"Required"}}"#,
     )
     .await;
     let reason = eventually("Spread False (NoKey)", 60, || async {
-        let replica = replica(&admin).await;
+        let replica = replica(admin).await;
         live::spread(&replica).filter(|c| c["reason"] == "NoKey").cloned()
     })
     .await;
     assert_eq!(reason["status"], "False", "{reason}");
+}
 
-    // kube-apiserver restarts (cluster/up.sh's only): the survivor's watches resume, and it
-    // follows the next change. After the restart the API server refuses the controller's
-    // ServiceAccount (403) until its RBAC caches fill.
-    if let Some(run) = live::run_dir() {
-        let restart = local::workspace().join("cluster/restart.sh");
-        let restarted = tokio::process::Command::new(&restart)
-            .args([run.as_os_str(), "kube-apiserver".as_ref()])
-            .status()
+/// kube-apiserver restarts (cluster/up.sh's only): the survivor's watches resume, and it follows
+/// the next change. After the restart the API server refuses the controller's ServiceAccount
+/// (403) until its RBAC caches fill.
+async fn the_condition_follows_a_change_after_a_restart(admin: &Path, run: &Path) {
+    let restart = local::workspace().join("cluster/restart.sh");
+    let restarted = tokio::process::Command::new(&restart)
+        .args([run.as_os_str(), "kube-apiserver".as_ref()])
+        .status()
+        .await
+        .expect("cluster/restart.sh runs");
+    assert!(restarted.success(), "kube-apiserver restarted");
+    eventually("kube-apiserver back", 60, || async {
+        live::kubectl_with(admin, &["get", "--raw", "/readyz"], None)
             .await
-            .expect("cluster/restart.sh runs");
-        assert!(restarted.success(), "kube-apiserver restarted");
-        eventually("kube-apiserver back", 60, || async {
-            live::kubectl_with(&admin, &["get", "--raw", "/readyz"], None)
-                .await
-                .ok
-                .then_some(())
-        })
-        .await;
-        for (kind, patch) in [
-            ("inferenceservice", r#"{"spec":{"engine":{"topologySpread":null}}}"#),
-            ("inferencereplica", r#"{"spec":{"topologySpread":null}}"#),
-        ] {
-            let name = if kind == "inferenceservice" {
-                "qwen3-0-6b"
-            } else {
-                "qwen3-0-6b-engine"
-            };
-            kubectl(
-                &admin,
-                &["patch", kind, name, "-n", NAMESPACE, "--type=merge", "-p", patch],
-            )
-            .await;
-        }
-        // Each watch comes back after its own backoff (at most 30 s) from the refused
-        // connections and a 410 for its stale resourceVersion; with kube-runtime's joint
-        // backoff on top, all of them had been seen to take minutes.
-        let restarted_at = tokio::time::Instant::now();
-        eventually("Spread True (NotRequested) after the restart", 90, || async {
-            let replica = replica(&admin).await;
-            live::spread(&replica)
-                .filter(|c| c["reason"] == "NotRequested")
-                .map(|_| ())
-        })
-        .await;
-        eprintln!(
-            "the condition followed the change {:?} after kube-apiserver came back",
-            restarted_at.elapsed()
-        );
-    }
-    kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
-    kubectl(&admin, &["delete", "clusterservingruntime", "srt-deployed"]).await;
+            .ok
+            .then_some(())
+    })
+    .await;
+    patch_spread(
+        admin,
+        r#"{"spec":{"engine":{"topologySpread":null}}}"#,
+        r#"{"spec":{"topologySpread":null}}"#,
+    )
+    .await;
+    // Each watch comes back after its own backoff (at most 30 s) from the refused connections
+    // and a 410 for its stale resourceVersion; with kube-runtime's joint backoff on top, all of
+    // them had been seen to take minutes.
+    let restarted_at = tokio::time::Instant::now();
+    eventually("Spread True (NotRequested) after the restart", 90, || async {
+        let replica = replica(admin).await;
+        live::spread(&replica)
+            .filter(|c| c["reason"] == "NotRequested")
+            .map(|_| ())
+    })
+    .await;
+    eprintln!(
+        "the condition followed the change {:?} after kube-apiserver came back",
+        restarted_at.elapsed()
+    );
 }
 
 const SETTINGS_NAMESPACE: &str = "ome-spread-settings";
