@@ -155,6 +155,13 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
         return;
     };
     let client = browser.client.clone();
+    the_seeds_example(&client).await;
+    skewed_and_zone_a_lost(&client).await;
+    a_broken_yaml(&client).await;
+    client.close().await.expect("the session closed");
+}
+
+async fn the_seeds_example(client: &Client) {
     // The seed's example: its first pod gets the zone constraint, and its two Instances run in
     // zone-a and zone-b, one each: Satisfied.
     let menu = client.find(Locator::Css("#scenario")).await.expect("the menu");
@@ -164,15 +171,15 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
         .for_element(Locator::Css(".reason-name"))
         .await
         .expect("a reason");
-    assert_eq!(texts(&client, ".reason-name").await, ["Satisfied"]);
-    assert_eq!(texts(&client, ".domain h5").await, ["zone-a (1)", "zone-b (1)"]);
+    assert_eq!(texts(client, ".reason-name").await, ["Satisfied"]);
+    assert_eq!(texts(client, ".domain h5").await, ["zone-a (1)", "zone-b (1)"]);
     assert_eq!(
-        texts(&client, ".domain .pod").await,
+        texts(client, ".domain .pod").await,
         ["default · gpu-node-1", "default · gpu-node-2"]
     );
     // The seed's Step 2 tables, as explain prints them.
     assert_eq!(
-        texts(&client, "table.step2 tbody tr").await,
+        texts(client, "table.step2 tbody tr").await,
         [
             "qwen3-0-6b-engine Required topology.kubernetes.io/zone <none>",
             "qwen3-0-6b-engine-0-default-0 topology.kubernetes.io/zone DoNotSchedule gpu-node-1",
@@ -183,18 +190,18 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
     );
     // What losing each zone leaves: one of two, and the lost one fits nowhere.
     assert_eq!(
-        texts(&client, "table.losses tbody tr").await,
+        texts(client, "table.losses tbody tr").await,
         [
             "zone-a 1 1 of 2 0 of 1 (zone-a still counts; with Honor: 0 of 1)",
             "zone-b 1 1 of 2 0 of 1 (zone-b still counts; with Honor: 0 of 1)",
         ]
     );
     assert_eq!(
-        texts(&client, "#verdict").await,
+        texts(client, "#verdict").await,
         ["Accepted, with the terms below added or completed"]
     );
     assert_eq!(
-        texts(&client, "#pod .line.added").await,
+        texts(client, "#pod .line.added").await,
         [
             "  topologySpreadConstraints:",
             "  - maxSkew: 1",
@@ -207,24 +214,26 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
             "        ome.io/runner: default",
         ]
     );
-    screenshot(&client, "seed.png").await;
+    screenshot(client, "seed.png").await;
     client
         .execute("document.getElementById('diagnosis').scrollIntoView()", vec![])
         .await
         .expect("scrolled to the diagnosis");
-    screenshot(&client, "seed-diagnosis.png").await;
+    screenshot(client, "seed-diagnosis.png").await;
+}
 
+async fn skewed_and_zone_a_lost(client: &Client) {
     // Skewed: three Instances in zone-a, none in zone-b; the plan moves one, drawn as an arrow.
     let menu = client.find(Locator::Css("#scenario")).await.expect("the menu");
     menu.select_by_value("15").await.expect("Skewed picked");
-    assert_eq!(texts(&client, ".reason-name").await, ["Skewed"]);
-    assert_eq!(texts(&client, ".domain h5").await, ["zone-a (3)", "zone-b (0)"]);
+    assert_eq!(texts(client, ".reason-name").await, ["Skewed"]);
+    assert_eq!(texts(client, ".domain h5").await, ["zone-a (3)", "zone-b (0)"]);
     assert_eq!(
-        texts(&client, ".domain[data-domain='zone-b'] .planned").await,
+        texts(client, ".domain[data-domain='zone-b'] .planned").await,
         ["Instance 2, after move 1"]
     );
     assert_eq!(
-        texts(&client, ".moves li").await,
+        texts(client, ".moves li").await,
         [
             "Move Instance 2 from gpu-node-1 (zone-a) to zone-b: kubectl ome migration start qwen3-0-6b --component engine --instance 2 --from-node gpu-node-1 --hint-node gpu-node-2 -n spread-demo"
         ]
@@ -238,13 +247,13 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
         .await
         .expect("zone-a's column");
     zone_a.click().await.expect("zone-a clicked");
-    assert_eq!(texts(&client, ".domain.lost h5").await, ["zone-a (3)"]);
+    assert_eq!(texts(client, ".domain.lost h5").await, ["zone-a (3)"]);
     assert_eq!(
-        texts(&client, ".instance.lost .instance-title").await,
+        texts(client, ".instance.lost .instance-title").await,
         ["Instance 0", "Instance 1", "Instance 2"]
     );
     assert_eq!(
-        texts(&client, ".domain[data-domain='zone-b'] .replaced").await,
+        texts(client, ".domain[data-domain='zone-b'] .replaced").await,
         ["Instance 0, placed again"]
     );
     let repairs = client
@@ -252,15 +261,17 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
         .await
         .expect("arrows");
     assert_eq!(repairs.len(), 1);
-    screenshot(&client, "skewed-zone-a-lost.png").await;
+    screenshot(client, "skewed-zone-a-lost.png").await;
     zone_a.click().await.expect("zone-a clicked again");
-    assert!(texts(&client, ".lost, .replaced").await.is_empty());
+    assert!(texts(client, ".lost, .replaced").await.is_empty());
     client
         .execute("document.getElementById('diagnosis').scrollIntoView()", vec![])
         .await
         .expect("scrolled to the diagnosis");
-    screenshot(&client, "skewed.png").await;
+    screenshot(client, "skewed.png").await;
+}
 
+async fn a_broken_yaml(client: &Client) {
     // A broken YAML pasted: one clear message, the rest of the page as it was.
     let objects = client
         .find(Locator::Css("#diagnose-objects"))
@@ -276,9 +287,8 @@ async fn the_seeds_example_and_a_broken_yaml_in_headless_chromium() {
     let message = error.text().await.expect("its text");
     assert!(message.starts_with("objects: "), "{message}");
     assert!(message.contains("line 1"), "{message}");
-    assert!(texts(&client, ".reason-name").await.is_empty());
-    screenshot(&client, "broken-yaml.png").await;
-    client.close().await.expect("the session closed");
+    assert!(texts(client, ".reason-name").await.is_empty());
+    screenshot(client, "broken-yaml.png").await;
 }
 
 /// `make bench`: the benchmarks' large cluster (1,000 InferenceServices and replicas, 10,000

@@ -150,16 +150,43 @@ const NOT_FOUND: &str = "cannot read InferenceReplica spread-demo/qwen3-0-6b-eng
 const FORBIDDEN: &str = "inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"inferencereplicas\" in API group \"ome.io\" in the namespace \"spread-demo\"";
 
 pub fn all() -> Vec<Case> {
-    use Expected::*;
-    let required_zone = constraint("qwen3-0-6b", "engine", "default", ZONE, "DoNotSchedule");
-    let leader_zone = constraint("deepseek-v3", "engine", "leader", ZONE, "DoNotSchedule");
-    let worker_term = leader_term("deepseek-v3", "engine", "0", CLIQUE);
-    let qwen_with =
-        |fields: Value| Cluster::with_fixtures().with_replica(with_spec(replica("qwen3-0-6b-engine"), fields));
-    let deepseek_with =
-        |fields: Value| Cluster::with_fixtures().with_replica(with_spec(replica("deepseek-v3-engine"), fields));
-    let qwen_pod = |change: fn(&mut Value)| edited(review(QWEN_0), change);
+    [p1_to_p3(), p4_and_p5(), p6_p7_and_p12(), p8_to_p11_and_bad_input()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
 
+fn required_zone() -> Value {
+    constraint("qwen3-0-6b", "engine", "default", ZONE, "DoNotSchedule")
+}
+
+fn leader_zone() -> Value {
+    constraint("deepseek-v3", "engine", "leader", ZONE, "DoNotSchedule")
+}
+
+fn worker_term() -> Value {
+    leader_term("deepseek-v3", "engine", "0", CLIQUE)
+}
+
+/// The fixtures, with qwen3's replica given `fields`.
+fn qwen_with(fields: Value) -> Cluster {
+    Cluster::with_fixtures().with_replica(with_spec(replica("qwen3-0-6b-engine"), fields))
+}
+
+/// The fixtures, with deepseek-v3's replica given `fields`.
+fn deepseek_with(fields: Value) -> Cluster {
+    Cluster::with_fixtures().with_replica(with_spec(replica("deepseek-v3-engine"), fields))
+}
+
+/// qwen3's first pod, changed.
+fn qwen_pod(change: fn(&mut Value)) -> Value {
+    edited(review(QWEN_0), change)
+}
+
+/// P1 to P3: which pods, and which replica.
+#[rustfmt::skip]
+fn p1_to_p3() -> Vec<Case> {
+    use Expected::*;
     vec![
         case("p1_update_of_an_ome_pod_is_accepted_unchanged", edited_request(review(QWEN_0), |r| r["operation"] = json!("UPDATE")), None, Accepted),
         case("p1_create_of_a_deployment_is_accepted_unchanged", edited_request(review(QWEN_0), |r| r["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"})), None, Accepted),
@@ -168,15 +195,15 @@ pub fn all() -> Vec<Case> {
         case("p2_pod_without_labels_is_accepted_without_a_host_call", qwen_pod(|p| { p["metadata"].as_object_mut().expect("metadata").remove("labels"); }), None, Accepted),
         // P3: which replica, and what when it cannot be read.
         Case { cluster: Cluster::with_fixtures().with_replica(json!({"kind": "InferenceReplica", "metadata": {"name": "renamed-replica", "namespace": "spread-demo"}, "spec": {"topologySpread": "Required", "topologySpreadKey": ZONE}})),
-            ..case("p3_controller_owner_reference_names_the_replica", qwen_pod(|p| p["metadata"]["ownerReferences"][0]["name"] = json!("renamed-replica")), Some("renamed-replica"), Appended(SPREAD, required_zone.clone())) },
-        case("p3_without_owner_reference_the_labels_name_the_replica", qwen_pod(|p| { p["metadata"].as_object_mut().expect("metadata").remove("ownerReferences"); }), QWEN, Appended(SPREAD, required_zone.clone())),
-        case("p3_a_non_controller_owner_reference_is_not_followed", qwen_pod(|p| p["metadata"]["ownerReferences"][0]["controller"] = json!(false)), QWEN, Appended(SPREAD, required_zone.clone())),
+            ..case("p3_controller_owner_reference_names_the_replica", qwen_pod(|p| p["metadata"]["ownerReferences"][0]["name"] = json!("renamed-replica")), Some("renamed-replica"), Appended(SPREAD, required_zone())) },
+        case("p3_without_owner_reference_the_labels_name_the_replica", qwen_pod(|p| { p["metadata"].as_object_mut().expect("metadata").remove("ownerReferences"); }), QWEN, Appended(SPREAD, required_zone())),
+        case("p3_a_non_controller_owner_reference_is_not_followed", qwen_pod(|p| p["metadata"]["ownerReferences"][0]["controller"] = json!(false)), QWEN, Appended(SPREAD, required_zone())),
         case("p3_generate_name_pod_without_namespace_uses_the_request_namespace", qwen_pod(|p| {
             let metadata = p["metadata"].as_object_mut().expect("metadata");
             metadata.remove("name");
             metadata.remove("namespace");
             metadata.insert("generateName".into(), json!("qwen3-0-6b-engine-0-default-"));
-        }), QWEN, Appended(SPREAD, required_zone.clone())),
+        }), QWEN, Appended(SPREAD, required_zone())),
         Case { cluster: Cluster::default(), ..case("p3_missing_replica_is_rejected_with_the_host_reason", review(QWEN_0), QWEN, Rejected(NOT_FOUND)) },
         Case { cluster: Cluster::default().forbidding(FORBIDDEN),
             ..case("p3_forbidden_read_is_rejected_with_the_host_reason", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: inferencereplicas.ome.io \"qwen3-0-6b-engine\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"inferencereplicas\" in API group \"ome.io\" in the namespace \"spread-demo\": Forbidden")) },
@@ -186,6 +213,14 @@ pub fn all() -> Vec<Case> {
             ..case("p3_host_answer_that_is_not_json_is_rejected", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Error deserializing response: expected value at line 1 column 1")) },
         Case { cluster: Cluster::default().with_raw_answer("spread-demo", "qwen3-0-6b-engine", br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "qwen3-0-6b-engine", "namespace": "spread-demo"}, "data": {}}"#),
             ..case("p3_host_answer_of_another_kind_is_rejected", review(QWEN_0), QWEN, Rejected("cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: the host answered with kind \"ConfigMap\", not InferenceReplica")) },
+    ]
+}
+
+/// P4 and P5: the replica's fields, and the constraint the leader or only pod gets.
+#[rustfmt::skip]
+fn p4_and_p5() -> Vec<Case> {
+    use Expected::*;
+    vec![
         // P4: the replica's fields.
         Case { cluster: qwen_with(json!({"topologySpread": "Always"})),
             ..case("p4_unknown_topology_spread_is_rejected", review(QWEN_0), QWEN, Rejected("InferenceReplica spread-demo/qwen3-0-6b-engine: spec.topologySpread is \"Always\": must be Required, Preferred or unset")) },
@@ -198,10 +233,10 @@ pub fn all() -> Vec<Case> {
         Case { cluster: Cluster::default().with_raw_answer("spread-demo", "qwen3-0-6b-engine", br#"{"kind": "InferenceReplica", "spec": "Required"}"#),
             ..case("p4_replica_spec_that_is_not_an_object_is_rejected", review(QWEN_0), QWEN, Rejected("InferenceReplica spread-demo/qwen3-0-6b-engine: spec is \"Required\": must be an object")) },
         // P5: the leader or only pod gets the constraint.
-        case("p5_seed_instance_0_gets_the_required_zone_constraint", review(QWEN_0), QWEN, Appended(SPREAD, required_zone.clone())),
-        case("p5_seed_instance_1_gets_the_required_zone_constraint", review("qwen3-0-6b-engine-1-default-0"), QWEN, Appended(SPREAD, required_zone.clone())),
+        case("p5_seed_instance_0_gets_the_required_zone_constraint", review(QWEN_0), QWEN, Appended(SPREAD, required_zone())),
+        case("p5_seed_instance_1_gets_the_required_zone_constraint", review("qwen3-0-6b-engine-1-default-0"), QWEN, Appended(SPREAD, required_zone())),
         case("p5_preferred_gets_schedule_anyway", review("qwen3-8b-engine-0-default-0"), Some("qwen3-8b-engine"), Appended(SPREAD, constraint("qwen3-8b", "engine", "default", ZONE, "ScheduleAnyway"))),
-        case("p5_leader_gets_the_zone_constraint_for_its_runner", review("deepseek-v3-engine-0-leader-0"), DEEPSEEK, Appended(SPREAD, leader_zone.clone())),
+        case("p5_leader_gets_the_zone_constraint_for_its_runner", review("deepseek-v3-engine-0-leader-0"), DEEPSEEK, Appended(SPREAD, leader_zone())),
         Case { cluster: deepseek_with(json!({"topologySpreadKey": null})),
             ..case("p5_without_spread_key_the_leader_spreads_on_the_topology_key", review("deepseek-v3-engine-0-leader-0"), DEEPSEEK, Appended(SPREAD, constraint("deepseek-v3", "engine", "leader", CLIQUE, "DoNotSchedule"))) },
         Case { cluster: Cluster::with_fixtures().with_replica(with_spec(json!({"kind": "InferenceReplica", "metadata": {"name": "qwen3-0-6b-decoder", "namespace": "spread-demo"}, "spec": {}}), json!({"topologySpread": "Required", "topologySpreadKey": "rack"}))),
@@ -232,41 +267,49 @@ pub fn all() -> Vec<Case> {
                 "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-8b", "component": "engine", "ome.io/runner": "default"}},
                 "nodeTaintsPolicy": "Ignore",
             }))) },
-        case("p5_constraint_is_appended_after_one_on_another_key", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "x"}}}])), QWEN, Appended(SPREAD, required_zone.clone())),
-        case("p5_null_constraint_list_is_replaced_by_a_list", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = Value::Null), QWEN, Appended(SPREAD, required_zone.clone())),
+        case("p5_constraint_is_appended_after_one_on_another_key", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "x"}}}])), QWEN, Appended(SPREAD, required_zone())),
+        case("p5_null_constraint_list_is_replaced_by_a_list", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = Value::Null), QWEN, Appended(SPREAD, required_zone())),
         // P4: an empty key is unset, as OME reads it.
         Case { cluster: deepseek_with(json!({"topologySpreadKey": ""})),
             ..case("p4_empty_spread_key_falls_back_to_the_topology_key", review(LEADER), DEEPSEEK, Appended(SPREAD, constraint("deepseek-v3", "engine", "leader", CLIQUE, "DoNotSchedule"))) },
         Case { cluster: deepseek_with(json!({"topologyKey": ""})),
             ..case("p4_empty_topology_key_gives_the_worker_nothing", review(WORKER), DEEPSEEK, Accepted) },
         Case { cluster: deepseek_with(json!({"topologyKey": ""})),
-            ..case("p4_empty_topology_key_leaves_the_leader_its_spread_key", review(LEADER), DEEPSEEK, Appended(SPREAD, leader_zone.clone())) },
+            ..case("p4_empty_topology_key_leaves_the_leader_its_spread_key", review(LEADER), DEEPSEEK, Appended(SPREAD, leader_zone())) },
         Case { cluster: qwen_with(json!({"topologySpreadKey": "", "topologyKey": ""})),
             ..case("p4_both_keys_empty_is_no_key", review(QWEN_0), QWEN, Accepted) },
+    ]
+}
+
+/// P6, P7 and P12: the constraints OME rendered itself, completed or left as they are.
+#[rustfmt::skip]
+fn p6_p7_and_p12() -> Vec<Case> {
+    use Expected::*;
+    vec![
         // P6: OME rendered the constraint itself, on the key in effect or on the Instance's older key.
-        case("p6_ome_constraint_on_the_spread_key_is_kept", rendered(review(QWEN_0), SPREAD, required_zone.clone()), QWEN, Accepted),
+        case("p6_ome_constraint_on_the_spread_key_is_kept", rendered(review(QWEN_0), SPREAD, required_zone()), QWEN, Accepted),
         Case { cluster: deepseek_with(json!({"topologySpreadKey": null})),
             ..case("p6_ome_constraint_on_an_older_key_is_kept", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "leader", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Accepted) },
         // An Instance on its second slot is the same Instance: its anchor is spread, and OME's own
         // constraint on its older key kept, as on its first.
-        case("p5_an_instance_on_its_second_slot_gets_the_constraint", on_second_slot(review(QWEN_0)), QWEN, Appended(SPREAD, required_zone.clone())),
+        case("p5_an_instance_on_its_second_slot_gets_the_constraint", on_second_slot(review(QWEN_0)), QWEN, Appended(SPREAD, required_zone())),
         Case { cluster: deepseek_with(json!({"topologySpreadKey": null})),
             ..case("p6_ome_constraint_on_an_older_key_is_kept_on_the_second_slot", rendered(on_second_slot(review(LEADER)), SPREAD, constraint("deepseek-v3", "engine", "leader", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Accepted) },
-        case("p6_a_constraint_for_another_runner_is_not_omes_for_this_pod", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "default", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Appended(SPREAD, leader_zone.clone())),
+        case("p6_a_constraint_for_another_runner_is_not_omes_for_this_pod", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "default", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Appended(SPREAD, leader_zone())),
         case("p6_a_selector_with_match_expressions_is_not_omes", rendered(review(QWEN_0), SPREAD, json!({
             "maxSkew": 1, "topologyKey": OLD_KEY, "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default"},
                               "matchExpressions": [{"key": "ome.io/revision-hash", "operator": "In", "values": ["6b9f7c8d4"]}]},
-        })), QWEN, Appended(SPREAD, required_zone.clone())),
+        })), QWEN, Appended(SPREAD, required_zone())),
         case("p6_a_selector_with_another_label_is_not_omes", rendered(review(QWEN_0), SPREAD, json!({
             "maxSkew": 1, "topologyKey": OLD_KEY, "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default", "ome.io/instance-index": "0"}},
-        })), QWEN, Appended(SPREAD, required_zone.clone())),
+        })), QWEN, Appended(SPREAD, required_zone())),
         // P12: the settings complete OME's own constraint on the spread key, and nothing else.
         Case { settings: json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}),
-            ..case("p12_settings_complete_omes_constraint_in_place", rendered(review(QWEN_0), SPREAD, required_zone.clone()), QWEN, Completed(0, json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}))) },
+            ..case("p12_settings_complete_omes_constraint_in_place", rendered(review(QWEN_0), SPREAD, required_zone()), QWEN, Completed(0, json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}))) },
         Case { settings: json!({"maxSkew": 2, "nodeTaintsPolicy": "Ignore"}),
-            ..case("p12_completion_finds_omes_constraint_after_an_operators", rendered(rendered(review(LEADER), SPREAD, json!({"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "x"}}})), SPREAD, leader_zone.clone()),
+            ..case("p12_completion_finds_omes_constraint_after_an_operators", rendered(rendered(review(LEADER), SPREAD, json!({"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "x"}}})), SPREAD, leader_zone()),
                 DEEPSEEK, Completed(1, json!({"nodeTaintsPolicy": "Ignore"}))) },
         Case { settings: json!({"minDomains": 3, "nodeTaintsPolicy": "Honor"}),
             ..case("p12_a_preferred_constraint_never_gets_min_domains", rendered(review("qwen3-8b-engine-0-default-0"), SPREAD, constraint("qwen3-8b", "engine", "default", ZONE, "ScheduleAnyway")), Some("qwen3-8b-engine"), Completed(0, json!({"nodeTaintsPolicy": "Honor"}))) },
@@ -284,7 +327,7 @@ pub fn all() -> Vec<Case> {
             ..case("p12_omes_constraint_on_an_older_key_is_not_completed", rendered(review(LEADER), SPREAD, constraint("deepseek-v3", "engine", "leader", OLD_KEY, "DoNotSchedule")), DEEPSEEK, Accepted) },
         // P7, P10 on pods OME rendered before the spread was turned off: left as they are.
         Case { cluster: qwen_with(json!({"topologySpread": null})),
-            ..case("p7_unset_spread_leaves_an_ome_rendered_pod_as_it_is", rendered(review(QWEN_0), SPREAD, required_zone.clone()), QWEN, Accepted) },
+            ..case("p7_unset_spread_leaves_an_ome_rendered_pod_as_it_is", rendered(review(QWEN_0), SPREAD, required_zone()), QWEN, Accepted) },
         Case { cluster: deepseek_with(json!({"topologyKey": null})),
             ..case("p10_a_worker_ome_rendered_keeps_its_term_and_gets_no_constraint", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "0", OLD_KEY)), DEEPSEEK, Accepted) },
         // P6, P7: unchanged.
@@ -293,14 +336,22 @@ pub fn all() -> Vec<Case> {
             ..case("p7_unset_topology_spread_leaves_the_pod_unchanged", review(QWEN_0), QWEN, Accepted) },
         Case { cluster: qwen_with(json!({"topologySpreadKey": null, "topologyKey": null})),
             ..case("p7_no_key_leaves_the_pod_unchanged", review(QWEN_0), QWEN, Accepted) },
+    ]
+}
+
+/// P8 to P11, the worker and the labels a rule needs, and bad input.
+#[rustfmt::skip]
+fn p8_to_p11_and_bad_input() -> Vec<Case> {
+    use Expected::*;
+    vec![
         // P8 to P10: the worker.
-        case("p8_worker_gets_the_leader_affinity_and_keeps_its_other_affinity", review("deepseek-v3-engine-0-worker-0"), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
-        case("p8_worker_term_is_appended_after_a_term_on_another_key", edited(review("deepseek-v3-engine-0-worker-0"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"cache": "warm"}}}], "preferredDuringSchedulingIgnoredDuringExecution": []})), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
-        case("p8_worker_without_affinity_gets_one", edited(review("deepseek-v3-engine-0-worker-0"), |p| { p["spec"].as_object_mut().expect("spec").remove("affinity"); }), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
+        case("p8_worker_gets_the_leader_affinity_and_keeps_its_other_affinity", review("deepseek-v3-engine-0-worker-0"), DEEPSEEK, Appended(AFFINITY, worker_term())),
+        case("p8_worker_term_is_appended_after_a_term_on_another_key", edited(review("deepseek-v3-engine-0-worker-0"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"cache": "warm"}}}], "preferredDuringSchedulingIgnoredDuringExecution": []})), DEEPSEEK, Appended(AFFINITY, worker_term())),
+        case("p8_worker_without_affinity_gets_one", edited(review("deepseek-v3-engine-0-worker-0"), |p| { p["spec"].as_object_mut().expect("spec").remove("affinity"); }), DEEPSEEK, Appended(AFFINITY, worker_term())),
         case("p9_worker_with_a_required_term_on_the_topology_key_is_unchanged", edited(review("deepseek-v3-engine-0-worker-0"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": CLIQUE, "labelSelector": {"matchLabels": {"gang": "g1"}}}]})), DEEPSEEK, Accepted),
-        case("p9_ome_term_on_the_topology_key_is_kept", rendered(review(WORKER), AFFINITY, worker_term.clone()), DEEPSEEK, Accepted),
+        case("p9_ome_term_on_the_topology_key_is_kept", rendered(review(WORKER), AFFINITY, worker_term()), DEEPSEEK, Accepted),
         case("p9_ome_term_on_the_instances_older_key_is_kept", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "0", OLD_KEY)), DEEPSEEK, Accepted),
-        case("p9_a_term_for_another_instances_leader_does_not_count", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "1", OLD_KEY)), DEEPSEEK, Appended(AFFINITY, worker_term.clone())),
+        case("p9_a_term_for_another_instances_leader_does_not_count", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "1", OLD_KEY)), DEEPSEEK, Appended(AFFINITY, worker_term())),
         Case { cluster: deepseek_with(json!({"topologyKey": null})),
             ..case("p10_worker_never_gets_a_spread_constraint", review("deepseek-v3-engine-0-worker-0"), DEEPSEEK, Accepted) },
         // P11: labels a rule needs.
