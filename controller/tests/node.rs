@@ -176,8 +176,28 @@ async fn the_chart_runs_the_controller_from_a_registry_on_a_real_kubelet() {
         "{namespace}"
     );
     let pods = controller_pods(&admin).await;
+    each_runs_the_image_from_the_registry(&pods, &registry);
+
+    let names: Vec<String> = pods.iter().map(name).collect();
+    let leader = eventually("a pod on the Lease", 60, || async {
+        live::lease_holder(&admin).await.filter(|h| names.contains(h))
+    })
+    .await;
+    condition_written_by_the_pod(&admin).await;
+    the_log_is_json(&admin, &leader).await;
+    a_rollout_restart_moves_the_lease(&admin, &names, &leader).await;
+    helm_test_passes_while_the_spread_holds(&admin).await;
+
+    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
+    kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
+    kubectl(&admin, &["delete", "clusterservingruntime", "srt-node"]).await;
+}
+
+/// The Deployment's two pods on the node, Ready, never restarted, each running the image pulled
+/// from `registry`.
+fn each_runs_the_image_from_the_registry(pods: &[Value], registry: &str) {
     assert_eq!(pods.len(), 2, "the Deployment's two replicas");
-    for pod in &pods {
+    for pod in pods {
         assert_eq!(pod["spec"]["nodeName"], "localhost", "{}", name(pod));
         assert!(
             ready(pod),
@@ -194,20 +214,6 @@ async fn the_chart_runs_the_controller_from_a_registry_on_a_real_kubelet() {
         );
         assert_eq!(status["restartCount"], 0, "its liveness probe answered: {}", name(pod));
     }
-
-    let names: Vec<String> = pods.iter().map(name).collect();
-    let leader = eventually("a pod on the Lease", 60, || async {
-        live::lease_holder(&admin).await.filter(|h| names.contains(h))
-    })
-    .await;
-    condition_written_by_the_pod(&admin).await;
-    the_log_is_json(&admin, &leader).await;
-    a_rollout_restart_moves_the_lease(&admin, &names, &leader).await;
-    helm_test_passes_while_the_spread_holds(&admin).await;
-
-    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
-    kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
-    kubectl(&admin, &["delete", "clusterservingruntime", "srt-node"]).await;
 }
 
 /// `helm install --wait` of the chart, the image from `registry`, the controller's pods (and
