@@ -187,17 +187,7 @@ fn main() {
         env_number("STEP_SECONDS", 10),
     );
     let cases = policy_server::cases();
-    let pods: Vec<&Case> = PODS
-        .iter()
-        .map(|name| {
-            cases
-                .iter()
-                .find(|c| c.name == *name)
-                .unwrap_or_else(|| panic!("no case {name}"))
-        })
-        .collect();
-    let groups = policy_server::groups(pods.iter().copied());
-    assert_eq!(groups.len(), 1, "the benchmark's pods must agree on their replicas");
+    let pods = benchmark_pods(&cases);
     // The fake API server on a thread of its own, so that it answers the policy-server's lookups
     // as promptly as an API server would, however busy the load client is: while a lookup is in
     // flight, the evaluations that need it wait.
@@ -213,39 +203,10 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let settings = &pods[0].settings;
-        assert!(
-            pods.iter().all(|c| c.settings == *settings),
-            "one policy, one set of settings"
-        );
-        let policies = [
-            Policy {
-                name: "ome-spread".into(),
-                module: tools.policy.clone(),
-                settings: settings.clone(),
-                context_aware: true,
-            },
-            Policy {
-                name: "floor".into(),
-                module: tools.floor.clone(),
-                settings: json!({}),
-                context_aware: false,
-            },
-        ];
         // warn: per-request INFO logs would cost both alike and measure the logger.
-        let server = PolicyServer::start(&tools.policy_server, &policies, &api, "warn")
+        let server = PolicyServer::start(&tools.policy_server, &policies(&tools, &pods), &api, "warn")
             .unwrap_or_else(|output| panic!("policy-server did not start: {output}"));
-        let policy = Arc::new(Target {
-            policy: "ome-spread",
-            requests: pods.iter().map(|c| Request::new(c, c.expected.clone())).collect(),
-        });
-        let floor = Arc::new(Target {
-            policy: "floor",
-            requests: pods
-                .iter()
-                .map(|c| Request::new(c, json!({"accepted": true})))
-                .collect(),
-        });
+        let [policy, floor] = targets(&pods);
         let rig = Rig {
             server,
             client: policy_server::client(),
@@ -256,68 +217,131 @@ fn main() {
         for target in [&policy, &floor] {
             load(&rig, target, rate, 2).await;
         }
-        let [on_policy, on_floor] = alternate(&rig, [&policy, &floor], rate, seconds).await;
-        println!("\n### {rate} AdmissionReviews/s for {seconds} s each, alternating second by second\n");
-        println!(
-            "| module | p50 | p99 | p99.9 | max | sent | errors | wrong answers | API GETs | policy-server CPU | sender lag |"
-        );
-        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-        for (name, o) in [("ome-spread", &on_policy), ("floor", &on_floor)] {
-            println!(
-                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} cores | {} |",
-                ms(o.quantile(0.5)),
-                ms(o.quantile(0.99)),
-                ms(o.quantile(0.999)),
-                ms(o.quantile(1.0)),
-                o.sent,
-                o.errors,
-                o.wrong,
-                o.api_gets,
-                o.cpu.as_secs_f64() / seconds as f64,
-                ms(o.lag)
-            );
-        }
-        println!(
-            "| policy / floor | {} | {} | {} | {} | | | | | {} | |",
-            ratio(on_policy.quantile(0.5), on_floor.quantile(0.5)),
-            ratio(on_policy.quantile(0.99), on_floor.quantile(0.99)),
-            ratio(on_policy.quantile(0.999), on_floor.quantile(0.999)),
-            ratio(on_policy.quantile(1.0), on_floor.quantile(1.0)),
-            ratio(on_policy.cpu, on_floor.cpu),
-        );
-
-        // The stepped search, both at each step, alternating. On a shared machine one step can
-        // miss by chance: the search ends when both have missed two steps in a row.
-        println!("\n### The highest rate with p99 under 10 ms: {step_seconds} s per step\n");
-        println!("| rate/s | ome-spread p99 (errors/wrong) | floor p99 (errors/wrong) | p99 ratio |");
-        println!("| --- | --- | --- | --- |");
-        let (mut best, mut misses) = ([None, None], [0, 0]);
-        for step in RATES {
-            let row = alternate(&rig, [&policy, &floor], step, step_seconds).await;
-            for i in 0..2 {
-                if row[i].sustained() {
-                    (best[i], misses[i]) = (Some(step), 0);
-                } else {
-                    misses[i] += 1;
-                }
-            }
-            let cell = |o: &Outcome| {
-                let mark = if o.sustained() { "" } else { ", missed" };
-                format!("{} ({}/{}{mark})", ms(o.quantile(0.99)), o.errors, o.wrong)
-            };
-            let p99_ratio = ratio(row[0].quantile(0.99), row[1].quantile(0.99));
-            println!("| {step} | {} | {} | {p99_ratio} |", cell(&row[0]), cell(&row[1]));
-            if misses.iter().all(|m| *m >= 2) {
-                break;
-            }
-        }
-        let highest = |b: Option<u64>| b.map_or(format!("below {}/s", RATES[0]), |rate| format!("{rate}/s"));
-        println!(
-            "\nsustained with p99 under 10 ms: ome-spread {}, floor {} (the highest step tried: {}/s)",
-            highest(best[0]),
-            highest(best[1]),
-            RATES[RATES.len() - 1]
-        );
+        let outcomes = alternate(&rig, [&policy, &floor], rate, seconds).await;
+        print_side_by_side(rate, seconds, &outcomes);
+        stepped_search(&rig, [&policy, &floor], step_seconds).await;
         println!("API requests seen: {}", rig.api.seen().len());
     });
+}
+
+/// The cases of [`PODS`], which must agree on their replicas.
+fn benchmark_pods(cases: &[Case]) -> Vec<&Case> {
+    let pods: Vec<&Case> = PODS
+        .iter()
+        .map(|name| {
+            cases
+                .iter()
+                .find(|c| c.name == *name)
+                .unwrap_or_else(|| panic!("no case {name}"))
+        })
+        .collect();
+    let groups = policy_server::groups(pods.iter().copied());
+    assert_eq!(groups.len(), 1, "the benchmark's pods must agree on their replicas");
+    pods
+}
+
+/// The policy with the pods' settings, and the floor.
+fn policies(tools: &Tools, pods: &[&Case]) -> [Policy; 2] {
+    let settings = &pods[0].settings;
+    assert!(
+        pods.iter().all(|c| c.settings == *settings),
+        "one policy, one set of settings"
+    );
+    [
+        Policy {
+            name: "ome-spread".into(),
+            module: tools.policy.clone(),
+            settings: settings.clone(),
+            context_aware: true,
+        },
+        Policy {
+            name: "floor".into(),
+            module: tools.floor.clone(),
+            settings: json!({}),
+            context_aware: false,
+        },
+    ]
+}
+
+/// The pods sent to the policy, each to get its case's answer, and to the floor, each accepted.
+fn targets(pods: &[&Case]) -> [Arc<Target>; 2] {
+    let policy = Target {
+        policy: "ome-spread",
+        requests: pods.iter().map(|c| Request::new(c, c.expected.clone())).collect(),
+    };
+    let floor = Target {
+        policy: "floor",
+        requests: pods
+            .iter()
+            .map(|c| Request::new(c, json!({"accepted": true})))
+            .collect(),
+    };
+    [Arc::new(policy), Arc::new(floor)]
+}
+
+/// The policy's and the floor's outcomes at one rate, as a table with their ratios.
+fn print_side_by_side(rate: u64, seconds: u64, [on_policy, on_floor]: &[Outcome; 2]) {
+    println!("\n### {rate} AdmissionReviews/s for {seconds} s each, alternating second by second\n");
+    println!(
+        "| module | p50 | p99 | p99.9 | max | sent | errors | wrong answers | API GETs | policy-server CPU | sender lag |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (name, o) in [("ome-spread", on_policy), ("floor", on_floor)] {
+        println!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} cores | {} |",
+            ms(o.quantile(0.5)),
+            ms(o.quantile(0.99)),
+            ms(o.quantile(0.999)),
+            ms(o.quantile(1.0)),
+            o.sent,
+            o.errors,
+            o.wrong,
+            o.api_gets,
+            o.cpu.as_secs_f64() / seconds as f64,
+            ms(o.lag)
+        );
+    }
+    println!(
+        "| policy / floor | {} | {} | {} | {} | | | | | {} | |",
+        ratio(on_policy.quantile(0.5), on_floor.quantile(0.5)),
+        ratio(on_policy.quantile(0.99), on_floor.quantile(0.99)),
+        ratio(on_policy.quantile(0.999), on_floor.quantile(0.999)),
+        ratio(on_policy.quantile(1.0), on_floor.quantile(1.0)),
+        ratio(on_policy.cpu, on_floor.cpu),
+    );
+}
+
+/// The stepped search, both at each step, alternating. On a shared machine one step can miss by
+/// chance: the search ends when both have missed two steps in a row.
+async fn stepped_search(rig: &Rig, targets: [&Arc<Target>; 2], step_seconds: u64) {
+    println!("\n### The highest rate with p99 under 10 ms: {step_seconds} s per step\n");
+    println!("| rate/s | ome-spread p99 (errors/wrong) | floor p99 (errors/wrong) | p99 ratio |");
+    println!("| --- | --- | --- | --- |");
+    let (mut best, mut misses) = ([None, None], [0, 0]);
+    for step in RATES {
+        let row = alternate(rig, targets, step, step_seconds).await;
+        for i in 0..2 {
+            if row[i].sustained() {
+                (best[i], misses[i]) = (Some(step), 0);
+            } else {
+                misses[i] += 1;
+            }
+        }
+        let cell = |o: &Outcome| {
+            let mark = if o.sustained() { "" } else { ", missed" };
+            format!("{} ({}/{}{mark})", ms(o.quantile(0.99)), o.errors, o.wrong)
+        };
+        let p99_ratio = ratio(row[0].quantile(0.99), row[1].quantile(0.99));
+        println!("| {step} | {} | {} | {p99_ratio} |", cell(&row[0]), cell(&row[1]));
+        if misses.iter().all(|m| *m >= 2) {
+            break;
+        }
+    }
+    let highest = |b: Option<u64>| b.map_or(format!("below {}/s", RATES[0]), |rate| format!("{rate}/s"));
+    println!(
+        "\nsustained with p99 under 10 ms: ome-spread {}, floor {} (the highest step tried: {}/s)",
+        highest(best[0]),
+        highest(best[1]),
+        RATES[RATES.len() - 1]
+    );
 }
