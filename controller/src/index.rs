@@ -129,6 +129,22 @@ pub fn key<K: ResourceExt>(object: &K) -> String {
     format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
+/// A watch's events on the objects `object` generates: applied, deleted, and relists, as a test
+/// throws them at an index.
+#[cfg(test)]
+pub fn events_of<K: Clone + std::fmt::Debug>(
+    object: impl proptest::strategy::Strategy<Value = K> + Clone,
+) -> impl proptest::strategy::Strategy<Value = watcher::Event<K>> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => object.clone().prop_map(watcher::Event::Apply),
+        2 => object.clone().prop_map(watcher::Event::Delete),
+        1 => Just(watcher::Event::Init),
+        2 => object.prop_map(watcher::Event::InitApply),
+        1 => Just(watcher::Event::InitDone),
+    ]
+}
+
 /// The objects a reflector would hold after `events`, by key: what a test rebuilds an index from.
 #[cfg(test)]
 pub fn reflected<K: ResourceExt + Clone>(events: &[watcher::Event<K>]) -> HashMap<String, K> {

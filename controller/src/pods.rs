@@ -351,13 +351,7 @@ mod tests {
             let component = [Some("engine"), Some("decoder"), None][component];
             pod(&format!("p{name}"), component, &format!("n{node}"))
         });
-        prop_oneof![
-            4 => pod.clone().prop_map(watcher::Event::Apply),
-            2 => pod.clone().prop_map(watcher::Event::Delete),
-            1 => Just(watcher::Event::Init),
-            2 => pod.prop_map(watcher::Event::InitApply),
-            1 => Just(watcher::Event::InitDone),
-        ]
+        index::events_of(pod)
     }
 
     proptest! {

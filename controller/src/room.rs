@@ -202,13 +202,7 @@ mod tests {
             let phase = ["Pending", "Running", "Succeeded"][phase];
             trimmed(pod(&format!("p{name}"), node.as_deref(), gpus, phase))
         });
-        prop_oneof![
-            4 => pod.clone().prop_map(watcher::Event::Apply),
-            2 => pod.clone().prop_map(watcher::Event::Delete),
-            1 => Just(watcher::Event::Init),
-            2 => pod.prop_map(watcher::Event::InitApply),
-            1 => Just(watcher::Event::InitDone),
-        ]
+        index::events_of(pod)
     }
 
     proptest! {

@@ -13,7 +13,7 @@ use std::process::Command;
 
 use ome_spread_core::ome::InferenceService;
 use ome_spread_core::settings::Settings;
-use ome_spread_sim::live::{Process, kubectl};
+use ome_spread_sim::live::{Process, helm, helm_program, kubectl};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-chart";
@@ -26,7 +26,7 @@ const REQUIRED: [&str; 4] = [
     "controller.image.repository=YOUR_REGISTRY/ome-spread-controller",
 ];
 
-/// helm or promtool, as `make cluster-bin` builds them.
+/// promtool, as `make cluster-bin` builds it.
 fn built(tool: &str) -> PathBuf {
     let path = local::workspace().join("target/cluster/bin").join(tool);
     assert!(
@@ -35,10 +35,6 @@ fn built(tool: &str) -> PathBuf {
         path.display()
     );
     path
-}
-
-fn helm_program() -> PathBuf {
-    built("helm")
 }
 
 fn chart() -> PathBuf {
@@ -712,22 +708,6 @@ fn a_bad_setting_is_refused_by_helm_naming_the_field() {
     }
 }
 
-/// helm with the admin's kubeconfig, which must succeed, bounded to two minutes.
-async fn helm(admin: &Path, args: &[&str]) {
-    let mut command = tokio::process::Command::new(helm_program());
-    command.args(args).env("KUBECONFIG", admin).kill_on_drop(true);
-    let output = tokio::time::timeout(std::time::Duration::from_secs(120), command.output())
-        .await
-        .unwrap_or_else(|_| panic!("helm {args:?} did not finish in 2 minutes"))
-        .expect("helm runs");
-    assert!(
-        output.status.success(),
-        "helm {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// The value of an env entry of the container as the kubelet would set it for pod `pod` in
 /// namespace `namespace`: a plain value or one of the two fields the chart refers to.
 fn env_value(entry: &Value, pod: &str, namespace: &str) -> String {
@@ -797,7 +777,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     }
 
     controller.kill().await;
-    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
+    live::uninstall_chart(&admin).await;
     kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-chart"]).await;
 }
@@ -808,15 +788,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
 async fn install_as_the_readme_does(admin: &Path) {
     live::install_kubewarden_crd(admin).await;
     live::forget_lease(admin).await;
-    let uninstall = [
-        "uninstall",
-        "ome-spread",
-        "-n",
-        "ome-spread",
-        "--ignore-not-found",
-        "--wait",
-    ];
-    helm(admin, &uninstall).await;
+    live::uninstall_chart(admin).await;
     live::apply(admin, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}").await;
     let chart = chart();
     let mut install = vec![

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use oci::{Buildah, IMAGE};
-use ome_spread_sim::live::{self, Printed, kubectl};
+use ome_spread_sim::live::{self, helm, helm_with, kubectl};
 use ome_spread_sim::local;
 use ome_spread_sim::wait::eventually;
 use serde_json::{Value, json};
@@ -84,21 +84,6 @@ impl Drop for Node {
     }
 }
 
-/// `helm ARGS` with the admin's kubeconfig, bounded to three minutes: what it printed.
-async fn helm(admin: &Path, args: &[&str]) -> Printed {
-    let mut command = tokio::process::Command::new(local::workspace().join("target/cluster/bin/helm"));
-    command.args(args).env("KUBECONFIG", admin).kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(180), command.output())
-        .await
-        .unwrap_or_else(|_| panic!("helm {args:?} did not finish in 3 minutes"))
-        .expect("helm runs");
-    Printed {
-        ok: output.status.success(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
 /// The controller's pods, by name, as the API server has them.
 async fn controller_pods(admin: &Path) -> Vec<Value> {
     let selector = "app.kubernetes.io/instance=ome-spread,app.kubernetes.io/component=controller";
@@ -147,18 +132,7 @@ async fn the_chart_runs_the_controller_from_a_registry_on_a_real_kubelet() {
     live::install_crds(&admin).await;
     live::install_kubewarden_crd(&admin).await;
     live::forget_lease(&admin).await;
-    helm(
-        &admin,
-        &[
-            "uninstall",
-            "ome-spread",
-            "-n",
-            "ome-spread",
-            "--ignore-not-found",
-            "--wait",
-        ],
-    )
-    .await;
+    live::uninstall_chart(&admin).await;
     // Made before the chart takes it over: helm's --create-namespace and the chart's own Namespace
     // collide ("already exists") when helm makes it.
     live::fresh_namespace(&admin, "ome-spread").await;
@@ -188,7 +162,7 @@ async fn the_chart_runs_the_controller_from_a_registry_on_a_real_kubelet() {
     a_rollout_restart_moves_the_lease(&admin, &names, &leader).await;
     helm_test_passes_while_the_spread_holds(&admin).await;
 
-    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
+    live::uninstall_chart(&admin).await;
     kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-node"]).await;
 }
@@ -249,8 +223,7 @@ async fn install(admin: &Path, registry: &str) {
         "--set",
         &test_namespace,
     ];
-    let installed = helm(admin, &args).await;
-    assert!(installed.ok, "helm install: {}", installed.stderr);
+    helm(admin, &args).await;
 }
 
 /// The replica's condition, written by the controller in the pod: no other process of the test
@@ -360,7 +333,7 @@ async fn a_rollout_restart_moves_the_lease(admin: &Path, old: &[String], leader:
 /// the log, and fails once it does not (a spread asked for with no key to spread on).
 async fn helm_test_passes_while_the_spread_holds(admin: &Path) {
     let test = ["test", "ome-spread", "-n", "ome-spread", "--logs", "--timeout", "2m"];
-    let passed = helm(admin, &test).await;
+    let passed = helm_with(admin, &test).await;
     assert!(passed.ok, "helm test: {}{}", passed.stdout, passed.stderr);
     assert!(
         passed.stdout.contains("Spread: True (NotRequested)"),
@@ -385,7 +358,7 @@ async fn helm_test_passes_while_the_spread_holds(admin: &Path) {
         )
         .await;
     }
-    let failed = helm(admin, &test).await;
+    let failed = helm_with(admin, &test).await;
     assert!(!failed.ok, "helm test passed where the spread fails: {}", failed.stdout);
     assert!(failed.stdout.contains("Spread: False (NoKey)"), "{}", failed.stdout);
 }

@@ -151,6 +151,48 @@ pub async fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     printed.stdout
 }
 
+/// helm, as `make cluster-bin` builds it.
+pub fn helm_program() -> PathBuf {
+    let path = workspace().join("target/cluster/bin/helm");
+    assert!(
+        path.is_file(),
+        "{} not built: make cluster-bin builds it",
+        path.display()
+    );
+    path
+}
+
+/// `helm ARGS` with `kubeconfig`, bounded to three minutes: what it printed.
+pub async fn helm_with(kubeconfig: &Path, args: &[&str]) -> Printed {
+    let mut command = Command::new(helm_program());
+    command.args(args).env("KUBECONFIG", kubeconfig).kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(180), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("helm {args:?} did not finish in 3 minutes"))
+        .expect("helm runs");
+    printed(&output)
+}
+
+/// `helm ARGS`, which must succeed.
+pub async fn helm(kubeconfig: &Path, args: &[&str]) {
+    let printed = helm_with(kubeconfig, args).await;
+    assert!(printed.ok, "helm {}: {}", args.join(" "), printed.stderr);
+}
+
+/// The chart's release (`ome-spread` in namespace ome-spread) uninstalled where installed, its
+/// objects gone.
+pub async fn uninstall_chart(kubeconfig: &Path) {
+    let uninstall = [
+        "uninstall",
+        "ome-spread",
+        "-n",
+        "ome-spread",
+        "--ignore-not-found",
+        "--wait",
+    ];
+    helm(kubeconfig, &uninstall).await;
+}
+
 /// `kubectl apply -f -` of a manifest, which must succeed.
 pub async fn apply(kubeconfig: &Path, manifest: &str) -> String {
     let printed = kubectl_with(kubeconfig, &["apply", "--server-side", "-f", "-"], Some(manifest)).await;
