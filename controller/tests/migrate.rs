@@ -11,7 +11,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use ome_spread_controller::context::Mode;
+use ome_spread_controller::context::{Context, Mode};
 use ome_spread_controller::reconcile::reconcile;
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::ome::InferenceReplica;
@@ -83,6 +83,22 @@ async fn expect_event(server: &mut ApiServer, type_: &str, reason: &str, note: &
         (&json!(type_), &json!(reason), &json!(note)),
         "{event}"
     );
+    event
+}
+
+/// A reconcile of `replica` whose one request is the Event `[type, reason, note]` (answered);
+/// the reconcile succeeds. The Event as written.
+async fn reconciled_saying(
+    ctx: &Arc<Context>,
+    replica: &Arc<InferenceReplica>,
+    server: &mut ApiServer,
+    said: [&str; 3],
+) -> Value {
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let [type_, reason, note] = said;
+    let event = expect_event(server, type_, reason, note).await;
+    let done = reconciling.await.expect("no panic");
+    done.unwrap_or_else(|e| panic!("{reason} {note}: {e}"));
     event
 }
 
@@ -159,12 +175,10 @@ async fn one_request_is_written_with_omes_exact_annotation_and_the_ledger() {
     reconciling.await.expect("no panic").expect("reconciled");
 
     // The resync, the caches not yet showing the request: held, said once, nothing written.
-    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
     let held = format!(
         "request {uuid} on InferenceService spread-demo/qwen3-0-6b is not yet in OME's records: one migration at a time. Next: {FIRST_MOVE}"
     );
-    expect_event(&mut server, "Normal", "RebalanceHeld", &held).await;
-    reconciling.await.expect("no panic").expect("reconciled");
+    reconciled_saying(&ctx, &replica, &mut server, ["Normal", "RebalanceHeld", &held]).await;
     reconcile(replica, ctx)
         .await
         .expect("held again, said once, no request");
@@ -183,10 +197,8 @@ async fn holds_once(cases: Vec<HeldCase>) {
             _writers,
         } = harness(&objects, Mode::Migrate);
         let replica = reconciled(replica, migrations);
-        let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-        let event = expect_event(&mut server, type_, "RebalanceHeld", &note).await;
+        let event = reconciled_saying(&ctx, &replica, &mut server, [type_, "RebalanceHeld", &note]).await;
         assert_eq!(event["regarding"]["name"], "qwen3-0-6b-engine", "{case}");
-        reconciling.await.expect("no panic").expect(case);
         // The resync: the same hold, no second Event, no write (one would go unanswered).
         reconcile(replica, ctx).await.expect(case);
     }
@@ -366,11 +378,9 @@ async fn under_omes_hold_for_caps_no_request_and_the_hold_says_why_once() {
             _writers,
         } = harness(&ready_cluster(), Mode::Migrate);
         let replica = held_for_caps(replica, condition, migrations, &said);
-        let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
         let note = format!("{said}. Next: {FIRST_MOVE}");
-        let event = expect_event(&mut server, "Warning", "RebalanceHeld", &note).await;
+        let event = reconciled_saying(&ctx, &replica, &mut server, ["Warning", "RebalanceHeld", &note]).await;
         assert_eq!(event["regarding"]["name"], "qwen3-0-6b-engine", "{case}");
-        reconciling.await.expect("no panic").expect(case);
         // The resync: the same hold, no second Event, no write (one would go unanswered).
         reconcile(replica, ctx).await.expect(case);
     }
@@ -391,15 +401,14 @@ async fn under_omes_hold_for_caps_no_request_and_the_hold_says_why_once() {
             _writers,
         } = harness(&objects, mode);
         let replica = held_for_caps(replica, true, None, &hold);
-        let reconciling = tokio::spawn(reconcile(replica, ctx));
-        expect_event(
+        let recommended = format!("{FIRST_MOVE}. {hold}");
+        reconciled_saying(
+            &ctx,
+            &replica,
             &mut server,
-            "Normal",
-            "RebalanceRecommended",
-            &format!("{FIRST_MOVE}. {hold}"),
+            ["Normal", "RebalanceRecommended", &recommended],
         )
         .await;
-        reconciling.await.expect("no panic").expect("recommended");
     }
 }
 
@@ -474,9 +483,13 @@ async fn never_and_a_lowered_mode_write_nothing() {
         _writers,
     } = harness(&lowered, Mode::Migrate);
     let replica = reconciled(replica, None);
-    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-    expect_event(&mut server, "Normal", "RebalanceRecommended", FIRST_MOVE).await;
-    reconciling.await.expect("no panic").expect("reconciled");
+    reconciled_saying(
+        &ctx,
+        &replica,
+        &mut server,
+        ["Normal", "RebalanceRecommended", FIRST_MOVE],
+    )
+    .await;
 }
 
 /// A new controller (a restart, or another leader) over the objects of a migration under way
@@ -516,15 +529,8 @@ async fn a_restart_mid_migration_sends_no_duplicate() {
             _writers,
         } = harness(&objects, Mode::Migrate);
         let replica = reconciled(replica, migrations);
-        let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
-        expect_event(
-            &mut server,
-            "Normal",
-            "RebalanceHeld",
-            &format!("{why}. Next: {FIRST_MOVE}"),
-        )
-        .await;
-        reconciling.await.expect("no panic").expect("reconciled");
+        let held = format!("{why}. Next: {FIRST_MOVE}");
+        reconciled_saying(&ctx, &replica, &mut server, ["Normal", "RebalanceHeld", &held]).await;
     }
 }
 
