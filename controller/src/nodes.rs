@@ -158,7 +158,8 @@ impl Apply for NodeSet {
 /// never serves one) is said, and the node has no known room.
 pub fn node(node: &Served) -> Node {
     let allocatable = node.allocatable().unwrap_or_else(|e| {
-        warn!(error = %e, "a node's allocatable cannot be read: it has no known room");
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        warn!(node = name, error = %e, "a node's allocatable cannot be read: it has no known room");
         Resources::default()
     });
     Node::of(node, allocatable)

@@ -13,7 +13,7 @@ use std::process::Command;
 
 use ome_spread_core::ome::InferenceService;
 use ome_spread_core::settings::Settings;
-use ome_spread_sim::live::{Process, helm, helm_program, kubectl};
+use ome_spread_sim::live::{Process, cluster_bin, helm, kubectl};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-chart";
@@ -26,24 +26,13 @@ const REQUIRED: [&str; 4] = [
     "controller.image.repository=YOUR_REGISTRY/ome-spread-controller",
 ];
 
-/// promtool, as `make cluster-bin` builds it.
-fn built(tool: &str) -> PathBuf {
-    let path = local::workspace().join("target/cluster/bin").join(tool);
-    assert!(
-        path.is_file(),
-        "{} not built: make cluster-bin builds it",
-        path.display()
-    );
-    path
-}
-
 fn chart() -> PathBuf {
     local::workspace().join("charts/ome-spread")
 }
 
 /// `helm template` of the chart in namespace ome-spread with `args`: its output, or its error.
 fn template(args: &[&str]) -> Result<String, String> {
-    let output = Command::new(helm_program())
+    let output = Command::new(cluster_bin("helm"))
         .args(["template", "ome-spread"])
         .arg(chart())
         .args(["--namespace", "ome-spread"])
@@ -72,7 +61,7 @@ fn deploy_is_what_the_chart_renders() {
     let dir = local::workspace().join(format!("target/chart-render/{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a directory for the render");
     let rendered = Command::new(local::workspace().join("charts/manifests.sh"))
-        .arg(helm_program())
+        .arg(cluster_bin("helm"))
         .arg(&dir)
         .status()
         .expect("charts/manifests.sh runs");
@@ -503,7 +492,7 @@ fn the_alerts_fire_when_they_should_under_promtool() {
         dir.join("alerts-test.yaml"),
     )
     .expect("the rule tests copied");
-    let run = Command::new(built("promtool"))
+    let run = Command::new(cluster_bin("promtool"))
         .args(["test", "rules", "alerts-test.yaml"])
         .current_dir(&dir)
         .output()
@@ -777,7 +766,7 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     }
 
     controller.kill().await;
-    live::uninstall_chart(&admin).await;
+    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
     kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-chart"]).await;
 }

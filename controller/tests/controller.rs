@@ -350,9 +350,9 @@ fn notes(server: &ApiServer, reason: &str) -> Vec<String> {
 }
 
 /// The fake API server as OME writes to it: each edit on the object as stored then.
-struct Served<'a>(&'a ApiServer);
+struct AsStored<'a>(&'a ApiServer);
 
-impl Cluster for Served<'_> {
+impl Cluster for AsStored<'_> {
     fn edit(&mut self, kind: &str, namespace: &str, name: &str, edit: &mut dyn FnMut(&mut Value)) {
         let namespace = (!namespace.is_empty()).then_some(namespace);
         self.0.edit(kind, namespace, name, edit);
@@ -385,7 +385,7 @@ fn ome_step(server: &ApiServer, caps: bool) -> Seen {
         caps,
     };
     let (changes, _) = ome.step(&objects, jiff::Timestamp::now());
-    apply(&mut Served(server), changes);
+    apply(&mut AsStored(server), changes);
     let objects: Vec<Value> = server.objects.lock().unwrap().values().cloned().collect();
     let of_kind = |kind: &'static str| objects.iter().filter(move |o| o["kind"] == kind);
     let pending = of_kind("InferenceService")

@@ -25,8 +25,12 @@ async fn metrics(port: u16) -> Option<String> {
     (code == "200").then_some(body)
 }
 
-/// One controller as deployed: its identity, its port, its process.
-type Controller = (&'static str, u16, Process);
+/// One controller as deployed.
+struct Controller {
+    identity: &'static str,
+    port: u16,
+    process: Process,
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: make e2e-cluster"]
@@ -47,13 +51,12 @@ async fn two_controllers_under_their_rbac_lead_and_stand_by_and_the_survivor_tak
     let leader = eventually("a leader on the Lease", 60, || live::lease_holder(&admin)).await;
     let at = controllers
         .iter()
-        .position(|(identity, _, _)| *identity == leader)
+        .position(|c| c.identity == leader)
         .unwrap_or_else(|| panic!("the Lease names {leader}, neither of ours"));
-    let written = first_condition(&admin, controllers[at].1, started).await;
+    let written = first_condition(&admin, controllers[at].port, started).await;
 
     // The leader dies: the other takes the Lease once it expires, and finds nothing to write.
-    let (_, _, process) = controllers.remove(at);
-    process.kill().await;
+    controllers.remove(at).process.kill().await;
     the_survivor_takes_over(&admin, &controllers[0], &written).await;
     the_survivor_follows_a_change(&admin).await;
     if let Some(run) = live::run_dir() {
@@ -73,7 +76,11 @@ async fn two_controllers(token: &Path) -> Vec<Controller> {
         let args = ["controller", "--listen", &listen, "--identity", identity];
         let env = [("KUBECONFIG", token), ("POD_NAMESPACE", Path::new("ome-spread"))];
         let (process, _) = Process::start(identity, &binary, &args, &env, "standing by for the Lease").await;
-        controllers.push((identity, port, process));
+        controllers.push(Controller {
+            identity,
+            port,
+            process,
+        });
     }
     controllers
 }
@@ -110,14 +117,14 @@ async fn first_condition(admin: &Path, leader_port: u16, started: tokio::time::I
 }
 
 /// The survivor takes the Lease and says the condition in its metrics, writing nothing again.
-async fn the_survivor_takes_over(admin: &Path, (survivor, port, _): &Controller, written: &Value) {
+async fn the_survivor_takes_over(admin: &Path, survivor: &Controller, written: &Value) {
     eventually("the survivor on the Lease", 90, || async {
-        live::lease_holder(admin).await.filter(|h| h == survivor)
+        live::lease_holder(admin).await.filter(|h| h == survivor.identity)
     })
     .await;
     let series = not_requested_series();
     eventually("the survivor's metrics", 60, || async {
-        metrics(*port).await.filter(|m| m.contains(&series))
+        metrics(survivor.port).await.filter(|m| m.contains(&series))
     })
     .await;
     let after = replica(admin).await;
@@ -132,26 +139,28 @@ async fn the_survivor_takes_over(admin: &Path, (survivor, port, _): &Controller,
     );
 }
 
-/// OME's InferenceService and its replica patched with `service` and `replica`.
-async fn patch_spread(admin: &Path, service: &str, replica: &str) {
-    for (kind, name, patch) in [
-        ("inferencereplica", "qwen3-0-6b-engine", replica),
-        ("inferenceservice", "qwen3-0-6b", service),
-    ] {
-        kubectl(
-            admin,
-            &["patch", kind, name, "-n", NAMESPACE, "--type=merge", "-p", patch],
-        )
-        .await;
-    }
+/// A merge patch of OME's InferenceService (`inferenceservice`) or its replica
+/// (`inferencereplica`) of this suite.
+async fn patch(admin: &Path, kind: &str, patch: &str) {
+    let name = if kind == "inferenceservice" {
+        "qwen3-0-6b"
+    } else {
+        "qwen3-0-6b-engine"
+    };
+    kubectl(
+        admin,
+        &["patch", kind, name, "-n", NAMESPACE, "--type=merge", "-p", patch],
+    )
+    .await;
 }
 
 /// The survivor follows a change: a spread without a key.
 async fn the_survivor_follows_a_change(admin: &Path) {
-    patch_spread(
+    patch(admin, "inferencereplica", r#"{"spec":{"topologySpread":"Required"}}"#).await;
+    patch(
         admin,
+        "inferenceservice",
         r#"{"spec":{"engine":{"topologySpread":"Required"}}}"#,
-        r#"{"spec":{"topologySpread":"Required"}}"#,
     )
     .await;
     let reason = eventually("Spread False (NoKey)", 60, || async {
@@ -180,12 +189,14 @@ async fn the_condition_follows_a_change_after_a_restart(admin: &Path, run: &Path
             .then_some(())
     })
     .await;
-    patch_spread(
+    // The service first: only the replica's patch, the last, brings the condition back.
+    patch(
         admin,
+        "inferenceservice",
         r#"{"spec":{"engine":{"topologySpread":null}}}"#,
-        r#"{"spec":{"topologySpread":null}}"#,
     )
     .await;
+    patch(admin, "inferencereplica", r#"{"spec":{"topologySpread":null}}"#).await;
     // Each watch comes back after its own backoff (at most 30 s) from the refused connections
     // and a 410 for its stale resourceVersion; with kube-runtime's joint backoff on top, all of
     // them had been seen to take minutes.

@@ -595,9 +595,8 @@ async fn a_migration_ome_failed_is_named_and_retried_after_backoff() {
     let note = format!(
         "request r-9 on InferenceService spread-demo/qwen3-0-6b failed ({ome_message}): the engine's next request waits until {until}. Next: {FIRST_MOVE}"
     );
-    let reconciling = tokio::spawn(reconcile(reconciled(replica, Some(record)), ctx));
-    expect_event(&mut server, "Warning", "RebalanceHeld", &note).await;
-    reconciling.await.expect("no panic").expect("reconciled");
+    let replica = reconciled(replica, Some(record));
+    reconciled_saying(&ctx, &replica, &mut server, ["Warning", "RebalanceHeld", &note]).await;
 
     // Failed 6 minutes ago: the backoff is over, and the move is requested again.
     let (objects, record) = with_failure(Timestamp::now() - SignedDuration::from_mins(6));

@@ -162,7 +162,7 @@ async fn the_chart_runs_the_controller_from_a_registry_on_a_real_kubelet() {
     a_rollout_restart_moves_the_lease(&admin, &names, &leader).await;
     helm_test_passes_while_the_spread_holds(&admin).await;
 
-    live::uninstall_chart(&admin).await;
+    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
     kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-node"]).await;
 }

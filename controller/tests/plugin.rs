@@ -10,12 +10,7 @@ use std::process::Command;
 
 /// `kubectl ARGS` with a folder holding the plugin first on PATH: its exit, stdout and stderr.
 fn kubectl(args: &[&str]) -> (bool, String, String) {
-    let kubectl = local::workspace().join("target/cluster/bin/kubectl");
-    assert!(
-        kubectl.is_file(),
-        "{} not built: make cluster-bin builds it",
-        kubectl.display()
-    );
+    let kubectl = ome_spread_sim::live::cluster_bin("kubectl");
     let folder = std::env::temp_dir().join(format!("ome-spread-plugin-{}", std::process::id()));
     std::fs::create_dir_all(&folder).expect("a folder for the plugin");
     let plugin = folder.join("kubectl-ome_spread");

@@ -58,12 +58,12 @@ impl Objects {
         let mut parts = Parts::default();
         for object in documents.into_iter().flat_map(items) {
             match object["kind"].as_str().unwrap_or_default() {
-                "InferenceService" => parts.services.push(typed(object)?),
-                "ServingRuntime" => parts.runtimes.push(typed(object)?),
-                "ClusterServingRuntime" => parts.cluster_runtimes.push(typed(object)?),
-                "InferenceReplica" => parts.replicas.push(typed(object)?),
-                "Node" => parts.nodes.push(Node::from_json(object)?),
-                "Pod" => parts.pods.push(typed(object)?),
+                "InferenceService" => parts.services.push(typed(&object)?),
+                "ServingRuntime" => parts.runtimes.push(typed(&object)?),
+                "ClusterServingRuntime" => parts.cluster_runtimes.push(typed(&object)?),
+                "InferenceReplica" => parts.replicas.push(typed(&object)?),
+                "Node" => parts.nodes.push(Node::from_json(&object)?),
+                "Pod" => parts.pods.push(typed(&object)?),
                 _ => {}
             }
         }

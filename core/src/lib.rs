@@ -4,7 +4,7 @@
 //! [`diagnosis`] reports.
 //!
 //! - [`ome`]: OME's objects, the one model of them; [`pod`]: the parts of a pod read, and
-//!   [`nodes`] of a node; [`read`]: saved objects read into them, what cannot be named;
+//!   [`nodes`] of a node; [`read`]: saved objects read into them, what cannot be read named;
 //!   [`instance`]: a pod's Instance, from OME's labels; [`replica`]: which InferenceReplica and
 //!   runtime belong to what;
 //! - [`spread`]: the three spread fields and the settings in effect (M1); [`settings`]: the

@@ -1,4 +1,5 @@
-//! Which nodes a pod selects, by Kubernetes' own rules: its `nodeSelector` and its required node
+//! The parts of a node read ([`Served`], made into a [`Node`]), and which nodes a pod selects, by
+//! Kubernetes' own rules: its `nodeSelector` and its required node
 //! affinity (`nodeAffinityPolicy: Honor`), and, under `nodeTaintsPolicy: Honor`, the taints it
 //! tolerates (a cordoned node counts as tainted `node.kubernetes.io/unschedulable:NoSchedule`).
 
@@ -6,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSelectorRequirement, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::pod::{Pod, or_default};
@@ -32,12 +33,12 @@ pub struct Taint {
 }
 
 /// A node as the API server serves it (or as saved), only the parts a [`Node`] is made of: every
-/// other field (images, conditions, managed fields) is skipped as it is read. The controller
-/// watches nodes into it, and `explain` reads saved nodes into it.
+/// other field (images, conditions, annotations, managed fields) is skipped as it is read. The
+/// controller watches nodes into it, and `explain` reads saved nodes into it.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct Served {
-    #[serde(deserialize_with = "or_default")]
+    #[serde(deserialize_with = "read_metadata")]
     pub metadata: ObjectMeta,
     #[serde(deserialize_with = "or_default")]
     pub spec: ServedSpec,
@@ -61,6 +62,26 @@ pub struct ServedStatus {
     /// [`Served::allocatable`]: one the API server would refuse costs the controller a node's
     /// room, never the node (nor the watch's whole list, as a failed read would).
     pub allocatable: Value,
+}
+
+/// Of a node's metadata, its name and labels, and the uid and resourceVersion a watch keeps.
+fn read_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    #[derive(Default, Deserialize)]
+    #[serde(default, rename_all = "camelCase")]
+    struct Read {
+        name: Option<String>,
+        labels: Option<BTreeMap<String, String>>,
+        uid: Option<String>,
+        resource_version: Option<String>,
+    }
+    let read: Read = or_default(deserializer)?;
+    Ok(ObjectMeta {
+        name: read.name,
+        labels: read.labels,
+        uid: read.uid,
+        resource_version: read.resource_version,
+        ..ObjectMeta::default()
+    })
 }
 
 impl Served {
@@ -170,7 +191,7 @@ impl Node {
     }
 
     /// A node as saved (`kubectl get node -o yaml`), or what of it cannot be read, named.
-    pub fn from_json(node: Value) -> Result<Self, Unusable> {
+    pub fn from_json(node: &Value) -> Result<Self, Unusable> {
         let node: Served = read::typed(node)?;
         Ok(Self::of(&node, node.allocatable()?))
     }
@@ -210,7 +231,7 @@ impl Nodes {
     pub fn from_json(nodes: &[Value]) -> Result<Self, Unusable> {
         nodes
             .iter()
-            .map(|node| Node::from_json(node.clone()))
+            .map(Node::from_json)
             .collect::<Result<_, _>>()
             .map(Self::new)
     }
@@ -402,7 +423,7 @@ mod tests {
     use serde_json::json;
 
     fn node(labels: Value, spec: Value) -> Node {
-        Node::from_json(json!({"metadata": {"name": "n", "labels": labels}, "spec": spec})).expect("readable")
+        Node::from_json(&json!({"metadata": {"name": "n", "labels": labels}, "spec": spec})).expect("readable")
     }
 
     /// A node as the API server serves it: what the room and the diagnosis read, and what they
@@ -410,7 +431,8 @@ mod tests {
     #[test]
     fn a_served_node_reads_as_the_parts_read() {
         let served = json!({"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": "gpu-node-7", "resourceVersion": "81",
+            "metadata": {"name": "gpu-node-7", "resourceVersion": "81", "uid": "u-7",
+                "annotations": {"node.alpha.kubernetes.io/ttl": "0"}, "managedFields": [{"manager": "kubelet"}],
                 "labels": {"topology.kubernetes.io/zone": "zone-b", "nvidia.com/gpu.clique": "nvl72-b.1"}},
             "spec": {"podCIDR": "10.0.7.0/24", "unschedulable": true, "taints": [
                 {"key": "nvidia.com/gpu", "value": null, "effect": "NoSchedule"},
@@ -439,8 +461,23 @@ mod tests {
             allocatable: Resources::parsed([("nvidia.com/gpu", "8"), ("cpu", "96"), ("pods", "110")])
                 .expect("readable"),
         };
-        assert_eq!(Node::from_json(served), Ok(expected));
-        let bare = Node::from_json(json!({"kind": "Node", "metadata": {"name": "n", "labels": null},
+        assert_eq!(Node::from_json(&served), Ok(expected));
+        // Of its metadata, what the Node is made of and what a watch keeps; no annotations, no
+        // managed fields.
+        let metadata = serde_json::from_value::<Served>(served).map(|node| node.metadata);
+        let labels = [
+            ("topology.kubernetes.io/zone", "zone-b"),
+            ("nvidia.com/gpu.clique", "nvl72-b.1"),
+        ];
+        let expected = ObjectMeta {
+            name: Some("gpu-node-7".into()),
+            labels: Some(labels.map(|(k, v)| (k.to_owned(), v.to_owned())).into()),
+            uid: Some("u-7".into()),
+            resource_version: Some("81".into()),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(metadata.ok(), Some(expected));
+        let bare = Node::from_json(&json!({"kind": "Node", "metadata": {"name": "n", "labels": null},
             "spec": {"taints": null, "unschedulable": null}, "status": null}));
         assert_eq!(
             bare,
@@ -455,16 +492,16 @@ mod tests {
     }
 
     /// A node the API server would refuse: the node and the field, named; a cluster's object has
-    /// no namespace in its name.
+    /// no namespace in its name, and its kind is the model's, written or not.
     #[test]
     fn a_node_that_cannot_be_read_is_named_with_its_field() {
-        let said = |node: Value| Node::from_json(node).map_err(|e| e.to_string());
+        let said = |node: Value| Node::from_json(&node).map_err(|e| e.to_string());
         assert_eq!(
             said(json!({"kind": "Node", "metadata": {"name": "n1", "labels": {"zone": 1}}})),
             Err("Node n1: metadata.labels.zone: invalid type: integer `1`, expected a string".into())
         );
         assert_eq!(
-            said(json!({"kind": "Node", "metadata": {"name": "n1"}, "spec": {"taints": [{"key": "k"}]}})),
+            said(json!({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "k"}]}})),
             Err("Node n1: spec.taints[0]: missing field `effect`".into())
         );
         assert_eq!(

@@ -25,23 +25,25 @@ pub enum Unusable {
 /// An object read into its model; where it cannot be, the object (`Kind namespace/name`, or
 /// `Kind name` for a cluster's), the field and why. A saved object may leave out its spec: it
 /// reads as an empty one.
-pub fn typed<K>(mut object: Value) -> Result<K, Unusable>
+pub fn typed<K>(object: &Value) -> Result<K, Unusable>
 where
-    K: DeserializeOwned + Resource<Scope: 'static>,
+    K: DeserializeOwned + Resource<DynamicType = (), Scope: 'static>,
 {
-    if let Some(fields) = object.as_object_mut() {
-        fields
-            .entry("spec")
-            .or_insert_with(|| Value::Object(Default::default()));
-    }
-    let kind = object["kind"].as_str().unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let object_named = if TypeId::of::<K::Scope>() == TypeId::of::<k8s_openapi::ClusterResourceScope>() {
-        format!("{kind} {name}")
+        format!("{} {name}", K::kind(&()))
     } else {
-        format!("{kind} {}/{name}", namespace_of(&object))
+        format!("{} {}/{name}", K::kind(&()), namespace_of(object))
     };
-    serde_path_to_error::deserialize(&object).map_err(|e| Unusable::Malformed {
+    let read = match object.get("spec") {
+        None if object.is_object() => {
+            let mut with_spec = object.clone();
+            with_spec["spec"] = Value::Object(Default::default());
+            serde_path_to_error::deserialize(&with_spec)
+        }
+        _ => serde_path_to_error::deserialize(object),
+    };
+    read.map_err(|e| Unusable::Malformed {
         object: object_named,
         why: format!("{}: {}", e.path(), e.inner()),
     })

@@ -151,9 +151,9 @@ pub async fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     printed.stdout
 }
 
-/// helm, as `make cluster-bin` builds it.
-pub fn helm_program() -> PathBuf {
-    let path = workspace().join("target/cluster/bin/helm");
+/// A tool `make cluster-bin` builds (helm, kubectl, promtool), which must be there.
+pub fn cluster_bin(tool: &str) -> PathBuf {
+    let path = workspace().join("target/cluster/bin").join(tool);
     assert!(
         path.is_file(),
         "{} not built: make cluster-bin builds it",
@@ -164,7 +164,7 @@ pub fn helm_program() -> PathBuf {
 
 /// `helm ARGS` with `kubeconfig`, bounded to three minutes: what it printed.
 pub async fn helm_with(kubeconfig: &Path, args: &[&str]) -> Printed {
-    let mut command = Command::new(helm_program());
+    let mut command = Command::new(cluster_bin("helm"));
     command.args(args).env("KUBECONFIG", kubeconfig).kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(180), command.output())
         .await

@@ -281,7 +281,8 @@ fn p4_and_p5() -> Vec<Case> {
     ]
 }
 
-/// P6, P7 and P12: the constraints OME rendered itself, completed or left as they are.
+/// P6, P7, P10 and P12: the constraints OME rendered itself, completed or left as they are; an
+/// Instance on its second slot (P5) beside OME's constraint on its older key.
 #[rustfmt::skip]
 fn p6_p7_and_p12() -> Vec<Case> {
     use Expected::*;
