@@ -15,10 +15,6 @@ use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceSer
 /// What `explain` reads of a live cluster: the InferenceService, its runtime, its replicas, its
 /// pods and the nodes, each listed as its model.
 pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Result<Objects, String> {
-    let failed = |what: &str| {
-        let what = what.to_owned();
-        move |e: kube::Error| format!("reading {what}: {e}")
-    };
     let services: Api<InferenceService> = Api::namespaced(client.clone(), namespace);
     let Some(isvc) = services
         .get_opt(service)
@@ -58,6 +54,11 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
     Objects::of(parts).map_err(|e| e.to_string())
 }
 
+/// What went wrong reading `what` from the cluster.
+fn failed(what: &str) -> impl Fn(kube::Error) -> String + '_ {
+    move |e| format!("reading {what}: {e}")
+}
+
 /// The pods of InferenceService `namespace/service`, and every other pod, of any workload, trimmed
 /// as the controller's watch trims it: the room a plan counts on. Who may not list every pod gets
 /// the room of this InferenceService's pods only.
@@ -65,7 +66,7 @@ async fn pods(client: &kube::Client, service: &str, namespace: &str) -> Result<V
     let selector = format!("{}={service}", labels::INFERENCE_SERVICE);
     let own: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let mut pods = (own.list(&ListParams::default().labels(&selector)).await)
-        .map_err(|e| format!("reading the pods: {e}"))?
+        .map_err(failed("the pods"))?
         .items;
     match Api::<Pod>::all(client.clone()).list(&ListParams::default()).await {
         Ok(everyone) => {
@@ -81,7 +82,7 @@ async fn pods(client: &kube::Client, service: &str, namespace: &str) -> Result<V
             "warning: listing every pod is forbidden ({}): the room counts only the pods of InferenceService {namespace}/{service}",
             status.message
         ),
-        Err(e) => return Err(format!("reading every pod: {e}")),
+        Err(e) => return Err(failed("every pod")(e)),
     }
     Ok(pods)
 }
