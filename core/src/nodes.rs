@@ -216,6 +216,10 @@ pub struct Nodes {
 /// The indexes of the nodes some selections select, and of those they tolerate.
 type Choice = [Vec<usize>; 2];
 
+/// The choices [`Nodes`] keeps at most: a model's replicas share one, and a cluster serves far
+/// fewer models.
+const MOST_CHOICES_KEPT: usize = 256;
+
 impl Nodes {
     pub fn new(nodes: Vec<Node>) -> Self {
         let by_name = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
@@ -275,6 +279,11 @@ impl Nodes {
         let chosen = chosen.unwrap_or_else(|| {
             let chosen = Arc::new(self.chosen(selections).map(in_order));
             let mut kept = self.choices.lock().unwrap_or_else(PoisonError::into_inner);
+            // Pods that each select nodes of their own would keep a choice each until the nodes
+            // change: the kept ones are dropped first at this many.
+            if kept.len() == MOST_CHOICES_KEPT {
+                kept.clear();
+            }
             kept.insert(selections.to_vec(), chosen.clone());
             chosen
         });
@@ -712,6 +721,25 @@ mod tests {
                 proptest::prop_assert_eq!(kept.selected(&selections), afresh.selected(&selections));
             }
         }
+    }
+
+    #[test]
+    fn the_choices_kept_are_dropped_at_their_bound_and_made_again() {
+        let nodes = Nodes::from_json(&[json!({"metadata": {"name": "a", "labels": {"pool": "7"}}})]).expect("readable");
+        let pool = |value: usize| {
+            vec![Selection::of_pod(&typed(
+                &json!({"spec": {"nodeSelector": {"pool": value.to_string()}}}),
+            ))]
+        };
+        let kept = || nodes.choices.lock().expect("not poisoned").len();
+        for value in 0..MOST_CHOICES_KEPT {
+            nodes.selected(&pool(value));
+        }
+        assert_eq!(kept(), 256);
+        assert_eq!(nodes.selected(&pool(MOST_CHOICES_KEPT)), Selected::default());
+        assert_eq!(kept(), 1);
+        let seven = nodes.selected(&pool(7));
+        assert_eq!((seven.any.len(), seven.tolerated.len(), kept()), (1, 1, 2));
     }
 
     #[test]
