@@ -3,8 +3,9 @@
 //! Instances, half 2 Instances of a leader and 4 workers; each component's pods select the nodes
 //! that hold its model (a tenth of the cluster), some tainted, across 3 zones. Measured alone and,
 //! as the controller's reconcile does, with the worst of what losing each zone and rack leaves
-//! (`worst`), each node with room left (as in `make bench-churn`) so that the room counts run in
-//! full.
+//! (`worst`), each node's room as in `make bench-churn` (64 GPUs, OME's pods and 20,000 trainers
+//! of 8 GPUs on them): a rack holds one node of a model, too few GPUs for a multi-node Instance,
+//! so that those Instances' room counts read every node, as on a full cluster.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
@@ -21,7 +22,8 @@ use ome_spread_core::room::{Requested, requested};
 use ome_spread_core::settings::Settings;
 use serde_json::json;
 
-use ome_spread_sim::large_cluster::{Cluster, REPLICAS, Typed, cluster, typed};
+use ome_spread_sim::churn::OTHER_PODS;
+use ome_spread_sim::large_cluster::{Cluster, REPLICAS, Typed, cluster, ome_pods, other_pods, typed};
 
 /// The controller's pass: nodes read once, pods grouped by replica once, one report per replica;
 /// with `requested` (the room the controller keeps by the pods' events), each replica's worst loss
@@ -63,9 +65,15 @@ fn main() {
     for node in &mut cluster.nodes {
         node["status"] = json!({"allocatable": {"nvidia.com/gpu": "64", "cpu": "224", "memory": "2Ti", "pods": "110"}});
     }
-    let typed = typed(&cluster);
+    let read = |pod: &serde_json::Value| -> Pod { serde_json::from_value(pod.clone()).expect("a pod of the model") };
+    let mut typed = typed(&cluster);
+    // The pods as OME creates them (the fixture leader's requests: 8 GPUs each), as `make
+    // bench-churn` holds them.
+    typed.pods = ome_pods(&cluster).iter().map(read).collect();
     let settings = Settings::default();
-    let requested = requested(&typed.pods).expect("the generated pods are readable");
+    // The room as `make bench-churn` holds it: OME's pods and the 20,000 trainers beside them.
+    let trainers: Vec<Pod> = other_pods(&cluster, OTHER_PODS).iter().map(read).collect();
+    let requested = requested(typed.pods.iter().chain(&trainers)).expect("the generated pods are readable");
     let reasons = pass(&cluster, &typed, &settings, Some(&requested));
     println!(
         "diagnosis pass over {} replicas, {} pods, {} nodes: reasons {:?}",

@@ -164,6 +164,8 @@ pub fn rooms(component: &Component, report: &Report, requested: &Requested, most
 pub(crate) struct Candidates<'a, 'r> {
     domains: BTreeMap<&'a str, BTreeMap<&'a str, Vec<Candidate<'a>>>>,
     pods: Vec<Resources>,
+    /// Whether the pods all request alike: every rack's count asks, so it is read once.
+    alike: bool,
     requested: &'r Requested,
 }
 
@@ -173,27 +175,33 @@ pub(crate) struct Candidates<'a, 'r> {
 type Candidate<'a> = (&'a Node, OnceCell<usize>);
 
 impl<'a, 'r> Candidates<'a, 'r> {
-    pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
-        let mut candidates = Candidates {
+    /// No domain yet, for an Instance of `pods`.
+    fn new(pods: Vec<Resources>, requested: &'r Requested) -> Self {
+        Candidates {
             domains: BTreeMap::new(),
-            pods: Vec::new(),
+            alike: pods.iter().all(|pod| *pod == pods[0]),
+            pods,
             requested,
-        };
+        }
+    }
+
+    pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
+        let none = || Candidates::new(Vec::new(), requested);
         let Some(key) = report.in_effect.domain_key() else {
-            return candidates;
+            return none();
         };
         let kind = component.kind();
         let anchors = anchors(component, kind);
         let Some(anchor) = anchors.first() else {
-            return candidates;
+            return none();
         };
         let selection = Selection::of_pod(anchor);
         // Requests that cannot be read (never served: the API server refuses them; refused in
         // explain's saved objects before this) leave no room anywhere.
         let Some(pods) = instance_requests(component, anchor) else {
-            return candidates;
+            return none();
         };
-        candidates.pods = pods;
+        let mut candidates = Candidates::new(pods, requested);
         // A single pod keeps to no rack: the domain is its one rack.
         let rack_key = report
             .in_effect
@@ -266,7 +274,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
     fn start_count(&self, nodes: &[Candidate<'a>], up: &dyn Fn(&Node) -> bool, most: usize) -> usize {
         let up_nodes = nodes.iter().filter(|(node, _)| up(node));
         match self.pods.as_slice() {
-            [pod, others @ ..] if others.iter().all(|other| other == pod) => {
+            [pod, ..] if self.alike => {
                 let none = Resources::default();
                 let slots = |(node, slots): &Candidate| {
                     let used = || self.requested.get(&node.name).unwrap_or(&none);
@@ -920,8 +928,7 @@ pub(crate) mod tests {
             let rack = nodes.iter().map(|&node| (node, OnceCell::new())).collect();
             let candidates = Candidates {
                 domains: BTreeMap::from([("z", BTreeMap::from([("r", rack)]))]),
-                pods: pods.clone(),
-                requested: &requested,
+                ..Candidates::new(pods.clone(), &requested)
             };
             // Counted twice: the second reads the slots the first kept.
             for _ in 0..2 {
@@ -961,18 +968,15 @@ pub(crate) mod tests {
                 let used = serde_json::json!({"nvidia.com/gpu": rng.below(5).to_string()});
                 requested.insert(node.name.clone(), Resources::from_quantities(&used).expect("readable"));
             }
-            let mut candidates = Candidates {
-                domains: BTreeMap::new(),
-                requested: &requested,
-                pods: (0..1 + rng.below(3))
-                    .map(|_| {
-                        let gpus = (1 + rng.below(4)).to_string();
-                        Resources::of_pod(&typed(&serde_json::json!({"spec": {"containers":
-                            [{"resources": {"requests": {"nvidia.com/gpu": gpus}}}]}})))
-                        .expect("readable")
-                    })
-                    .collect(),
-            };
+            let pods = (0..1 + rng.below(3))
+                .map(|_| {
+                    let gpus = (1 + rng.below(4)).to_string();
+                    Resources::of_pod(&typed(&serde_json::json!({"spec": {"containers":
+                        [{"resources": {"requests": {"nvidia.com/gpu": gpus}}}]}})))
+                    .expect("readable")
+                })
+                .collect();
+            let mut candidates = Candidates::new(pods, &requested);
             for (node, (zone, rack)) in all.iter().zip(&place) {
                 let racks = candidates.domains.entry(zone.as_str()).or_default();
                 racks.entry(rack.as_str()).or_default().push((node, OnceCell::new()));
@@ -984,11 +988,7 @@ pub(crate) mod tests {
                 let of = |domain: &str| domain != skipped;
                 let most = rng.below(6);
                 // The plain count over the same candidates, the node down and the domain left out.
-                let mut plain = Candidates {
-                    domains: BTreeMap::new(),
-                    pods: candidates.pods.clone(),
-                    requested: &requested,
-                };
+                let mut plain = Candidates::new(candidates.pods.clone(), &requested);
                 for (name, racks) in candidates.domains.iter().filter(|(name, _)| of(name)) {
                     let kept = plain.domains.entry(*name).or_default();
                     for (rack, nodes) in racks {
