@@ -22,8 +22,9 @@ use ome_spread_core::room::{Requested, requested};
 use ome_spread_core::settings::Settings;
 use serde_json::json;
 
-use ome_spread_sim::churn::OTHER_PODS;
+use ome_spread_sim::churn::{OTHER_PODS, room};
 use ome_spread_sim::large_cluster::{Cluster, REPLICAS, Typed, cluster, ome_pods, other_pods, typed};
+use ome_spread_sim::objects::read;
 
 /// The controller's pass: nodes read once, pods grouped by replica once, one report per replica;
 /// with `requested` (the room the controller keeps by the pods' events), each replica's worst loss
@@ -63,9 +64,8 @@ fn main() {
     // The nodes of `make bench-churn`: a node without allocatable has no room, and its count
     // ends at once.
     for node in &mut cluster.nodes {
-        node["status"] = json!({"allocatable": {"nvidia.com/gpu": "64", "cpu": "224", "memory": "2Ti", "pods": "110"}});
+        node["status"] = json!({"allocatable": room()});
     }
-    let read = |pod: &serde_json::Value| -> Pod { serde_json::from_value(pod.clone()).expect("a pod of the model") };
     let mut typed = typed(&cluster);
     // The pods as OME creates them (the fixture leader's requests: 8 GPUs each), as `make
     // bench-churn` holds them.
