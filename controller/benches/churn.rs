@@ -4,7 +4,7 @@
 //! of other workloads and 5,000 nodes, under CHURN_SECONDS of the churn `ome_spread_sim::churn`
 //! describes. Side by side in the same run: the controller as it was at an earlier commit
 //! (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit OME_SPREAD_CHURN_BASELINE_REV
-//! names: the last one measured).
+//! names).
 
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! (the repository's fixture leader, its env, volumes and probes, with the pod's own rendered
 //! terms), in the pods index and the room's. Side by side in one run: one pod's
 //! status update, read from its JSON as the watch reads it, trimmed and indexed in both, and a
-//! relist of all 10,000: what every pod event cost before, when the pod snapshot was built anew
+//! relist of all 10,000: what every pod event would cost if the pod snapshot were built anew
 //! from the whole cache. First, what each index keeps of a pod (a counting allocator).
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -352,7 +352,7 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
         .trigger_backoff(EachWatchBacksOff)
         .graceful_shutdown_on(stopped(stop))
         // At most 16 reconciles at once: each holds its component's pods and the nodes it read,
-        // and at a start a thousand at once held the peak memory (make bench-churn: 300 to 196 MiB).
+        // and at a start a thousand at once would set the peak memory (BENCHMARKS.md).
         .with_config(controller::Config::default().concurrency(16))
         .run(reconcile, error_policy, context)
         .for_each(|result| {

@@ -17,9 +17,8 @@ use ome_spread_core::explain::{Objects, namespace_of_service};
 use ome_spread_core::settings::Settings;
 use tracing::{error, info};
 
-// A reconcile builds and drops many small maps: glibc's malloc was a sixth of the controller's CPU
-// under make bench-churn, where jemalloc's build used 0.62 and 0.65 cores against 1.05 and 0.80
-// with glibc's, side by side (BENCHMARKS.md).
+// A reconcile builds and drops many small maps, where jemalloc costs the controller less CPU than
+// glibc's malloc (make bench-churn, BENCHMARKS.md).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

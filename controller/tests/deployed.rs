@@ -198,8 +198,8 @@ async fn the_condition_follows_a_change_after_a_restart(admin: &Path, run: &Path
     .await;
     patch(admin, "inferencereplica", r#"{"spec":{"topologySpread":null}}"#).await;
     // Each watch comes back after its own backoff (at most 30 s) from the refused connections
-    // and a 410 for its stale resourceVersion; with kube-runtime's joint backoff on top, all of
-    // them had been seen to take minutes.
+    // and a 410 for its stale resourceVersion; kube-runtime's joint backoff on top of them can
+    // take minutes.
     let restarted_at = tokio::time::Instant::now();
     eventually("Spread True (NotRequested) after the restart", 90, || async {
         let replica = replica(admin).await;

@@ -15,9 +15,9 @@ use oci::{Buildah, IMAGE, archive, output, private, registry, scratch};
 
 use serde_json::{Value, json};
 
-/// The image's files: the static controller alone, measured at 12,856,520 bytes here
-/// (x86_64-unknown-linux-musl, the release profile: LTO, stripped). About a quarter more leaves the
-/// code room to grow, and still fails on a debug build or a base image's files beside it.
+/// The image's files: the static controller alone (x86_64-unknown-linux-musl, the release
+/// profile: LTO, stripped), with room for the code to grow; a debug build or a base image's files
+/// beside it still fail.
 const MOST_BYTES: u64 = 16_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -280,9 +280,9 @@ async fn the_log_is_json(admin: &Path, leader: &str) {
 }
 
 /// `kubectl rollout restart`: the kubelet sends each old pod SIGTERM; the leader releases the
-/// Lease on its way out, so that another pod holds it within seconds (3 s here, 9 s under a load
-/// of 9 on 2 cores), and at the end a new pod holds it. Without the release, the Lease's 30 s term
-/// would have to run out after the SIGTERM, which itself waits for a new pod to be Ready.
+/// Lease on its way out, so that another pod holds it within seconds, and at the end a new pod
+/// holds it. Without the release, the Lease's 30 s term would have to run out after the SIGTERM,
+/// which itself waits for a new pod to be Ready.
 async fn a_rollout_restart_moves_the_lease(admin: &Path, old: &[String], leader: &str) {
     let started = tokio::time::Instant::now();
     kubectl(

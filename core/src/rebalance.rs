@@ -353,7 +353,7 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
         room_b.cmp(&room_a).then(nodes[a].name.cmp(&nodes[b].name))
     };
     // Each node's room is read once: a start changes only the nodes it takes, which alone are read
-    // again (on nodes with room, reading every node at every start was most of a reconcile).
+    // again (on nodes with room, reading every node at every start would be most of a reconcile).
     let mut order: Vec<(usize, usize)> = (0..nodes.len()).filter_map(|at| placeable(&used, at)).collect();
     order.sort_by(roomiest_first);
     let mut starts = Vec::new();
@@ -808,7 +808,7 @@ pub(crate) mod tests {
         0
     }
 
-    /// The starts as first written: every node read again at every start, its room for the
+    /// The starts counted the plain way: every node read again at every start, its room for the
     /// leader at each of the sort's comparisons.
     fn starts_read_afresh(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usize) -> Vec<Vec<String>> {
         let mut used: Vec<Resources> = nodes

@@ -653,8 +653,8 @@ async fn statuses_patched(client: &Client) -> f64 {
 }
 
 /// Waits until no pod status has been patched for [`QUIET`]: kwok done starting the pods. A pod
-/// is Running to a watch while kwok's queue may still hold steps for others (it took half a core
-/// into the churn), and the churn is to have the API server to itself and the controller.
+/// is Running to a watch while kwok's queue may still hold steps for others, which would take
+/// CPU from the churn, and the churn is to have the API server to itself and the controller.
 async fn kwok_done(client: &Client) -> Duration {
     const QUIET: Duration = Duration::from_secs(3);
     let started = Instant::now();
