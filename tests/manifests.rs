@@ -444,6 +444,39 @@ fn is_oci_name(name: &str) -> bool {
     })
 }
 
+/// The chart's resources are sized from the README's sizing table, and its comment says so with
+/// the same measurement: CPU and peak memory, the date and the commit.
+#[test]
+fn the_charts_sizing_comment_states_the_readmes_figures() {
+    let read =
+        |file: &str| std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).expect(file);
+    let readme = read("README.md");
+    let row = readme
+        .lines()
+        .find(|line| line.starts_with("| 1,000 | 10,000 | 20,000 | 5,000 | 1,000 |"))
+        .expect("the README's sizing row");
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let values = read("charts/ome-spread/values.yaml");
+    let comment: String = values
+        .lines()
+        .skip_while(|line| !line.contains("From `make bench-churn`"))
+        .take_while(|line| line.trim_start().starts_with('#'))
+        .map(|line| line.trim_start().trim_start_matches('#').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        comment.contains(&format!("{}, {} at peak", cells[6], cells[7])),
+        "values.yaml: {comment:?}, README: {row}"
+    );
+    let measured = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let when = comment.split(['(', ':']).nth(1).expect("the date and commit");
+    let (date, commit) = when.split_once(", commit ").expect("date, commit");
+    assert!(
+        measured.contains(&format!("Measured on {date} with the controller at commit {commit}")),
+        "README: measured {date} at {commit}"
+    );
+}
+
 /// The files a user reads or applies, beside the README and docs/.
 const USER_FILES: [&str; 7] = [
     "metadata.yml",
