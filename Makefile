@@ -50,10 +50,10 @@ release-cli:
 # (ARTIFACTHUB_EDIT): a header that says so; createdAt, the release's date, kept from the committed
 # file while the version is the same (kwctl stamps the current time; CREATED_AT=... sets it); no
 # `policy` link, the GitHub release download kwctl derives from the source URL, since the project
-# publishes no such download; and install notes of our own that pull from the metadata's ociUrl
-# and point at policy.yaml, because the `kwctl scaffold manifest` of kwctl's notes leaves
-# contextAwareResources empty and grants no read of InferenceReplicas: every OMENative pod would
-# be rejected.
+# publishes no such download; and install notes of our own, saying that nothing is published at
+# the metadata's ociUrl yet and pointing at policy.yaml, because the `kwctl scaffold manifest` of
+# kwctl's notes leaves contextAwareResources empty and grants no read of InferenceReplicas: every
+# OMENative pod would be rejected.
 POLICY_VERSION = $(shell sed -n 's/^ *io\.kubewarden\.policy\.version: *//p' metadata.yml)
 POLICY_OCI_URL = $(shell sed -n 's/^ *io\.kubewarden\.policy\.ociUrl: *//p' metadata.yml)
 
@@ -64,12 +64,10 @@ endef
 
 define ARTIFACTHUB_INSTALL
 install: |
-  Build and push the policy first (`make release`, then `kwctl push`: the README's Install). It
-  can then be pulled with [`kwctl`](https://github.com/kubewarden/kwctl):
-  ```console
-  kwctl pull registry://$(POLICY_OCI_URL):v$(POLICY_VERSION)
-  ```
-  Then apply `policy.yaml` from the source repository, its `spec.module` set to that image: the
+  A release of ome-spread pushes the policy to `$(POLICY_OCI_URL)`; nothing is published there
+  yet. Build the policy and push it to your registry (`make release`, then `kwctl push`: the
+  README's Install). Then apply `policy.yaml` from the source repository, its `spec.module` set
+  to what you pushed (`registry://YOUR_REGISTRY/ome-spread:v$(POLICY_VERSION)`): the
   ClusterAdmissionPolicy (only pods labelled `ome.io/managed-by: OMENative` reach the
   policy-server) and the RBAC that lets the policy-server read InferenceReplicas. Without that
   RBAC every OMENative pod is rejected; `kwctl scaffold manifest` does not write it.
@@ -220,8 +218,8 @@ test: wasm-target web
 # it from: a suite that needs it runs where it is on PATH and otherwise prints one line saying what
 # it skipped and why, and exits 0, under CI=true too. The line starts as the suite's own count does,
 # so that CI's closing count shows the skip and never counts it as a pass.
-KWCTL_RELEASES := https://github.com/kubewarden/kwctl/releases
-POLICY_SERVER_RELEASES := https://github.com/kubewarden/policy-server/releases
+KWCTL_RELEASES := https://github.com/kubewarden/adm-controller/releases
+POLICY_SERVER_RELEASES := https://github.com/kubewarden/adm-controller/releases
 # The tools of $(1) that are not on PATH, comma-separated.
 missing = $$(for tool in $(1); do command -v $$tool >/dev/null || printf '%s\n' $$tool; done | paste -sd, - | sed 's/,/, /g')
 

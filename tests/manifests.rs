@@ -112,7 +112,14 @@ fn artifact_hubs_install_notes_point_at_policy_yaml_and_its_rbac() {
     let artifacthub = yaml("artifacthub-pkg.yml");
     let install = artifacthub["install"].as_str().expect("install notes");
     assert!(
-        install.contains("kwctl pull registry://YOUR_REGISTRY/ome-spread:v0.1.0"),
+        install.starts_with(
+            "A release of ome-spread pushes the policy to `ghcr.io/ome-spread/policies/ome-spread`; \
+             nothing is published there\nyet."
+        ),
+        "{install}"
+    );
+    assert!(
+        install.contains("`spec.module` set\nto what you pushed (`registry://YOUR_REGISTRY/ome-spread:v0.1.0`)"),
         "{install}"
     );
     assert!(install.contains("apply `policy.yaml`"), "{install}");
@@ -198,7 +205,7 @@ fn one_version_everywhere() {
 /// Rancher's form for the policy's settings (questions-ui.yml, which `make artifacthub-pkg.yml`
 /// embeds as Kubewarden's policies do): one question per setting the chart's schema knows (which
 /// controller/tests/chart.rs holds to the policy's own check), each choice the schema's, and every
-/// default, choice and minimum one the policy's settings check accepts.
+/// default (null: none), choice and minimum one the policy's settings check accepts.
 #[test]
 fn rancher_asks_for_exactly_the_settings_and_offers_only_valid_values() {
     let questions = yaml("questions-ui.yml");
@@ -220,10 +227,8 @@ fn rancher_asks_for_exactly_the_settings_and_offers_only_valid_values() {
             let one = json!({ name: value });
             ome_spread_core::settings::Settings::from_json(&one).map(|_| ())
         };
-        let default = &question["default"];
-        if !default.is_null() && *default != "" {
-            assert_eq!(accepts(default), Ok(()), "{name}: its default");
-        }
+        // What Rancher's form sends when the user leaves the question alone.
+        assert_eq!(accepts(&question["default"]), Ok(()), "{name}: its default");
         if let Some(options) = question["options"].as_array() {
             let allowed: Vec<&Value> = settings[name]["enum"]
                 .as_array()
@@ -377,6 +382,101 @@ fn metadata_has_only_fields_kwctl_knows_and_a_minimum_kubewarden_version() {
     assert_eq!(metadata["minimumKubewardenVersion"], "1.31.0");
 }
 
+fn oci_url() -> String {
+    let metadata = yaml("metadata.yml");
+    metadata["annotations"]["io.kubewarden.policy.ociUrl"]
+        .as_str()
+        .expect("ociUrl")
+        .to_owned()
+}
+
+/// kwctl 1.36 and later refuse an ociUrl that is not an OCI reference ("must be a well formed URL:
+/// invalid reference format"), as `YOUR_REGISTRY/...` is not; Artifact Hub's package names the
+/// policy's image `<ociUrl>:v<version>`, as `kwctl scaffold artifacthub` writes it.
+#[test]
+fn the_oci_url_is_a_reference_kwctl_accepts_and_artifact_hub_names_it() {
+    let url = oci_url();
+    assert_eq!(url, "ghcr.io/ome-spread/policies/ome-spread");
+    assert!(is_oci_name(&url), "{url}");
+    for bad in [
+        "YOUR_REGISTRY/ome-spread",
+        "ghcr.io/ome-spread/Policies",
+        "ghcr.io/ome-spread/",
+        "ghcr.io/-a",
+    ] {
+        assert!(!is_oci_name(bad), "{bad}");
+    }
+    assert_eq!(
+        yaml("artifacthub-pkg.yml")["containersImages"][0]["image"],
+        format!("{url}:v{}", env!("CARGO_PKG_VERSION")).as_str()
+    );
+}
+
+/// An image name without tag or digest, by the OCI distribution reference grammar: an optional
+/// domain (a first component with a dot or a port, or `localhost`), then path components of lower
+/// case letters and digits joined by `.`, `_`, `__` or a run of `-`.
+fn is_oci_name(name: &str) -> bool {
+    let mut components: Vec<&str> = name.split('/').collect();
+    let first = components[0];
+    if components.len() > 1 && (first.contains(['.', ':']) || first == "localhost") {
+        let (host, port) = first.split_once(':').unwrap_or((first, "0"));
+        let label = |l: &str| {
+            !l.is_empty()
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        };
+        if !host.split('.').all(label) || port.is_empty() || !port.chars().all(|c| c.is_ascii_digit()) {
+            return false;
+        }
+        components.remove(0);
+    }
+    let separator = |c: char| matches!(c, '.' | '_' | '-');
+    components.iter().all(|c| {
+        !c.is_empty()
+            && c.chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || separator(ch))
+            && !c.starts_with(separator)
+            && !c.ends_with(separator)
+            && c.split(|ch: char| !separator(ch))
+                .filter(|run| !run.is_empty())
+                .all(|run| matches!(run, "." | "_" | "__") || run.chars().all(|ch| ch == '-'))
+    })
+}
+
+/// The chart's resources are sized from the README's sizing table, and its comment says so with
+/// the same measurement: CPU and peak memory, the date and the commit.
+#[test]
+fn the_charts_sizing_comment_states_the_readmes_figures() {
+    let read =
+        |file: &str| std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).expect(file);
+    let readme = read("README.md");
+    let row = readme
+        .lines()
+        .find(|line| line.starts_with("| 1,000 | 10,000 | 20,000 | 5,000 | 1,000 |"))
+        .expect("the README's sizing row");
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let values = read("charts/ome-spread/values.yaml");
+    let comment: String = values
+        .lines()
+        .skip_while(|line| !line.contains("From `make bench-churn`"))
+        .take_while(|line| line.trim_start().starts_with('#'))
+        .map(|line| line.trim_start().trim_start_matches('#').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        comment.contains(&format!("{}, {} at peak", cells[6], cells[7])),
+        "values.yaml: {comment:?}, README: {row}"
+    );
+    let measured = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let when = comment.split(['(', ':']).nth(1).expect("the date and commit");
+    let (date, commit) = when.split_once(", commit ").expect("date, commit");
+    assert!(
+        measured.contains(&format!("Measured on {date} with the controller at commit {commit}")),
+        "README: measured {date} at {commit}"
+    );
+}
+
 /// The files a user reads or applies, beside the README and docs/.
 const USER_FILES: [&str; 7] = [
     "metadata.yml",
@@ -407,21 +507,38 @@ fn markdown_pages() -> Vec<(std::path::PathBuf, String)> {
         .collect()
 }
 
-/// The project publishes no policy, image or download of its own: what the docs and manifests
-/// install is what the user built and pushed, named by the `YOUR_REGISTRY` placeholder. And they
-/// cite nothing a user cannot read: no behaviour contract by section, no "seed".
+/// The project publishes no policy, image or download of its own yet: what the docs and manifests
+/// install is what the user built and pushed, named by the `YOUR_REGISTRY` placeholder; the one
+/// registry of its own they name is metadata.yml's ociUrl, where a release would go, and the
+/// README says nothing is there. And they cite nothing a user cannot read: no behaviour contract
+/// by section, no "seed".
 #[test]
 fn user_facing_text_names_only_what_exists() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let oci_url = oci_url();
     let mut files = markdown_pages();
+    let readme = &files
+        .iter()
+        .find(|(path, _)| path.ends_with("README.md"))
+        .expect("README.md")
+        .1;
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        readme.contains(&format!(
+            "`{oci_url}`, where a release of this repository pushes it; nothing is published there yet"
+        )),
+        "README.md says whether anything is published at {oci_url}"
+    );
     for file in USER_FILES {
         let text = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         files.push((root.join(file), text));
     }
     for (path, text) in &files {
         let file = path.display();
+        for (at, _) in text.match_indices("ghcr.io/ome-spread") {
+            assert!(text[at..].starts_with(&oci_url), "{file}: {}", &text[at..]);
+        }
         for unpublished in [
-            "ghcr.io/ome-spread",
             "ome-spread/ome-spread/releases",
             // The behaviour contract's name, in two halves so that this file does not cite it.
             concat!("SP", "EC"),

@@ -59,7 +59,7 @@ impl Tools {
         let floor = file_from_env("ANNOTATED_FLOOR", workspace().join("target/wasm/annotated-floor.wasm"));
         let mut missing = Vec::new();
         if policy_server.is_none() {
-            missing.push("policy-server (https://github.com/kubewarden/policy-server/releases)");
+            missing.push("policy-server (https://github.com/kubewarden/adm-controller/releases)");
         }
         if policy.is_none() {
             missing.push("annotated-policy.wasm (`make annotated-policy.wasm`, with kwctl)");
@@ -294,6 +294,29 @@ pub struct Policy {
     pub context_aware: bool,
 }
 
+/// The policies file as Kubewarden's controller writes it for ClusterAdmissionPolicies
+/// (kubewarden/adm-controller, `internal/controller/policyserver_controller_configmap.go`):
+/// `hostCapabilities: ["*"]` for a cluster-wide policy, without which policy-server 1.36 and
+/// later refuse every host call; 1.31 ignores the field.
+fn policies_file(policies: &[Policy]) -> Value {
+    let file: serde_json::Map<String, Value> = policies
+        .iter()
+        .map(|p| {
+            let mut policy = json!({
+                "module": format!("file://{}", p.module.display()),
+                "settings": p.settings,
+                "hostCapabilities": ["*"],
+            });
+            if p.context_aware {
+                policy["allowedToMutate"] = json!(true);
+                policy["contextAwareResources"] = json!([{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}]);
+            }
+            (p.name.clone(), policy)
+        })
+        .collect();
+    Value::Object(file)
+}
+
 /// The real `policy-server`, without TLS on a free localhost port; killed when dropped.
 pub struct PolicyServer {
     child: Child,
@@ -321,19 +344,7 @@ impl PolicyServer {
         });
         std::fs::write(dir.join("kubeconfig"), kubeconfig.to_string()).expect("kubeconfig");
         // JSON is YAML: the policies file as policy-server reads it.
-        let file: serde_json::Map<String, Value> = policies
-            .iter()
-            .map(|p| {
-                let mut policy = json!({"module": format!("file://{}", p.module.display()), "settings": p.settings});
-                if p.context_aware {
-                    policy["allowedToMutate"] = json!(true);
-                    policy["contextAwareResources"] =
-                        json!([{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}]);
-                }
-                (p.name.clone(), policy)
-            })
-            .collect();
-        std::fs::write(dir.join("policies.yml"), Value::Object(file).to_string()).expect("policies");
+        std::fs::write(dir.join("policies.yml"), policies_file(policies).to_string()).expect("policies");
         let (port, readiness) = (free_port(), free_port());
         let log = std::fs::File::create(dir.join("policy-server.log")).expect("log");
         let child = Command::new(binary)
@@ -489,4 +500,46 @@ fn patched(pod: &Value, patch: &str) -> Result<Value, String> {
     let mut pod = pod.clone();
     json_patch::patch(&mut pod, &patch).map_err(|e| e.to_string())?;
     Ok(pod)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each entry as Kubewarden 1.36's controller writes a ClusterAdmissionPolicy's: every host
+    /// capability granted, and the context-aware policy's one resource.
+    #[test]
+    fn the_policies_file_grants_what_kubewarden_grants_a_cluster_wide_policy() {
+        let policies = [
+            Policy {
+                name: "ome-spread".into(),
+                module: PathBuf::from("/p/annotated-policy.wasm"),
+                settings: json!({"maxSkew": 2}),
+                context_aware: true,
+            },
+            Policy {
+                name: "floor".into(),
+                module: PathBuf::from("/p/annotated-floor.wasm"),
+                settings: json!({}),
+                context_aware: false,
+            },
+        ];
+        assert_eq!(
+            policies_file(&policies),
+            json!({
+                "ome-spread": {
+                    "module": "file:///p/annotated-policy.wasm",
+                    "settings": {"maxSkew": 2},
+                    "hostCapabilities": ["*"],
+                    "allowedToMutate": true,
+                    "contextAwareResources": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}],
+                },
+                "floor": {
+                    "module": "file:///p/annotated-floor.wasm",
+                    "settings": {},
+                    "hostCapabilities": ["*"],
+                },
+            })
+        );
+    }
 }
