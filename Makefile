@@ -5,7 +5,7 @@ WASM_TARGET := wasm32-wasip1
 BUILT_WASM := target/wasm/$(WASM_TARGET)/release/ome_spread.wasm
 SOURCES := $(shell find src core/src -name '*.rs') Cargo.toml core/Cargo.toml Cargo.lock
 
-.PHONY: release release-cli wasm-target musl-target controller-musl image image-test pause-image node-bin web-tools web playground test e2e-tests e2e-server demo bench bench-churn bench-cluster fuzz fmt lint clean cluster-bin kwok-bin manifests cluster-up kwok-up cluster-down e2e-cluster
+.PHONY: release release-cli sboms cyclonedx-tool publish release-test wasm-target zig-tools controller-musl image image-test pause-image node-bin web-tools web playground test e2e-tests e2e-server demo bench bench-churn bench-cluster fuzz fmt lint clean cluster-bin kwok-bin manifests cluster-up kwok-up cluster-down e2e-cluster
 
 policy.wasm: $(SOURCES) | wasm-target
 	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm
@@ -18,32 +18,67 @@ annotated-policy.wasm: policy.wasm metadata.yml docs/usage.md
 	@command -v kwctl >/dev/null || { echo "kwctl not found: install it from $(KWCTL_RELEASES)"; exit 1; }
 	kwctl annotate --metadata-path metadata.yml --usage-path docs/usage.md --output-path annotated-policy.wasm policy.wasm
 
-# What a release publishes, in RELEASE_DIR with a SHA256SUMS of its files: the annotated policy
-# (README: Install pushes it with kwctl push) and the plain module it was made from. Without kwctl
-# only the plain module and its checksum are written, and one line says so.
+# What a release publishes, in RELEASE_DIR, for linux/amd64 and linux/arm64 (ARCHES): the policy
+# (annotated where kwctl is installed, and the plain module it was made from); the static controller
+# (`ome-spread-linux-ARCH`) and the kubectl plugin's archive of each, with their krew manifest; the
+# controller's image as one OCI image index of both; a CycloneDX SBOM of each (SBOMS); and the
+# SHA256SUMS of them all. `make publish` pushes, signs and attests them (deploy/publish.sh). Without
+# kwctl the annotated policy is left out, and one line says so.
 RELEASE_DIR := target/release-artifacts
-release: policy.wasm controller-musl
+release: policy.wasm $(addprefix controller-musl-,$(ARCHES)) cyclonedx-tool
 	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR) && cp policy.wasm $(RELEASE_DIR)/
 	@if command -v kwctl >/dev/null; then \
 		$(MAKE) --no-print-directory annotated-policy.wasm && cp annotated-policy.wasm $(RELEASE_DIR)/; \
 	else \
 		echo "kwctl not found: $(RELEASE_DIR) has policy.wasm but no annotated-policy.wasm (kwctl: $(KWCTL_RELEASES))"; \
 	fi
-	@$(MAKE) --no-print-directory release-cli
-	@cd $(RELEASE_DIR) && sha256sum *.wasm *.tar.gz ome-spread-linux-amd64 > SHA256SUMS && cat SHA256SUMS
+	@$(MAKE) --no-print-directory image IMAGE_ARCHES="$(ARCHES)" && cp $(IMAGE_ARCHIVE) $(RELEASE_DIR)/
+	@$(MAKE) --no-print-directory release-cli sboms
+	@cd $(RELEASE_DIR) && sha256sum $$(ls | grep -v SHA256SUMS) > SHA256SUMS && cat SHA256SUMS
 
-# The static binary twice: as `ome-spread`, and as the kubectl plugin `kubectl-ome_spread` (run as
-# `kubectl ome-spread`) in the archive its krew manifest (charts/krew/ome-spread.yaml, filled in
-# with the version and the archive's checksum) names.
+# The static binary twice per platform: as `ome-spread-linux-ARCH`, and as the kubectl plugin
+# `kubectl-ome_spread` (run as `kubectl ome-spread`) in the archive its krew manifest
+# (charts/krew/ome-spread.yaml, filled in with the version and each archive's checksum) names.
 release-cli:
-	cp $(MUSL_CONTROLLER) $(RELEASE_DIR)/ome-spread-linux-amd64
-	rm -rf $(RELEASE_DIR)/plugin && mkdir -p $(RELEASE_DIR)/plugin
-	cp $(MUSL_CONTROLLER) $(RELEASE_DIR)/plugin/kubectl-ome_spread && cp LICENSE $(RELEASE_DIR)/plugin/
-	tar -C $(RELEASE_DIR)/plugin -czf $(RELEASE_DIR)/kubectl-ome_spread-linux-amd64.tar.gz kubectl-ome_spread LICENSE
-	rm -rf $(RELEASE_DIR)/plugin
-	sed -e 's/VERSION/$(POLICY_VERSION)/g' \
-		-e "s/SHA256/$$(sha256sum $(RELEASE_DIR)/kubectl-ome_spread-linux-amd64.tar.gz | cut -d' ' -f1)/" \
-		charts/krew/ome-spread.yaml > $(RELEASE_DIR)/ome-spread.krew.yaml
+	@rm -rf $(RELEASE_DIR)/plugin && sed 's/VERSION/$(POLICY_VERSION)/g' charts/krew/ome-spread.yaml > $(RELEASE_DIR)/ome-spread.krew.yaml
+	@$(foreach arch,$(ARCHES),\
+		cp $(call musl_controller,$(arch)) $(RELEASE_DIR)/ome-spread-linux-$(arch) && \
+		mkdir -p $(RELEASE_DIR)/plugin && cp LICENSE $(RELEASE_DIR)/plugin/ && \
+		cp $(call musl_controller,$(arch)) $(RELEASE_DIR)/plugin/kubectl-ome_spread && \
+		tar -C $(RELEASE_DIR)/plugin -czf $(RELEASE_DIR)/kubectl-ome_spread-linux-$(arch).tar.gz kubectl-ome_spread LICENSE && \
+		rm -rf $(RELEASE_DIR)/plugin && \
+		sed -i "s/SHA256_$(arch)/$$(sha256sum $(RELEASE_DIR)/kubectl-ome_spread-linux-$(arch).tar.gz | cut -d' ' -f1)/" $(RELEASE_DIR)/ome-spread.krew.yaml &&) true
+
+# The SBOMs (deploy/sbom.sh), by cargo-cyclonedx at the version pinned here.
+CARGO_CYCLONEDX_VERSION := 0.5.9
+cyclonedx-tool:
+	@[ "$$($(CARGO) cyclonedx --version 2>/dev/null)" = "cargo-cyclonedx $(CARGO_CYCLONEDX_VERSION)" ] || \
+		$(TOOL_PROFILE) $(CARGO) install --locked --quiet cargo-cyclonedx --version $(CARGO_CYCLONEDX_VERSION)
+
+sboms: cyclonedx-tool
+	deploy/sbom.sh $(RELEASE_DIR) $(APP_VERSION) $(ARCHES)
+
+# What make release wrote, pushed to REGISTRY (host[:port]/path), signed by digest and its SBOMs
+# attested, with cosign (deploy/publish.sh; docs/security.md). COSIGN_KEY: a key pair's private
+# key; without it cosign signs keyless, with the identity of the CI it runs in.
+publish: $(CLUSTER_BIN)/cosign
+	@[ -n "$(REGISTRY)" ] || { echo "REGISTRY is required: make publish REGISTRY=registry.example.com/platform"; exit 1; }
+	@command -v skopeo >/dev/null || { echo "skopeo not found: it pushes the image index (Debian: apt-get install skopeo)"; exit 1; }
+	COSIGN=$(CLUSTER_BIN)/cosign deploy/publish.sh $(REGISTRY)
+
+# make release, then controller/tests/release.rs on what it wrote: both platforms (the arm64
+# controller run under Debian's qemu-user-static), the SBOMs, and make publish to a registry on
+# 127.0.0.1 with cosign's verification. Where a tool it needs is not installed one line says which;
+# CI=true makes that a failure.
+RELEASE_TEST_TOOLS := buildah skopeo docker-registry qemu-aarch64-static
+release-test:
+	@missing="$(call missing,$(RELEASE_TEST_TOOLS))"; \
+	if [ -z "$$missing" ]; then \
+		$(MAKE) --no-print-directory release $(CLUSTER_BIN)/cosign && \
+		$(CARGO) test -p ome-spread-controller --test release -- --ignored; \
+	else \
+		echo "the release test is skipped: it needs $$missing (Debian: apt-get install buildah skopeo docker-registry qemu-user-static)"; [ "$$CI" != true ]; \
+	fi
 
 # Artifact Hub's package file: `kwctl scaffold artifacthub` on metadata.yml and questions-ui.yml
 # (Rancher's settings form, the annotation kubewarden/questions-ui), with four edits
@@ -102,28 +137,41 @@ artifacthub-pkg.yml: metadata.yml questions-ui.yml
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
-# The controller built static for musl, the whole content of its image: jemalloc and ring are C,
-# compiled by Debian's musl-gcc (musl-tools). aarch64 is not built: that musl-gcc compiles for the
-# machine's own architecture only, and jemalloc and ring need a C compiler for the target's.
-MUSL_TARGET := x86_64-unknown-linux-musl
-MUSL_CONTROLLER := target/$(MUSL_TARGET)/release/ome-spread
+# The platforms a release ships, as Kubewarden's, Kyverno's and cert-manager's images do: the
+# NVLink racks the spread is for (GB200, GH200) are arm64 Grace nodes. The controller is built
+# static for musl, the whole content of its image, by cargo-zigbuild: zig is the C compiler and
+# linker of its C dependencies (jemalloc, ring) for either target, so one machine builds both.
+# zig-tools installs both tools at the versions pinned here (ziglang from PyPI).
+ARCHES := amd64 arm64
+HOST_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,amd64)
+musl_target = $(if $(filter arm64,$(1)),aarch64,x86_64)-unknown-linux-musl
+musl_controller = target/$(call musl_target,$(1))/release/ome-spread
+ZIGLANG_VERSION := 0.17.1
+CARGO_ZIGBUILD_VERSION := 0.24.1
 
-musl-target:
-	@rustup target list --installed | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET)
+zig-tools:
+	@python3 -m ziglang version >/dev/null 2>&1 || python3 -m pip install --quiet ziglang==$(ZIGLANG_VERSION)
+	@[ "$$($(CARGO) zigbuild --version 2>/dev/null)" = "cargo-zigbuild $(CARGO_ZIGBUILD_VERSION)" ] || \
+		$(TOOL_PROFILE) $(CARGO) install --locked --quiet cargo-zigbuild --version $(CARGO_ZIGBUILD_VERSION)
 
-controller-musl: musl-target
-	@command -v musl-gcc >/dev/null || { echo "musl-gcc not found: the controller's C dependencies build with it (Debian: apt-get install musl-tools)"; exit 1; }
+# controller-musl-amd64, controller-musl-arm64; controller-musl: the machine's own.
+controller-musl-%: zig-tools
+	@rustup target list --installed | grep -qx $(call musl_target,$*) || rustup target add $(call musl_target,$*)
 	@start=$$(date +%s); \
-	$(CARGO) build --release --locked --quiet --target $(MUSL_TARGET) -p ome-spread-controller --bin ome-spread && \
-	echo "controller-musl: built in $$(( $$(date +%s) - start )) s, $(MUSL_CONTROLLER) of $$(wc -c < $(MUSL_CONTROLLER)) bytes"
+	$(CARGO) zigbuild --release --locked --quiet --target $(call musl_target,$*) -p ome-spread-controller --bin ome-spread && \
+	echo "controller-musl-$*: built in $$(( $$(date +%s) - start )) s, $(call musl_controller,$*) of $$(wc -c < $(call musl_controller,$*)) bytes"
 
-# The controller's image (deploy/Dockerfile, FROM scratch): the static controller copied alone
-# into a build context, built by buildah (chroot isolation, vfs storage under target/image, removed
-# once the archive is written) or, without buildah, by docker (whose `docker save` writes the OCI
-# layout since Docker 25), as the OCI archive IMAGE_ARCHIVE. Its version label is the chart's
-# appVersion. buildah, as root, also keeps a cache in /var/lib/containers and a folder in
-# /run/containers that no flag moves: it runs in a mount namespace of its own where /var/lib and
-# /run are empty and forgotten, so that nothing of the build is left outside target/.
+controller-musl: controller-musl-$(HOST_ARCH)
+
+# The controller's image (deploy/Dockerfile, FROM scratch) for each of IMAGE_ARCHES (the machine's
+# own; make release: both), as one OCI image index, the OCI archive IMAGE_ARCHIVE. Each platform
+# is built from a context holding that platform's static controller alone, and the Dockerfile has
+# no RUN: nothing of another architecture runs. Its version label is the chart's appVersion.
+# buildah (chroot isolation, vfs storage under target/image, removed once the archive is written),
+# as root, also keeps a cache in /var/lib/containers and a folder in /run/containers that no flag
+# moves: it runs in a mount namespace of its own where /var/lib and /run are empty and forgotten,
+# so that nothing of the build is left outside target/.
+IMAGE_ARCHES ?= $(HOST_ARCH)
 IMAGE_DIR := target/image
 IMAGE_ARCHIVE := $(IMAGE_DIR)/ome-spread-controller.oci.tar
 APP_VERSION = $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/ome-spread/Chart.yaml)
@@ -134,31 +182,29 @@ BUILDAH = TMPDIR=$(CURDIR)/$(IMAGE_DIR)/tmp unshare --mount --propagation privat
 
 PAUSE_BUILDAH = $(subst $(IMAGE_DIR),$(PAUSE_DIR),$(BUILDAH))
 
-image: controller-musl
-	@rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)/context $(IMAGE_DIR)/tmp && cp $(MUSL_CONTROLLER) $(IMAGE_DIR)/context/
+image: $(addprefix controller-musl-,$(IMAGE_ARCHES))
+	@command -v buildah >/dev/null || { echo "buildah not found: the image is built with it (Debian: apt-get install buildah)"; exit 1; }
+	@rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)/tmp
 	@start=$$(date +%s); \
-	if command -v buildah >/dev/null; then \
-		$(BUILDAH) bud --quiet --isolation chroot --identity-label=false --build-arg VERSION=$(APP_VERSION) -f deploy/Dockerfile -t $(IMAGE_NAME) $(IMAGE_DIR)/context && \
-		$(BUILDAH) push --quiet $(IMAGE_NAME) oci-archive:$(IMAGE_ARCHIVE):$(IMAGE_NAME); \
-	elif docker info >/dev/null 2>&1; then \
-		docker build --quiet --build-arg VERSION=$(APP_VERSION) -f deploy/Dockerfile -t $(IMAGE_NAME) $(IMAGE_DIR)/context && \
-		docker save -o $(IMAGE_ARCHIVE) $(IMAGE_NAME); \
-	else \
-		echo "neither buildah nor a docker daemon found: the image needs one (Debian: apt-get install buildah)"; false; \
-	fi; status=$$?; rm -rf $(IMAGE_DIR)/storage $(IMAGE_DIR)/run $(IMAGE_DIR)/tmp; [ $$status -eq 0 ] && \
-	echo "image: $(IMAGE_NAME) built in $$(( $$(date +%s) - start )) s, $(IMAGE_ARCHIVE) of $$(wc -c < $(IMAGE_ARCHIVE)) bytes"
+	$(BUILDAH) manifest create $(IMAGE_NAME) >/dev/null && \
+	$(foreach arch,$(IMAGE_ARCHES),mkdir -p $(IMAGE_DIR)/context-$(arch) && cp $(call musl_controller,$(arch)) $(IMAGE_DIR)/context-$(arch)/ && \
+		$(BUILDAH) bud --quiet --isolation chroot --identity-label=false --platform linux/$(arch) --manifest $(IMAGE_NAME) \
+			--build-arg VERSION=$(APP_VERSION) -f deploy/Dockerfile $(IMAGE_DIR)/context-$(arch) >/dev/null &&) \
+	$(BUILDAH) manifest push --all --quiet $(IMAGE_NAME) oci-archive:$(IMAGE_ARCHIVE):$(IMAGE_NAME); \
+	status=$$?; rm -rf $(IMAGE_DIR)/storage $(IMAGE_DIR)/run $(IMAGE_DIR)/tmp; [ $$status -eq 0 ] && \
+	echo "image: $(IMAGE_NAME) for $(IMAGE_ARCHES) built in $$(( $$(date +%s) - start )) s, $(IMAGE_ARCHIVE) of $$(wc -c < $(IMAGE_ARCHIVE)) bytes"
 
 # controller/tests/image.rs on the archive `make image` writes: the image itself, then through a
 # registry to containerd. Where a tool it needs is not installed one line says which; CI=true
 # (which installs them) makes that a failure.
-IMAGE_TEST_TOOLS := buildah musl-gcc docker-registry containerd ctr runc
+IMAGE_TEST_TOOLS := buildah docker-registry containerd ctr runc
 image-test:
 	@missing="$(call missing,$(IMAGE_TEST_TOOLS))"; \
 	if [ -z "$$missing" ]; then \
 		$(MAKE) --no-print-directory image && \
 		$(CARGO) test --workspace --test image -- --ignored; \
 	else \
-		echo "the image test is skipped: it needs $$missing (Debian: apt-get install buildah musl-tools docker-registry containerd runc)"; [ "$$CI" != true ]; \
+		echo "the image test is skipped: it needs $$missing (Debian: apt-get install buildah docker-registry containerd runc)"; [ "$$CI" != true ]; \
 	fi
 
 # The playground (web/): the core and the policy for wasm32-unknown-unknown, through wasm-bindgen,
@@ -287,6 +333,14 @@ $(CLUSTER_BIN)/helm: cluster/helm/go.mod cluster/helm/go.sum
 	CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
 		go -C cluster/helm build -trimpath -ldflags '$(HELM_LDFLAGS)' -o $(CURDIR)/$@ helm.sh/helm/v3/cmd/helm && \
 	echo "cluster-bin: built helm $(HELM_VERSION) in $$(( $$(date +%s) - start )) s"
+
+# cosign, which signs and verifies what make publish pushes, from its own module
+# (cluster/cosign/go.mod) at the version it pins.
+$(CLUSTER_BIN)/cosign: cluster/cosign/go.mod cluster/cosign/go.sum
+	@start=$$(date +%s); \
+	CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
+		go -C cluster/cosign build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/sigstore/cosign/v3/cmd/cosign && \
+	echo "cluster-bin: built cosign $(call required,cluster/cosign/go.mod,github.com/sigstore/cosign/v3) in $$(( $$(date +%s) - start )) s"
 
 # promtool, for `promtool test rules` of the chart's alerts (controller/tests/chart.rs), from
 # Prometheus' Go module at the version cluster/prometheus/go.mod pins, without the cloud service
