@@ -826,16 +826,9 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         live::lease_holder(&admin).await.filter(|h| h == identity)
     })
     .await;
-    let condition = eventually("the Spread condition", 60, || async {
-        let replica = live::replica(&admin, NAMESPACE).await.expect("the replica");
-        live::spread(&replica).cloned()
-    })
-    .await;
-    assert_eq!(
-        (&condition["status"], &condition["reason"]),
-        (&json!("True"), &json!("NotRequested")),
-        "{condition}"
-    );
+    let condition = spread_condition(&admin, NAMESPACE).await;
+    let (status, reason, _) = said(&condition);
+    assert_eq!((status, reason), ("True", "NotRequested"), "{condition}");
     // Its probes answer 200 where the Deployment points the kubelet, which retries them too.
     for probe in ["readinessProbe", "livenessProbe"] {
         let path = pod["containers"][0][probe]["httpGet"]["path"].as_str().expect("a path");
@@ -882,8 +875,8 @@ async fn the_controller_alone_writes_the_condition_and_its_reports_outlive_the_r
     };
     live::install_openreports_crd(&admin).await;
     let notes = install_as_the_readme_does(&admin, &CONTROLLER_ALONE).await;
-    let said = "is installed: its controller alone, in namespace ome-spread, with\nthe settings of ConfigMap ome-spread-settings. No ClusterAdmissionPolicy: nothing is in the pod\npath";
-    assert!(notes.contains(said), "{notes}");
+    let stage_one = "is installed: its controller alone, in namespace ome-spread, with\nthe settings of ConfigMap ome-spread-settings. No ClusterAdmissionPolicy: nothing is in the pod\npath";
+    assert!(notes.contains(stage_one), "{notes}");
     assert_eq!(
         kubectl(&admin, &["get", "clusteradmissionpolicies", "-o", "name"]).await,
         ""
@@ -893,15 +886,9 @@ async fn the_controller_alone_writes_the_condition_and_its_reports_outlive_the_r
     let pod = deployment_pod(&admin).await;
     let listen = format!("127.0.0.1:{}", local::free_port());
     let controller = run_as_its_pod(&admin, &pod, "ome-spread-controller-chart-0", &listen).await;
-    let condition = eventually("the Spread condition", 60, || async {
-        let replica = live::replica(&admin, NAMESPACE).await.expect("the replica");
-        live::spread(&replica).cloned()
-    })
-    .await;
-    assert_eq!(
-        (&condition["status"], &condition["reason"]),
-        (&json!("True"), &json!("NotRequested"))
-    );
+    let condition = spread_condition(&admin, NAMESPACE).await;
+    let (status, reason, _) = said(&condition);
+    assert_eq!((status, reason), ("True", "NotRequested"), "{condition}");
     let report = eventually("the replica's report", 60, || async {
         Some(reports(&admin).await).filter(|r| !r.is_empty())
     })
@@ -977,6 +964,14 @@ async fn created(pods: &kube::Api<Pod>, pod: &Pod) -> Result<Pod, (u16, String, 
         Err(kube::Error::Api(status)) => Err((status.code, status.reason, status.message)),
         Err(e) => panic!("the API server did not answer: {e}"),
     }
+}
+
+/// The Spread condition of qwen3-0-6b-engine in `namespace`, once written.
+async fn spread_condition(admin: &Path, namespace: &str) -> Value {
+    eventually("the Spread condition", 60, || async {
+        live::spread(&live::replica(admin, namespace).await?).cloned()
+    })
+    .await
 }
 
 /// A condition's status, reason and message.
@@ -1065,10 +1060,7 @@ async fn refused_under_fail(admin: &Path, pods: &kube::Api<Pod>, pod: &Pod) {
         failed to call webhook: Post \"https://policy-server-default.kubewarden.svc:8443/validate/clusterwide-ome-spread?timeout=10s\": \
         service \"policy-server-default\" not found";
     assert_eq!(refused, (500, "InternalError".to_owned(), message.to_owned()));
-    let condition = eventually("the Spread condition", 60, || async {
-        live::spread(&live::replica(admin, namespace).await?).cloned()
-    })
-    .await;
+    let condition = spread_condition(admin, namespace).await;
     let nothing_yet = "no Instance has a pod yet. Nothing yet: the Instances count once they run in a domain.";
     assert_eq!(said(&condition), ("True", "Satisfied", nothing_yet));
 }
