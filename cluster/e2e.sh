@@ -31,6 +31,11 @@ chart_values=(--set policy.module=registry://REGISTRY/ome-spread:v0.1.0
 "${kubectl[@]}" create namespace ome-spread --save-config
 "$helm" template ome-spread charts/ome-spread --namespace ome-spread "${chart_values[@]}" |
   "${kubectl[@]}" apply --dry-run=server --validate=strict -f -
+# Stage 1 of docs/operations.md too: the controller alone, its settings' ConfigMap mounted.
+controller_alone=(--set policy.enabled=false --set controller.image.repository=REGISTRY/ome-spread-controller)
+"$helm" lint --strict charts/ome-spread "${controller_alone[@]}"
+"$helm" template ome-spread charts/ome-spread --namespace ome-spread "${controller_alone[@]}" |
+  "${kubectl[@]}" apply --dry-run=server --validate=strict -f -
 echo "time: the chart's lint and dry run took $((SECONDS - start)) s"
 start=$SECONDS
 # One suite after another, each test alone: the webhook configuration and the nodes are

@@ -67,7 +67,7 @@ fn only_omenative_pods_reach_the_policy_server() {
             "key": ome_spread_core::labels::MANAGED_BY, "operator": "In", "values": [ome_spread_core::labels::OME_NATIVE],
         }]})
     );
-    assert_eq!(policy()["spec"]["failurePolicy"], "Fail");
+    assert_eq!(policy()["spec"]["failurePolicy"], "Ignore");
 }
 
 #[test]

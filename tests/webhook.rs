@@ -41,6 +41,14 @@ fn policy_yaml() -> Value {
     webhook::read_policy(&workspace().join("policy.yaml")).expect("policy.yaml's ClusterAdmissionPolicy")
 }
 
+/// policy.yaml's policy with `failurePolicy: Fail` (`policy.failurePolicy=Fail` in the chart): a
+/// pod waits for a host that cannot answer.
+fn fail_closed() -> Value {
+    let mut policy = policy_yaml();
+    policy["spec"]["failurePolicy"] = json!("Fail");
+    policy
+}
+
 // ---------------------------------------------------------------------------------------------
 // The webhook configuration, without a cluster.
 
@@ -87,7 +95,7 @@ fn the_webhook_is_what_kubewarden_controller_writes_for_policy_yaml() {
                 "/webhooks/0/rules",
                 json!([{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}]),
             ),
-            ("/webhooks/0/failurePolicy", json!("Fail")),
+            ("/webhooks/0/failurePolicy", json!("Ignore")),
             ("/webhooks/0/matchPolicy", Value::Null),
             (
                 "/webhooks/0/namespaceSelector",
@@ -361,20 +369,19 @@ impl Cluster {
         scenario
     }
 
-    /// Applies the webhook configuration for `host`, and waits until the API server calls it.
+    /// Applies the webhook configuration of policy.yaml for `host`, and waits until the API
+    /// server calls it.
     async fn apply_webhook(&self, host: &Running, namespace: &str) -> MutatingWebhookConfiguration {
+        self.apply_webhook_of(&policy_yaml(), host, namespace).await
+    }
+
+    async fn apply_webhook_of(&self, policy: &Value, host: &Running, namespace: &str) -> MutatingWebhookConfiguration {
         let ca = std::fs::read(self.pki.join("ca.crt")).expect("the CA");
-        let config = webhook::render(&policy_yaml(), &host.url(), &ca, Naming::Clusterwide).expect("rendered");
+        let config = webhook::render(policy, &host.url(), &ca, Naming::Clusterwide).expect("rendered");
         let stored = webhook::apply(&self.admin, &config).await.expect("applied");
-        webhook::await_in_effect(
-            &self.admin,
-            &policy_yaml(),
-            namespace,
-            &host.reviews,
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        webhook::await_in_effect(&self.admin, policy, namespace, &host.reviews, Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         stored
     }
 
@@ -530,7 +537,7 @@ async fn an_omenative_pod_is_stored_with_the_p5_constraint_and_the_webhook_as_th
                     "/webhooks/0/rules",
                     json!([{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"], "scope": "*"}]),
                 ),
-                ("/webhooks/0/failurePolicy", json!("Fail")),
+                ("/webhooks/0/failurePolicy", json!("Ignore")),
                 ("/webhooks/0/timeoutSeconds", json!(10)),
                 ("/webhooks/0/sideEffects", json!("None")),
                 ("/webhooks/0/clientConfig/url", json!(format!("{}/validate/clusterwide-ome-spread", host.url()))),
@@ -705,7 +712,7 @@ async fn with_the_host_stopped_failure_policy_fail_refuses_the_pod_and_once_back
         cluster.create_replica(&ns).await;
         let host = cluster.host(ANY_PORT.parse().expect("an address")).await;
         let addr = host.addr;
-        cluster.apply_webhook(&host, &ns).await;
+        cluster.apply_webhook_of(&fail_closed(), &host, &ns).await;
         host.stop().await;
 
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);
@@ -947,7 +954,7 @@ async fn a_host_that_never_answers_is_given_up_after_the_policys_ten_seconds_and
             }
         });
         let ca = std::fs::read(cluster.pki.join("ca.crt")).expect("the CA");
-        let config = webhook::render(&policy_yaml(), &format!("https://{addr}"), &ca, Naming::Clusterwide).expect("rendered");
+        let config = webhook::render(&fail_closed(), &format!("https://{addr}"), &ca, Naming::Clusterwide).expect("rendered");
         webhook::apply(&cluster.admin, &config).await.expect("applied");
 
         let pods: Api<Pod> = Api::namespaced(cluster.admin.clone(), &ns);

@@ -11,9 +11,13 @@ use ome_spread_sim::{live, local, wait::eventually};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use k8s_openapi::api::core::v1::Pod;
 use ome_spread_core::ome::InferenceService;
 use ome_spread_core::settings::Settings;
+use ome_spread_sim::admission_host::webhook;
 use ome_spread_sim::live::{Process, cluster_bin, helm, kubectl};
+use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::ome_stand_in::render::{self, Instance};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-chart";
@@ -222,6 +226,90 @@ fn one_settings_value_reaches_the_policy_and_the_controller_reads_that_policy() 
     assert_eq!(
         find(&migrate, "Deployment").expect("the Deployment")["spec"]["template"]["spec"]["containers"][0]["args"][5],
         "migrate"
+    );
+}
+
+/// Stage 1 of docs/operations.md: the controller alone. The values a user sets then: the image,
+/// and no policy (`policy.module` not required).
+const CONTROLLER_ALONE: [&str; 4] = [
+    "--set",
+    "policy.enabled=false",
+    "--set",
+    "controller.image.repository=YOUR_REGISTRY/ome-spread-controller",
+];
+
+/// Without the policy nothing of it is rendered (no ClusterAdmissionPolicy, no policy-server
+/// RBAC, no read of the policy by the controller); the controller reads `settings` from a
+/// ConfigMap it mounts, and a change of them, only of them, rolls its pods.
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn without_the_policy_the_controller_alone_reads_the_settings_from_a_config_map() {
+    let render_with = |extra: &[&str]| objects(&template(&[&CONTROLLER_ALONE[..], extra].concat()).expect("rendered"));
+    let render = render_with(&["--set", "settings.maxSkew=2"]);
+    let names = |kind: &str| -> Vec<&str> {
+        let of_kind = render.iter().filter(|o| o["kind"] == kind);
+        of_kind
+            .map(|o| o["metadata"]["name"].as_str().expect("a name"))
+            .collect()
+    };
+    assert_eq!(names("ClusterAdmissionPolicy"), Vec::<&str>::new());
+    assert_eq!(names("ClusterRole"), ["ome-spread-controller"]);
+    assert_eq!(names("ClusterRoleBinding"), ["ome-spread-controller"]);
+    let role = find(&render, "ClusterRole").expect("the controller's ClusterRole");
+    let groups: Vec<&Value> = role["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| &r["apiGroups"])
+        .collect();
+    assert!(!groups.contains(&&json!(["policies.kubewarden.io"])), "{groups:?}");
+    let config_map = find(&render, "ConfigMap").expect("the settings' ConfigMap");
+    assert_eq!(config_map["metadata"]["name"], "ome-spread-settings");
+    assert_eq!(
+        config_map["data"],
+        json!({"settings.yaml": "maxSkew: 2\nonMissingReplica: Reject"})
+    );
+    let pod = |render: &[Value]| find(render, "Deployment").expect("the Deployment")["spec"]["template"].clone();
+    let template = pod(&render);
+    let container = &template["spec"]["containers"][0];
+    assert_eq!(
+        container["args"].as_array().expect("args")[..3],
+        [
+            json!("controller"),
+            json!("--settings"),
+            json!("/etc/ome-spread/settings.yaml")
+        ]
+    );
+    assert_eq!(
+        container["volumeMounts"],
+        json!([{"name": "settings", "mountPath": "/etc/ome-spread", "readOnly": true}])
+    );
+    assert_eq!(
+        template["spec"]["volumes"],
+        json!([{"name": "settings", "configMap": {"name": "ome-spread-settings"}}])
+    );
+    let checksum = |template: &Value| template["metadata"]["annotations"]["checksum/settings"].clone();
+    assert!(checksum(&template).is_string(), "{template}");
+    let other_settings = pod(&render_with(&["--set", "settings.maxSkew=3"]));
+    assert_ne!(checksum(&other_settings), checksum(&template));
+    let other_log_level = pod(&render_with(&[
+        "--set",
+        "settings.maxSkew=2",
+        "--set",
+        "controller.logLevel=debug",
+    ]));
+    assert_eq!(checksum(&other_log_level), checksum(&template));
+}
+
+/// docs/operations.md, "Upgrade": the Deployment's strategy, not its PodDisruptionBudget, rolls
+/// one pod at a time.
+#[test]
+#[ignore = "needs helm: make cluster-bin"]
+fn an_upgrade_rolls_the_controller_one_pod_at_a_time() {
+    let render = objects(&template(&REQUIRED).expect("rendered"));
+    assert_eq!(
+        find(&render, "Deployment").expect("the Deployment")["spec"]["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}})
     );
 }
 
@@ -719,25 +807,17 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     let Some(admin) = live::with_crds().await else {
         return;
     };
-    install_as_the_readme_does(&admin).await;
+    install_as_the_readme_does(&admin, &REQUIRED).await;
     live::fresh_namespace(&admin, NAMESPACE).await;
     live::apply(&admin, &live::unspread_service(NAMESPACE, "srt-chart")).await;
 
-    let deployment = kubectl(
-        &admin,
-        &[
-            "get",
-            "deployment",
-            "ome-spread-controller",
-            "-n",
-            "ome-spread",
-            "-o",
-            "json",
-        ],
-    );
-    let deployment: Value = serde_json::from_str(&deployment.await).expect("the Deployment");
-    let pod = &deployment["spec"]["template"]["spec"];
+    let pod = &deployment_pod(&admin).await;
     admitted_under_pod_security(&admin, pod).await;
+    assert_eq!(
+        pod["containers"][0]["args"].as_array().expect("args")[..3],
+        [json!("controller"), json!("--policy"), json!("ome-spread")],
+        "the settings are the policy's"
+    );
     let identity = "ome-spread-controller-chart-0";
     let listen = format!("127.0.0.1:{}", local::free_port());
     let controller = run_as_its_pod(&admin, pod, identity, &listen).await;
@@ -746,16 +826,9 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
         live::lease_holder(&admin).await.filter(|h| h == identity)
     })
     .await;
-    let condition = eventually("the Spread condition", 60, || async {
-        let replica = live::replica(&admin, NAMESPACE).await.expect("the replica");
-        live::spread(&replica).cloned()
-    })
-    .await;
-    assert_eq!(
-        (&condition["status"], &condition["reason"]),
-        (&json!("True"), &json!("NotRequested")),
-        "{condition}"
-    );
+    let condition = spread_condition(&admin, NAMESPACE).await;
+    let (status, reason, _) = said(&condition);
+    assert_eq!((status, reason), ("True", "NotRequested"), "{condition}");
     // Its probes answer 200 where the Deployment points the kubelet, which retries them too.
     for probe in ["readinessProbe", "livenessProbe"] {
         let path = pod["containers"][0][probe]["httpGet"]["path"].as_str().expect("a path");
@@ -771,10 +844,250 @@ async fn the_chart_installs_and_the_controller_it_deploys_leads_and_writes_the_c
     kubectl(&admin, &["delete", "clusterservingruntime", "srt-chart"]).await;
 }
 
+/// What docs/operations.md says removes the reports the controller wrote, which outlive the
+/// release.
+const REMOVE_REPORTS: &str =
+    "kubectl delete reports.openreports.io --all-namespaces -l app.kubernetes.io/managed-by=ome-spread";
+
+/// The names of the reports of the controller's label in NAMESPACE.
+async fn reports(admin: &Path) -> String {
+    let args = [
+        "get",
+        "reports.openreports.io",
+        "-n",
+        NAMESPACE,
+        "-l",
+        "app.kubernetes.io/managed-by=ome-spread",
+    ];
+    kubectl(admin, &[&args[..], &["-o", "name"]].concat()).await
+}
+
+/// Stage 1 of docs/operations.md on the real API server: the controller alone renders no
+/// ClusterAdmissionPolicy, says so in its notes, and, run as its Deployment says with the
+/// ConfigMap's settings, writes the Spread condition and its report. `helm uninstall` leaves the
+/// report (owned by its InferenceReplica, not by the release), and docs/operations.md's command
+/// removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn the_controller_alone_writes_the_condition_and_its_reports_outlive_the_release_as_the_docs_say() {
+    let Some(admin) = live::with_crds().await else {
+        return;
+    };
+    live::install_openreports_crd(&admin).await;
+    let notes = install_as_the_readme_does(&admin, &CONTROLLER_ALONE).await;
+    let stage_one = "is installed: its controller alone, in namespace ome-spread, with\nthe settings of ConfigMap ome-spread-settings. No ClusterAdmissionPolicy: nothing is in the pod\npath";
+    assert!(notes.contains(stage_one), "{notes}");
+    assert_eq!(
+        kubectl(&admin, &["get", "clusteradmissionpolicies", "-o", "name"]).await,
+        ""
+    );
+    live::fresh_namespace(&admin, NAMESPACE).await;
+    live::apply(&admin, &live::unspread_service(NAMESPACE, "srt-chart")).await;
+    let pod = deployment_pod(&admin).await;
+    let listen = format!("127.0.0.1:{}", local::free_port());
+    let controller = run_as_its_pod(&admin, &pod, "ome-spread-controller-chart-0", &listen).await;
+    let condition = spread_condition(&admin, NAMESPACE).await;
+    let (status, reason, _) = said(&condition);
+    assert_eq!((status, reason), ("True", "NotRequested"), "{condition}");
+    let report = eventually("the replica's report", 60, || async {
+        Some(reports(&admin).await).filter(|r| !r.is_empty())
+    })
+    .await;
+    controller.kill().await;
+
+    helm(&admin, &["uninstall", "ome-spread", "-n", "ome-spread", "--wait"]).await;
+    assert_eq!(reports(&admin).await, report, "the report outlives the release");
+    let operations = std::fs::read_to_string(local::workspace().join("docs/operations.md")).expect("operations.md");
+    assert!(
+        operations.contains(REMOVE_REPORTS),
+        "docs/operations.md gives {REMOVE_REPORTS}"
+    );
+    let remove: Vec<&str> = REMOVE_REPORTS.split(' ').skip(1).collect();
+    kubectl(&admin, &remove).await;
+    assert_eq!(reports(&admin).await, "");
+    kubectl(&admin, &["delete", "namespace", NAMESPACE, "--timeout=90s"]).await;
+    kubectl(&admin, &["delete", "clusterservingruntime", "srt-chart"]).await;
+}
+
+/// The webhook kubewarden-controller writes for the chart's ClusterAdmissionPolicy as the API
+/// server stores it, with no policy-server behind it: nothing serves kubewarden's Service
+/// policy-server-default. Removed when dropped, pass or fail.
+struct Unserved(PathBuf);
+
+impl Unserved {
+    /// Written (again) from the policy as it is now: one configuration, changed in place.
+    async fn apply(&self) {
+        let read = ["get", "clusteradmissionpolicy", "ome-spread", "-o", "json"];
+        let policy: Value = serde_json::from_str(&kubectl(&self.0, &read).await).expect("the policy");
+        // Nothing dials the Service: any CA.
+        let config = webhook::render_for_policy_server(&policy, b"", webhook::Naming::Clusterwide).expect("rendered");
+        live::apply(&self.0, &serde_json::to_string(&config).expect("JSON")).await;
+    }
+}
+
+impl Drop for Unserved {
+    fn drop(&mut self) {
+        let delete = [
+            "delete",
+            "mutatingwebhookconfiguration",
+            "clusterwide-ome-spread",
+            "--ignore-not-found",
+        ];
+        live::kubectl_blocking(&self.0, &delete, None);
+    }
+}
+
+/// The InferenceService of `namespace` that asks for its engine's Instances spread Required over
+/// zones, and the InferenceReplica OME writes for it, as the API server stores it.
+async fn spread_replica(admin: &Path, namespace: &str) -> Value {
+    let runtime = json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime",
+        "metadata": {"name": "srt-failure"}, "spec": {"engineConfig": {"runner": {"image": "sglang"}}}});
+    let service = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "qwen3-0-6b", "namespace": namespace},
+        "spec": {"deploymentMode": "OMENative", "runtime": {"name": "srt-failure"},
+                 "engine": {"minReplicas": 1, "topologySpread": "Required", "topologySpreadKey": "topology.kubernetes.io/zone"}}});
+    live::apply(admin, &format!("{runtime}\n---\n{service}")).await;
+    let read = |kind: &'static str, name: &'static str| async move {
+        let args = ["get", kind, name, "-n", namespace, "-o", "json"];
+        serde_json::from_str::<Value>(&kubectl(admin, &args).await).expect("an object")
+    };
+    let service = read("inferenceservice", "qwen3-0-6b").await;
+    let replica = render::replica(&service, Some(&runtime), "engine").expect("the replica");
+    live::apply(admin, &replica.to_string()).await;
+    read("inferencereplica", "qwen3-0-6b-engine").await
+}
+
+/// `pod` created as OME creates it: the API server's refusal (code, reason, message), if refused.
+async fn created(pods: &kube::Api<Pod>, pod: &Pod) -> Result<Pod, (u16, String, String)> {
+    match pods.create(&kube::api::PostParams::default(), pod).await {
+        Ok(created) => Ok(created),
+        Err(kube::Error::Api(status)) => Err((status.code, status.reason, status.message)),
+        Err(e) => panic!("the API server did not answer: {e}"),
+    }
+}
+
+/// The Spread condition of qwen3-0-6b-engine in `namespace`, once written.
+async fn spread_condition(admin: &Path, namespace: &str) -> Value {
+    eventually("the Spread condition", 60, || async {
+        live::spread(&live::replica(admin, namespace).await?).cloned()
+    })
+    .await
+}
+
+/// A condition's status, reason and message.
+fn said(condition: &Value) -> (&str, &str, &str) {
+    let field = |name: &str| condition[name].as_str().unwrap_or_default();
+    (field("status"), field("reason"), field("message"))
+}
+
+/// The failure policy's trade-off, on the real API server with the policy-server unreachable
+/// (docs/operations.md, "The failure policy"). Under Fail the Instance OME creates is refused with
+/// the API server's message, and the controller's condition says nothing of it; under Ignore it is
+/// created as OME rendered it, without the settings' completion (`nodeTaintsPolicy: Honor`), and
+/// the controller names it: PodsPredateChange.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: make e2e-cluster"]
+async fn with_no_policy_server_fail_refuses_omes_pod_and_ignore_creates_it_without_the_settings() {
+    let Some(admin) = live::with_crds().await else {
+        return;
+    };
+    let fail = [
+        "--set",
+        "settings.nodeTaintsPolicy=Honor",
+        "--set",
+        "policy.failurePolicy=Fail",
+    ];
+    install_as_the_readme_does(&admin, &[&REQUIRED[..], &fail].concat()).await;
+    let namespace = "ome-spread-failure";
+    live::fresh_namespace(&admin, namespace).await;
+    let replica = spread_replica(&admin, namespace).await;
+    let pod = render::instance_pods(&replica, Instance::new(0), Terms::InTree).remove(0);
+    let pod: Pod = serde_json::from_value(pod).expect("a pod");
+    let pods: kube::Api<Pod> = kube::Api::namespaced(live::client_of(&admin).await, namespace);
+    let listen = format!("127.0.0.1:{}", local::free_port());
+    let identity = "ome-spread-controller-chart-0";
+    let controller = run_as_its_pod(&admin, &deployment_pod(&admin).await, identity, &listen).await;
+    let webhook = Unserved(admin.clone());
+
+    webhook.apply().await;
+    refused_under_fail(&admin, &pods, &pod).await;
+    let chart = chart();
+    let upgrade = [
+        "upgrade",
+        "ome-spread",
+        chart.to_str().expect("a path"),
+        "-n",
+        "ome-spread",
+    ];
+    helm(
+        &admin,
+        &[
+            &upgrade[..],
+            &["--reuse-values", "--set", "policy.failurePolicy=Ignore"],
+        ]
+        .concat(),
+    )
+    .await;
+    // In place: the API server calls the webhook under Fail until it knows it under Ignore.
+    webhook.apply().await;
+    created_under_ignore(&admin, &pods, &pod).await;
+
+    controller.kill().await;
+    drop(webhook);
+    live::uninstall_chart(&admin).await;
+    kubectl(&admin, &["delete", "namespace", namespace, "--timeout=90s"]).await;
+    kubectl(&admin, &["delete", "clusterservingruntime", "srt-failure"]).await;
+}
+
+/// Under Fail: OME's pod refused with the API server's message, and the controller, which sees
+/// only pods, finds nothing amiss.
+async fn refused_under_fail(admin: &Path, pods: &kube::Api<Pod>, pod: &Pod) {
+    let namespace = pod.metadata.namespace.as_deref().expect("a namespace");
+    let name = pod.metadata.name.as_deref().expect("a name");
+    // Until the API server knows the configuration a pod passes: deleted, and created again.
+    let refused = eventually("OME's pod refused", 60, || async {
+        let refused = created(pods, pod).await.err();
+        if refused.is_none() {
+            let delete = ["delete", "pod", name, "-n", namespace, "--force", "--grace-period=0"];
+            kubectl(admin, &delete).await;
+        }
+        refused
+    })
+    .await;
+    // The API server's words for a webhook it cannot call, the Service's address in the POST,
+    // and why: here no such Service (kube-apiserver's ClusterIP resolver, before any dial).
+    let message = "Internal error occurred: failed calling webhook \"clusterwide-ome-spread.kubewarden.admission\": \
+        failed to call webhook: Post \"https://policy-server-default.kubewarden.svc:8443/validate/clusterwide-ome-spread?timeout=10s\": \
+        service \"policy-server-default\" not found";
+    assert_eq!(refused, (500, "InternalError".to_owned(), message.to_owned()));
+    let condition = spread_condition(admin, namespace).await;
+    let nothing_yet = "no Instance has a pod yet. Nothing yet: the Instances count once they run in a domain.";
+    assert_eq!(said(&condition), ("True", "Satisfied", nothing_yet));
+}
+
+/// Under Ignore: OME's pod created as OME rendered it, its own constraint (docs/rules.md, P5)
+/// without the policy's `nodeTaintsPolicy: Honor`, and the controller names it.
+async fn created_under_ignore(admin: &Path, pods: &kube::Api<Pod>, pod: &Pod) {
+    let namespace = pod.metadata.namespace.as_deref().expect("a namespace");
+    let stored = eventually("OME's pod created", 60, || async { created(pods, pod).await.ok() }).await;
+    let stored = serde_json::to_value(&stored).expect("JSON");
+    let ome_constraint = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"ome.io/inferenceservice": "qwen3-0-6b", "component": "engine", "ome.io/runner": "default"}}}]);
+    assert_eq!(stored["spec"]["topologySpreadConstraints"], ome_constraint);
+    let condition = eventually("PodsPredateChange", 60, || async {
+        let condition = live::spread(&live::replica(admin, namespace).await?).cloned()?;
+        (condition["reason"] == "PodsPredateChange").then_some(condition)
+    })
+    .await;
+    let predates = "the pods qwen3-0-6b-engine-0-default-0 are older than the change: they have no SPREAD-KEY, \
+        or a SPREAD-KEY or WHEN from before it. Request an Instance migration to move them.";
+    assert_eq!(said(&condition), ("False", "PodsPredateChange", predates));
+}
+
 /// The chart installed as the README installs it: the namespace made first, then taken over by
 /// the chart, which labels it for Pod Security `restricted`. deploy/'s objects, where the
 /// deployed suite applied them, are taken over too: the same names.
-async fn install_as_the_readme_does(admin: &Path) {
+async fn install_as_the_readme_does(admin: &Path, values: &[&str]) -> String {
     live::install_kubewarden_crd(admin).await;
     live::forget_lease(admin).await;
     live::uninstall_chart(admin).await;
@@ -788,14 +1101,16 @@ async fn install_as_the_readme_does(admin: &Path) {
         "ome-spread",
         "--take-ownership",
     ];
-    install.extend(REQUIRED);
-    helm(admin, &install).await;
+    install.extend(values);
+    let installed = live::helm_with(admin, &install).await;
+    assert!(installed.ok, "helm install: {}", installed.stderr);
     let namespace = kubectl(admin, &["get", "namespace", "ome-spread", "-o", "json"]).await;
     let namespace: Value = serde_json::from_str(&namespace).expect("the namespace");
     assert_eq!(
         namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
         "{namespace}"
     );
+    installed.stdout
 }
 
 /// The Deployment's pod is admitted where Pod Security `restricted` is enforced (the API
@@ -809,22 +1124,62 @@ async fn admitted_under_pod_security(admin: &Path, pod: &Value) {
     assert!(admitted.ok, "Pod Security: {}", admitted.stderr);
 }
 
-/// The pod's container run here as `identity`: its args with `listen` for its own address, its
-/// env, and a token of its ServiceAccount; up and standing by.
+/// The pod of the controller's Deployment, as helm installed it.
+async fn deployment_pod(admin: &Path) -> Value {
+    let args = [
+        "get",
+        "deployment",
+        "ome-spread-controller",
+        "-n",
+        "ome-spread",
+        "-o",
+        "json",
+    ];
+    let deployment: Value = serde_json::from_str(&kubectl(admin, &args).await).expect("the Deployment");
+    deployment["spec"]["template"]["spec"].clone()
+}
+
+/// The container's args with each path under a ConfigMap volume's mountPath pointed into
+/// `scratch`, where that ConfigMap's data is written as the kubelet would mount it.
+async fn with_config_maps_mounted(admin: &Path, pod: &Value, scratch: &Path) -> Vec<String> {
+    let container = &pod["containers"][0];
+    let args = container["args"].as_array().expect("args").iter();
+    let mut args: Vec<String> = args.map(|a| a.as_str().expect("a string").to_owned()).collect();
+    for mount in container["volumeMounts"].as_array().into_iter().flatten() {
+        let volumes = pod["volumes"].as_array().expect("the pod's volumes");
+        let volume = volumes
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .expect("the mount's volume");
+        let name = volume["configMap"]["name"].as_str().expect("a ConfigMap volume");
+        let read = ["get", "configmap", name, "-n", "ome-spread", "-o", "json"];
+        let config_map: Value = serde_json::from_str(&kubectl(admin, &read).await).expect("the ConfigMap");
+        let dir = scratch.join(name);
+        std::fs::create_dir_all(&dir).expect("the mount's directory");
+        for (file, text) in config_map["data"].as_object().expect("data") {
+            std::fs::write(dir.join(file), text.as_str().expect("text")).expect("written");
+        }
+        let mount_path = mount["mountPath"].as_str().expect("a mountPath");
+        for arg in &mut args {
+            if let Some(rest) = arg.strip_prefix(mount_path) {
+                *arg = format!("{}{rest}", dir.display());
+            }
+        }
+    }
+    args
+}
+
+/// The pod's container run here as `identity`: its args with `listen` for its own address and
+/// its ConfigMaps mounted, its env, and a token of its ServiceAccount; up and standing by.
 async fn run_as_its_pod(admin: &Path, pod: &Value, identity: &str, listen: &str) -> Process {
     let container = &pod["containers"][0];
     let account = pod["serviceAccountName"].as_str().expect("a ServiceAccount");
     let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
     let token = live::service_account_kubeconfig(admin, "ome-spread", account, &scratch).await;
-    let args = container["args"].as_array().expect("args").iter();
-    let mut args: Vec<&str> = args.map(|a| a.as_str().expect("a string")).collect();
-    assert_eq!(
-        args[..3],
-        ["controller", "--policy", "ome-spread"],
-        "the settings are the policy's"
-    );
+    let mut args = with_config_maps_mounted(admin, pod, &scratch).await;
     let at = args.iter().position(|a| *a == "--listen").expect("--listen");
-    args[at + 1] = listen;
+    args[at + 1] = listen.to_owned();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let env: Vec<(String, PathBuf)> = container["env"]
         .as_array()
         .expect("env")

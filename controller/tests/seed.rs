@@ -156,8 +156,8 @@ impl World {
         );
     }
 
-    /// Stops the stand-ins and the admission host, and takes the webhook away with the host (its
-    /// failurePolicy Fail would refuse every OMENative pod of the next test).
+    /// Stops the stand-ins and the admission host, and takes the webhook away with the host (left
+    /// behind, it would send every OMENative pod of the next test to a host that is gone).
     async fn stop(self) {
         if let Some(controller) = self.controller {
             controller.abort();

@@ -645,7 +645,8 @@ pub mod webhook {
 
     use k8s_openapi::ByteString;
     use k8s_openapi::api::admissionregistration::v1::{
-        MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, WebhookClientConfig,
+        MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
+        WebhookClientConfig,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -752,13 +753,50 @@ pub mod webhook {
 
     /// What kubewarden-controller writes for `policy`, field for field, but for the client config:
     /// a `url` at `base_url` (this host) where the controller names the Service
-    /// `kubewarden/policy-server-<spec.policyServer>` on port 8443 (443 from Kubewarden 1.23). A
-    /// control plane without kubelets has no cluster network and no Services to reach, so the
-    /// API server calls the host on 127.0.0.1, the path kept as the controller writes it.
+    /// ([`render_for_policy_server`]). A control plane without kubelets has no cluster network and
+    /// no Services to reach, so the API server calls the host on 127.0.0.1, the path kept as the
+    /// controller writes it.
     pub fn render(
         policy: &Value,
         base_url: &str,
         ca_bundle: &[u8],
+        naming: Naming,
+    ) -> Result<MutatingWebhookConfiguration, PolicyFileError> {
+        let client_config = WebhookClientConfig {
+            url: Some(format!("{base_url}/validate/{}", policy_id(policy, naming)?)),
+            ca_bundle: Some(ByteString(ca_bundle.to_vec())),
+            service: None,
+        };
+        render_with(policy, client_config, naming)
+    }
+
+    /// What kubewarden-controller writes for `policy`, field for field, its client config too
+    /// (`reconcileMutatingWebhookConfiguration`): the Service
+    /// `kubewarden/policy-server-<spec.policyServer>` (`PolicyServer.NameWithPrefix`) on
+    /// `constants.PolicyServerPort`, 8443, at `/validate/<id>`.
+    pub fn render_for_policy_server(
+        policy: &Value,
+        ca_bundle: &[u8],
+        naming: Naming,
+    ) -> Result<MutatingWebhookConfiguration, PolicyFileError> {
+        // The CRD's default PolicyServer.
+        let server = policy["spec"]["policyServer"].as_str().unwrap_or("default");
+        let client_config = WebhookClientConfig {
+            url: None,
+            ca_bundle: Some(ByteString(ca_bundle.to_vec())),
+            service: Some(ServiceReference {
+                namespace: DEPLOYMENTS_NAMESPACE.into(),
+                name: format!("policy-server-{server}"),
+                path: Some(format!("/validate/{}", policy_id(policy, naming)?)),
+                port: Some(8443),
+            }),
+        };
+        render_with(policy, client_config, naming)
+    }
+
+    fn render_with(
+        policy: &Value,
+        client_config: WebhookClientConfig,
         naming: Naming,
     ) -> Result<MutatingWebhookConfiguration, PolicyFileError> {
         if policy["spec"]["mutating"] != true {
@@ -778,11 +816,7 @@ pub mod webhook {
         }
         let webhook = MutatingWebhook {
             name: format!("{id}.kubewarden.admission"),
-            client_config: WebhookClientConfig {
-                url: Some(format!("{base_url}/validate/{id}")),
-                ca_bundle: Some(ByteString(ca_bundle.to_vec())),
-                service: None,
-            },
+            client_config,
             rules: field::<Vec<RuleWithOperations>>(policy, "rules")?,
             failure_policy: field(policy, "failurePolicy")?,
             match_policy: field(policy, "matchPolicy")?,

@@ -38,3 +38,8 @@ default, the tag both the image and the policy are pushed with). */}}
 {{- printf "%s:%s" $repository (default .Chart.AppVersion $image.tag) }}
 {{- end }}
 {{- end }}
+
+{{/* The controller's settings file without the policy: the `settings` value as YAML. */}}
+{{- define "ome-spread.settingsFile" -}}
+{{ toYaml .Values.settings }}
+{{- end }}
