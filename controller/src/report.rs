@@ -119,11 +119,6 @@ impl Reports {
         })
     }
 
-    /// None written (`--reports off`).
-    pub fn off() -> Arc<Self> {
-        Self::new(Format::Off, crate::policy::DEFAULT_NAME, Arc::default())
-    }
-
     /// The ClusterAdmissionPolicy read again: its name, severity and category.
     pub fn policy_read(&self, policy: &Value) {
         *lock(&self.policy) = PolicyShown::of(policy);

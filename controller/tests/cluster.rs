@@ -19,8 +19,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
-use ome_spread_controller::policy::Source;
-use ome_spread_controller::report::Reports;
+use ome_spread_controller::policy::{DEFAULT_NAME, Source};
+use ome_spread_controller::report::{Format, Reports};
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService};
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
@@ -234,7 +234,7 @@ fn options(namespace: &str, metrics: Arc<ome_spread_controller::metrics::Metrics
         metrics,
         rebalance: Mode::Recommend,
         max_per_hour: 10,
-        reports: Reports::off(),
+        reports: Reports::new(Format::Off, DEFAULT_NAME, Arc::default()),
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
-use ome_spread_controller::policy::Source;
+use ome_spread_controller::policy::{DEFAULT_NAME, Source};
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::settings::Settings;
@@ -50,7 +50,7 @@ fn options(rebalance: Mode) -> Options {
         metrics: Arc::default(),
         rebalance,
         max_per_hour: 10,
-        reports: Reports::off(),
+        reports: Reports::new(Format::Off, DEFAULT_NAME, Arc::default()),
     }
 }
 

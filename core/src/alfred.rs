@@ -8,7 +8,8 @@
 
 use serde_json::Value;
 
-use crate::diagnosis::{Component, anchor_labels, anchors, service_name};
+use crate::diagnosis::{Component, service_name};
+use crate::instance::anchor_labels;
 use crate::labels;
 use crate::ome::InferenceReplica;
 use crate::rules::spread_selector;
@@ -32,7 +33,7 @@ pub struct Refused<'a> {
 pub fn refused<'a>(component: &Component<'a>) -> Vec<Refused<'a>> {
     let (service, kind) = (service_name(component), component.kind());
     let mut refused = Vec::new();
-    for pod in anchors(component, kind) {
+    for pod in component.anchors(kind) {
         let instance = anchor_labels(pod, service, kind);
         let omes = spread_selector(&instance);
         let other = (pod.constraints().iter())

@@ -3,13 +3,12 @@
 //! (docs/controller.md). The first reason from the top that applies is the one reported.
 
 use std::cell::OnceCell;
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use crate::instance::{InstanceLabels, Runner};
+use crate::instance::{self, anchor_labels, workers_of};
 use crate::labels;
 use crate::nodes::{Node, Nodes, Selected, Selection};
 use crate::ome::{InferenceReplica, InferenceService, Runtime, named};
@@ -57,11 +56,16 @@ impl<'a> Component<'a> {
         &self.replica.spec.component
     }
 
+    /// Its Instances' anchors, one per Instance ([`instance::anchors`]).
+    pub(crate) fn anchors(&self, kind: &str) -> Vec<&'a Pod> {
+        instance::anchors(&self.pods, service_name(self), kind)
+    }
+
     /// The nodes the anchors select, and under `honor_taints` only those they tolerate.
     pub(crate) fn selected(&self, honor_taints: bool) -> &[&'a Node] {
         let selected = self
             .selected
-            .get_or_init(|| self.nodes.selected(&selections(&anchors(self, self.kind()))));
+            .get_or_init(|| self.nodes.selected(&selections(&self.anchors(self.kind()))));
         if honor_taints {
             &selected.tolerated
         } else {
@@ -200,7 +204,7 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
     };
     let split = || {
         let rack = in_effect.topology_key.as_deref()?;
-        instance_split(component, &anchors(component, kind), rack)
+        instance_split(component, &component.anchors(kind), rack)
     };
     let finding = if projected != in_effect {
         settings_not_projected(&projected, &in_effect)
@@ -211,7 +215,7 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
             (None, _) => not_requested(),
             (Some(_), None) => no_key(),
             (Some(spread), Some(key)) => {
-                let anchors = anchors(component, kind);
+                let anchors = component.anchors(kind);
                 preferred_under_ome_scheduler(&anchors, spread)
                     .or_else(|| {
                         pods_predate_or_conflict(&anchors, service_name(component), kind, spread, key, settings)
@@ -262,86 +266,6 @@ pub fn settings_in_effect(
         None => SpreadFields::default(),
     };
     checked(from_service.over(from_runtime), in_service)
-}
-
-/// The component's leaders and only pods, one per Instance: the pods the spread counts, in the
-/// pods' order. During a SurgeThenDrain update an Instance has an anchor on each of its two slots
-/// (`-default-0` and `-default-1`, one Instance index): it is one Instance, counted where its
-/// newer slot's pod runs once that is placed (the older one is being drained), else where the
-/// older one runs.
-pub(crate) fn anchors<'a>(component: &Component<'a>, kind: &str) -> Vec<&'a Pod> {
-    let service = service_name(component);
-    let mut anchors: Vec<&'a Pod> = Vec::new();
-    let mut at: HashMap<&str, usize> = HashMap::new();
-    for pod in component
-        .pods
-        .iter()
-        .copied()
-        .filter(|pod| is_anchor(pod, service, kind))
-    {
-        // A pod without an index is an Instance of its own: nothing says which it shares.
-        let Some(index) = pod.label(labels::INSTANCE_INDEX) else {
-            anchors.push(pod);
-            continue;
-        };
-        match at.entry(index) {
-            Entry::Vacant(slot) => {
-                slot.insert(anchors.len());
-                anchors.push(pod);
-            }
-            Entry::Occupied(slot) if counted_before(pod, anchors[*slot.get()]) => anchors[*slot.get()] = pod,
-            Entry::Occupied(_) => {}
-        }
-    }
-    anchors
-}
-
-/// Of two anchors of one Instance, is `pod` the one counted rather than `other`: placed before
-/// Pending, then the newer slot (the greater `ome.io/pod-ordinal`).
-fn counted_before(pod: &Pod, other: &Pod) -> bool {
-    let rank = |pod: &Pod| {
-        let slot = pod.label(labels::POD_ORDINAL);
-        (
-            pod.node().is_some(),
-            slot.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0),
-        )
-    };
-    rank(pod) > rank(other)
-}
-
-/// Is `pod` a leader or only pod of the `kind` component of `service`?
-pub(crate) fn is_anchor(pod: &Pod, service: &str, kind: &str) -> bool {
-    pod.label(labels::INFERENCE_SERVICE) == Some(service)
-        && pod.label(labels::COMPONENT) == Some(kind)
-        && matches!(pod.label(labels::RUNNER), Some("default" | "leader"))
-}
-
-/// The Instance labels of an anchor pod (leader or only pod) of the `kind` component of `service`.
-pub(crate) fn anchor_labels<'a>(pod: &Pod, service: &'a str, kind: &'a str) -> InstanceLabels<'a> {
-    let runner = match pod.label(labels::RUNNER) {
-        Some("leader") => Runner::Leader,
-        _ => Runner::Default,
-    };
-    InstanceLabels {
-        service: service.into(),
-        component: kind.into(),
-        runner,
-    }
-}
-
-/// Are both pods of the same Instance (its InferenceService, component and Instance index)?
-pub(crate) fn same_instance(pod: &Pod, other: &Pod) -> bool {
-    [labels::INFERENCE_SERVICE, labels::COMPONENT, labels::INSTANCE_INDEX]
-        .iter()
-        .all(|l| pod.label(l) == other.label(l))
-}
-
-/// The workers of `anchor`'s Instance among `pods`. Only workers: the leader of the Instance's
-/// other slot (a SurgeThenDrain update's) is the same Instance, counted once by [`anchors`].
-pub(crate) fn workers_of<'a>(pods: &[&'a Pod], anchor: &Pod) -> impl Iterator<Item = &'a Pod> {
-    pods.iter()
-        .copied()
-        .filter(move |pod| pod.label(labels::RUNNER) == Some("worker") && same_instance(pod, anchor))
 }
 
 fn names(pods: &[&Pod]) -> String {
@@ -536,7 +460,7 @@ pub fn node_keys(component: &Component, report: &Report) -> BTreeSet<String> {
         .flatten()
         .cloned()
         .collect();
-    for selection in selections(&anchors(component, kind)) {
+    for selection in selections(&component.anchors(kind)) {
         keys.extend(selection.label_keys().map(str::to_owned));
     }
     keys
@@ -583,17 +507,11 @@ pub(crate) fn instances_per_domain(
     domains.extend(eligible.iter().filter_map(|n| n.labels.get(key)));
     let mut per_domain: BTreeMap<String, usize> = domains.into_iter().map(|d| (d.clone(), 0)).collect();
     for pod in anchors {
-        if let Some(count) = domain_of(nodes, pod, key).and_then(|d| per_domain.get_mut(d)) {
+        if let Some(count) = instance::domain_of(nodes, pod, key).and_then(|d| per_domain.get_mut(d)) {
             *count += 1;
         }
     }
     per_domain
-}
-
-/// The domain of the node a pod runs on, if it runs on a known node with the key's label.
-pub(crate) fn domain_of<'a>(nodes: &'a Nodes, pod: &Pod, key: &str) -> Option<&'a String> {
-    let node = pod.node().and_then(|name| nodes.get(name))?;
-    node.labels.get(key)
 }
 
 /// SingleDomain, Skewed or Satisfied, from the Instances counted per eligible domain.

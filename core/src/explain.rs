@@ -9,12 +9,12 @@ use std::ptr;
 use kube::Resource;
 use serde_json::Value;
 
+use crate::action;
 use crate::alfred;
 use crate::columns;
-use crate::diagnosis::{self, DiagnosisError, Report, anchors, domain_of, same_instance};
-use crate::instance::{COMPONENTS, component_of};
+use crate::diagnosis::{self, DiagnosisError, Report};
+use crate::instance::{COMPONENTS, component_of, domain_of, same_instance};
 use crate::loss::{self, Loss};
-use crate::migration::Unconfigured;
 use crate::nodes::{Node, Nodes, Selection};
 use crate::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, Runtime, ServingRuntime, namespace};
 use crate::pod::Pod;
@@ -269,80 +269,9 @@ impl Explained<'_> {
         self.report.reason.status()
     }
 
-    /// What to do: see [`what_to_do`].
+    /// What to do: see [`action::what_to_do`].
     pub fn what_to_do(&self) -> String {
-        what_to_do(&self.report, &self.plan, &self.rooms, self.replica)
-    }
-}
-
-/// Why a skew gets no migration, when that is worth saying: not when there is no skew to fix or
-/// the reason's own action is what to do.
-pub fn no_move(plan: &Result<Plan, NoPlan>) -> Option<String> {
-    match plan {
-        Ok(_) | Err(NoPlan::WithinSkew | NoPlan::NotAMove(_)) => None,
-        Err(no_plan) => Some(no_plan.to_string()),
-    }
-}
-
-/// What to do, as `explain`, the condition and the Event say it: the reason's action, or, when a
-/// skew has no migration, why and what would make one possible. `rooms`: the eligible domains,
-/// for those where no node takes the pods ([`rebalance::rooms`], any `most`). A plan that OME
-/// would hold for its caps (the `replica`'s [`Unconfigured`]) is still shown, with what to set.
-pub fn what_to_do(
-    report: &Report,
-    plan: &Result<Plan, NoPlan>,
-    rooms: &[Domain],
-    replica: &InferenceReplica,
-) -> String {
-    match (no_move(plan), plan) {
-        (Some(why), _) => format!("No migration can fix it now: {why}. {}", unblock(report, plan, rooms)),
-        (None, Ok(_)) if let Some(unconfigured) = Unconfigured::of(replica) => {
-            format!("{} {unconfigured}.", report.action)
-        }
-        (None, _) => report.action.to_owned(),
-    }
-}
-
-/// What would make a migration possible.
-fn unblock(report: &Report, plan: &Result<Plan, NoPlan>, rooms: &[Domain]) -> String {
-    match plan {
-        Err(NoPlan::MigrationNever { component }) => {
-            format!("Change the {component}'s migrationPolicy.mode to one that lets OME migrate its Instances.")
-        }
-        Err(NoPlan::BadIndex { .. }) => {
-            "Check that OME made the pod: it labels each pod with its Instance's index.".into()
-        }
-        _ => {
-            // Room in a domain with the fewest Instances; one whose nodes all refuse the pods
-            // (cordoned or tainted) only stops holding the others back when it stops counting.
-            let per_domain = &report.instances_per_domain;
-            let fewest = per_domain.values().min();
-            let closed = |domain: &str| rooms.iter().any(|d| d.name == domain && d.racks.is_empty());
-            let (closed, open): (Vec<&str>, Vec<&str>) = per_domain
-                .iter()
-                .filter(|(_, count)| Some(*count) == fewest)
-                .map(|(domain, _)| domain.as_str())
-                .partition(|domain| closed(domain));
-            let honor = |closed: &[&str]| {
-                format!(
-                    "set nodeTaintsPolicy: Honor in the policy's settings, so that {}, where no node takes the pods, stops counting",
-                    closed.join(" and ")
-                )
-            };
-            match (open.is_empty(), closed.is_empty()) {
-                (_, true) => format!("Free room for one more Instance in {}.", open.join(" or ")),
-                (true, false) => format!(
-                    "Let the nodes of {} take the pods (uncordon them, or tolerate their taints), or {}.",
-                    closed.join(" and "),
-                    honor(&closed)
-                ),
-                (false, false) => format!(
-                    "Free room for one more Instance in {}, or {}.",
-                    open.join(" or "),
-                    honor(&closed)
-                ),
-            }
-        }
+        action::what_to_do(&self.report, &self.plan, &self.rooms, self.replica)
     }
 }
 
@@ -470,7 +399,7 @@ fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) 
     let key = report.in_effect.domain_key();
     let pods = &component.pods;
     // Each counted anchor is its own Instance's: never another's member.
-    let counted = anchors(component, kind);
+    let counted = component.anchors(kind);
     let is_counted: HashSet<*const Pod> = counted.iter().map(|anchor| ptr::from_ref(*anchor)).collect();
     let mut claimed: Vec<bool> = pods
         .iter()

@@ -1,9 +1,13 @@
 //! A pod's Instance, as OME's labels name it: its InferenceService, its component, and the pod's
-//! place in it (the runner).
+//! place in it (the runner); the Instances of a component (their anchors, the leaders and only
+//! pods), each Instance's workers, and the domain an Instance runs in.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use crate::labels;
+use crate::nodes::Nodes;
 use crate::pod::Pod;
 
 /// The components that get an InferenceReplica and may spread; the router has no spread fields.
@@ -47,6 +51,86 @@ pub fn component_of(pod: &Pod) -> Option<(&str, &str, &str)> {
         pod.label(labels::INFERENCE_SERVICE)?,
         pod.label(labels::COMPONENT)?,
     ))
+}
+
+/// The leaders and only pods of the `kind` component of `service` among `pods`, one per Instance: the pods the spread counts, in the
+/// pods' order. During a SurgeThenDrain update an Instance has an anchor on each of its two slots
+/// (`-default-0` and `-default-1`, one Instance index): it is one Instance, counted where its
+/// newer slot's pod runs once that is placed (the older one is being drained), else where the
+/// older one runs.
+pub(crate) fn anchors<'a>(pods: &[&'a Pod], service: &str, kind: &str) -> Vec<&'a Pod> {
+    let mut anchors: Vec<&'a Pod> = Vec::new();
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    for pod in pods.iter().copied().filter(|pod| is_anchor(pod, service, kind)) {
+        // A pod without an index is an Instance of its own: nothing says which it shares.
+        let Some(index) = pod.label(labels::INSTANCE_INDEX) else {
+            anchors.push(pod);
+            continue;
+        };
+        match at.entry(index) {
+            Entry::Vacant(slot) => {
+                slot.insert(anchors.len());
+                anchors.push(pod);
+            }
+            Entry::Occupied(slot) if counted_before(pod, anchors[*slot.get()]) => anchors[*slot.get()] = pod,
+            Entry::Occupied(_) => {}
+        }
+    }
+    anchors
+}
+
+/// Of two anchors of one Instance, is `pod` the one counted rather than `other`: placed before
+/// Pending, then the newer slot (the greater `ome.io/pod-ordinal`).
+fn counted_before(pod: &Pod, other: &Pod) -> bool {
+    let rank = |pod: &Pod| {
+        let slot = pod.label(labels::POD_ORDINAL);
+        (
+            pod.node().is_some(),
+            slot.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0),
+        )
+    };
+    rank(pod) > rank(other)
+}
+
+/// Is `pod` a leader or only pod of the `kind` component of `service`?
+pub(crate) fn is_anchor(pod: &Pod, service: &str, kind: &str) -> bool {
+    pod.label(labels::INFERENCE_SERVICE) == Some(service)
+        && pod.label(labels::COMPONENT) == Some(kind)
+        && matches!(pod.label(labels::RUNNER), Some("default" | "leader"))
+}
+
+/// The Instance labels of an anchor pod (leader or only pod) of the `kind` component of `service`.
+pub(crate) fn anchor_labels<'a>(pod: &Pod, service: &'a str, kind: &'a str) -> InstanceLabels<'a> {
+    let runner = match pod.label(labels::RUNNER) {
+        Some("leader") => Runner::Leader,
+        _ => Runner::Default,
+    };
+    InstanceLabels {
+        service: service.into(),
+        component: kind.into(),
+        runner,
+    }
+}
+
+/// Are both pods of the same Instance (its InferenceService, component and Instance index)?
+pub(crate) fn same_instance(pod: &Pod, other: &Pod) -> bool {
+    [labels::INFERENCE_SERVICE, labels::COMPONENT, labels::INSTANCE_INDEX]
+        .iter()
+        .all(|l| pod.label(l) == other.label(l))
+}
+
+/// The workers of `anchor`'s Instance among `pods`. Only workers: the leader of the Instance's
+/// other slot (a SurgeThenDrain update's) is the same Instance, counted once by [`anchors`].
+pub(crate) fn workers_of<'a>(pods: &[&'a Pod], anchor: &Pod) -> impl Iterator<Item = &'a Pod> {
+    pods.iter()
+        .copied()
+        .filter(move |pod| pod.label(labels::RUNNER) == Some("worker") && same_instance(pod, anchor))
+}
+
+/// The domain of the node a pod runs on, if it runs on a known node with the key's label.
+pub(crate) fn domain_of<'a>(nodes: &'a Nodes, pod: &Pod, key: &str) -> Option<&'a String> {
+    let node = pod.node().and_then(|name| nodes.get(name))?;
+    node.labels.get(key)
 }
 
 #[cfg(test)]

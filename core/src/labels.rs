@@ -8,6 +8,10 @@ pub const RUNNER: &str = "ome.io/runner";
 pub const INSTANCE_INDEX: &str = "ome.io/instance-index";
 /// A pod's place in its runner, as its name ends: a worker's rank, a one-pod runner's slot.
 pub const POD_ORDINAL: &str = "ome.io/pod-ordinal";
+pub const INSTANCE_INCARNATION: &str = "ome.io/instance-incarnation";
+pub const REVISION_HASH: &str = "ome.io/revision-hash";
+/// The scheduler-plugins gang label on every pod of a multi-pod Instance (`render.go`).
+pub const POD_GROUP: &str = "scheduling.x-k8s.io/pod-group";
 
 /// Checks a label key as the API server does (a qualified name): an optional DNS-1123 subdomain
 /// prefix and `/`, then a name of at most 63 characters. Returns why the key is not valid.

@@ -5,12 +5,13 @@
 //!
 //! - [`ome`]: OME's objects, the one model of them; [`pod`]: the parts of a pod read, and
 //!   [`nodes`] of a node; [`read`]: saved objects read into them, what cannot be read named;
-//!   [`instance`]: a pod's Instance, from OME's labels; [`replica`]: which InferenceReplica and
-//!   runtime belong to what;
+//!   [`instance`]: a pod's Instance from OME's labels, a component's Instances, their workers
+//!   and domains; [`replica`]: which InferenceReplica and runtime belong to what;
 //! - [`spread`]: the three spread fields and the settings in effect (M1); [`settings`]: the
 //!   policy's settings;
 //! - [`rules`]: P5 to P12, what a pod gets; [`diagnosis`] and [`nodes`]: whether the spread
-//!   holds, and why not; [`explain`]: what `explain` and the playground show of a service;
+//!   holds, and why not; [`action`]: what to do about it, as the condition says it; [`explain`]:
+//!   what `explain` and the playground show of a service;
 //!   [`rebalance`]: the fewest Instance moves that fix a skew, into the [`room`] nodes have,
 //!   its amounts read as Kubernetes reads a [`quantity`];
 //!   [`loss`]: what losing one domain leaves serving, and which lost Instances fit elsewhere;
@@ -19,6 +20,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod action;
 pub mod alfred;
 pub mod columns;
 pub mod diagnosis;

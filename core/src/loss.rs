@@ -8,7 +8,8 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use crate::diagnosis::{Component, Report, anchors, domain_of, honors_taints, workers_of};
+use crate::diagnosis::{Component, Report, honors_taints};
+use crate::instance::{domain_of, workers_of};
 use crate::nodes::Node;
 use crate::pod::Pod;
 use crate::rebalance::Candidates;
@@ -238,7 +239,7 @@ impl<'a, 'r> Failures<'a, 'r> {
     ) -> Option<Self> {
         let key = report.in_effect.domain_key()?;
         let kind = component.kind();
-        let anchors = anchors(component, kind);
+        let anchors = component.anchors(kind);
         let instances: Vec<Placed> = anchors.iter().map(|anchor| placed(component, anchor, key)).collect();
         let rack = report.in_effect.topology_key.as_deref().filter(|rack| *rack != key);
         let counted_under_honor = honors_taints(&anchors, key);

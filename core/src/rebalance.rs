@@ -9,7 +9,8 @@ use std::cell::OnceCell;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use crate::diagnosis::{Component, Reason, Report, anchors, domain_of, eligible_nodes, workers_of};
+use crate::diagnosis::{Component, Reason, Report, eligible_nodes};
+use crate::instance::{domain_of, workers_of};
 use crate::labels;
 use crate::nodes::{Node, Selection};
 use crate::pod::Pod;
@@ -140,7 +141,7 @@ pub fn recommend(
             component: kind.to_owned(),
         });
     }
-    let anchors = anchors(component, kind);
+    let anchors = component.anchors(kind);
     let instances = anchors
         .iter()
         .map(|pod| instance(component, pod, key))
@@ -191,7 +192,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
             return none();
         };
         let kind = component.kind();
-        let anchors = anchors(component, kind);
+        let anchors = component.anchors(kind);
         let Some(anchor) = anchors.first() else {
             return none();
         };

@@ -3,12 +3,10 @@
 //! with [`Pod::json`], [`Node::json`].
 
 use ome_spread_core::labels::{
-    COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, POD_ORDINAL, RUNNER,
+    COMPONENT, INFERENCE_SERVICE, INSTANCE_INCARNATION, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, POD_GROUP, POD_ORDINAL,
+    REVISION_HASH, RUNNER,
 };
 use serde_json::{Value, json};
-
-use crate::ome::POD_GROUP;
-use crate::ome_stand_in::render::{INSTANCE_INCARNATION, REVISION_HASH};
 
 /// A pod of an OMENative Instance, as OME v1.3 creates it: named
 /// `<service>-<component>-<index>-<runner>-<ordinal>` and labelled as its render labels it (its

@@ -23,15 +23,12 @@
 use jiff::{SignedDuration, Timestamp};
 use ome_spread::admission;
 use ome_spread_core::instance::component_of;
-use ome_spread_core::labels::{INSTANCE_INDEX, POD_ORDINAL, RUNNER};
+use ome_spread_core::labels::{INSTANCE_INDEX, POD_GROUP, POD_ORDINAL, RUNNER};
 use ome_spread_core::migration::REQUEST_PREFIX;
 use serde_json::{Value, json};
 
 use crate::objects::read;
 use crate::scheduler;
-
-/// The scheduler-plugins gang label on every pod of a multi-pod Instance (`render.go`).
-pub const POD_GROUP: &str = "scheduling.x-k8s.io/pod-group";
 
 /// OME, with the policy's settings (for the surge's pods), the time a record may stay
 /// non-terminal (its `deadline`, from its acceptance), and whether the operator configured its

@@ -17,7 +17,8 @@ use ome_spread_controller::cache::{Caches, Fill};
 use ome_spread_controller::context::{Context, Mode, Rebalance, Writes};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::pods;
-use ome_spread_controller::report::Reports;
+use ome_spread_controller::policy::DEFAULT_NAME;
+use ome_spread_controller::report::{Format, Reports};
 use ome_spread_controller::state::ReplicaStates;
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::nodes::Served;
@@ -95,7 +96,11 @@ pub struct Harness {
 /// The caches filled with `objects`; rebalance in `rebalance` mode (off for the condition's own
 /// scenarios, so that a plan's Event does not interleave with theirs).
 pub fn harness(objects: &[Value], rebalance: Mode) -> Harness {
-    harness_reporting(objects, rebalance, Reports::off())
+    harness_reporting(
+        objects,
+        rebalance,
+        Reports::new(Format::Off, DEFAULT_NAME, Arc::default()),
+    )
 }
 
 /// [`harness`], writing `reports`.

@@ -4,10 +4,10 @@
 //! model's changes written as OME writes them.
 
 use kube::Client;
-use ome_spread_core::labels::RUNNER;
+use ome_spread_core::labels::{REVISION_HASH, RUNNER};
 use serde_json::{Value, json};
 
-use super::render::{self, REVISION_HASH, Terms};
+use super::render::{self, Terms};
 use super::{MANAGER, WHO};
 use crate::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
 use crate::objects::read;

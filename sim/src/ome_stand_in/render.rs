@@ -21,17 +21,16 @@
 
 use ome_spread_core::diagnosis::settings_in_effect;
 use ome_spread_core::labels::{
-    COMPONENT, INFERENCE_SERVICE, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, POD_ORDINAL, RUNNER,
+    COMPONENT, INFERENCE_SERVICE, INSTANCE_INCARNATION, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, POD_GROUP, POD_ORDINAL,
+    REVISION_HASH, RUNNER,
 };
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceService, Runtime, ServingRuntime};
 use ome_spread_core::pod::Pod;
 use ome_spread_core::spread::SpreadSettings;
 use serde_json::{Map, Value, json};
 
-use crate::ome::{POD_GROUP, with_condition};
+use crate::ome::with_condition;
 
-pub const INSTANCE_INCARNATION: &str = "ome.io/instance-incarnation";
-pub const REVISION_HASH: &str = "ome.io/revision-hash";
 /// The readiness gate OME puts on every pod it creates.
 pub const SERVING_GATE: &str = "ome.io/serving";
 
