@@ -220,8 +220,8 @@ PORT ?= 8000
 # the page then fails to load ("WebAssembly.Table.set(): Argument 1 is invalid").
 WASM_OPT_SINCE := 117
 
-# A tool, built for a quick build rather than its last percent of speed: its own release profile
-# (fat LTO, one codegen unit) took 9 of a fresh CI's minutes on 2 cores.
+# A tool, built for a quick build rather than its last percent of speed: a tool's own release
+# profile (fat LTO, one codegen unit) is most of a fresh CI's time spent on it.
 TOOL_PROFILE := CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_OPT_LEVEL=1
 
 web-tools:
@@ -345,7 +345,7 @@ $(CLUSTER_BIN)/cosign: cluster/cosign/go.mod cluster/cosign/go.sum
 # promtool, for `promtool test rules` of the chart's alerts (controller/tests/chart.rs), from
 # Prometheus' Go module at the version cluster/prometheus/go.mod pins, without the cloud service
 # discoveries (Prometheus' own `remove_all_sd` build tag: `test rules` reads none of them; they
-# took most of the build's 10 minutes on two cores).
+# are most of the build).
 $(CLUSTER_BIN)/promtool: cluster/prometheus/go.mod cluster/prometheus/go.sum
 	@start=$$(date +%s); \
 	CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
@@ -430,9 +430,9 @@ e2e-cluster: cluster-bin kwok-bin policy.wasm
 demo: wasm-target
 	$(CARGO) run --quiet --example demo
 
-# Criterion: the policy beside the SDK floor (at most 1.25x), the ratio table and both modules'
-# sizes printed at the end, then the
-# controller's diagnosis pass over 1,000 replicas, then the playground's diagnosis of the same
+# Criterion: the policy beside the SDK floor, the ratio table and both modules' sizes printed at the
+# end; the core's diagnosis and rebalance passes over 1,000 replicas; what a pod event costs the
+# controller; then the playground's diagnosis of the same
 # cluster natively and in headless Chromium, then both in the real policy-server under an
 # open-loop load (LOAD_SECONDS at LOAD_RATE per second, then STEP_SECONDS per step of the search
 # for the highest rate with p99 under 10 ms; see BENCHMARKS.md).
@@ -453,8 +453,8 @@ bench: wasm-target web
 
 # The controller as built, its own process, against the in-memory API server under a minute of
 # pod and node churn (controller/benches/churn.rs), beside the controller as it was at the commit
-# CHURN_BASELINE_REV (taken from git history and built once under target/churn-baseline/REV): the
-# last one measured, so that a change is seen side by side with the code it changed.
+# CHURN_BASELINE_REV (taken from git history and built once under target/churn-baseline/REV), so
+# that a change is seen side by side with the code it is measured against.
 # CHURN_SECONDS sets the churn's length.
 CHURN_BASELINE_REV := fe890ccda69099af7f6ce36568bf1ed11664b005
 CHURN_BASELINE := target/churn-baseline/$(CHURN_BASELINE_REV)/target/release/ome-spread
