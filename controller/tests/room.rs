@@ -106,6 +106,8 @@ async fn room_is_counted_as_kube_scheduler_fits_pods() {
         return;
     };
     let client = live::client_of(&kubeconfig).await;
+    // kwok makes the nodes Ready; the pods it starts there hold no more room than bound ones.
+    let _kwok = live::kwok(&kubeconfig).await;
     clean_up(&kubeconfig).await;
     // The test's own failure is raised only after its nodes and pods are gone.
     let outcome = std::panic::AssertUnwindSafe(count_against_the_scheduler(&kubeconfig, &client))
@@ -231,8 +233,7 @@ fn trimmed(pods: &[Value]) -> Vec<Pod> {
         .collect()
 }
 
-/// The namespace (its pods deleted at once: no kubelet confirms their end), the nodes, their
-/// Leases and the RuntimeClass, gone.
+/// The namespace (its pods deleted at once), the nodes and the RuntimeClass, gone.
 async fn clean_up(kubeconfig: &Path) {
     for args in live::namespace_removal(NAMESPACE) {
         live::kubectl(kubeconfig, &args).await;
@@ -243,7 +244,4 @@ async fn clean_up(kubeconfig: &Path) {
     let mut args = vec!["delete", "--ignore-not-found", &runtime_class];
     args.extend(nodes_named.iter().map(String::as_str));
     live::kubectl(kubeconfig, &args).await;
-    let mut leases = vec!["delete", "lease", "-n", "kube-node-lease", "--ignore-not-found"];
-    leases.extend(nodes);
-    live::kubectl(kubeconfig, &leases).await;
 }

@@ -13,7 +13,7 @@
 //! request's deadline passes. One phase per [`Ome::step`], so that a test can look at
 //! every state in between. Who admits and places the surge's pods is a [`World`]: this crate's
 //! models ([`Models`], what [`Ome::step`] uses), or a real cluster's admission, kube-scheduler and
-//! node stand-in (the OME stand-in's, through [`Ome::step_in`]); the phases are the same.
+//! kwok (the OME stand-in's, through [`Ome::step_in`]); the phases are the same.
 //!
 //! Simpler than upstream, on purpose: the surge's index comes from the pods' labels (upstream:
 //! the replica's instance statuses, the same while pods and statuses agree); the surge carries no

@@ -7,7 +7,7 @@
 //!   pods where they are (the seed: "Running Instances stay where they are");
 //! - creates the pods of each missing Instance through the API server, so that admission (the
 //!   ome-spread policy behind its webhook) applies, with or without OME's in-tree terms
-//!   ([`Terms`]); the real kube-scheduler places them and the node stand-in runs them;
+//!   ([`Terms`]); the real kube-scheduler places them and kwok runs them;
 //! - writes the replica's status and the InferenceService's `Ready` condition as field manager
 //!   [`MANAGER`], beside the ome-spread controller's `Spread` condition;
 //! - moves each migration request one phase, by [`crate::ome`]'s own logic, its surge admitted by
@@ -44,7 +44,7 @@ pub use render::Terms;
 pub const MANAGER: &str = "ome-stand-in";
 const WHO: &str = "OME stand-in";
 
-/// How long the stand-ins wait for an API server that does not answer, by default.
+/// How long the stand-in waits for an API server that does not answer, by default.
 pub const GIVE_UP: Duration = Duration::from_secs(300);
 
 /// How the OME stand-in runs.

@@ -448,8 +448,8 @@ pub fn replica_status(replica: &Value, pods: &[&Pod], now: &str) -> Value {
     };
     let service = replica["spec"]["parentRef"]["name"].as_str().unwrap_or_default();
     let component = replica["spec"]["component"].as_str().unwrap_or_default();
-    // Available and serving as soon as Ready: no minReadySeconds, and the node stand-in starts
-    // every pod with its `ome.io/serving` gate True.
+    // Available and serving as soon as Ready: no minReadySeconds, and kwok starts every pod with
+    // its `ome.io/serving` gate True.
     json!({
         "observedGeneration": replica["metadata"]["generation"],
         "replicas": counts.replicas, "readyReplicas": ready, "availableReplicas": ready, "servingReplicas": ready,
