@@ -11,7 +11,7 @@
 //! of the resource the count ran out of. It works in the namespace `ome-spread-e2e-room`, on nodes
 //! `room-*` and the RuntimeClass `ome-spread-e2e-overhead`, all deleted at the end, pass or fail.
 
-use ome_spread_sim::{live, wait::eventually};
+use ome_spread_sim::support::{live, wait::eventually};
 
 use std::path::Path;
 
@@ -20,8 +20,8 @@ use kube::Client;
 use ome_spread_core::pod::Pod;
 
 use ome_spread_core::room::{self, Resources};
-use ome_spread_sim::nodes::{self, NodeShape};
-use ome_spread_sim::objects::read;
+use ome_spread_sim::support::nodes::{self, NodeShape};
+use ome_spread_sim::support::objects::read;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-e2e-room";

@@ -8,7 +8,7 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=target/cluster/e2e/kubeconfig cargo test -p ome-spread-controller --test seed -- --ignored
 
-use ome_spread_sim::{live, local, wait::eventually};
+use ome_spread_sim::support::{live, local, wait::eventually};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,9 +18,9 @@ use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_core::settings::Settings;
-use ome_spread_sim::live::{Process, kubectl, table};
-use ome_spread_sim::nodes::{self, NodeShape};
-use ome_spread_sim::objects::Pod;
+use ome_spread_sim::support::live::{Process, kubectl, table};
+use ome_spread_sim::support::nodes::{self, NodeShape};
+use ome_spread_sim::support::objects::Pod;
 use serde_json::{Value, json};
 
 /// The seed's prerequisites: the ClusterBaseModel `qwen3-0-6b`, Ready, and the

@@ -18,10 +18,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ome_spread_sim::live::{self, kubectl, kubectl_with};
-use ome_spread_sim::objects::{Node, Pod};
-use ome_spread_sim::ome_stand_in::render::SERVING_GATE;
-use ome_spread_sim::wait::eventually;
+use ome_spread_sim::stand_in::ome::render::SERVING_GATE;
+use ome_spread_sim::support::live::{self, kubectl, kubectl_with};
+use ome_spread_sim::support::objects::{Node, Pod};
+use ome_spread_sim::support::wait::eventually;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "kwok-smoke";

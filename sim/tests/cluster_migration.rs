@@ -11,9 +11,9 @@ mod support;
 
 use std::time::Duration;
 
-use ome_spread_sim::api::INFERENCE_SERVICE;
-use ome_spread_sim::nodes::{self, NodeShape};
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::INFERENCE_SERVICE;
+use ome_spread_sim::support::nodes::{self, NodeShape};
 use serde_json::{Value, json};
 use support::{SERVICE, ZONE, eventually, row, seed_service};
 

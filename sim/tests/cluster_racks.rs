@@ -10,9 +10,9 @@ mod support;
 
 use std::time::Duration;
 
-use ome_spread_sim::api::{self, INFERENCE_SERVICE, NODE};
-use ome_spread_sim::nodes::{RACK, layout};
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::{self, INFERENCE_SERVICE, NODE};
+use ome_spread_sim::support::nodes::{RACK, layout};
 use serde_json::json;
 use support::{ZONE, row, seed_service};
 

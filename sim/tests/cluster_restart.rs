@@ -12,9 +12,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use kube::api::DeleteParams;
-use ome_spread_sim::api::{self, INFERENCE_SERVICE, NODE, POD};
-use ome_spread_sim::nodes::layout;
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::{self, INFERENCE_SERVICE, NODE, POD};
+use ome_spread_sim::support::nodes::layout;
 use support::{NAMESPACE, eventually, row, seed_service};
 
 #[tokio::test]

@@ -11,9 +11,9 @@ mod support;
 
 use std::time::Duration;
 
-use ome_spread_sim::api::INFERENCE_SERVICE;
-use ome_spread_sim::nodes::layout;
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::INFERENCE_SERVICE;
+use ome_spread_sim::support::nodes::layout;
 use support::{row, seed_service};
 
 #[tokio::test]

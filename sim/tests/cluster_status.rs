@@ -11,9 +11,9 @@ mod support;
 use std::time::Duration;
 
 use kube::api::{DeleteParams, Patch, PatchParams};
-use ome_spread_sim::api::{INFERENCE_REPLICA, INFERENCE_SERVICE, POD};
-use ome_spread_sim::nodes::layout;
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::{INFERENCE_REPLICA, INFERENCE_SERVICE, POD};
+use ome_spread_sim::support::nodes::layout;
 use serde_json::{Value, json};
 use support::{NAMESPACE, REPLICA, eventually, row, seed_service};
 

@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use ome_spread_sim::ome_stand_in::{self, Terms};
-use ome_spread_sim::{api, nodes};
+use ome_spread_sim::stand_in::ome::{self, Terms};
+use ome_spread_sim::support::{api, nodes};
 
 #[derive(Parser)]
 #[command(
@@ -69,7 +69,7 @@ async fn main() -> ExitCode {
             migration_deadline,
             no_lifecycle_audit,
         } => {
-            let options = ome_stand_in::Options {
+            let options = ome::Options {
                 terms: if no_in_tree_terms {
                     Terms::Webhook
                 } else {
@@ -79,14 +79,14 @@ async fn main() -> ExitCode {
                 caps: !no_lifecycle_audit,
                 exit_after: cli.exit_after.map(Duration::from_secs),
                 give_up: Some(Duration::from_secs(cli.give_up)).filter(|d| !d.is_zero()),
-                ..ome_stand_in::Options::default()
+                ..ome::Options::default()
             };
             run_ome(cli.kubeconfig.as_deref(), options).await
         }
     }
 }
 
-async fn run_ome(kubeconfig: Option<&Path>, options: ome_stand_in::Options) -> ExitCode {
+async fn run_ome(kubeconfig: Option<&Path>, options: ome::Options) -> ExitCode {
     let client = match api::client(kubeconfig).await {
         Ok(client) => client,
         Err(e) => {
@@ -97,7 +97,7 @@ async fn run_ome(kubeconfig: Option<&Path>, options: ome_stand_in::Options) -> E
     // Ready: each pass reads the cluster afresh, the first one included.
     println!("ome: ready");
     tokio::select! {
-        () = ome_stand_in::run(client, options) => {}
+        () = ome::run(client, options) => {}
         _ = tokio::signal::ctrl_c() => {}
     }
     ExitCode::SUCCESS

@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams};
-use ome_spread_sim::api::{self, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, NODE, POD};
-use ome_spread_sim::live::{self, Process};
-use ome_spread_sim::nodes::{self, NodeShape, SUITE_NODE};
-use ome_spread_sim::ome_stand_in::{self, Terms};
+use ome_spread_sim::stand_in::ome::{self, Terms};
+use ome_spread_sim::support::api::{
+    self, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, NODE, POD,
+};
+use ome_spread_sim::support::live::{self, Process};
+use ome_spread_sim::support::nodes::{self, NodeShape, SUITE_NODE};
 use serde_json::{Value, json};
 
 pub const NAMESPACE: &str = "spread-demo";
@@ -45,7 +47,7 @@ pub fn seed_service() -> Value {
             "engine": {"minReplicas": 2, "maxReplicas": 2, "topologySpread": "Required", "topologySpreadKey": ZONE}}})
 }
 
-pub use ome_spread_sim::wait::eventually;
+pub use ome_spread_sim::support::wait::eventually;
 
 /// The cluster under test, with kwok and the OME stand-in running until it is dropped.
 pub struct Cluster {
@@ -65,16 +67,16 @@ impl Drop for Cluster {
 /// nodes, with OME's CRDs, the seed's runtime, the `layout`'s nodes, kwok and the OME stand-in
 /// running (OME's in-tree terms as `terms` says).
 pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
-    let options = ome_stand_in::Options {
+    let options = ome::Options {
         terms,
         interval: Duration::from_millis(500),
-        ..ome_stand_in::Options::default()
+        ..ome::Options::default()
     };
     cluster_with(layout, options).await
 }
 
 /// [`cluster`], the OME stand-in run with `ome_options`.
-pub async fn cluster_with(layout: &[NodeShape], ome_options: ome_stand_in::Options) -> Cluster {
+pub async fn cluster_with(layout: &[NodeShape], ome_options: ome::Options) -> Cluster {
     let path = live::kubeconfig().expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
     let client = api::client(Some(&path)).await.expect("a cluster in the kubeconfig");
     live::install_crds(&path).await;
@@ -98,7 +100,7 @@ pub async fn cluster_with(layout: &[NodeShape], ome_options: ome_stand_in::Optio
     api::apply(&client, NAMESPACES, &namespace, "ome-spread-sim-e2e")
         .await
         .expect("the namespace");
-    let ome = tokio::spawn(ome_stand_in::run(client.clone(), ome_options));
+    let ome = tokio::spawn(ome::run(client.clone(), ome_options));
     Cluster {
         client,
         ome,
@@ -257,6 +259,6 @@ pub fn row(pod: &Value) -> (String, String, String, String, String, bool) {
         joined("whenUnsatisfiable"),
         pod["spec"]["nodeName"].as_str().unwrap_or("<none>").to_owned(),
         pod["status"]["phase"].as_str().unwrap_or_default().to_owned(),
-        ome_spread_sim::objects::read(pod).is_ready(),
+        ome_spread_sim::support::objects::read(pod).is_ready(),
     )
 }

@@ -29,7 +29,7 @@ use ome_spread_core::pod::Pod;
 use ome_spread_core::spread::SpreadSettings;
 use serde_json::{Map, Value, json};
 
-use crate::ome::with_condition;
+use crate::stand_in::migration::with_condition;
 
 /// The readiness gate OME puts on every pod it creates.
 pub const SERVING_GATE: &str = "ome.io/serving";
@@ -816,7 +816,7 @@ mod tests {
     }
 
     fn ready_pod(index: &str, ready: bool) -> Pod {
-        crate::objects::read(&json!({"metadata": {"labels": {"ome.io/instance-index": index}},
+        crate::support::objects::read(&json!({"metadata": {"labels": {"ome.io/instance-index": index}},
             "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}))
     }
 

@@ -12,7 +12,7 @@ use kube::{Client, Config};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::local::workspace;
+use crate::support::local::workspace;
 
 /// Logs of a controller run inside the test's process, shown with a failing test's output:
 /// `RUST_LOG`, else the controller's debug lines (what it reconciled, and why not).
@@ -386,7 +386,7 @@ pub async fn fresh_namespace(admin: &Path, name: &str) {
 /// makes it, and no pod of the namespace can be created before.
 pub async fn namespace_for_pods(admin: &Path, name: &str) {
     kubectl(admin, &["create", "namespace", name]).await;
-    crate::wait::eventually(&format!("{name}'s default ServiceAccount"), 60, || async {
+    crate::support::wait::eventually(&format!("{name}'s default ServiceAccount"), 60, || async {
         let args = ["get", "serviceaccount", "default", "-n", name];
         kubectl_with(admin, &args, None).await.ok.then_some(())
     })

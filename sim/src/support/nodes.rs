@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use kube::Client;
 use serde_json::{Value, json};
 
-use crate::api::{self, ApiError, NODE};
-use crate::wait::eventually;
+use crate::support::api::{self, ApiError, NODE};
+use crate::support::wait::eventually;
 
 /// The label on every node of the cluster suites, so that an earlier run's are found again.
 pub const SUITE_NODE: &str = "e2e.spread.ome.io/node";

@@ -1,4 +1,4 @@
-//! [`crate::ome`]'s surge migration on a real cluster: the surge's pods rendered as OME renders
+//! [`crate::stand_in::migration`]'s surge migration on a real cluster: the surge's pods rendered as OME renders
 //! them and created through the API server (admission applies), placed by the real
 //! kube-scheduler (the stand-in waits for `spec.nodeName`), Ready by kwok; and the
 //! model's changes written as OME writes them.
@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::render::{self, Terms};
 use super::{MANAGER, WHO};
-use crate::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
-use crate::objects::read;
-use crate::ome::{Change, Event, Placement, World, with_condition};
+use crate::stand_in::migration::{Change, Event, Placement, World, with_condition};
+use crate::support::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
+use crate::support::objects::read;
 
 /// The cluster as the surge's world.
 pub struct Cluster {
