@@ -1,7 +1,7 @@
 //! What the tests against a live cluster share: the cluster a kubeconfig names
 //! (`OME_SPREAD_E2E_KUBECONFIG`; `make e2e-cluster` starts one with cluster/up.sh and names it),
-//! kubectl run as a user runs it, and the processes a test starts (stand-ins, the admission host,
-//! the controller), each stopped when the test ends, pass or fail.
+//! kubectl run as a user runs it, and the processes a test starts (kwok, the OME stand-in, the
+//! admission host, the controller), each stopped when the test ends, pass or fail.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
