@@ -356,7 +356,7 @@ cluster-bin: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/helm $(CLUSTER_BIN)/promtool
 
 # kwok, the fake kubelet of the cluster benchmarks' nodes (cluster/kwok-up.sh), from its own
 # module (cluster/kwok/go.mod: its Kubernetes libraries are v0.36, not those cluster/go.mod pins).
-# Not part of cluster-bin: only the kwok suite (sim/tests/cluster_kwok.rs) and the benchmarks run it.
+# Not part of cluster-bin: only the cluster suites (make e2e-cluster) and the benchmarks run it.
 $(CLUSTER_BIN)/kwok: cluster/kwok/go.mod cluster/kwok/go.sum
 	@start=$$(date +%s); \
 	CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE=$(CURDIR)/target/cluster/go-build \
@@ -411,7 +411,7 @@ cluster-down:
 	cluster/down.sh
 
 # OME's how-to and every cluster test against a control plane of their own (cluster/e2e.sh):
-# started, run, stopped, no process left. The stand-ins, the admission host and the controller
+# started, run, stopped, no process left. The OME stand-in, the admission host and the controller
 # they start are built first; then, for the chart on a real node (controller/tests/node.rs), the
 # image, the kubelet and the pause image, where the node's tools are installed (otherwise one
 # line says which are missing; CI=true makes that a failure).

@@ -39,7 +39,7 @@ controller_alone=(--set policy.enabled=false --set controller.image.repository=R
 echo "time: the chart's lint and dry run took $((SECONDS - start)) s"
 start=$SECONDS
 # One suite after another, each test alone: the webhook configuration and the nodes are
-# cluster-wide. The stand-ins' own tests first (kwok's nodes among them), then OME's how-to and the
+# cluster-wide. The OME stand-in's and kwok's own tests first, then OME's how-to and the
 # controller, then the webhook.
 suites=(
   "--test cluster_seed --test cluster_racks --test cluster_status --test cluster_migration --test cluster_migration_deadline --test cluster_restart --test cluster_kwok"

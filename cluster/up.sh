@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # A Kubernetes control plane for the tests and for trying OME's how-to: etcd, kube-apiserver,
 # kube-controller-manager (namespaces, garbage collection, service accounts only) and
-# kube-scheduler, built by `make cluster-bin`, on 127.0.0.1 and free ports. No kubelet: the node
-# stand-in (`target/debug/stand-in nodes`) plays the nodes. Certificates and keys are made for the
-# run. Leaves everything running and prints the admin KUBECONFIG; `cluster/down.sh` stops it.
+# kube-scheduler, built by `make cluster-bin`, on 127.0.0.1 and free ports. No kubelet: kwok
+# (cluster/kwok-up.sh) plays the nodes. Certificates and keys are made for the run. Leaves everything running and prints the admin KUBECONFIG; `cluster/down.sh` stops it.
 #
 #   cluster/up.sh [RUN_DIR]      (default target/cluster/run)
 set -euo pipefail

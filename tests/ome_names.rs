@@ -15,8 +15,8 @@
 
 use std::path::{Path, PathBuf};
 
-use ome_spread_sim::objects::Pod;
 use ome_spread_sim::policy::{data_dir, fixture};
+use ome_spread_sim::support::objects::Pod;
 use serde_json::Value;
 
 /// The cases whose pod is not as OME writes it, on purpose: P11's broken identity labels, and P3's

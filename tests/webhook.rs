@@ -1,5 +1,5 @@
 //! The policy behind a real mutating webhook: the built `policy.wasm` served by the test-only
-//! admission host (`ome_spread_sim::admission_host`, run in this process), called by a real
+//! admission host (`ome_spread_sim::stand_in::admission_host`, run in this process), called by a real
 //! kube-apiserver through the MutatingWebhookConfiguration kubewarden-controller writes for
 //! `policy.yaml`, reading InferenceReplicas with the policy-server ServiceAccount's token, so that
 //! `policy.yaml`'s RBAC is what is tested.
@@ -28,13 +28,13 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use ome_spread_sim::admission_host::webhook::{self, Naming};
-use ome_spread_sim::admission_host::{self, Options, Running};
-use ome_spread_sim::live::{self, kubectl_blocking};
-use ome_spread_sim::local::workspace;
-use ome_spread_sim::objects;
 use ome_spread_sim::policy::wasm::{Module, build_policy};
-use ome_spread_sim::wait::eventually;
+use ome_spread_sim::stand_in::admission_host::webhook::{self, Naming};
+use ome_spread_sim::stand_in::admission_host::{self, Options, Running};
+use ome_spread_sim::support::live::{self, kubectl_blocking};
+use ome_spread_sim::support::local::workspace;
+use ome_spread_sim::support::objects;
+use ome_spread_sim::support::wait::eventually;
 use serde_json::{Value, json};
 
 fn policy_yaml() -> Value {

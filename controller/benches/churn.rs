@@ -1,14 +1,14 @@
 //! `make bench-churn`: the controller as built (`ome-spread controller`, its own process) against
-//! the in-memory API server (`ome_spread_sim::memory`, over HTTP on 127.0.0.1) holding the
+//! the in-memory API server (`ome_spread_sim::stand_in::memory`, over HTTP on 127.0.0.1) holding the
 //! benchmarks' large cluster: 1,000 replicas, their 10,000 pods as OME creates them, 20,000 pods
-//! of other workloads and 5,000 nodes, under CHURN_SECONDS of the churn `ome_spread_sim::churn`
+//! of other workloads and 5,000 nodes, under CHURN_SECONDS of the churn `ome_spread_sim::bench::churn`
 //! describes. Side by side in the same run: the controller as it was at an earlier commit
 //! (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit OME_SPREAD_CHURN_BASELINE_REV
 //! names).
 
 use std::path::PathBuf;
 
-use ome_spread_sim::churn::{self, RATE};
+use ome_spread_sim::bench::churn::{self, RATE};
 
 fn binary(variable: &str) -> PathBuf {
     std::env::var_os(variable)

@@ -1,5 +1,5 @@
 //! `make bench`: what a pod event costs the controller. The 10,000 OME pods of the
-//! benchmarks' large cluster (`ome_spread_sim::large_cluster`), each shaped as OME v1.3 creates it
+//! benchmarks' large cluster (`ome_spread_sim::bench::large_cluster`), each shaped as OME v1.3 creates it
 //! (the repository's fixture leader, its env, volumes and probes, with the pod's own rendered
 //! terms), in the pods index and the room's. Side by side in one run: one pod's
 //! status update, read from its JSON as the watch reads it, trimmed and indexed in both, and a
@@ -16,7 +16,7 @@ use kube::runtime::watcher::Event;
 use ome_spread_controller::pods::{self, Pods};
 use ome_spread_controller::room::Room;
 use ome_spread_core::pod::Pod;
-use ome_spread_sim::large_cluster;
+use ome_spread_sim::bench::large_cluster;
 
 /// The bytes allocated and not yet freed: what an index keeps of the pods it was given.
 struct Counting;

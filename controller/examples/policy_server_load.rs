@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use ome_spread_sim::policy_server::{self, Case, Client, FakeApi, Policy, PolicyServer, Tools};
+use ome_spread_sim::policy_server::{self, Case, Client, Policy, PolicyServer, Tools};
+use ome_spread_sim::stand_in::fake_api::FakeApi;
 use serde_json::{Value, json};
 
 /// The pods of OME's how-to: its two single-pod Instances, and a leader and a worker of a multi-node one.

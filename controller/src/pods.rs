@@ -132,7 +132,7 @@ mod tests {
     use super::*;
     use crate::index::{self, Apply};
     use kube::ResourceExt;
-    use ome_spread_sim::objects::read;
+    use ome_spread_sim::support::objects::read;
     use proptest::prelude::*;
     use serde_json::{Value, json};
 

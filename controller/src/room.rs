@@ -73,7 +73,7 @@ mod tests {
     use crate::index::Apply;
     use crate::pods::trim;
     use kube::runtime::watcher;
-    use ome_spread_sim::objects::read;
+    use ome_spread_sim::support::objects::read;
     use proptest::prelude::*;
     use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=... cargo test -p ome-spread-controller --test chart -- --ignored
 
-use ome_spread_sim::{live, local, wait::eventually};
+use ome_spread_sim::support::{live, local, wait::eventually};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,10 +14,10 @@ use std::process::Command;
 use k8s_openapi::api::core::v1::Pod;
 use ome_spread_core::ome::InferenceService;
 use ome_spread_core::settings::Settings;
-use ome_spread_sim::admission_host::webhook;
-use ome_spread_sim::live::{Process, cluster_bin, helm, kubectl};
-use ome_spread_sim::ome_stand_in::Terms;
-use ome_spread_sim::ome_stand_in::render::{self, Instance};
+use ome_spread_sim::stand_in::admission_host::webhook;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::stand_in::ome::render::{self, Instance};
+use ome_spread_sim::support::live::{Process, cluster_bin, helm, kubectl};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-chart";

@@ -10,7 +10,7 @@
 //! next to a condition of another field manager (OME's) without removing it, passes the CRD's
 //! validation of a condition, and changes with the InferenceService, with an Event.
 
-use ome_spread_sim::{live, local, wait::eventually};
+use ome_spread_sim::support::{live, local, wait::eventually};
 
 use std::sync::Arc;
 

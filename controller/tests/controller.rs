@@ -1,4 +1,4 @@
-//! `ome-spread controller` as it runs, against the in-memory API server (`ome_spread_sim::memory`,
+//! `ome-spread controller` as it runs, against the in-memory API server (`ome_spread_sim::stand_in::memory`,
 //! behind tower-test's mock service): it takes the Lease, fills its caches,
 //! sets the `Spread` condition, and follows what changes it — a pod that moves, a node that loses
 //! its domain label and then goes, a runtime that changes the settings in effect — each through
@@ -18,10 +18,10 @@ use ome_spread_controller::policy::{DEFAULT_NAME, Source};
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::settings::Settings;
-use ome_spread_sim::memory::ApiServer;
-use ome_spread_sim::objects::Node;
-use ome_spread_sim::ome::{Cluster, Ome, apply};
-use ome_spread_sim::wait::{eventually, until};
+use ome_spread_sim::stand_in::memory::ApiServer;
+use ome_spread_sim::stand_in::migration::{Cluster, Ome, apply};
+use ome_spread_sim::support::objects::Node;
+use ome_spread_sim::support::wait::{eventually, until};
 use serde_json::{Value, json};
 use tokio::time::{Duration, Instant, sleep};
 

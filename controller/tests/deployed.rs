@@ -7,11 +7,11 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=... cargo test -p ome-spread-controller --test deployed -- --ignored
 
-use ome_spread_sim::{live, local, wait::eventually};
+use ome_spread_sim::support::{live, local, wait::eventually};
 
 use std::path::Path;
 
-use ome_spread_sim::live::{Process, kubectl};
+use ome_spread_sim::support::live::{Process, kubectl};
 use serde_json::Value;
 
 const NAMESPACE: &str = "ome-spread-deployed";

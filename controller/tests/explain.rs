@@ -12,8 +12,8 @@ use std::process::Command;
 use ome_spread_core::diagnosis::{Component, Reason, Report, diagnose};
 use ome_spread_core::explain::{Objects, explain};
 use ome_spread_core::settings::Settings;
-use ome_spread_sim::memory::ApiServer;
-use ome_spread_sim::objects::{Node, Pod};
+use ome_spread_sim::stand_in::memory::ApiServer;
+use ome_spread_sim::support::objects::{Node, Pod};
 use serde_json::{Value, json};
 
 fn data() -> PathBuf {
@@ -570,7 +570,7 @@ fn report_of(objects: &[Value], settings: &Settings) -> Report {
     let service = read.services(None).next().expect("the service");
     let replica = read.replicas(None).next().expect("the replica");
     let pods: Vec<_> = (objects.iter().filter(|o| o["kind"] == "Pod"))
-        .map(ome_spread_sim::objects::read)
+        .map(ome_spread_sim::support::objects::read)
         .collect();
     let component = Component::new(service, read.runtime_of(service), replica, &pods, read.nodes());
     diagnose(&component, settings).expect("a report")

@@ -7,7 +7,7 @@
 
 mod oci;
 
-use ome_spread_sim::live;
+use ome_spread_sim::support::live;
 
 use std::path::{Path, PathBuf};
 

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use oci::{Buildah, IMAGE};
-use ome_spread_sim::live::{self, helm, helm_with, kubectl};
-use ome_spread_sim::local;
-use ome_spread_sim::wait::eventually;
+use ome_spread_sim::support::live::{self, helm, helm_with, kubectl};
+use ome_spread_sim::support::local;
+use ome_spread_sim::support::wait::eventually;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-node";

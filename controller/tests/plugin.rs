@@ -4,13 +4,13 @@
 //!
 //!   cargo test -p ome-spread-controller --test plugin -- --ignored
 
-use ome_spread_sim::local;
+use ome_spread_sim::support::local;
 
 use std::process::Command;
 
 /// `kubectl ARGS` with a folder holding the plugin first on PATH: its exit, stdout and stderr.
 fn kubectl(args: &[&str]) -> (bool, String, String) {
-    let kubectl = ome_spread_sim::live::cluster_bin("kubectl");
+    let kubectl = ome_spread_sim::support::live::cluster_bin("kubectl");
     let folder = std::env::temp_dir().join(format!("ome-spread-plugin-{}", std::process::id()));
     std::fs::create_dir_all(&folder).expect("a folder for the plugin");
     let plugin = folder.join("kubectl-ome_spread");

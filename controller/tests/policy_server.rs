@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use ome_spread_sim::policy_server::{self, Case, FakeApi, Policy, PolicyServer, Tools};
+use ome_spread_sim::policy_server::{self, Case, Policy, PolicyServer, Tools};
+use ome_spread_sim::stand_in::fake_api::FakeApi;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs policy-server and kwctl: make e2e-server"]

@@ -20,7 +20,7 @@ use ome_spread_controller::report::{Format, Reports};
 use ome_spread_controller::serve::Health;
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::pod::Pod;
-use ome_spread_sim::objects;
+use ome_spread_sim::support::objects;
 use serde_json::json;
 
 use harness::*;

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ome_spread_sim::{live, local};
+use ome_spread_sim::support::{live, local};
 use serde_json::Value;
 
 use oci::{output, registry, scratch};

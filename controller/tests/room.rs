@@ -11,7 +11,7 @@
 //! of the resource the count ran out of. It works in the namespace `ome-spread-e2e-room`, on nodes
 //! `room-*` and the RuntimeClass `ome-spread-e2e-overhead`, all deleted at the end, pass or fail.
 
-use ome_spread_sim::{live, wait::eventually};
+use ome_spread_sim::support::{live, wait::eventually};
 
 use std::path::Path;
 
@@ -20,8 +20,8 @@ use kube::Client;
 use ome_spread_core::pod::Pod;
 
 use ome_spread_core::room::{self, Resources};
-use ome_spread_sim::nodes::{self, NodeShape};
-use ome_spread_sim::objects::read;
+use ome_spread_sim::support::nodes::{self, NodeShape};
+use ome_spread_sim::support::objects::read;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "ome-spread-e2e-room";
@@ -106,6 +106,8 @@ async fn room_is_counted_as_kube_scheduler_fits_pods() {
         return;
     };
     let client = live::client_of(&kubeconfig).await;
+    // kwok makes the nodes Ready; the pods it starts there hold no more room than bound ones.
+    let _kwok = live::kwok(&kubeconfig).await;
     clean_up(&kubeconfig).await;
     // The test's own failure is raised only after its nodes and pods are gone.
     let outcome = std::panic::AssertUnwindSafe(count_against_the_scheduler(&kubeconfig, &client))
@@ -231,8 +233,7 @@ fn trimmed(pods: &[Value]) -> Vec<Pod> {
         .collect()
 }
 
-/// The namespace (its pods deleted at once: no kubelet confirms their end), the nodes, their
-/// Leases and the RuntimeClass, gone.
+/// The namespace (its pods deleted at once), the nodes and the RuntimeClass, gone.
 async fn clean_up(kubeconfig: &Path) {
     for args in live::namespace_removal(NAMESPACE) {
         live::kubectl(kubeconfig, &args).await;
@@ -243,7 +244,4 @@ async fn clean_up(kubeconfig: &Path) {
     let mut args = vec!["delete", "--ignore-not-found", &runtime_class];
     args.extend(nodes_named.iter().map(String::as_str));
     live::kubectl(kubeconfig, &args).await;
-    let mut leases = vec!["delete", "lease", "-n", "kube-node-lease", "--ignore-not-found"];
-    leases.extend(nodes);
-    live::kubectl(kubeconfig, &leases).await;
 }

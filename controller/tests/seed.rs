@@ -1,14 +1,14 @@
 //! The seed's how-to (spread-instances-across-fault-domains.md), run as written against a live
 //! control plane: the real kube-apiserver and kube-scheduler (`make e2e-cluster` starts them with
 //! cluster/up.sh), the policy behind a real mutating webhook (the test-only admission host, or
-//! policy-server), the node and OME stand-ins of `sim/` in place of kubelets and OME. Each
+//! policy-server), kwok in place of kubelets and `sim/`'s OME stand-in in place of OME. Each
 //! command's output is compared with the seed's output block, written here by hand; where the
 //! seed's output depends on the scheduler's choice (which Instance lands on which node), the test
 //! checks what the seed says of it (two nodes, in different zones).
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=target/cluster/e2e/kubeconfig cargo test -p ome-spread-controller --test seed -- --ignored
 
-use ome_spread_sim::{live, local, wait::eventually};
+use ome_spread_sim::support::{live, local, wait::eventually};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,9 +18,9 @@ use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::Source;
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_core::settings::Settings;
-use ome_spread_sim::live::{Process, kubectl, table};
-use ome_spread_sim::nodes::{self, NodeShape};
-use ome_spread_sim::objects::Pod;
+use ome_spread_sim::support::live::{Process, kubectl, table};
+use ome_spread_sim::support::nodes::{self, NodeShape};
+use ome_spread_sim::support::objects::Pod;
 use serde_json::{Value, json};
 
 /// The seed's prerequisites: the ClusterBaseModel `qwen3-0-6b`, Ready, and the
@@ -79,8 +79,8 @@ struct World {
 
 impl World {
     /// The seed's prerequisites for `model` (its ClusterBaseModel, Ready, and the runtime
-    /// `srt-<model>`) on `nodes`, OME's CRDs, the stand-ins, the policy behind its webhook and,
-    /// when asked, the controller (its Lease's namespace, its rebalance mode).
+    /// `srt-<model>`) on `nodes`, OME's CRDs, kwok and the OME stand-in, the policy behind its
+    /// webhook and, when asked, the controller (its Lease's namespace, its rebalance mode).
     async fn start(admin: PathBuf, model: &str, nodes: &[NodeShape], controller: Option<(&str, Mode)>) -> World {
         live::logs();
         let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
@@ -102,12 +102,10 @@ impl World {
         )
         .await;
         let client = live::client_of(&admin).await;
+        let mut processes = vec![live::kwok(&admin).await];
         nodes::create_nodes(&client, nodes).await.expect("the nodes");
-        let mut processes = Vec::new();
         let env = [("KUBECONFIG", admin.as_path())];
         let stand_in = local::binary("stand-in");
-        let (nodes, _) = Process::start("nodes", &stand_in, &["nodes"], &env, "nodes: ready").await;
-        processes.push(nodes);
         let (ome, _) = Process::start("ome", &stand_in, &["ome", "--no-in-tree-terms"], &env, "ome: ready").await;
         processes.push(ome);
         processes.push(admission_host(&admin, &scratch).await);
@@ -156,8 +154,9 @@ impl World {
         );
     }
 
-    /// Stops the stand-ins and the admission host, and takes the webhook away with the host (left
-    /// behind, it would send every OMENative pod of the next test to a host that is gone).
+    /// Stops kwok, the OME stand-in and the admission host, and takes the webhook away with the
+    /// host (left behind, it would send every OMENative pod of the next test to a host that is
+    /// gone).
     async fn stop(self) {
         if let Some(controller) = self.controller {
             controller.abort();

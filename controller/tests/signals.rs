@@ -6,12 +6,12 @@
 //!
 //!   OME_SPREAD_E2E_KUBECONFIG=... cargo test -p ome-spread-controller --test signals -- --ignored
 
-use ome_spread_sim::{live, local, wait::eventually};
+use ome_spread_sim::support::{live, local, wait::eventually};
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ome_spread_sim::live::Process;
+use ome_spread_sim::support::live::Process;
 
 /// The Lease's namespace, as the chart's.
 const NAMESPACE: &str = "ome-spread";

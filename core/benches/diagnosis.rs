@@ -22,9 +22,9 @@ use ome_spread_core::room::{Requested, requested};
 use ome_spread_core::settings::Settings;
 use serde_json::json;
 
-use ome_spread_sim::churn::{OTHER_PODS, room};
-use ome_spread_sim::large_cluster::{Cluster, REPLICAS, Typed, cluster, ome_pods, other_pods, typed};
-use ome_spread_sim::objects::read;
+use ome_spread_sim::bench::churn::{OTHER_PODS, room};
+use ome_spread_sim::bench::large_cluster::{Cluster, REPLICAS, Typed, cluster, ome_pods, other_pods, typed};
+use ome_spread_sim::support::objects::read;
 
 /// The controller's pass: nodes read once, pods grouped by replica once, one report per replica;
 /// with `requested` (the room the controller keeps by the pods' events), each replica's worst loss

@@ -26,7 +26,7 @@ use ome_spread_core::room::requested;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
-use ome_spread_sim::large_cluster::{Cluster, REPLICAS, Typed, cluster, typed};
+use ome_spread_sim::bench::large_cluster::{Cluster, REPLICAS, Typed, cluster, typed};
 
 /// The large cluster with every pod Ready on a node of its model in zone-0, and room on every node.
 fn skewed() -> Cluster {

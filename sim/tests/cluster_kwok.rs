@@ -18,11 +18,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ome_spread_sim::live::{self, Process, kubectl, kubectl_with};
-use ome_spread_sim::local::workspace;
-use ome_spread_sim::objects::{Node, Pod};
-use ome_spread_sim::ome_stand_in::render::SERVING_GATE;
-use ome_spread_sim::wait::eventually;
+use ome_spread_sim::stand_in::ome::render::SERVING_GATE;
+use ome_spread_sim::support::live::{self, kubectl, kubectl_with};
+use ome_spread_sim::support::objects::{Node, Pod};
+use ome_spread_sim::support::wait::eventually;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "kwok-smoke";
@@ -142,15 +141,11 @@ async fn kwoks_nodes_are_ready_and_the_pods_kube_scheduler_places_on_them_run_re
     let Some(admin) = live::kubeconfig() else {
         return;
     };
-    // cluster/up.sh's run directory holds the kubeconfig kwok-up.sh gives kwok.
-    let run = live::run_dir().unwrap_or_else(|| admin.parent().expect("the run directory").to_owned());
     let whole = Instant::now();
     let leftovers = Leftovers(admin.clone());
     leftovers.remove();
     let test = async {
-        let kwok_up = workspace().join("cluster/kwok-up.sh");
-        let run = run.to_str().expect("a UTF-8 path");
-        let (_kwok, _) = Process::start("kwok", &kwok_up, &[run, "--foreground"], &[], "Watch nodes").await;
+        let _kwok = live::kwok(&admin).await;
         eprintln!("time: kwok watching after {:.1} s", whole.elapsed().as_secs_f64());
         live::fresh_namespace(&admin, NAMESPACE).await;
 

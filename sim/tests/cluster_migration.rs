@@ -1,6 +1,6 @@
 //! The seed's "Add the spread to a running InferenceService", then an Instance migration, on a
-//! real kube-apiserver and kube-scheduler with the node and OME stand-ins (OME's in-tree terms
-//! on): the spread lands on the replica while the running Instances stay where they are, without
+//! real kube-apiserver and kube-scheduler with kwok's nodes and the OME stand-in (OME's in-tree
+//! terms on): the spread lands on the replica while the running Instances stay where they are, without
 //! the constraint; a migration request moves one of them surge first: kube-scheduler places the
 //! surge in the other zone by its constraint, and the source drains only once it is Ready, so
 //! that two Instances serve throughout. Ignored unless a cluster is named:
@@ -11,9 +11,9 @@ mod support;
 
 use std::time::Duration;
 
-use ome_spread_sim::api::INFERENCE_SERVICE;
-use ome_spread_sim::nodes::{self, NodeShape};
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::INFERENCE_SERVICE;
+use ome_spread_sim::support::nodes::{self, NodeShape};
 use serde_json::{Value, json};
 use support::{SERVICE, ZONE, eventually, row, seed_service};
 
@@ -34,7 +34,7 @@ fn layout(model_in_b: bool) -> Vec<NodeShape> {
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster without OME: set OME_SPREAD_E2E_KUBECONFIG (cluster/up.sh prints one) and run with --ignored"]
+#[ignore = "needs a cluster without OME (cluster/up.sh prints one) and kwok (make kwok-bin): set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
 async fn the_spread_added_leaves_running_instances_and_a_migration_surges_into_the_other_zone() {
     let run = async {
         // The model only in zone-a: without a spread, both Instances run there.

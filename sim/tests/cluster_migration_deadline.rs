@@ -1,5 +1,5 @@
 //! A migration whose surge kube-scheduler cannot place, on a real kube-apiserver and
-//! kube-scheduler with the node and OME stand-ins (OME's in-tree terms on, a 15-second
+//! kube-scheduler with kwok's nodes and the OME stand-in (OME's in-tree terms on, a 15-second
 //! deadline): the record fails at its deadline with the scheduler's own message, the surge's pod
 //! is deleted, and the source keeps serving where it was. Ignored unless a cluster is named:
 //!
@@ -10,19 +10,19 @@ mod support;
 use std::time::Duration;
 
 use jiff::SignedDuration;
-use ome_spread_sim::api::INFERENCE_SERVICE;
-use ome_spread_sim::nodes::layout;
-use ome_spread_sim::ome_stand_in::{self, Terms};
+use ome_spread_sim::stand_in::ome::{self, Terms};
+use ome_spread_sim::support::api::INFERENCE_SERVICE;
+use ome_spread_sim::support::nodes::layout;
 use serde_json::json;
 use support::{SERVICE, eventually, row, seed_service};
 
 const REQUEST: &str = "ome.io/migration-request-v1-0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6";
 
 #[tokio::test]
-#[ignore = "needs a cluster without OME: set OME_SPREAD_E2E_KUBECONFIG (cluster/up.sh prints one) and run with --ignored"]
+#[ignore = "needs a cluster without OME (cluster/up.sh prints one) and kwok (make kwok-bin): set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
 async fn a_surge_kube_scheduler_cannot_place_fails_at_the_deadline_with_its_message() {
     let run = async {
-        let options = ome_stand_in::Options {
+        let options = ome::Options {
             terms: Terms::InTree,
             interval: Duration::from_millis(500),
             deadline: SignedDuration::from_secs(15),

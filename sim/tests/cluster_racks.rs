@@ -1,5 +1,5 @@
 //! The seed's leader-and-workers example on a real kube-apiserver and kube-scheduler, with the
-//! node and OME stand-ins (OME's in-tree terms on): `topologyKey` on the rack label keeps each
+//! kwok's nodes and the OME stand-in (OME's in-tree terms on): `topologyKey` on the rack label keeps each
 //! Instance's worker in its leader's rack, `topologySpreadKey` on the zone spreads the Instances
 //! across zones. The `racks` layout: 2 zones x 2 racks x 2 nodes of 1 GPU. Ignored unless a
 //! cluster is named:
@@ -10,14 +10,14 @@ mod support;
 
 use std::time::Duration;
 
-use ome_spread_sim::api::{self, INFERENCE_SERVICE, NODE};
-use ome_spread_sim::nodes::{RACK, layout};
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::{self, INFERENCE_SERVICE, NODE};
+use ome_spread_sim::support::nodes::{RACK, layout};
 use serde_json::json;
 use support::{ZONE, row, seed_service};
 
 #[tokio::test]
-#[ignore = "needs a cluster without OME: set OME_SPREAD_E2E_KUBECONFIG (cluster/up.sh prints one) and run with --ignored"]
+#[ignore = "needs a cluster without OME (cluster/up.sh prints one) and kwok (make kwok-bin): set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
 async fn each_instance_keeps_to_one_rack_and_the_instances_spread_across_zones() {
     let run = async {
         let cluster = support::cluster(&layout("racks").expect("a layout"), Terms::InTree).await;

@@ -1,5 +1,5 @@
-//! The stand-ins across a kube-apiserver restart (cluster/restart.sh, so only on a control plane
-//! cluster/up.sh started, named by `OME_SPREAD_E2E_RUN`): their watches and passes resume, and
+//! kwok and the OME stand-in across a kube-apiserver restart (cluster/restart.sh, so only on a
+//! control plane cluster/up.sh started, named by `OME_SPREAD_E2E_RUN`): their watches resume, and
 //! a repair after the restart (an Instance's pod deleted) is done as before it. Ignored unless a
 //! cluster is named:
 //!
@@ -12,14 +12,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use kube::api::DeleteParams;
-use ome_spread_sim::api::{self, INFERENCE_SERVICE, NODE, POD};
-use ome_spread_sim::nodes::layout;
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::{self, INFERENCE_SERVICE, NODE, POD};
+use ome_spread_sim::support::nodes::layout;
 use support::{NAMESPACE, eventually, row, seed_service};
 
 #[tokio::test]
-#[ignore = "needs a control plane of cluster/up.sh: set OME_SPREAD_E2E_KUBECONFIG and OME_SPREAD_E2E_RUN, and run with --ignored"]
-async fn the_stand_ins_resume_after_a_kube_apiserver_restart() {
+#[ignore = "needs a control plane of cluster/up.sh and kwok (make kwok-bin): set OME_SPREAD_E2E_KUBECONFIG and OME_SPREAD_E2E_RUN, and run with --ignored"]
+async fn kwok_and_the_ome_stand_in_resume_after_a_kube_apiserver_restart() {
     let Some(run) = std::env::var_os("OME_SPREAD_E2E_RUN") else {
         eprintln!("skipped: OME_SPREAD_E2E_RUN names no cluster/up.sh run directory to restart kube-apiserver in");
         return;

@@ -1,5 +1,5 @@
-//! The seed's Step 1 and Step 2 on a real kube-apiserver and kube-scheduler, with the node and
-//! OME stand-ins in place of kubelets and OME (OME's in-tree terms on, no webhook): the seed's
+//! The seed's Step 1 and Step 2 on a real kube-apiserver and kube-scheduler, with kwok and
+//! the OME stand-in in place of kubelets and OME (OME's in-tree terms on, no webhook): the seed's
 //! InferenceService becomes Ready with two Running pods on two nodes in different zones, placed
 //! by kube-scheduler. Ignored unless a cluster is named:
 //!
@@ -11,13 +11,13 @@ mod support;
 
 use std::time::Duration;
 
-use ome_spread_sim::api::INFERENCE_SERVICE;
-use ome_spread_sim::nodes::layout;
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::INFERENCE_SERVICE;
+use ome_spread_sim::support::nodes::layout;
 use support::{row, seed_service};
 
 #[tokio::test]
-#[ignore = "needs a cluster without OME: set OME_SPREAD_E2E_KUBECONFIG (cluster/up.sh prints one) and run with --ignored"]
+#[ignore = "needs a cluster without OME (cluster/up.sh prints one) and kwok (make kwok-bin): set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
 async fn the_seeds_service_is_ready_with_its_instances_in_two_zones_placed_by_kube_scheduler() {
     let run = async {
         let cluster = support::cluster(&layout("two-zones").expect("a layout"), Terms::InTree).await;
@@ -58,7 +58,7 @@ async fn the_seeds_service_is_ready_with_its_instances_in_two_zones_placed_by_ku
         zones.sort();
         assert_eq!(zones, ["zone-a", "zone-b"]);
 
-        // kube-scheduler placed them (its Scheduled Event), not the stand-ins.
+        // kube-scheduler placed them (its Scheduled Event), not kwok or the stand-in.
         let events = cluster.events().await;
         for (pod, node) in ["qwen3-0-6b-engine-0-default-0", "qwen3-0-6b-engine-1-default-0"]
             .iter()

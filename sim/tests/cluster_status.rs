@@ -11,9 +11,9 @@ mod support;
 use std::time::Duration;
 
 use kube::api::{DeleteParams, Patch, PatchParams};
-use ome_spread_sim::api::{INFERENCE_REPLICA, INFERENCE_SERVICE, POD};
-use ome_spread_sim::nodes::layout;
-use ome_spread_sim::ome_stand_in::Terms;
+use ome_spread_sim::stand_in::ome::Terms;
+use ome_spread_sim::support::api::{INFERENCE_REPLICA, INFERENCE_SERVICE, POD};
+use ome_spread_sim::support::nodes::layout;
 use serde_json::{Value, json};
 use support::{NAMESPACE, REPLICA, eventually, row, seed_service};
 
@@ -34,7 +34,7 @@ fn owners(replica: &Value, kind: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-#[ignore = "needs a cluster without OME: set OME_SPREAD_E2E_KUBECONFIG (cluster/up.sh prints one) and run with --ignored"]
+#[ignore = "needs a cluster without OME (cluster/up.sh prints one) and kwok (make kwok-bin): set OME_SPREAD_E2E_KUBECONFIG and run with --ignored"]
 async fn the_controllers_spread_condition_stays_beside_the_stand_ins_status_through_a_repair() {
     let run = async {
         let cluster = support::cluster(&layout("two-zones").expect("a layout"), Terms::InTree).await;

@@ -28,9 +28,9 @@ use ome_spread_core::nodes::Nodes;
 use ome_spread_core::rebalance::{Move, NoPlan, recommend};
 use ome_spread_core::room::requested;
 use ome_spread_core::settings::Settings;
-use ome_spread_sim::nodes::RACK;
-use ome_spread_sim::objects::{self, Node, Pod};
-use ome_spread_sim::ome::{Ome, admitted, apply};
+use ome_spread_sim::stand_in::migration::{Ome, admitted, apply};
+use ome_spread_sim::support::nodes::RACK;
+use ome_spread_sim::support::objects::{self, Node, Pod};
 use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use serde_json::{Value, json};
@@ -115,7 +115,9 @@ fn annotations(object: &Value) -> BTreeMap<String, String> {
 /// What `migrate` decides on the objects, as the controller's reconcile asks the core: the plan's
 /// first move, and whether the guardrails hold it back.
 fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Move, Result<(), Hold>), NoPlan> {
-    let pods: Vec<_> = of_kind(objects, "Pod").map(ome_spread_sim::objects::read).collect();
+    let pods: Vec<_> = of_kind(objects, "Pod")
+        .map(ome_spread_sim::support::objects::read)
+        .collect();
     let nodes = Nodes::from_json(&of_kind(objects, "Node").cloned().collect::<Vec<_>>()).expect("readable nodes");
     let read = Objects::new(objects.to_vec()).expect("readable objects");
     let service = read.service(NAMESPACE, SERVICE).expect("the service");

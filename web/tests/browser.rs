@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
-use ome_spread_sim::large_cluster as cluster;
-use ome_spread_sim::local::free_port;
-use ome_spread_sim::wait::until;
+use ome_spread_sim::bench::large_cluster as cluster;
+use ome_spread_sim::support::local::free_port;
+use ome_spread_sim::support::wait::until;
 use serde_json::{Value, json};
 
 const CHROMIUM: &str = "/usr/bin/chromium";

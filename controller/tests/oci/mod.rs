@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ome_spread_sim::{live, local};
+use ome_spread_sim::support::{live, local};
 
 /// The image's name and tag in the registry a test starts, as the chart's image values name it
 /// (the tag: the chart's appVersion).

@@ -1,12 +1,12 @@
 //! `admission-host`: test-only, the built policy behind a real API server's mutating webhook
-//! ([`ome_spread_sim::admission_host`] says what it does as policy-server does).
+//! ([`ome_spread_sim::stand_in::admission_host`] says what it does as policy-server does).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ome_spread_sim::admission_host::{Options, StartError, client, start, webhook};
+use ome_spread_sim::stand_in::admission_host::{Options, StartError, client, start, webhook};
 use serde_json::{Value, json};
 
 #[derive(Parser)]

@@ -4,7 +4,7 @@
 //! host, in this process, as policy-server serves it) and the controller as built
 //! (OME_SPREAD_CHURN_CONTROLLER), its own process. In turn:
 //!
-//! 1. the churn on the in-memory API server (`ome_spread_sim::churn`), for the figures beside;
+//! 1. the churn on the in-memory API server (`ome_spread_sim::bench::churn`), for the figures beside;
 //! 2. the 5,000 nodes (3 zones, NVLink cliques, five models each, 64 GPUs), Ready;
 //! 3. the 1,000 InferenceServices and their engines' InferenceReplicas, as OME writes them;
 //! 4. their 10,000 pods created through the API server, [`CONCURRENCY`] at a time, in ten rounds of
@@ -28,14 +28,14 @@ use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
-use ome_spread_sim::admission_host::{self, Running, webhook};
-use ome_spread_sim::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, NODE, POD};
-use ome_spread_sim::churn::{self, Controller, Measured, NAMESPACE, Seen, Server, Written};
-use ome_spread_sim::large_cluster::{self, Cluster};
-use ome_spread_sim::live;
-use ome_spread_sim::local::workspace;
-use ome_spread_sim::ome_stand_in::render;
-use ome_spread_sim::wait::eventually;
+use ome_spread_sim::bench::churn::{self, Controller, Measured, NAMESPACE, Seen, Server, Written};
+use ome_spread_sim::bench::large_cluster::{self, Cluster};
+use ome_spread_sim::stand_in::admission_host::{self, Running, webhook};
+use ome_spread_sim::stand_in::ome::render;
+use ome_spread_sim::support::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, NODE, POD};
+use ome_spread_sim::support::live;
+use ome_spread_sim::support::local::workspace;
+use ome_spread_sim::support::wait::eventually;
 use serde_json::{Value, json};
 
 /// Creations under way at once: as many as a controller's workers (OME's, the Job controller's)

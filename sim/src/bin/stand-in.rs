@@ -1,25 +1,24 @@
-//! `stand-in`: the test-only stand-ins for what a bare control plane (cluster/up.sh:
-//! etcd, kube-apiserver, kube-scheduler) lacks: the nodes' kubelets, and OME. Each runs until
-//! interrupted (or `--exit-after`), against the cluster of `--kubeconfig` or `KUBECONFIG`.
+//! `stand-in`: the test-only stand-in for OME, beside a real control plane (cluster/up.sh: etcd,
+//! kube-apiserver, kube-scheduler) whose nodes kwok plays (cluster/kwok-up.sh). It runs until
+//! interrupted (or `--exit-after`), against the cluster of `--kubeconfig` or `KUBECONFIG`, says
+//! `ome: ready` on a line of its own once it is (the tests wait for it), then logs one line per
+//! action. `stand-in nodes` prints a named layout's Nodes, annotated for kwok, for `kubectl create`:
 //!
-//!   target/debug/stand-in nodes --layout two-zones
+//!   target/debug/stand-in nodes --layout two-zones | kubectl create -f -
 //!   target/debug/stand-in ome [--no-in-tree-terms]
-//!
-//! Each says `nodes: ready` or `ome: ready` on a line of its own once it is (the tests wait for
-//! it), then logs one line per action.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use ome_spread_sim::ome_stand_in::{self, Terms};
-use ome_spread_sim::{api, nodes};
+use ome_spread_sim::stand_in::ome::{self, Terms};
+use ome_spread_sim::support::{api, nodes};
 
 #[derive(Parser)]
 #[command(
     name = "stand-in",
-    about = "Test-only stand-ins for the kubelets and OME, beside a real kube-apiserver and kube-scheduler"
+    about = "A test-only stand-in for OME, beside a real kube-apiserver and kube-scheduler, and the nodes kwok plays"
 )]
 struct Cli {
     /// The cluster's kubeconfig (default: KUBECONFIG, then ~/.kube/config).
@@ -37,16 +36,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create the nodes of a layout, then play their kubelets: bound pods Running and Ready, pods
-    /// being deleted gone at once, the nodes kept Ready.
+    /// Print the Nodes of a layout, annotated for kwok to play, as a List for `kubectl create -f -`.
     Nodes {
-        /// two-zones, three-zones or racks; none: only play the nodes already there.
-        #[arg(long, conflicts_with = "layout_file")]
-        layout: Option<String>,
-        /// The nodes from a file instead: a JSON or YAML list of {name, zone, rack, models, gpus,
-        /// cpus, memory, pods, labels, taints, unschedulable}, unset fields as a layout's.
+        /// two-zones, three-zones or racks.
         #[arg(long)]
-        layout_file: Option<PathBuf>,
+        layout: String,
     },
     /// Do what OME v1.3 does for OMENative InferenceServices: their InferenceReplicas, their
     /// Instances' pods, statuses, and migration requests (surge, then drain).
@@ -68,82 +62,57 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let client = match api::client(cli.kubeconfig.as_deref()).await {
+    match cli.command {
+        Command::Nodes { layout } => print_nodes(&layout),
+        Command::Ome {
+            no_in_tree_terms,
+            migration_deadline,
+            no_lifecycle_audit,
+        } => {
+            let options = ome::Options {
+                terms: if no_in_tree_terms {
+                    Terms::Webhook
+                } else {
+                    Terms::InTree
+                },
+                deadline: jiff::SignedDuration::from_secs(migration_deadline),
+                caps: !no_lifecycle_audit,
+                exit_after: cli.exit_after.map(Duration::from_secs),
+                give_up: Some(Duration::from_secs(cli.give_up)).filter(|d| !d.is_zero()),
+                ..ome::Options::default()
+            };
+            run_ome(cli.kubeconfig.as_deref(), options).await
+        }
+    }
+}
+
+async fn run_ome(kubeconfig: Option<&Path>, options: ome::Options) -> ExitCode {
+    let client = match api::client(kubeconfig).await {
         Ok(client) => client,
         Err(e) => {
             eprintln!("stand-in: no cluster: {e}");
             return ExitCode::from(2);
         }
     };
-    let exit_after = cli.exit_after.map(Duration::from_secs);
-    let give_up = Some(Duration::from_secs(cli.give_up)).filter(|d| !d.is_zero());
-    let run = async {
-        match cli.command {
-            Command::Nodes { layout, layout_file } => {
-                let shapes = match (layout, layout_file) {
-                    (Some(name), _) => match nodes::layout(&name) {
-                        Some(shapes) => shapes,
-                        None => {
-                            eprintln!("stand-in: no layout {name}: one of {}", nodes::LAYOUTS.join(", "));
-                            return ExitCode::from(2);
-                        }
-                    },
-                    (None, Some(file)) => match read_shapes(&file) {
-                        Ok(shapes) => shapes,
-                        Err(e) => {
-                            eprintln!("stand-in: {}: {e}", file.display());
-                            return ExitCode::from(2);
-                        }
-                    },
-                    (None, None) => Vec::new(),
-                };
-                if let Err(e) = nodes::create_nodes(&client, &shapes).await {
-                    eprintln!("stand-in: the nodes not created: {e}");
-                    return ExitCode::FAILURE;
-                }
-                let options = nodes::Options {
-                    exit_after,
-                    give_up,
-                    ..nodes::Options::default()
-                };
-                // Ready: the nodes are there, and the watch's first list catches every pod bound
-                // from now on.
-                println!("nodes: ready");
-                nodes::run(client, options).await;
-            }
-            Command::Ome {
-                no_in_tree_terms,
-                migration_deadline,
-                no_lifecycle_audit,
-            } => {
-                let options = ome_stand_in::Options {
-                    terms: if no_in_tree_terms {
-                        Terms::Webhook
-                    } else {
-                        Terms::InTree
-                    },
-                    deadline: jiff::SignedDuration::from_secs(migration_deadline),
-                    caps: !no_lifecycle_audit,
-                    exit_after,
-                    give_up,
-                    ..ome_stand_in::Options::default()
-                };
-                // Ready: each pass reads the cluster afresh, the first one included.
-                println!("ome: ready");
-                ome_stand_in::run(client, options).await;
-            }
-        }
-        ExitCode::SUCCESS
-    };
+    // Ready: each pass reads the cluster afresh, the first one included.
+    println!("ome: ready");
     tokio::select! {
-        code = run => code,
-        _ = tokio::signal::ctrl_c() => ExitCode::SUCCESS,
+        () = ome::run(client, options) => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
+    ExitCode::SUCCESS
 }
 
-/// A layout file's node shapes.
-fn read_shapes(file: &std::path::Path) -> Result<Vec<nodes::NodeShape>, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
-    let value: serde_json::Value = serde_saphyr::from_str(&text).map_err(|e| e.to_string())?;
-    nodes::shapes_from_json(&value)
+/// The layout's Nodes, as a List.
+fn print_nodes(layout: &str) -> ExitCode {
+    let Some(shapes) = nodes::layout(layout) else {
+        eprintln!("stand-in: no layout {layout}: one of {}", nodes::LAYOUTS.join(", "));
+        return ExitCode::from(2);
+    };
+    let items: Vec<serde_json::Value> = shapes.iter().map(nodes::node).collect();
+    println!(
+        "{}",
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})
+    );
+    ExitCode::SUCCESS
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 pub fn data_dir() -> PathBuf {
-    crate::local::workspace().join("tests/data")
+    crate::support::local::workspace().join("tests/data")
 }
 
 pub fn fixture(relative: &str) -> Value {

@@ -15,7 +15,7 @@ use super::{Cluster, Policy};
 /// the running `cargo test`'s lock.
 fn build(package: &str, file: &str, built: &'static OnceLock<PathBuf>) -> &'static Path {
     built.get_or_init(|| {
-        let workspace = crate::local::workspace();
+        let workspace = crate::support::local::workspace();
         let target_dir = workspace.join("target/wasm");
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .args([
@@ -61,7 +61,7 @@ impl Module {
     }
 
     /// Compiles the module at `path`, or says why not: the way in of the admission host
-    /// ([`crate::admission_host`]), which is given a file and must not panic on a bad one.
+    /// ([`crate::stand_in::admission_host`]), which is given a file and must not panic on a bad one.
     pub fn load(path: &Path, limits: Option<ResourceLimits>) -> Result<Self, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut builder = WasmtimeEngineProviderBuilder::new().module_bytes(&bytes);

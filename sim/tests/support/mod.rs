@@ -1,7 +1,7 @@
-//! What the stand-ins' cluster tests share: the cluster `OME_SPREAD_E2E_KUBECONFIG` names (a
+//! What the OME stand-in's cluster tests share: the cluster `OME_SPREAD_E2E_KUBECONFIG` names (a
 //! real kube-apiserver and kube-scheduler, such as cluster/up.sh's; never one that runs OME),
-//! OME's CRDs on it, the seed's runtime and InferenceService, and the stand-ins run in this
-//! process.
+//! OME's CRDs on it, the seed's runtime and InferenceService, kwok playing the nodes' kubelets,
+//! and the OME stand-in run in this process.
 
 #![allow(dead_code)] // each test file uses its part
 
@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams};
-use ome_spread_sim::api::{self, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, NODE, POD};
-use ome_spread_sim::live;
-use ome_spread_sim::nodes::{self, NodeShape, STAND_IN_LABEL};
-use ome_spread_sim::ome_stand_in::{self, Terms};
+use ome_spread_sim::stand_in::ome::{self, Terms};
+use ome_spread_sim::support::api::{
+    self, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, NODE, POD,
+};
+use ome_spread_sim::support::live::{self, Process};
+use ome_spread_sim::support::nodes::{self, NodeShape, SUITE_NODE};
 use serde_json::{Value, json};
 
 pub const NAMESPACE: &str = "spread-demo";
@@ -45,53 +47,46 @@ pub fn seed_service() -> Value {
             "engine": {"minReplicas": 2, "maxReplicas": 2, "topologySpread": "Required", "topologySpreadKey": ZONE}}})
 }
 
-pub use ome_spread_sim::wait::eventually;
+pub use ome_spread_sim::support::wait::eventually;
 
-/// The cluster under test, with the stand-ins running in this process until it is dropped.
+/// The cluster under test, with kwok and the OME stand-in running until it is dropped.
 pub struct Cluster {
     pub client: Client,
-    stand_ins: Vec<tokio::task::JoinHandle<()>>,
+    ome: tokio::task::JoinHandle<()>,
+    _kwok: Process,
     nodes: Vec<String>,
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        for task in &self.stand_ins {
-            task.abort();
-        }
+        self.ome.abort();
     }
 }
 
 /// The cluster of `OME_SPREAD_E2E_KUBECONFIG`, cleaned of an earlier run's seed namespace and
-/// stand-in nodes, with OME's CRDs, the seed's runtime, the `layout`'s nodes, and the node and OME
-/// stand-ins running (OME's in-tree terms as `terms` says).
+/// nodes, with OME's CRDs, the seed's runtime, the `layout`'s nodes, kwok and the OME stand-in
+/// running (OME's in-tree terms as `terms` says).
 pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
-    let options = ome_stand_in::Options {
+    let options = ome::Options {
         terms,
         interval: Duration::from_millis(500),
-        ..ome_stand_in::Options::default()
+        ..ome::Options::default()
     };
     cluster_with(layout, options).await
 }
 
 /// [`cluster`], the OME stand-in run with `ome_options`.
-pub async fn cluster_with(layout: &[NodeShape], ome_options: ome_stand_in::Options) -> Cluster {
+pub async fn cluster_with(layout: &[NodeShape], ome_options: ome::Options) -> Cluster {
     let path = live::kubeconfig().expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
     let client = api::client(Some(&path)).await.expect("a cluster in the kubeconfig");
     live::install_crds(&path).await;
-    // The node stand-in first: an earlier run's pods, being deleted with their namespace, need
-    // it to go.
-    let node_options = nodes::Options {
-        heartbeat: Duration::from_secs(5),
-        exit_after: None,
-        give_up: None,
-    };
-    let mut stand_ins = vec![tokio::spawn(nodes::run(client.clone(), node_options))];
+    // kwok first: an earlier run's pods, being deleted with their namespace, need it to go.
+    let kwok = live::kwok(&path).await;
     remove_namespace(&client).await;
     let wanted: Vec<&str> = layout.iter().map(|n| n.name.as_str()).collect();
     for node in api::list(&client, NODE).await.expect("the nodes") {
         let name = node["metadata"]["name"].as_str().unwrap_or_default();
-        if node["metadata"]["labels"][STAND_IN_LABEL] == "true" && !wanted.contains(&name) {
+        if node["metadata"]["labels"][SUITE_NODE] == "true" && !wanted.contains(&name) {
             api::delete_now(&client, NODE, "", name)
                 .await
                 .expect("an old node deleted");
@@ -105,10 +100,11 @@ pub async fn cluster_with(layout: &[NodeShape], ome_options: ome_stand_in::Optio
     api::apply(&client, NAMESPACES, &namespace, "ome-spread-sim-e2e")
         .await
         .expect("the namespace");
-    stand_ins.push(tokio::spawn(ome_stand_in::run(client.clone(), ome_options)));
+    let ome = tokio::spawn(ome::run(client.clone(), ome_options));
     Cluster {
         client,
-        stand_ins,
+        ome,
+        _kwok: kwok,
         nodes: wanted.iter().map(|n| (*n).to_owned()).collect(),
     }
 }
@@ -263,6 +259,6 @@ pub fn row(pod: &Value) -> (String, String, String, String, String, bool) {
         joined("whenUnsatisfiable"),
         pod["spec"]["nodeName"].as_str().unwrap_or("<none>").to_owned(),
         pod["status"]["phase"].as_str().unwrap_or_default().to_owned(),
-        ome_spread_sim::objects::read(pod).is_ready(),
+        ome_spread_sim::support::objects::read(pod).is_ready(),
     )
 }

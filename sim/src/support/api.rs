@@ -1,6 +1,6 @@
-//! The API server as the stand-ins reach it: the kinds they read and write, objects as JSON
-//! (each with its `kind`, as the pure models of this crate and the core read them), and one log
-//! line per action.
+//! The API server as the OME stand-in, the cluster suites and `bench-cluster` reach it: the kinds
+//! they read and write, objects as JSON (each with its `kind`, as the pure models of this crate and
+//! the core read them), and one log line per action.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::Value;
 
-/// A kind the stand-ins use, with what its URL needs.
+/// A kind they use, with what its URL needs.
 #[derive(Debug, Clone, Copy)]
 pub struct Kind {
     pub group: &'static str,
@@ -167,7 +167,7 @@ pub async fn create(client: &Client, kind: Kind, object: &Value) -> Result<(), A
     Ok(())
 }
 
-/// A server-side apply of `object` by `manager`, forced: the stand-ins own what they write.
+/// A server-side apply of `object` by `manager`, forced: each writer owns what it writes.
 pub async fn apply(client: &Client, kind: Kind, object: &Value, manager: &str) -> Result<(), ApiError> {
     let (namespace, name) = identity(object);
     let params = PatchParams::apply(manager).force();
@@ -213,7 +213,7 @@ pub async fn merge(
     Ok(())
 }
 
-/// Deletes an object at once (grace period 0): no kubelet is there to confirm a pod's end.
+/// Deletes an object at once (grace period 0): a pod's end waits on no kubelet, nor on kwok.
 /// Gone already is done.
 pub async fn delete_now(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<(), ApiError> {
     let params = DeleteParams {
@@ -241,7 +241,7 @@ pub fn now() -> jiff::Timestamp {
     now.round(jiff::Unit::Second).unwrap_or(now)
 }
 
-/// One line per action, with the time, as the stand-ins' logs show them.
+/// One line per action, with the time, as the stand-in's logs show them.
 pub fn log(who: &str, line: impl std::fmt::Display) {
     println!(
         "{} {who}: {line}",

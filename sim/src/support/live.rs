@@ -1,7 +1,7 @@
 //! What the tests against a live cluster share: the cluster a kubeconfig names
 //! (`OME_SPREAD_E2E_KUBECONFIG`; `make e2e-cluster` starts one with cluster/up.sh and names it),
-//! kubectl run as a user runs it, and the processes a test starts (stand-ins, the admission host,
-//! the controller), each stopped when the test ends, pass or fail.
+//! kubectl run as a user runs it, and the processes a test starts (kwok, the OME stand-in, the
+//! admission host, the controller), each stopped when the test ends, pass or fail.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -12,7 +12,7 @@ use kube::{Client, Config};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::local::workspace;
+use crate::support::local::workspace;
 
 /// Logs of a controller run inside the test's process, shown with a failing test's output:
 /// `RUST_LOG`, else the controller's debug lines (what it reconciled, and why not).
@@ -369,7 +369,7 @@ pub async fn get(address: &str, path: &str) -> (String, String) {
 
 /// The namespace `name`, new: one a test left behind is deleted first (and waited for, so that
 /// nothing of it is deleted under this test). Its pods are deleted at once: with no kubelet (a
-/// failed test's node stand-in is gone) a bound pod would stay Terminating, and the namespace too.
+/// failed test's kwok is gone) a bound pod would stay Terminating, and the namespace too.
 pub async fn fresh_namespace(admin: &Path, name: &str) {
     for args in namespace_removal(name) {
         kubectl(admin, &args).await;
@@ -386,7 +386,7 @@ pub async fn fresh_namespace(admin: &Path, name: &str) {
 /// makes it, and no pod of the namespace can be created before.
 pub async fn namespace_for_pods(admin: &Path, name: &str) {
     kubectl(admin, &["create", "namespace", name]).await;
-    crate::wait::eventually(&format!("{name}'s default ServiceAccount"), 60, || async {
+    crate::support::wait::eventually(&format!("{name}'s default ServiceAccount"), 60, || async {
         let args = ["get", "serviceaccount", "default", "-n", name];
         kubectl_with(admin, &args, None).await.ok.then_some(())
     })
@@ -440,6 +440,18 @@ pub async fn service_account_kubeconfig(admin: &Path, namespace: &str, name: &st
     let file = dir.join(format!("{namespace}-{name}.kubeconfig"));
     std::fs::write(&file, config.to_string()).expect("kubeconfig written");
     file
+}
+
+/// kwok (`cluster/kwok-up.sh RUN_DIR --foreground`, built by `make kwok-bin`), playing the
+/// kubelets of the nodes annotated for it until the process is dropped. The run directory is
+/// `OME_SPREAD_E2E_RUN`, else the kubeconfig's own.
+pub async fn kwok(admin: &Path) -> Process {
+    let run = run_dir().unwrap_or_else(|| admin.parent().expect("the run directory").to_owned());
+    let run = run.to_str().expect("a UTF-8 path");
+    let kwok_up = workspace().join("cluster/kwok-up.sh");
+    Process::start("kwok", &kwok_up, &[run, "--foreground"], &[], "Watch nodes")
+        .await
+        .0
 }
 
 /// A process a test started: killed when dropped, so that none outlives its test.

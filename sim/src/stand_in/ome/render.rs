@@ -29,7 +29,7 @@ use ome_spread_core::pod::Pod;
 use ome_spread_core::spread::SpreadSettings;
 use serde_json::{Map, Value, json};
 
-use crate::ome::with_condition;
+use crate::stand_in::migration::with_condition;
 
 /// The readiness gate OME puts on every pod it creates.
 pub const SERVING_GATE: &str = "ome.io/serving";
@@ -448,8 +448,8 @@ pub fn replica_status(replica: &Value, pods: &[&Pod], now: &str) -> Value {
     };
     let service = replica["spec"]["parentRef"]["name"].as_str().unwrap_or_default();
     let component = replica["spec"]["component"].as_str().unwrap_or_default();
-    // Available and serving as soon as Ready: no minReadySeconds, and the node stand-in starts
-    // every pod with its `ome.io/serving` gate True.
+    // Available and serving as soon as Ready: no minReadySeconds, and kwok starts every pod with
+    // its `ome.io/serving` gate True.
     json!({
         "observedGeneration": replica["metadata"]["generation"],
         "replicas": counts.replicas, "readyReplicas": ready, "availableReplicas": ready, "servingReplicas": ready,
@@ -816,7 +816,7 @@ mod tests {
     }
 
     fn ready_pod(index: &str, ready: bool) -> Pod {
-        crate::objects::read(&json!({"metadata": {"labels": {"ome.io/instance-index": index}},
+        crate::support::objects::read(&json!({"metadata": {"labels": {"ome.io/instance-index": index}},
             "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}))
     }
 

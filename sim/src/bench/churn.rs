@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
 
-use crate::large_cluster;
-use crate::memory::{self, ApiServer};
+use crate::bench::large_cluster;
+use crate::stand_in::memory::{self, ApiServer};
 
 /// Pod events a second.
 pub const RATE: u64 = 1_000;
@@ -211,7 +211,7 @@ pub struct Controller {
 impl Controller {
     /// `ome-spread controller` on the cluster of `kubeconfig`, its logs in `dir/controller.log`.
     pub fn start(binary: &Path, kubeconfig: &Path, dir: &Path) -> Controller {
-        let listen = crate::local::free_port();
+        let listen = crate::support::local::free_port();
         let log = std::fs::File::create(dir.join("controller.log")).expect("a log");
         let child = Command::new(binary)
             .args(["controller", "--identity", "churn", "--lease-namespace", "ome-spread"])

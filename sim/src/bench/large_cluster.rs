@@ -13,8 +13,8 @@ use ome_spread_core::settings::Settings;
 use ome_spread_core::spread::Spread;
 use serde_json::{Value, json};
 
-use crate::local::workspace;
-use crate::objects::{Node, Pod, replica};
+use crate::support::local::workspace;
+use crate::support::objects::{Node, Pod, replica};
 
 pub const REPLICAS: usize = 1_000;
 const NODES: usize = 5_000;

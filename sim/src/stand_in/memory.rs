@@ -2,6 +2,11 @@
 //! watches, creates and patches objects held as JSON, behind tower-test's mock service
 //! ([`ApiServer::client`]: controller/tests/controller.rs, explain.rs) or over HTTP on 127.0.0.1
 //! ([`serve`]: controller/benches/churn.rs).
+//!
+//! Why not kube-apiserver: each of those tests runs its own cluster in milliseconds under tokio's
+//! paused time, so that "nothing happened within 2 s" is exact, and the churn benchmark measures
+//! the controller alone. The controller runs against the real kube-apiserver in the cluster
+//! suites (controller/tests/deployed.rs, cluster.rs, seed.rs) and in `make bench-cluster`.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -18,7 +23,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 use tower_test::mock;
 
-use crate::local::workspace;
+use crate::support::local::workspace;
 
 type Chunks = mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>;
 pub type ResponseBody = StreamBody<mpsc::UnboundedReceiver<Result<Frame<Bytes>, Infallible>>>;

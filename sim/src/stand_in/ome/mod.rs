@@ -7,10 +7,10 @@
 //!   pods where they are (the seed: "Running Instances stay where they are");
 //! - creates the pods of each missing Instance through the API server, so that admission (the
 //!   ome-spread policy behind its webhook) applies, with or without OME's in-tree terms
-//!   ([`Terms`]); the real kube-scheduler places them and the node stand-in runs them;
+//!   ([`Terms`]); the real kube-scheduler places them and kwok runs them;
 //! - writes the replica's status and the InferenceService's `Ready` condition as field manager
 //!   [`MANAGER`], beside the ome-spread controller's `Spread` condition;
-//! - moves each migration request one phase, by [`crate::ome`]'s own logic, its surge admitted by
+//! - moves each migration request one phase, by [`crate::stand_in::migration`]'s own logic, its surge admitted by
 //!   the API server and placed by kube-scheduler ([`cluster::Cluster`]).
 //!
 //! Simpler than OME, on purpose (besides [`render`]'s): no scale-down or rollout, so a new
@@ -20,6 +20,12 @@
 //! a missing worker too); a component taken off the InferenceService keeps its replica; the status is
 //! written whole by a merge patch guarded by the resourceVersion read, rather than through OME's
 //! status writer.
+//!
+//! Why not OME itself: its manager is not built here (cluster/ pins no module of it), and it
+//! serves its webhooks through a Service with a cert-manager certificate (its chart's
+//! `inferenceservice.ome.io` webhook configurations), which cluster/up.sh's control plane, with no
+//! cluster network, cannot reach. Only OME's CRDs (cluster/ome-crds.yaml) and what its controllers
+//! write are reproduced; no suite here runs OME (not run here).
 
 pub mod cluster;
 pub mod render;
@@ -34,17 +40,17 @@ use ome_spread_core::instance::COMPONENTS;
 use ome_spread_core::pod::Pod;
 use serde_json::{Value, json};
 
-use crate::api::{
+use crate::stand_in::migration::Ome;
+use crate::support::api::{
     self, ApiError, CLUSTER_SERVING_RUNTIME, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, NODE, POD, SERVING_RUNTIME,
 };
-use crate::ome::Ome;
 pub use render::Terms;
 
 /// The field manager of everything the OME stand-in writes.
 pub const MANAGER: &str = "ome-stand-in";
 const WHO: &str = "OME stand-in";
 
-/// How long the stand-ins wait for an API server that does not answer, by default.
+/// How long the stand-in waits for an API server that does not answer, by default.
 pub const GIVE_UP: Duration = Duration::from_secs(300);
 
 /// How the OME stand-in runs.

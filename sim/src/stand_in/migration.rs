@@ -4,7 +4,7 @@
 //! InferenceService into a queued Accepted record, and runs a component's records oldest first,
 //! one at a time; checks the source (it exists and a pod of it is on `from_node`, else the record
 //! fails; not placed or not Ready, it waits); creates the surge Instance at the lowest unused
-//! index, its pods admitted by the policy itself; has the [`scheduler`](crate::scheduler) place
+//! index, its pods admitted by the policy itself; has the [`scheduler`](crate::stand_in::scheduler) place
 //! them, and fails the record at its deadline if they are not all placed; marks them Ready;
 //! deletes the source's pods; completes. Without its migration caps (`lifecycle.audit`, which
 //! OME's chart sets and its kustomize manifests leave out: [`Ome::caps`]) it holds every request
@@ -13,12 +13,16 @@
 //! request's deadline passes. One phase per [`Ome::step`], so that a test can look at
 //! every state in between. Who admits and places the surge's pods is a [`World`]: this crate's
 //! models ([`Models`], what [`Ome::step`] uses), or a real cluster's admission, kube-scheduler and
-//! node stand-in (the OME stand-in's, through [`Ome::step_in`]); the phases are the same.
+//! kwok (the OME stand-in's, through [`Ome::step_in`]); the phases are the same.
 //!
 //! Simpler than upstream, on purpose: the surge's index comes from the pods' labels (upstream:
 //! the replica's instance statuses, the same while pods and statuses agree); the surge carries no
 //! anti-affinity to `from_node` (the plan never targets the source's domain); hint nodes are tried
 //! first rather than weighted as preferred node affinity.
+//!
+//! Why not OME itself: see [`crate::stand_in::ome`]; this is its migration without a cluster, for
+//! the rebalance property and the controller's migrate tests, as [`crate::stand_in::scheduler`]
+//! says.
 
 use jiff::{SignedDuration, Timestamp};
 use ome_spread::admission;
@@ -27,8 +31,8 @@ use ome_spread_core::labels::{INSTANCE_INDEX, POD_GROUP, POD_ORDINAL, RUNNER};
 use ome_spread_core::migration::REQUEST_PREFIX;
 use serde_json::{Value, json};
 
-use crate::objects::read;
-use crate::scheduler;
+use crate::stand_in::scheduler;
+use crate::support::objects::read;
 
 /// OME, with the policy's settings (for the surge's pods), the time a record may stay
 /// non-terminal (its `deadline`, from its acceptance), and whether the operator configured its
@@ -314,7 +318,7 @@ pub enum Placement {
 }
 
 /// This crate's models: the policy admits the pods in process, the
-/// [`scheduler`](crate::scheduler) model places them, and placed they are Ready at once.
+/// [`scheduler`](crate::stand_in::scheduler) model places them, and placed they are Ready at once.
 pub struct Models<'a> {
     pub settings: &'a Value,
 }

@@ -2,6 +2,10 @@
 //! webhook, where the Kubewarden policy-server is not installed. This is test code. The product is
 //! the policy, run by policy-server; nothing here ships.
 //!
+//! Why not policy-server: the cluster suites run where it is not installed (not run here). Where it
+//! is, controller/tests/policy_server.rs runs every case of the rule table through it, and e2e.bats
+//! runs the policy under kwctl; each skips where its tool is missing, saying so.
+//!
 //! It does what policy-server (Kubewarden 1.31, the release the project's kwctl and policy-server
 //! suites pin) does for one policy:
 //! - serves `POST /validate/<policy id>` (AdmissionReview v1) over HTTPS, and `GET /readiness`;

@@ -1,6 +1,6 @@
-//! [`crate::ome`]'s surge migration on a real cluster: the surge's pods rendered as OME renders
+//! [`crate::stand_in::migration`]'s surge migration on a real cluster: the surge's pods rendered as OME renders
 //! them and created through the API server (admission applies), placed by the real
-//! kube-scheduler (the stand-in waits for `spec.nodeName`), Ready by the node stand-in; and the
+//! kube-scheduler (the stand-in waits for `spec.nodeName`), Ready by kwok; and the
 //! model's changes written as OME writes them.
 
 use kube::Client;
@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::render::{self, Terms};
 use super::{MANAGER, WHO};
-use crate::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
-use crate::objects::read;
-use crate::ome::{Change, Event, Placement, World, with_condition};
+use crate::stand_in::migration::{Change, Event, Placement, World, with_condition};
+use crate::support::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
+use crate::support::objects::read;
 
 /// The cluster as the surge's world.
 pub struct Cluster {
@@ -58,8 +58,7 @@ impl World for Cluster {
         Ok(pod)
     }
 
-    /// Placed when kube-scheduler has bound every pod, Ready when the node stand-in has started
-    /// them; until then, what the scheduler said of the first pod it has not placed.
+    /// Placed when kube-scheduler has bound every pod, Ready when kwok has started them; until then, what the scheduler said of the first pod it has not placed.
     fn place(&self, surge: &[&Value], _: &[Value], _: &[String]) -> Placement {
         let waiting = |why: String| Placement::Waiting { why, bound: Vec::new() };
         if surge.is_empty() {
@@ -180,7 +179,7 @@ async fn write_condition(
         })
 }
 
-/// A delete as OME sends it, with the pod's grace period (the node stand-in ends it).
+/// A delete as OME sends it, with the pod's grace period (kwok ends it).
 async fn delete(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<(), api::ApiError> {
     let params = kube::api::DeleteParams::default();
     match tokio::time::timeout(api::CALL_TIMEOUT, kind.within(client, namespace).delete(name, &params)).await {

@@ -1,0 +1,234 @@
+//! The cluster suites' nodes, for kwok to play (`cluster/kwok-up.sh`, its stages in
+//! cluster/kwok/stages.yaml): each node's shape (zone, rack, the models Ready on it, GPUs, CPUs,
+//! memory and pods), the named layouts of OME's how-to, and the Nodes made from them, annotated for
+//! kwok, their room in their status. kwok makes each Ready (lifting the API server's not-ready
+//! taint), starts the pods kube-scheduler binds there, Running and Ready with every readiness gate
+//! True, and ends a pod being deleted at once.
+
+use std::collections::BTreeMap;
+
+use kube::Client;
+use serde_json::{Value, json};
+
+use crate::support::api::{self, ApiError, NODE};
+use crate::support::wait::eventually;
+
+/// The label on every node of the cluster suites, so that an earlier run's are found again.
+pub const SUITE_NODE: &str = "e2e.spread.ome.io/node";
+/// The annotation kwok-up.sh selects the nodes kwok plays by.
+pub const KWOK_NODE: &str = "kwok.x-k8s.io/node";
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+/// The NVLink domain of a node: its rack.
+pub const RACK: &str = "nvidia.com/gpu.clique";
+const HOSTNAME: &str = "kubernetes.io/hostname";
+const GPU: &str = "nvidia.com/gpu";
+/// The seed's model, Ready on every node of the named layouts.
+pub const SEED_MODEL: &str = "qwen3-0-6b";
+/// The field manager of what the suites write of their nodes.
+const MANAGER: &str = "ome-spread-e2e-nodes";
+
+/// One node of a layout. A missing zone or rack is a node without that label (the seed's
+/// `MissingLabel` row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeShape {
+    pub name: String,
+    pub zone: Option<String>,
+    pub rack: Option<String>,
+    /// The ClusterBaseModels Ready on the node (`models.ome.io/clusterbasemodel.<model>=Ready`).
+    pub models: Vec<String>,
+    pub gpus: u32,
+    pub cpus: u32,
+    /// A Kubernetes quantity, such as `64Gi`.
+    pub memory: String,
+    pub pods: u32,
+    /// Further labels.
+    pub labels: BTreeMap<String, String>,
+    /// `spec.taints`, as JSON.
+    pub taints: Vec<Value>,
+    /// Cordoned.
+    pub unschedulable: bool,
+}
+
+impl NodeShape {
+    /// A GPU node with room for exactly one of the seed's engine pods (1 GPU, 10 CPUs, 30 GiB),
+    /// the seed's model Ready on it.
+    pub fn gpu(name: &str, zone: &str, rack: &str) -> Self {
+        Self {
+            name: name.into(),
+            zone: Some(zone.into()),
+            rack: Some(rack.into()),
+            models: vec![SEED_MODEL.into()],
+            gpus: 1,
+            cpus: 16,
+            memory: "64Gi".into(),
+            pods: 110,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            unschedulable: false,
+        }
+    }
+
+    fn labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        labels.insert(HOSTNAME.into(), self.name.clone());
+        labels.insert(SUITE_NODE.into(), "true".into());
+        if let Some(zone) = &self.zone {
+            labels.insert(ZONE.into(), zone.clone());
+        }
+        if let Some(rack) = &self.rack {
+            labels.insert(RACK.into(), rack.clone());
+        }
+        for model in &self.models {
+            labels.insert(format!("models.ome.io/clusterbasemodel.{model}"), "Ready".into());
+        }
+        labels
+    }
+}
+
+/// The named layouts, for `stand-in nodes --layout`.
+pub const LAYOUTS: [&str; 3] = ["two-zones", "three-zones", "racks"];
+
+/// A named layout's nodes: `two-zones` (the seed's gpu-node-1 in zone-a, gpu-node-2 in zone-b),
+/// `three-zones` (one more, in zone-c), `racks` (2 zones x 2 racks x 2 nodes: room for one
+/// Instance of a leader and a worker in each rack).
+pub fn layout(name: &str) -> Option<Vec<NodeShape>> {
+    let zones = |n: usize| {
+        (1..=n)
+            .map(|i| {
+                let zone = ["a", "b", "c"][i - 1];
+                NodeShape::gpu(
+                    &format!("gpu-node-{i}"),
+                    &format!("zone-{zone}"),
+                    &format!("rack-{zone}1"),
+                )
+            })
+            .collect()
+    };
+    match name {
+        "two-zones" => Some(zones(2)),
+        "three-zones" => Some(zones(3)),
+        "racks" => {
+            let mut nodes = Vec::new();
+            for zone in ["a", "b"] {
+                for rack in 1..=2 {
+                    for _ in 0..2 {
+                        let name = format!("gpu-node-{}", nodes.len() + 1);
+                        nodes.push(NodeShape::gpu(
+                            &name,
+                            &format!("zone-{zone}"),
+                            &format!("rack-{zone}{rack}"),
+                        ));
+                    }
+                }
+            }
+            Some(nodes)
+        }
+        _ => None,
+    }
+}
+
+/// The Node, its room in `status` (capacity and allocatable, which kwok keeps), annotated for kwok.
+pub fn node(shape: &NodeShape) -> Value {
+    let mut spec = json!({});
+    if !shape.taints.is_empty() {
+        spec["taints"] = json!(shape.taints);
+    }
+    if shape.unschedulable {
+        spec["unschedulable"] = json!(true);
+    }
+    let room = json!({GPU: shape.gpus.to_string(), "cpu": shape.cpus.to_string(),
+        "memory": shape.memory, "pods": shape.pods.to_string()});
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": shape.name, "labels": shape.labels(), "annotations": {KWOK_NODE: "fake"}},
+        "spec": spec, "status": {"capacity": room, "allocatable": room}})
+}
+
+/// Creates (or brings back to their shape) the nodes, and waits until kwok has made each Ready,
+/// without the not-ready taint. kwok must be running (`live::kwok`).
+pub async fn create_nodes(client: &Client, shapes: &[NodeShape]) -> Result<(), ApiError> {
+    for shape in shapes {
+        let node = node(shape);
+        api::apply(client, NODE, &node, MANAGER).await?;
+        // The room through the status subresource: an update of the Node leaves its status as it was.
+        let status = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": shape.name},
+            "status": node["status"]});
+        api::apply_status(client, NODE, &status, MANAGER).await?;
+    }
+    for shape in shapes {
+        eventually(&format!("kwok's node {} Ready", shape.name), 60, || async {
+            let node = api::get(client, NODE, "", &shape.name).await.ok()??;
+            let ready = node["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
+            let tainted = taints.iter().any(|t| t["key"] == "node.kubernetes.io/not-ready");
+            (ready && !tainted).then_some(())
+        })
+        .await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_two_zones_layout_is_the_seeds_nodes() {
+        let nodes = layout("two-zones").expect("a layout");
+        let shown: Vec<(&str, Option<&str>, Option<&str>)> = nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.zone.as_deref(), n.rack.as_deref()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("gpu-node-1", Some("zone-a"), Some("rack-a1")),
+                ("gpu-node-2", Some("zone-b"), Some("rack-b1"))
+            ]
+        );
+        let room = json!({"nvidia.com/gpu": "1", "cpu": "16", "memory": "64Gi", "pods": "110"});
+        assert_eq!(
+            node(&nodes[0]),
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1",
+                "labels": {
+                    "kubernetes.io/hostname": "gpu-node-1", "models.ome.io/clusterbasemodel.qwen3-0-6b": "Ready",
+                    "nvidia.com/gpu.clique": "rack-a1", "e2e.spread.ome.io/node": "true",
+                    "topology.kubernetes.io/zone": "zone-a"},
+                "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                "spec": {}, "status": {"capacity": room, "allocatable": room}})
+        );
+    }
+
+    #[test]
+    fn the_racks_layout_has_two_nodes_in_each_of_two_racks_of_two_zones() {
+        let nodes = layout("racks").expect("a layout");
+        let shown: Vec<String> = nodes
+            .iter()
+            .map(|n| {
+                format!(
+                    "{} {} {}",
+                    n.name,
+                    n.zone.as_deref().unwrap_or("-"),
+                    n.rack.as_deref().unwrap_or("-")
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "gpu-node-1 zone-a rack-a1",
+                "gpu-node-2 zone-a rack-a1",
+                "gpu-node-3 zone-a rack-a2",
+                "gpu-node-4 zone-a rack-a2",
+                "gpu-node-5 zone-b rack-b1",
+                "gpu-node-6 zone-b rack-b1",
+                "gpu-node-7 zone-b rack-b2",
+                "gpu-node-8 zone-b rack-b2"
+            ]
+        );
+        assert_eq!(layout("three-zones").map(|n| n.len()), Some(3));
+        assert_eq!(layout("one-zone"), None);
+    }
+}
