@@ -11,13 +11,15 @@
 //! it behind a real API server's webhook ([`admission_host`]), waiting on a condition ([`wait`]),
 //! the workspace's files, built binaries and free ports ([`local`]), the live cluster of the
 //! cluster suites, kubectl and the processes they start ([`live`]), the in-memory API server
-//! ([`memory`]), the controller's churn on it or on a real API server ([`churn`]), and the real
+//! ([`memory`]), the controller's churn on it or on a real API server ([`churn`]), a Prometheus
+//! histogram's quantiles ([`histogram`]), and the real
 //! Kubewarden policy-server run over the rule table's cases
 //! ([`policy_server`]).
 
 pub mod admission_host;
 pub mod api;
 pub mod churn;
+pub mod histogram;
 pub mod large_cluster;
 pub mod live;
 pub mod local;
