@@ -788,11 +788,14 @@ fn timed(sum: &str, within: [u32; 16]) -> Vec<String> {
     samples
 }
 
-/// The condition's last write, as an older message makes it: the Event went out before, only
-/// the condition is written.
-fn with_older_message(replica: InferenceReplica, status: &str, reason: Reason) -> Arc<InferenceReplica> {
+/// The caches of `reason`'s fixture, and its replica with that reason's condition written
+/// before under an older message: the Event went out then, only the condition is written.
+fn with_older_message(reason: Reason) -> (Harness, Arc<InferenceReplica>) {
+    let harness = harness(&fixture(reason), Mode::Off);
+    let status = if reason.holds() { "True" } else { "False" };
     let older = condition(status, reason.as_str(), "an older count", "2026-11-01T10:00:00Z");
-    Arc::new(with_condition(replica, older))
+    let replica = Arc::new(with_condition(harness.replica.clone(), older));
+    (harness, replica)
 }
 
 /// A condition is timed from the arrival of the first of the events its reconcile acts on (two
@@ -800,13 +803,7 @@ fn with_older_message(replica: InferenceReplica, status: &str, reason: Reason) -
 /// second, 50 ms, it would be in the one up to 0.064 s). The events are taken.
 #[tokio::test(start_paused = true)]
 async fn a_condition_is_timed_from_its_first_event_to_the_answer_to_its_write() {
-    let Harness {
-        ctx,
-        replica,
-        mut server,
-        ..
-    } = harness(&fixture(Reason::Skewed), Mode::Off);
-    let replica = with_older_message(replica, "False", Reason::Skewed);
+    let (Harness { ctx, mut server, .. }, replica) = with_older_message(Reason::Skewed);
     let key = ObjectRef::from_obj(&*replica);
     ctx.arrived([&key]);
     sleep(Duration::from_millis(100)).await;
@@ -827,21 +824,15 @@ async fn a_condition_is_timed_from_its_first_event_to_the_answer_to_its_write() 
 /// reconcile that no event triggered (a resync).
 #[tokio::test(start_paused = true)]
 async fn an_event_that_changes_no_condition_is_not_timed() {
-    let Harness {
-        ctx,
-        replica,
-        mut server,
-        ..
-    } = harness(&fixture(Reason::Satisfied), Mode::Off);
+    let (Harness { ctx, mut server, .. }, older) = with_older_message(Reason::Satisfied);
     let message = expected_message(Reason::Satisfied);
     let unchanged = with_condition(
-        replica.clone(),
+        (*older).clone(),
         condition("True", "Satisfied", &message, "2026-11-01T10:00:00Z"),
     );
     ctx.arrived([&ObjectRef::from_obj(&unchanged)]);
     reconcile(Arc::new(unchanged), ctx.clone()).await.expect("reconciled");
 
-    let older = with_older_message(replica, "True", Reason::Satisfied);
     let reconciling = tokio::spawn(reconcile(older.clone(), ctx.clone()));
     condition_applied(&mut server, &older).await;
     reconciling.await.expect("no panic").expect("reconciled");
@@ -852,13 +843,7 @@ async fn an_event_that_changes_no_condition_is_not_timed() {
 /// from the first of them.
 #[tokio::test(start_paused = true)]
 async fn a_failed_write_is_timed_from_the_same_event_when_retried() {
-    let Harness {
-        ctx,
-        replica,
-        mut server,
-        ..
-    } = harness(&fixture(Reason::Skewed), Mode::Off);
-    let replica = with_older_message(replica, "False", Reason::Skewed);
+    let (Harness { ctx, mut server, .. }, replica) = with_older_message(Reason::Skewed);
     ctx.arrived([&ObjectRef::from_obj(&*replica)]);
     let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
     let (_, _, _, respond) = next(&mut server).await;
