@@ -41,9 +41,13 @@ async fn main() {
     let (now, then) = (&measured[0], &measured[1]);
     churn::print(&[("now", now), (&before, then)]);
     println!(
-        "churn: {RATE} events/s, p99 event-to-condition {} ms ({before} {} ms), controller CPU {:.2} cores ({before} {:.2}), peak memory {} MiB ({before} {} MiB)",
+        "churn: {RATE} events/s, p99 event-to-condition {} ms ({before} {} ms), controller p50 {}, p99 {} ({before} {}, {}), controller CPU {:.2} cores ({before} {:.2}), peak memory {} MiB ({before} {} MiB)",
         now.p(0.99),
         then.p(0.99),
+        now.controller_ms(0.5),
+        now.controller_ms(0.99),
+        then.controller_ms(0.5),
+        then.controller_ms(0.99),
         now.cores,
         then.cores,
         now.peak_mib,

@@ -14,6 +14,7 @@ use ome_spread_core::migration::{Entry, Unconfigured};
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::pod::Pod;
 use ome_spread_core::rebalance::Move;
+use tokio::time::Instant;
 
 use crate::cache::Caches;
 use crate::metrics::Metrics;
@@ -67,6 +68,18 @@ impl Context {
         self.metrics
             .forget(replica.namespace.as_deref().unwrap_or_default(), &replica.name);
         self.caches.nodes.keys().forget(replica);
+    }
+
+    /// A watch event that triggers `replicas` arrived now: noted on each that the replicas' cache
+    /// holds (no reconcile runs for another), so that a reconcile times the condition it writes
+    /// from the earliest event it acts on.
+    pub fn arrived<'a>(&self, replicas: impl IntoIterator<Item = &'a ObjectRef<InferenceReplica>>) {
+        let now = Instant::now();
+        for replica in replicas {
+            if self.caches.replicas.get(replica).is_some() {
+                self.replicas.arrived(replica, now);
+            }
+        }
     }
 }
 

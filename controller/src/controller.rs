@@ -271,24 +271,23 @@ async fn reconcile_all(
     let every_replica = every_replica_changes(&client, &context, settings);
     let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
+    let [of_pods, of_services, of_runtimes, of_cluster_runtimes] = [(); 4].map(|()| context.clone());
     let controller = Controller::for_stream(replica_changes, replicas)
-        .reconcile_on(pods::changes(
-            client,
-            context.caches.pods.clone(),
-            context.caches.room.clone(),
-        ))
-        .watches_stream(service_events.touched_objects(), |service| {
-            replicas_of_service(&service)
+        .reconcile_on(
+            pods::changes(client, context.caches.pods.clone(), context.caches.room.clone())
+                .inspect(move |replica| of_pods.arrived([replica])),
+        )
+        .watches_stream(service_events.touched_objects(), move |service| {
+            arrived(&of_services, replicas_of_service(&service))
         })
         .watches_stream(runtime_events.touched_objects(), move |runtime| {
-            replicas_using(
-                &for_runtimes,
-                RuntimeRef::Namespaced(&runtime.name_any()),
-                runtime.namespace(),
-            )
+            let namespaced = RuntimeRef::Namespaced(&runtime.name_any());
+            let replicas = replicas_using(&for_runtimes, namespaced, runtime.namespace());
+            arrived(&of_runtimes, replicas)
         })
         .watches_stream(cluster_runtime_events.touched_objects(), move |runtime| {
-            replicas_using(&for_cluster_runtimes, RuntimeRef::Cluster(&runtime.name_any()), None)
+            let replicas = replicas_using(&for_cluster_runtimes, RuntimeRef::Cluster(&runtime.name_any()), None);
+            arrived(&of_cluster_runtimes, replicas)
         })
         .reconcile_all_on(every_replica);
     let mut fill = context.caches.filled.subscribe();
@@ -329,7 +328,7 @@ fn context(client: &Client, options: Options, caches: Caches, no_condition: Opti
 /// What reconciles every replica: a node change the diagnosis reads ([`crate::nodes`]), the
 /// refusal to write the condition lifted (the conditions held back are written: the schema's
 /// recheck, started here, tells it), and the settings changed (the policy's, followed: every
-/// diagnosis reads them).
+/// diagnosis reads them), each noted as arrived on every replica.
 fn every_replica_changes(
     client: &Client,
     context: &Arc<Context>,
@@ -342,7 +341,19 @@ fn every_replica_changes(
         settings.changed().await.ok().map(|()| ((), settings))
     });
     let node_changes = nodes::changes(client.clone(), context.caches.nodes.clone());
-    futures::stream::select(node_changes, futures::stream::select(lifts, settings_changes))
+    let context = context.clone();
+    let changes = futures::stream::select(node_changes, futures::stream::select(lifts, settings_changes));
+    changes.inspect(move |()| {
+        let replicas = context.caches.replicas.state();
+        let replicas: Vec<_> = replicas.iter().map(|replica| ObjectRef::from_obj(&**replica)).collect();
+        context.arrived(&replicas);
+    })
+}
+
+/// The replicas a watch event triggers, its arrival noted on each ([`Context::arrived`]).
+fn arrived(context: &Context, replicas: Vec<ObjectRef<InferenceReplica>>) -> Vec<ObjectRef<InferenceReplica>> {
+    context.arrived(&replicas);
+    replicas
 }
 
 /// Runs the reconciles until the stop: the reconciles in flight end first, then the Lease is
@@ -456,21 +467,23 @@ async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>, stop: wat
 }
 
 /// The replicas' own watch's events, as the controller's triggers: what is kept of a deleted
-/// replica goes with it, and a change of all but the `Spread` condition reconciles it.
+/// replica goes with it, and a change of all but the `Spread` condition reconciles it (its
+/// arrival noted).
 fn replica_changes(
     events: impl futures::Stream<Item = Result<watcher::Event<InferenceReplica>, watcher::Error>>,
     store: reflector::Store<InferenceReplica>,
     context: Arc<Context>,
 ) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
+    let forgetting = context.clone();
     events
         .inspect_ok(move |event| {
             match event {
-                watcher::Event::Delete(replica) => context.forget(&ObjectRef::from_obj(replica)),
+                watcher::Event::Delete(replica) => forgetting.forget(&ObjectRef::from_obj(replica)),
                 // Those deleted while the watch was down: the relist no longer lists them.
                 watcher::Event::InitDone => {
-                    for replica in context.replicas.replicas() {
+                    for replica in forgetting.replicas.replicas() {
                         if store.get(&replica).is_none() {
-                            context.forget(&replica);
+                            forgetting.forget(&replica);
                         }
                     }
                 }
@@ -479,4 +492,5 @@ fn replica_changes(
         })
         .touched_objects()
         .predicate_filter(all_but_the_condition, PredicateConfig::default())
+        .inspect_ok(move |replica| context.arrived([&ObjectRef::from_obj(replica)]))
 }

@@ -36,6 +36,7 @@ pub struct Metrics {
     reconciles: Counter,
     errors: Family<[(&'static str, String); 1], Counter>,
     duration: Histogram,
+    event_to_condition: Histogram,
     leader: Gauge,
     /// The series each replica has now, so that a domain or reason that goes away leaves no stale series.
     shown: Mutex<HashMap<ReplicaLabels, (Reason, Vec<String>)>>,
@@ -53,6 +54,9 @@ impl Default for Metrics {
         let reconciles = Counter::default();
         let errors = Family::default();
         let duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
+        // Doubling from 1 ms to 16.384 s: a write within a millisecond and one 10 s late each
+        // fall in a bucket of their own.
+        let event_to_condition = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         let leader = Gauge::default();
         registry.register(
             "instances",
@@ -96,6 +100,11 @@ impl Default for Metrics {
             duration.clone(),
         );
         registry.register(
+            "event_to_condition_seconds",
+            "From a watch event's arrival to the answer to the Spread condition's write it led to, when the write changed the condition; of several events one reconcile acts on, from the first",
+            event_to_condition.clone(),
+        );
+        registry.register(
             "leader",
             "1 while this process leads (holds the Lease), 0 while it stands by",
             leader.clone(),
@@ -111,6 +120,7 @@ impl Default for Metrics {
             reconciles,
             errors,
             duration,
+            event_to_condition,
             leader,
             shown: Mutex::default(),
         }
@@ -126,6 +136,11 @@ impl Metrics {
     pub fn failed(&self, error: &str, took: Duration) {
         self.reconciled(took);
         self.errors.get_or_create(&[("error", error.into())]).inc();
+    }
+
+    /// A condition written: `since_event` after the first event it shows arrived.
+    pub fn condition_written(&self, since_event: Duration) {
+        self.event_to_condition.observe(since_event.as_secs_f64());
     }
 
     pub fn set_leading(&self, leading: bool) {
@@ -307,19 +322,24 @@ pub(crate) mod tests {
         );
     }
 
-    /// What losing the worst domain leaves: shown with the report, gone with no loss to show
-    /// and with the replica.
-    #[test]
-    fn a_replica_shows_what_losing_its_worst_domain_leaves() {
-        let metrics = Metrics::default();
-        let worst = Loss {
+    /// Losing zone-a leaves 3 of 5 Instances serving; one of the 2 lost is placed again in zone-b.
+    fn worst_loss() -> Loss {
+        Loss {
             domain: "zone-a".into(),
             lost: vec!["m-engine-0-default-0".into(), "m-engine-3-default-0".into()],
             left_serving: 3,
             instances: 5,
             placed_again: vec!["zone-b".into()],
             still_counts: None,
-        };
+        }
+    }
+
+    /// What losing the worst domain leaves: shown with the report, gone with no loss to show
+    /// and with the replica.
+    #[test]
+    fn a_replica_shows_what_losing_its_worst_domain_leaves() {
+        let metrics = Metrics::default();
+        let worst = worst_loss();
         let satisfied = report(Reason::Satisfied, &[("zone-a", 2), ("zone-b", 3)], 1);
         let lines = |metrics: &Metrics| {
             let text = metrics.encode();
@@ -356,6 +376,35 @@ pub(crate) mod tests {
         assert_eq!(leader(&metrics), ["ome_spread_leader 1"]);
         metrics.set_leading(false);
         assert_eq!(leader(&metrics), ["ome_spread_leader 0"]);
+    }
+
+    /// Every metric /metrics exports is named in docs/controller.md (a counter by its `_total`).
+    #[test]
+    fn every_exported_metric_is_documented() {
+        let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/controller.md"))
+            .expect("docs/controller.md");
+        // Every kind of series shown, so that each family is in the exposition.
+        let metrics = Metrics::default();
+        let skewed = report(Reason::Skewed, &[("zone-a", 3), ("zone-b", 2)], 1);
+        metrics.show("ns", "m-engine", &skewed, Some(&worst_loss()));
+        metrics.rebalance_moves("ns", "m-engine", Some(1));
+        metrics.failed("api_500", Duration::from_millis(3));
+        let text = metrics.encode();
+        let exported: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| match l.split_once(' ') {
+                Some((name, "counter")) => format!("{name}_total"),
+                _ => l.split(' ').next().unwrap_or_default().to_owned(),
+            })
+            .collect();
+        assert_eq!(exported.len(), 11, "{text}");
+        for name in exported {
+            assert!(
+                docs.contains(&format!("`{name}`")),
+                "{name} is not in docs/controller.md"
+            );
+        }
     }
 
     #[test]

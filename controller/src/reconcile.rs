@@ -3,7 +3,7 @@
 //! reason changes, and metrics. It writes nothing else.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
@@ -17,6 +17,7 @@ use ome_spread_core::loss::{Loss, worst};
 use ome_spread_core::rebalance::{NoPlan, Plan, recommend, rooms};
 use ome_spread_core::replica::RuntimeRef;
 use serde_json::{Value, json};
+use tokio::time::Instant;
 use tracing::{Span, debug, field, info, instrument, warn};
 
 use crate::cache::{Caches, Fill};
@@ -37,15 +38,24 @@ const RESYNC: Duration = Duration::from_secs(600);
 pub async fn reconcile(replica: Arc<InferenceReplica>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let _running = ctx.health.reconciling();
-    let result = reconcile_replica(&replica, &ctx).await;
+    let key = ObjectRef::from_obj(&*replica);
+    // The events this reconcile acts on: those arrived by now (a later one reconciles again).
+    let mut arrived = ctx.replicas.with(&key, |kept| kept.arrived.take());
+    let result = reconcile_replica(&replica, &ctx, &mut arrived).await;
     Span::current().record("duration_ms", started.elapsed().as_secs_f64() * 1000.0);
     debug!("reconciled");
     match &result {
         Ok(_) => {
             ctx.metrics.reconciled(started.elapsed());
-            ctx.replicas.succeeded(&ObjectRef::from_obj(&*replica));
+            ctx.replicas.succeeded(&key);
         }
-        Err(error) => ctx.metrics.failed(&error.kind(), started.elapsed()),
+        Err(error) => {
+            ctx.metrics.failed(&error.kind(), started.elapsed());
+            // Not yet shown: the retry acts on those events still.
+            if let Some(at) = arrived {
+                ctx.replicas.arrived(&key, at);
+            }
+        }
     }
     result
 }
@@ -68,7 +78,12 @@ pub fn retry_after(failures: u32) -> Duration {
     )
 }
 
-async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<Action, Error> {
+/// `arrived`: when the earliest event it acts on arrived, taken once the condition is written.
+async fn reconcile_replica(
+    replica: &InferenceReplica,
+    ctx: &Context,
+    arrived: &mut Option<Instant>,
+) -> Result<Action, Error> {
     filled(&ctx.caches).await?;
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let Some(Diagnosed {
@@ -94,7 +109,7 @@ async fn reconcile_replica(replica: &InferenceReplica, ctx: &Context) -> Result<
     };
     Span::current().record("reason", field::display(report.reason.as_str()));
     ctx.metrics.show(&namespace, &name, &report, worst_loss.as_ref());
-    record(replica, &report, &action, ctx).await?;
+    record(replica, &report, &action, ctx, arrived).await?;
     let moves = match (ctx.rebalance.mode.for_service(&service), &plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan
             .moves
@@ -212,8 +227,15 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     }))
 }
 
-/// The Event when the reason changes, then the condition when it changes.
-async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: &Context) -> Result<(), Error> {
+/// The Event when the reason changes, then the condition when it changes, timed from the event
+/// that `arrived` first.
+async fn record(
+    replica: &InferenceReplica,
+    report: &Report,
+    action: &str,
+    ctx: &Context,
+    arrived: &mut Option<Instant>,
+) -> Result<(), Error> {
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let key = ObjectRef::from_obj(replica);
     let cached = replica
@@ -264,6 +286,9 @@ async fn record(replica: &InferenceReplica, report: &Report, action: &str, ctx: 
             api.patch_status(&name, &params, &Patch::Apply(status_patch(&condition))),
         )
         .await?;
+        if let Some(at) = arrived.take() {
+            ctx.metrics.condition_written(at.elapsed());
+        }
         info!(status = %condition.status, "Spread condition set");
         ctx.replicas.with(&key, |kept| kept.written = Some(condition));
     }

@@ -1,13 +1,15 @@
 //! What the controller keeps of each replica between its reconciles, in one record: created at
-//! the replica's first reconcile, dropped with the replica (its watch's deletion, or a relist that
-//! no longer lists it) or when it has nothing left to say, with its metric series and the node
-//! labels it read ([`crate::context::Context::forget`]).
+//! the first event that triggers the replica or its first reconcile, dropped with the replica
+//! (its watch's deletion, or a relist that no longer lists it) or when it has nothing left to
+//! say, with its metric series and the node labels it read
+//! ([`crate::context::Context::forget`]).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::reflector::ObjectRef;
+use tokio::time::Instant;
 
 use ome_spread_core::ome::InferenceReplica;
 
@@ -28,6 +30,9 @@ pub struct ReplicaState {
     /// The results of the report last written, without their time: the report is written again
     /// only when they change.
     pub reported: Option<Vec<serde_json::Value>>,
+    /// When the earliest watch event that triggered the replica and no reconcile has taken yet
+    /// arrived: the event-to-condition time runs from it.
+    pub arrived: Option<Instant>,
 }
 
 /// Every replica's record.
@@ -46,6 +51,13 @@ impl ReplicaStates {
         if let Some(kept) = lock(&self.0).get_mut(replica) {
             kept.failures = 0;
         }
+    }
+
+    /// A watch event that triggers the replica arrived `at`: the earliest one not taken is kept.
+    pub(crate) fn arrived(&self, replica: &ObjectRef<InferenceReplica>, at: Instant) {
+        self.with(replica, |kept| {
+            kept.arrived = Some(kept.arrived.map_or(at, |earliest| earliest.min(at)));
+        });
     }
 
     /// Drops the replica's record.

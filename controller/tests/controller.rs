@@ -59,6 +59,15 @@ fn running(server: &Arc<ApiServer>, options: Options) -> tokio::task::JoinHandle
     tokio::spawn(controller::run(server.client(), options))
 }
 
+/// The value of the sample `name` (with no labels) in /metrics.
+fn sample(metrics: &ome_spread_controller::metrics::Metrics, name: &str) -> f64 {
+    let text = metrics.encode();
+    let value = text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' '));
+    value
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in\n{text}"))
+}
+
 /// The first writes: the Event, then the condition.
 fn assert_event_before_condition(server: &ApiServer) {
     let writes = server.writes.lock().unwrap().clone();
@@ -140,6 +149,19 @@ async fn the_controller_leads_then_follows_pods_nodes_and_runtimes() {
     assert!(metrics.encode().contains(
         r#"ome_spread_reason{namespace="spread-demo",replica="qwen3-0-6b-engine",reason="SettingsNotProjected"} 1"#
     ));
+    // Each condition timed from the watch event that led to it: the replica's first listing, the
+    // pod's, the node's two and the runtime's.
+    assert_eq!(sample(&metrics, "ome_spread_event_to_condition_seconds_count"), 5.0);
+    // A change of the InferenceService that changes no condition: reconciled, not timed.
+    let reconciles = sample(&metrics, "ome_spread_reconciles_total");
+    server.edit("InferenceService", Some("spread-demo"), "qwen3-0-6b", |service| {
+        service["metadata"]["labels"]["team"] = json!("serving");
+    });
+    until("the InferenceService's change reconciled", 60, || {
+        sample(&metrics, "ome_spread_reconciles_total") > reconciles
+    })
+    .await;
+    assert_eq!(sample(&metrics, "ome_spread_event_to_condition_seconds_count"), 5.0);
 
     // The replica goes: so do its series.
     server.delete("InferenceReplica", Some("spread-demo"), "qwen3-0-6b-engine");

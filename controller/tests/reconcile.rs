@@ -19,9 +19,11 @@ use ome_spread_controller::reconcile::{error_policy, reconcile, retry_after};
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_controller::serve::Health;
 use ome_spread_core::diagnosis::Reason;
+use ome_spread_core::ome::InferenceReplica;
 use ome_spread_core::pod::Pod;
 use ome_spread_sim::support::objects;
 use serde_json::json;
+use tokio::time::sleep;
 
 use harness::*;
 
@@ -760,4 +762,103 @@ async fn without_the_crd_no_report_is_written_and_the_reconcile_carries_on() {
     reconcile(replica, ctx.clone())
         .await
         .expect("reconciled without a write");
+}
+
+/// The histogram `ome_spread_event_to_condition_seconds`'s samples, in the order /metrics gives them.
+fn event_to_condition(ctx: &ome_spread_controller::context::Context) -> Vec<String> {
+    let text = ctx.metrics.encode();
+    let samples = text
+        .lines()
+        .filter(|l| l.starts_with("ome_spread_event_to_condition_seconds"));
+    samples.map(String::from).collect()
+}
+
+/// The samples of that histogram with `sum` and, per bucket, the conditions timed within it
+/// (docs/controller.md: doubling from 1 ms to 16.384 s, then +Inf).
+fn timed(sum: &str, within: [u32; 16]) -> Vec<String> {
+    let bounds = [
+        "0.001", "0.002", "0.004", "0.008", "0.016", "0.032", "0.064", "0.128", "0.256", "0.512", "1.024", "2.048",
+        "4.096", "8.192", "16.384", "+Inf",
+    ];
+    let name = "ome_spread_event_to_condition_seconds";
+    let mut samples = vec![format!("{name}_sum {sum}"), format!("{name}_count {}", within[15])];
+    for (bound, count) in bounds.iter().zip(within) {
+        samples.push(format!("{name}_bucket{{le=\"{bound}\"}} {count}"));
+    }
+    samples
+}
+
+/// The caches of `reason`'s fixture, and its replica with that reason's condition written
+/// before under an older message: the Event went out then, only the condition is written.
+fn with_older_message(reason: Reason) -> (Harness, Arc<InferenceReplica>) {
+    let harness = harness(&fixture(reason), Mode::Off);
+    let status = if reason.holds() { "True" } else { "False" };
+    let older = condition(status, reason.as_str(), "an older count", "2026-11-01T10:00:00Z");
+    let replica = Arc::new(with_condition(harness.replica.clone(), older));
+    (harness, replica)
+}
+
+/// A condition is timed from the arrival of the first of the events its reconcile acts on (two
+/// here, 100 ms apart) to the answer to its write: 150 ms, in the bucket up to 0.256 s (from the
+/// second, 50 ms, it would be in the one up to 0.064 s). The events are taken.
+#[tokio::test(start_paused = true)]
+async fn a_condition_is_timed_from_its_first_event_to_the_answer_to_its_write() {
+    let (Harness { ctx, mut server, .. }, replica) = with_older_message(Reason::Skewed);
+    let key = ObjectRef::from_obj(&*replica);
+    ctx.arrived([&key]);
+    sleep(Duration::from_millis(100)).await;
+    ctx.arrived([&key]);
+    sleep(Duration::from_millis(20)).await;
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (method, _, _, respond) = next(&mut server).await;
+    assert_eq!(method, "PATCH");
+    sleep(Duration::from_millis(30)).await;
+    answer(respond, StatusCode::OK, &serde_json::to_value(&*replica).expect("json"));
+    reconciling.await.expect("no panic").expect("reconciled");
+    let once = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+    assert_eq!(event_to_condition(&ctx), timed("0.15", once));
+    assert_eq!(ctx.replicas.with(&key, |kept| kept.arrived), None, "taken");
+}
+
+/// An event whose reconcile changes no condition is not timed, nor is the write of a later
+/// reconcile that no event triggered (a resync).
+#[tokio::test(start_paused = true)]
+async fn an_event_that_changes_no_condition_is_not_timed() {
+    let (Harness { ctx, mut server, .. }, older) = with_older_message(Reason::Satisfied);
+    let message = expected_message(Reason::Satisfied);
+    let unchanged = with_condition(
+        (*older).clone(),
+        condition("True", "Satisfied", &message, "2026-11-01T10:00:00Z"),
+    );
+    ctx.arrived([&ObjectRef::from_obj(&unchanged)]);
+    reconcile(Arc::new(unchanged), ctx.clone()).await.expect("reconciled");
+
+    let reconciling = tokio::spawn(reconcile(older.clone(), ctx.clone()));
+    condition_applied(&mut server, &older).await;
+    reconciling.await.expect("no panic").expect("reconciled");
+    assert_eq!(event_to_condition(&ctx), timed("0.0", [0; 16]));
+}
+
+/// A write that fails leaves its events to the retry: the condition written 5 s later is timed
+/// from the first of them.
+#[tokio::test(start_paused = true)]
+async fn a_failed_write_is_timed_from_the_same_event_when_retried() {
+    let (Harness { ctx, mut server, .. }, replica) = with_older_message(Reason::Skewed);
+    ctx.arrived([&ObjectRef::from_obj(&*replica)]);
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    let (_, _, _, respond) = next(&mut server).await;
+    answer(
+        respond,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        &failure(500, "InternalError"),
+    );
+    reconciling.await.expect("no panic").expect_err("an API error");
+    assert_eq!(event_to_condition(&ctx), timed("0.0", [0; 16]));
+
+    sleep(Duration::from_secs(5)).await;
+    let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
+    condition_applied(&mut server, &replica).await;
+    reconciling.await.expect("no panic").expect("reconciled");
+    let once = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1];
+    assert_eq!(event_to_condition(&ctx), timed("5.0", once));
 }

@@ -6,8 +6,11 @@
 //! Meanwhile every node's GPU Feature Discovery timestamp label is rewritten once a minute.
 //!
 //! Measured: the delay from each pod event to the condition written after it (an event with none
-//! within [`UNREFLECTED`] is counted apart, and whether its condition came later), reconciles per
-//! second, the policy reports written, the controller's CPU and its peak resident memory.
+//! within [`UNREFLECTED`] is counted apart, and whether its condition came later), the
+//! controller's own share of it as it exports it (`ome_spread_event_to_condition_seconds`:
+//! from the event's arrival at its watch to its write's answer, without the API server's
+//! queue), reconciles per second, the policy reports written, the controller's CPU and its peak
+//! resident memory.
 //!
 //! One event in flight per component: the next event of a component waits for the condition
 //! that reflects the last, so each write is matched to one event. The writes run as tasks, at
@@ -26,6 +29,7 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
 
+use crate::bench::histogram::Buckets;
 use crate::bench::large_cluster;
 use crate::stand_in::memory::{self, ApiServer};
 
@@ -230,26 +234,34 @@ impl Controller {
         }
     }
 
-    async fn reconciles(&self) -> f64 {
+    /// What it exports on /metrics now: its reconciles so far, and its own event-to-condition
+    /// histogram (none from a build that does not export it).
+    async fn exported(&self) -> (f64, Buckets) {
         let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build_http::<http_body_util::Empty<bytes::Bytes>>();
         let Ok(response) = client.get(self.metrics.parse().expect("a URL")).await else {
-            return 0.0;
+            return (0.0, Buckets::default());
         };
         let body = http_body_util::BodyExt::collect(response.into_body()).await;
         let text = body
             .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
             .unwrap_or_default();
-        text.lines()
+        let reconciles = text
+            .lines()
             .find_map(|l| l.strip_prefix("ome_spread_reconciles_total "))
             .and_then(|n| n.parse().ok())
-            .unwrap_or(0.0)
+            .unwrap_or(0.0);
+        (reconciles, Buckets::read(&text, EVENT_TO_CONDITION, ""))
     }
 
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
 }
+
+/// The controller's own histogram of each condition change, from its event's arrival at the
+/// controller's watch to its write's answer (docs/controller.md).
+const EVENT_TO_CONDITION: &str = "ome_spread_event_to_condition_seconds";
 
 /// What one churn measured.
 pub struct Measured {
@@ -268,6 +280,8 @@ pub struct Measured {
     /// Policy reports written, during the churn.
     pub reports: u64,
     pub delays: Histogram<u64>,
+    /// The controller's own event-to-condition times during the churn, as it exports them.
+    pub controller: Buckets,
     pub reconciles_per_second: f64,
     pub cores: f64,
     pub peak_mib: u64,
@@ -295,6 +309,7 @@ impl Measured {
             late: 0,
             reports: 0,
             delays: Histogram::new(3).expect("a histogram"),
+            controller: Buckets::default(),
             reconciles_per_second: 0.0,
             cores: 0.0,
             peak_mib: 0,
@@ -308,6 +323,13 @@ impl Measured {
 
     pub fn p(&self, quantile: f64) -> u64 {
         self.delays.value_at_quantile(quantile) / 1000
+    }
+
+    /// The controller's own `quantile` of the event-to-condition time, as `histogram_quantile`
+    /// reads its export: `-` for a build that does not export it.
+    pub fn controller_ms(&self, quantile: f64) -> String {
+        let ms = self.controller.quantile_ms(quantile);
+        ms.map_or("-".into(), |ms| format!("{ms:.1} ms"))
     }
 }
 
@@ -488,7 +510,8 @@ pub async fn churn<S: Server>(
 ) -> Measured {
     let mut cursor = 0;
     let settled = settle(server.as_ref(), &components, &mut cursor, dir).await;
-    let (cpu_before, reconciles_before) = (cpu_seconds(controller.pid), controller.reconciles().await);
+    let cpu_before = cpu_seconds(controller.pid);
+    let (reconciles_before, controller_before) = controller.exported().await;
     let mut state = Churning {
         by_replica: components
             .iter()
@@ -552,7 +575,9 @@ pub async fn churn<S: Server>(
     let mut measured = state.measured;
     let elapsed = state.started.elapsed().as_secs_f64();
     measured.cores = (cpu_seconds(controller.pid) - cpu_before) / elapsed;
-    measured.reconciles_per_second = (controller.reconciles().await - reconciles_before) / elapsed;
+    let (reconciles, controller_after) = controller.exported().await;
+    measured.reconciles_per_second = (reconciles - reconciles_before) / elapsed;
+    measured.controller = controller_after.since(&controller_before);
     measured.peak_mib = peak_mib(controller.pid);
     measured.peak_before_disruption_mib = state.restarted.get().map(|&(_, peak)| peak);
     measured
@@ -612,6 +637,8 @@ pub fn print(columns: &[(&str, &Measured)]) {
     row("policy reports written", &|m| m.reports.to_string());
     row("event-to-condition p50", &|m| format!("{} ms", m.p(0.5)));
     row("event-to-condition p99", &|m| format!("{} ms", m.p(0.99)));
+    row("  the controller's own p50", &|m| m.controller_ms(0.5));
+    row("  the controller's own p99", &|m| m.controller_ms(0.99));
     row("reconciles per second", &|m| format!("{:.0}", m.reconciles_per_second));
     row("controller CPU", &|m| format!("{:.2} cores", m.cores));
     row("peak resident memory", &|m| format!("{} MiB", m.peak_mib));

@@ -29,6 +29,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
 use ome_spread_sim::bench::churn::{self, Controller, Measured, NAMESPACE, Seen, Server, Written};
+use ome_spread_sim::bench::histogram::Buckets;
 use ome_spread_sim::bench::large_cluster::{self, Cluster};
 use ome_spread_sim::stand_in::admission_host::{self, Running, webhook};
 use ome_spread_sim::stand_in::ome::render;
@@ -542,54 +543,24 @@ async fn ome_pods(
     }
 }
 
-/// The webhook's admission latency as kube-apiserver measured it
-/// (`apiserver_admission_webhook_admission_duration_seconds`): p50 and p99, in ms, interpolated
-/// within its buckets as Prometheus' `histogram_quantile` does.
 /// kube-apiserver's metrics, as Prometheus text.
 async fn apiserver_metrics(client: &Client) -> String {
     let request = http::Request::get("/metrics").body(Vec::new()).expect("a request");
     client.request_text(request).await.expect("the API server's metrics")
 }
 
+/// The webhook's admission latency as kube-apiserver measured it
+/// (`apiserver_admission_webhook_admission_duration_seconds`): p50 and p99, in ms, interpolated
+/// within its buckets as Prometheus' `histogram_quantile` does.
 async fn webhook_latency(client: &Client, name: &str) -> (f64, f64) {
     let metrics = apiserver_metrics(client).await;
-    let mut buckets: Vec<(f64, f64)> = Vec::new();
-    let prefix = "apiserver_admission_webhook_admission_duration_seconds_bucket{";
-    for line in metrics
-        .lines()
-        .filter(|l| l.starts_with(prefix) && l.contains(&format!("name=\"{name}\"")))
-    {
-        let (labels, count) = line.rsplit_once(' ').expect("a sample");
-        let le = labels
-            .split("le=\"")
-            .nth(1)
-            .and_then(|l| l.split('"').next())
-            .expect("a bucket");
-        let le = if le == "+Inf" {
-            f64::INFINITY
-        } else {
-            le.parse().expect("a bound")
-        };
-        let count: f64 = count.parse().expect("a count");
-        match buckets.iter_mut().find(|(bound, _)| *bound == le) {
-            Some((_, total)) => *total += count,
-            None => buckets.push((le, count)),
-        }
-    }
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let total = buckets.last().map_or(0.0, |b| b.1);
-    let quantile = |q: f64| {
-        let rank = q * total;
-        let (mut lower, mut below) = (0.0, 0.0);
-        for &(bound, count) in &buckets {
-            if count >= rank {
-                let upper = if bound.is_finite() { bound } else { lower };
-                return 1000.0 * (lower + (upper - lower) * (rank - below) / (count - below).max(1.0));
-            }
-            (lower, below) = (bound, count);
-        }
-        0.0
-    };
+    let name = format!("name=\"{name}\"");
+    let buckets = Buckets::read(
+        &metrics,
+        "apiserver_admission_webhook_admission_duration_seconds",
+        &name,
+    );
+    let quantile = |q| buckets.quantile_ms(q).unwrap_or(0.0);
     (quantile(0.5), quantile(0.99))
 }
 
@@ -836,10 +807,14 @@ fn summary(creation: &Creation, on_cluster: &Measured, memory: &Measured) {
         .restart_to_condition
         .map_or("none".into(), |r| format!("{:.1}", r.as_secs_f64()));
     println!(
-        "cluster: webhook {:.1}% of the creation rate, p99 event-to-condition {} ms (in-memory {} ms), controller CPU {:.2} cores, peak memory {} MiB, restart to condition {restart} s",
+        "cluster: webhook {:.1}% of the creation rate, p99 event-to-condition {} ms (in-memory {} ms), controller p50 {}, p99 {} (in-memory {}, {}), controller CPU {:.2} cores, peak memory {} MiB, restart to condition {restart} s",
         100.0 * (creation.without.rate() - creation.with.rate()) / creation.without.rate(),
         on_cluster.p(0.99),
         memory.p(0.99),
+        on_cluster.controller_ms(0.5),
+        on_cluster.controller_ms(0.99),
+        memory.controller_ms(0.5),
+        memory.controller_ms(0.99),
         on_cluster.cores,
         on_cluster.peak_mib,
     );
