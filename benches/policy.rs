@@ -5,11 +5,15 @@
 //! parse, one host call answered with the replica and parsed, and the pod written back whole,
 //! which any policy that reads one object and mutates the pod pays; the policy's own work is what
 //! it costs beyond that.
-//! The three are called in turn, call by call, so that drift on a shared machine cancels out;
-//! each criterion sample gives one time per call for each, and the table reports the medians.
+//! With `OME_SPREAD_BASELINE_WASM` set to another build of the policy (say, main's), that module
+//! runs beside them too, and the table gives the policy's time as a multiple of it: at most 1.5x.
+//! They are called in turn, call by call, so that drift on a shared machine cancels out; each
+//! criterion sample gives one time per call for each, and the table reports the medians.
 
 use std::cell::RefCell;
 use std::hint::black_box;
+use std::path::Path;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
@@ -27,6 +31,20 @@ struct Case {
 
 /// The most the policy may cost, as a multiple of the floor.
 const TARGET: f64 = 1.25;
+
+/// The most the policy may cost, as a multiple of the baseline build.
+const BASELINE_TARGET: f64 = 1.5;
+
+/// The build of the policy named by `OME_SPREAD_BASELINE_WASM`, if any.
+fn baseline() -> Option<&'static Module> {
+    static COMPILED: OnceLock<Option<Module>> = OnceLock::new();
+    COMPILED
+        .get_or_init(|| {
+            let path = std::env::var_os("OME_SPREAD_BASELINE_WASM")?;
+            Some(Module::load(Path::new(&path), None).unwrap_or_else(|e| panic!("OME_SPREAD_BASELINE_WASM: {e}")))
+        })
+        .as_ref()
+}
 
 /// `review`'s pod with `containers` containers of `env_vars` environment variables each.
 fn with_env(review: Value, containers: usize, env_vars: usize) -> Value {
@@ -87,19 +105,31 @@ fn cases() -> Vec<Case> {
     cases
 }
 
-/// The policy and the floor, each host call answered with `replica`.
-fn instances(replica: &[u8]) -> (WapcHost, WapcHost) {
-    let answer = |replica: Vec<u8>| move |_: &[u8]| Ok(replica.clone());
-    let policy = Module::policy().instance(answer(replica.to_vec()));
-    let floor = Module::floor().instance(answer(replica.to_vec()));
-    (policy, floor)
+/// The modules run side by side, each host call answered with the same replica.
+struct Instances {
+    policy: WapcHost,
+    floor: WapcHost,
+    baseline: Option<WapcHost>,
 }
 
-/// One sample's seconds per call: the policy, the floor, the floor's `mutate`.
+fn instances(replica: &[u8]) -> Instances {
+    let answer = |replica: &[u8]| {
+        let replica = replica.to_vec();
+        move |_: &[u8]| Ok(replica.clone())
+    };
+    Instances {
+        policy: Module::policy().instance(answer(replica)),
+        floor: Module::floor().instance(answer(replica)),
+        baseline: baseline().map(|module| module.instance(answer(replica))),
+    }
+}
+
+/// One sample's seconds per call: the policy, the floor, the floor's `mutate`, the baseline.
 struct Sample {
     policy: f64,
     floor: f64,
     mutating: f64,
+    baseline: f64,
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -111,15 +141,9 @@ fn micros(seconds: f64) -> String {
     format!("{:.1} µs", seconds * 1e6)
 }
 
-/// Times the policy, the floor and the floor's `mutate` in turn on `payload`, one [`Sample`]
-/// per criterion sample.
-fn alternate(
-    criterion: &mut Criterion,
-    name: &str,
-    payload: &[u8],
-    policy: &WapcHost,
-    floor: &WapcHost,
-) -> Vec<Sample> {
+/// Times the policy, the floor, the floor's `mutate` and the baseline in turn on `payload`, one
+/// [`Sample`] per criterion sample.
+fn alternate(criterion: &mut Criterion, name: &str, payload: &[u8], hosts: &Instances) -> Vec<Sample> {
     let samples = RefCell::new(Vec::new());
     let timed = |host: &WapcHost, operation: &str, total: &mut Duration| {
         let start = Instant::now();
@@ -128,17 +152,21 @@ fn alternate(
     };
     criterion.bench_function(name, |b| {
         b.iter_custom(|iters| {
-            let [mut policy_time, mut floor_time, mut mutating_time] = [Duration::ZERO; 3];
+            let [mut policy_time, mut floor_time, mut mutating_time, mut baseline_time] = [Duration::ZERO; 4];
             for _ in 0..iters {
-                timed(floor, "validate", &mut floor_time);
-                timed(floor, "mutate", &mut mutating_time);
-                timed(policy, "validate", &mut policy_time);
+                timed(&hosts.floor, "validate", &mut floor_time);
+                timed(&hosts.floor, "mutate", &mut mutating_time);
+                timed(&hosts.policy, "validate", &mut policy_time);
+                if let Some(baseline) = &hosts.baseline {
+                    timed(baseline, "validate", &mut baseline_time);
+                }
             }
             let per_call = |total: Duration| total.as_secs_f64() / iters as f64;
             samples.borrow_mut().push(Sample {
                 policy: per_call(policy_time),
                 floor: per_call(floor_time),
                 mutating: per_call(mutating_time),
+                baseline: per_call(baseline_time),
             });
             policy_time
         })
@@ -168,21 +196,34 @@ fn main() {
         format!("| case | policy | floor | ratio | at most {TARGET:.2}x | floor's mutate | policy / mutate |"),
         "| --- | ---: | ---: | ---: | --- | ---: | ---: |".to_owned(),
     ];
+    let mut against_baseline = vec![
+        format!("| case | policy | baseline | policy / baseline | at most {BASELINE_TARGET:.2}x |"),
+        "| --- | ---: | ---: | ---: | --- |".to_owned(),
+    ];
     for case in cases() {
-        let (policy, floor) = instances(&case.replica);
-        let samples = alternate(&mut criterion, &case.name, &case.payload, &policy, &floor);
+        let samples = alternate(&mut criterion, &case.name, &case.payload, &instances(&case.replica));
         if samples.is_empty() {
             continue; // filtered out on the command line
         }
-        let ratio = median(samples.iter().map(|s| s.policy / s.floor).collect());
+        let of = |time: fn(&Sample) -> f64| micros(median(samples.iter().map(time).collect()));
+        let ratio = |to: fn(&Sample) -> f64| median(samples.iter().map(|s| s.policy / to(s)).collect());
+        let verdict = |ratio: f64, target: f64| if ratio <= target { "met" } else { "MISSED" };
+        let (to_floor, to_baseline) = (ratio(|s| s.floor), ratio(|s| s.baseline));
         table.push(format!(
-            "| {} | {} | {} | {ratio:.2}x | {} | {} | {:.2}x |",
+            "| {} | {} | {} | {to_floor:.2}x | {} | {} | {:.2}x |",
             case.name,
-            micros(median(samples.iter().map(|s| s.policy).collect())),
-            micros(median(samples.iter().map(|s| s.floor).collect())),
-            if ratio <= TARGET { "met" } else { "MISSED" },
-            micros(median(samples.iter().map(|s| s.mutating).collect())),
-            median(samples.iter().map(|s| s.policy / s.mutating).collect()),
+            of(|s| s.policy),
+            of(|s| s.floor),
+            verdict(to_floor, TARGET),
+            of(|s| s.mutating),
+            ratio(|s| s.mutating),
+        ));
+        against_baseline.push(format!(
+            "| {} | {} | {} | {to_baseline:.2}x | {} |",
+            case.name,
+            of(|s| s.policy),
+            of(|s| s.baseline),
+            verdict(to_baseline, BASELINE_TARGET),
         ));
     }
 
@@ -201,8 +242,12 @@ fn main() {
         };
         let payload = payload(&pod);
         let kb = payload.len() as f64 / 1024.0;
-        let (policy, floor) = instances(&replica);
-        let samples = alternate(&mut criterion, &format!("scaling {label}"), &payload, &policy, &floor);
+        let samples = alternate(
+            &mut criterion,
+            &format!("scaling {label}"),
+            &payload,
+            &instances(&replica),
+        );
         largest = payload;
         if samples.is_empty() {
             continue;
@@ -222,12 +267,22 @@ fn main() {
 
     criterion.final_summary();
     println!("\n{}\n\n{}\n", table.join("\n"), scaling.join("\n"));
+    if let Some(path) = std::env::var_os("OME_SPREAD_BASELINE_WASM") {
+        println!(
+            "Beside the baseline {}:\n\n{}\n",
+            path.display(),
+            against_baseline.join("\n")
+        );
+    }
     let size = |path: &std::path::Path| std::fs::metadata(path).map(|m| m.len()).unwrap_or_default();
     println!(
         "Module size: policy {} bytes, floor {} bytes (the policy at most 400 KB)",
         size(build_policy()),
         size(build_floor())
     );
+    if let Some(path) = std::env::var_os("OME_SPREAD_BASELINE_WASM") {
+        println!("Module size: baseline {} bytes", size(Path::new(&path)));
+    }
     println!(
         "Linear memory needed for the {:.1} MB request: {pages} pages of 64 KiB = {:.1} MiB",
         largest.len() as f64 / 1e6,

@@ -1,5 +1,6 @@
 //! Why a request is rejected. Every message names the object, the field and the bad value.
 
+use ome_spread_core::instance::BadLabel;
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -15,15 +16,9 @@ pub enum Rejection {
         value: String,
         why: String,
     },
-    #[error("pod {pod}: label {label} is missing")]
-    MissingLabel { pod: String, label: &'static str },
-    #[error("pod {pod}: label {label} is {value}: {why}")]
-    BadLabel {
-        pod: String,
-        label: &'static str,
-        value: String,
-        why: String,
-    },
+    /// P11: the pod, and what is wrong with its labels.
+    #[error("pod {0}: {1}")]
+    Label(String, BadLabel),
     #[error("cannot read InferenceReplica {namespace}/{name}: {reason}")]
     ReplicaUnreadable {
         namespace: String,

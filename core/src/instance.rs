@@ -6,9 +6,13 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
+use serde_json::Value;
+use thiserror::Error;
+
 use crate::labels;
 use crate::nodes::Nodes;
 use crate::pod::Pod;
+use crate::shown::shown;
 
 /// The components that get an InferenceReplica and may spread; the router has no spread fields.
 pub const COMPONENTS: [&str; 2] = ["engine", "decoder"];
@@ -40,6 +44,58 @@ pub struct InstanceLabels<'a> {
     pub service: Cow<'a, str>,
     pub component: Cow<'a, str>,
     pub runner: Runner,
+}
+
+/// Why a pod's labels name no Instance (P11).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BadLabel {
+    #[error("label {0} is missing")]
+    Missing(&'static str),
+    /// `value` as a message shows it.
+    #[error("label {label} is {value}: {why}")]
+    Invalid {
+        label: &'static str,
+        value: String,
+        why: &'static str,
+    },
+}
+
+impl<'a> InstanceLabels<'a> {
+    /// P11: the labels a rule needs, present and well formed. `label` gives a label's value, None
+    /// where the pod has none, or why it cannot be read; each label is asked for only when needed.
+    pub fn read(label: impl Fn(&'static str) -> Result<Option<&'a str>, BadLabel>) -> Result<Self, BadLabel> {
+        let required = |name| label(name)?.ok_or(BadLabel::Missing(name));
+        let invalid = |label, value: &str, why| BadLabel::Invalid {
+            label,
+            value: shown(&Value::from(value)),
+            why,
+        };
+        let runner = match required(labels::RUNNER)? {
+            "default" => Runner::Default,
+            "leader" => Runner::Leader,
+            "worker" => match required(labels::INSTANCE_INDEX)? {
+                index if (1..=63).contains(&index.len()) && index.bytes().all(|b| b.is_ascii_digit()) => {
+                    Runner::Worker {
+                        instance_index: index.to_owned(),
+                    }
+                }
+                index => return Err(invalid(labels::INSTANCE_INDEX, index, "must be a whole number")),
+            },
+            other => return Err(invalid(labels::RUNNER, other, "must be default, leader or worker")),
+        };
+        // A value that goes into a selector: a valid label value, not empty.
+        let selector_value = |name| match required(name)? {
+            "" => Err(invalid(name, "", "must not be empty")),
+            value => labels::check_value(value)
+                .map(|()| value)
+                .map_err(|why| invalid(name, value, why)),
+        };
+        Ok(Self {
+            service: selector_value(labels::INFERENCE_SERVICE)?.into(),
+            component: selector_value(labels::COMPONENT)?.into(),
+            runner,
+        })
+    }
 }
 
 /// The component a pod belongs to, by OME's labels: (namespace, InferenceService, component);
@@ -139,6 +195,90 @@ mod tests {
 
     use super::*;
     use crate::ome::typed;
+
+    #[test]
+    fn p11_the_labels_name_the_instance_or_say_which_is_wrong() {
+        let lookup = |pairs: &[(&'static str, &'static str)], name| {
+            pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| *value)
+        };
+        let read = |pairs: &[(&'static str, &'static str)]| InstanceLabels::read(|name| Ok(lookup(pairs, name)));
+        let leader = [
+            ("ome.io/runner", "leader"),
+            ("ome.io/inferenceservice", "ds"),
+            ("component", "engine"),
+        ];
+        assert_eq!(
+            read(&leader),
+            Ok(InstanceLabels {
+                service: "ds".into(),
+                component: "engine".into(),
+                runner: Runner::Leader
+            })
+        );
+        let worker = [
+            ("ome.io/runner", "worker"),
+            ("ome.io/instance-index", "12"),
+            ("ome.io/inferenceservice", "ds"),
+            ("component", "engine"),
+        ];
+        assert_eq!(
+            read(&worker).map(|i| i.runner),
+            Ok(Runner::Worker {
+                instance_index: "12".into()
+            })
+        );
+        let invalid = |label, value: &str, why| {
+            Err(BadLabel::Invalid {
+                label,
+                value: value.into(),
+                why,
+            })
+        };
+        for (pairs, expected) in [
+            (&[][..], Err(BadLabel::Missing("ome.io/runner"))),
+            (
+                &[("ome.io/runner", "Leader")],
+                invalid("ome.io/runner", r#""Leader""#, "must be default, leader or worker"),
+            ),
+            (
+                &[("ome.io/runner", "worker")],
+                Err(BadLabel::Missing("ome.io/instance-index")),
+            ),
+            (
+                &[("ome.io/runner", "worker"), ("ome.io/instance-index", "-1")],
+                invalid("ome.io/instance-index", r#""-1""#, "must be a whole number"),
+            ),
+            (
+                &[("ome.io/runner", "default"), ("ome.io/inferenceservice", "")],
+                invalid("ome.io/inferenceservice", r#""""#, "must not be empty"),
+            ),
+            (
+                &[("ome.io/runner", "default"), ("ome.io/inferenceservice", "a b")],
+                invalid(
+                    "ome.io/inferenceservice",
+                    r#""a b""#,
+                    "a name must be alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character",
+                ),
+            ),
+            (
+                &[("ome.io/runner", "default"), ("ome.io/inferenceservice", "ds")],
+                Err(BadLabel::Missing("component")),
+            ),
+        ] {
+            assert_eq!(read(pairs).map(|_| ()), expected, "{pairs:?}");
+        }
+        // Only the labels a rule needs are asked for: a leader's index is never read.
+        let never_the_index = |name| match name {
+            "ome.io/instance-index" => Err(BadLabel::Missing(name)),
+            _ => Ok(lookup(&leader, name)),
+        };
+        assert!(InstanceLabels::read(never_the_index).is_ok());
+        let error = read(&[("ome.io/runner", "x")]).map(|_| ()).expect_err("rejected");
+        assert_eq!(
+            error.to_string(),
+            r#"label ome.io/runner is "x": must be default, leader or worker"#
+        );
+    }
 
     #[test]
     fn a_pod_belongs_to_the_component_its_labels_name() {

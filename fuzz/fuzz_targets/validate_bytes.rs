@@ -10,7 +10,7 @@ const REPLICA: &[u8] = include_bytes!("../../tests/data/replicas/deepseek-v3-eng
 fuzz_target!(|data: &[u8]| {
     // The first byte picks the host's answer; the rest is the request.
     let Some((&mode, request)) = data.split_first() else { return };
-    let response = ome_spread::admission::validate(request, |_| match mode % 3 {
+    let response = ome_spread::validate(request, |_| match mode % 3 {
         0 => Ok(REPLICA.to_vec()),
         1 => Ok(request.to_vec()),
         _ => Err("Cannot find ome.io/v1beta1/InferenceReplica".to_owned()),

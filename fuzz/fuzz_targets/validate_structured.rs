@@ -50,7 +50,7 @@ fuzz_target!(|input: Input| {
         "topologySpread": input.spread, "topologySpreadKey": input.spread_key, "topologyKey": input.topology_key}}))
     .expect("json");
     let answer = |payload: &[u8]| {
-        let response = ome_spread::admission::validate(payload, |_| Ok(replica.clone())).expect("the policy answers");
+        let response = ome_spread::validate(payload, |_| Ok(replica.clone())).expect("the policy answers");
         serde_json::from_slice::<Value>(&response).expect("the response is JSON")
     };
     let first = answer(&request(&input, &pod));

@@ -292,6 +292,57 @@ fn indexes_text_and_owner() -> Vec<Case> {
             r#""ome.io/managed-by":"OMENative","ome.io/managed-by":"Helm","#,
             Accepted,
         ),
+        Case {
+            cluster: renamed_replica(),
+            ..case(
+                "pod_whose_first_controller_owner_is_of_another_kind",
+                qwen(|p| {
+                    p["metadata"]["ownerReferences"][0]["name"] = json!("renamed-replica");
+                    let other =
+                        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "other", "controller": true});
+                    p["metadata"]["ownerReferences"]
+                        .as_array_mut()
+                        .expect("owners")
+                        .insert(0, other);
+                }),
+                Some("renamed-replica"),
+                Appended(SPREAD, zone()),
+            )
+        },
+        Case {
+            cluster: renamed_replica(),
+            ..case(
+                "pod_whose_replica_owner_says_controller_as_text",
+                qwen(|p| {
+                    p["metadata"]["ownerReferences"][0]["name"] = json!("renamed-replica");
+                    p["metadata"]["ownerReferences"][0]["controller"] = json!("true");
+                }),
+                QWEN,
+                Appended(SPREAD, zone()),
+            )
+        },
+        case(
+            "pod_whose_owner_references_are_null",
+            qwen(|p| p["metadata"]["ownerReferences"] = Value::Null),
+            QWEN,
+            Appended(SPREAD, zone()),
+        ),
+        case(
+            "pod_whose_replica_owner_name_is_empty",
+            qwen(|p| p["metadata"]["ownerReferences"][0]["name"] = json!("")),
+            None,
+            Rejected(
+                "pod spread-demo/qwen3-0-6b-engine-0-default-0: metadata.ownerReferences[InferenceReplica].name is \"\": must be the replica's name",
+            ),
+        ),
+        case(
+            "pod_whose_name_is_a_number",
+            qwen(|p| p["metadata"] = json!({"name": 7})),
+            None,
+            Rejected(
+                "pod spread-demo/(unnamed): metadata is {\"name\":7}: invalid type: integer `7`, expected a borrowed string",
+            ),
+        ),
         case(
             "pod_whose_replica_owner_has_no_name",
             qwen(|p| {
@@ -306,6 +357,13 @@ fn indexes_text_and_owner() -> Vec<Case> {
             ),
         ),
     ]
+}
+
+/// The seed's engine replica, under the name an ownerReference gives it.
+fn renamed_replica() -> Cluster {
+    let mut replica = replica("qwen3-0-6b-engine");
+    replica["metadata"]["name"] = json!("renamed-replica");
+    Cluster::with_fixtures().with_replica(replica)
 }
 
 /// The pod's spec.

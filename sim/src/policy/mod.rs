@@ -134,8 +134,8 @@ pub struct Native;
 
 impl Policy for Native {
     fn validate(&self, payload: &[u8], cluster: &Cluster) -> Value {
-        let response = ome_spread::admission::validate(payload, |replica| {
-            cluster.get_resource(&ome_spread::admission::get_resource_request(replica)?)
+        let response = ome_spread::validate(payload, |replica| {
+            cluster.get_resource(&ome_spread::replica::get_resource_request(replica)?)
         })
         .expect("the policy answers");
         answer(&response)

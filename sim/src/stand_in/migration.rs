@@ -25,7 +25,7 @@
 //! says.
 
 use jiff::{SignedDuration, Timestamp};
-use ome_spread::admission;
+
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels::{INSTANCE_INDEX, POD_GROUP, POD_ORDINAL, RUNNER};
 use ome_spread_core::migration::REQUEST_PREFIX;
@@ -488,7 +488,7 @@ pub fn admitted(pod: &Value, replica: &Value, settings: &Value) -> Result<Value,
         "kind": {"group": "", "version": "v1", "kind": "Pod"}, "namespace": pod["metadata"]["namespace"], "object": pod}});
     let payload = request.to_string().into_bytes();
     let response =
-        admission::validate(&payload, |_| Ok(replica.to_string().into_bytes())).map_err(|e| e.to_string())?;
+        ome_spread::validate(&payload, |_| Ok(replica.to_string().into_bytes())).map_err(|e| e.to_string())?;
     let response: Value = serde_json::from_slice(&response).map_err(|e| e.to_string())?;
     match (
         &response["accepted"],
