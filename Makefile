@@ -75,7 +75,7 @@ release-test:
 	@missing="$(call missing,$(RELEASE_TEST_TOOLS))"; \
 	if [ -z "$$missing" ]; then \
 		$(MAKE) --no-print-directory release $(CLUSTER_BIN)/cosign && \
-		$(CARGO) test -p ome-spread-controller --test release -- --ignored; \
+		$(CARGO) test --workspace --test release -- --ignored; \
 	else \
 		echo "the release test is skipped: it needs $$missing (Debian: apt-get install buildah skopeo docker-registry qemu-user-static)"; [ "$$CI" != true ]; \
 	fi
