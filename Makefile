@@ -56,7 +56,7 @@ cyclonedx-tool:
 		$(TOOL_PROFILE) $(CARGO) install --locked --quiet cargo-cyclonedx --version $(CARGO_CYCLONEDX_VERSION)
 
 sboms: cyclonedx-tool
-	deploy/sbom.sh $(RELEASE_DIR) $(APP_VERSION) $(ARCHES)
+	deploy/sbom.sh $(RELEASE_DIR) $(APP_VERSION) $(foreach arch,$(ARCHES),$(arch):$(call musl_target,$(arch)))
 
 # What make release wrote, pushed to REGISTRY (host[:port]/path), signed by digest and its SBOMs
 # attested, with cosign (deploy/publish.sh; docs/security.md). COSIGN_KEY: a key pair's private
@@ -64,7 +64,7 @@ sboms: cyclonedx-tool
 publish: $(CLUSTER_BIN)/cosign
 	@[ -n "$(REGISTRY)" ] || { echo "REGISTRY is required: make publish REGISTRY=registry.example.com/platform"; exit 1; }
 	@command -v skopeo >/dev/null || { echo "skopeo not found: it pushes the image index (Debian: apt-get install skopeo)"; exit 1; }
-	COSIGN=$(CLUSTER_BIN)/cosign deploy/publish.sh $(REGISTRY)
+	COSIGN=$(CLUSTER_BIN)/cosign deploy/publish.sh $(REGISTRY) $(APP_VERSION)
 
 # make release, then controller/tests/release.rs on what it wrote: both platforms (the arm64
 # controller run under Debian's qemu-user-static), the SBOMs, and make publish to a registry on

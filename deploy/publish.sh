@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# `make publish REGISTRY=host[:port]/path`: what `make release` wrote, pushed to REGISTRY, signed by
-# digest with cosign, and each SBOM attested to what it describes (docs/security.md):
-#   REGISTRY/ome-spread:vVERSION             the policy (annotated where kwctl made it)
-#   REGISTRY/ome-spread-controller:vVERSION  the controller's image index (amd64, arm64)
+# `make publish REGISTRY=host[:port]/path`: what `make release` wrote, pushed to REGISTRY as
+# VERSION (the chart's appVersion, which make passes), signed by digest with cosign, and each SBOM
+# attested to what it describes (docs/security.md):
+#   REGISTRY/ome-spread:VERSION              the policy (annotated where kwctl made it)
+#   REGISTRY/ome-spread-controller:VERSION   the controller's image index (amd64, arm64)
 # COSIGN_KEY: a cosign key pair's private key (COSIGN_PASSWORD its password); without it cosign
 # signs keyless, with the identity of the CI it runs in. PLAIN_HTTP=1: a registry without TLS.
 # Prints the two references by digest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-registry=${1:?usage: deploy/publish.sh REGISTRY (host[:port]/path)}
+usage="usage: deploy/publish.sh REGISTRY (host[:port]/path) VERSION (the chart's appVersion)"
+registry=${1:?$usage}
+version=${2:?$usage}
 artifacts=target/release-artifacts
 cosign=${COSIGN:-target/cluster/bin/cosign}
-version=$(sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/ome-spread/Chart.yaml)
 http=() from_http=() to_http=()
 [ "${PLAIN_HTTP:-}" = 1 ] && http=(--allow-http-registry) from_http=(--tls-verify=false) to_http=(--dest-tls-verify=false)
 key=()
@@ -55,10 +57,10 @@ attest() {
   "$cosign" attest --yes "${http[@]}" "${key[@]}" "${signing_config[@]}" --type cyclonedx --predicate "$2" "$1"
 }
 attest "$policy_ref" "$artifacts/ome-spread-policy.cdx.json"
-for arch in amd64 arm64; do
-  platform=$(skopeo inspect --raw "${from_http[@]}" "docker://$image_ref" |
-    jq -r --arg arch "$arch" '.manifests[] | select(.platform.architecture == $arch) | .digest')
-  attest "$registry/ome-spread-controller@$platform" "$artifacts/ome-spread-controller-linux-$arch.cdx.json"
-done
+skopeo inspect --raw "${from_http[@]}" "docker://$image_ref" |
+  jq -r '.manifests[] | "\(.platform.architecture) \(.digest)"' > "$work/platforms"
+while read -r arch digest; do
+  attest "$registry/ome-spread-controller@$digest" "$artifacts/ome-spread-controller-linux-$arch.cdx.json"
+done < "$work/platforms"
 echo "policy: $policy_ref"
 echo "image: $image_ref"

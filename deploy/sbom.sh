@@ -3,14 +3,15 @@
 #   ome-spread-policy.cdx.json                  the policy module's crates (wasm32-wasip1)
 #   ome-spread-linux-ARCH.cdx.json              the static controller's crates, per platform
 #   ome-spread-controller-linux-ARCH.cdx.json   the image of that platform: the controller alone
+# Each platform is given as ARCH:TARGET (amd64:x86_64-unknown-linux-musl), as the Makefile maps them.
 # cargo-cyclonedx writes them from `cargo metadata`, whose resolve unifies features over the whole
 # workspace: the policy's would list the kube client and tokio that the controller's features pull
 # in and the policy never links. Each is cut to what `cargo tree` resolves for its package and
 # target alone, as `cargo build -p` builds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=${1:?usage: deploy/sbom.sh DIR VERSION ARCH...}
-version=${2:?usage: deploy/sbom.sh DIR VERSION ARCH...}
+dir=${1:?usage: deploy/sbom.sh DIR VERSION ARCH:TARGET...}
+version=${2:?usage: deploy/sbom.sh DIR VERSION ARCH:TARGET...}
 shift 2
 name=sbom-$$
 linked=$(mktemp)
@@ -31,8 +32,8 @@ sbom() {
 }
 
 sbom ome-spread . wasm32-wasip1 "$dir/ome-spread-policy.cdx.json"
-for arch in "$@"; do
-  case $arch in amd64) target=x86_64-unknown-linux-musl ;; arm64) target=aarch64-unknown-linux-musl ;; esac
+for platform in "$@"; do
+  arch=${platform%%:*} target=${platform#*:}
   sbom ome-spread-controller controller "$target" "$dir/ome-spread-linux-$arch.cdx.json"
   # The image holds one file, the controller: its SBOM names the image, holding that component.
   jq --arg version "$version" --arg arch "$arch" '

@@ -366,7 +366,7 @@ async fn key_pair(dir: &Path, name: &str) -> (String, String) {
 async fn publish(repository: &str, key: &str) -> (String, String) {
     let mut publish = Command::new(local::workspace().join("deploy/publish.sh"));
     publish
-        .arg(repository)
+        .args([repository, "v0.1.0"])
         .env("COSIGN_KEY", key)
         .env("COSIGN_PASSWORD", "")
         .env("PLAIN_HTTP", "1");
