@@ -1,24 +1,28 @@
-//! The controller's caches: one watch per kind fills each. InferenceServices, runtimes and
-//! InferenceReplicas in kube-runtime's stores, read by key; the pods and the nodes in indexes kept
-//! by their own watch events ([`crate::index`]). A reconcile waits until all are filled.
+//! The controller's caches: one watch per kind fills each, into kube-runtime's stores.
+//! InferenceServices, runtimes and InferenceReplicas are read by key; the pods and the nodes
+//! also keep plain maps derived from their store ([`Reflected`]). A reconcile waits until all
+//! are filled.
 
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, Stream};
-use kube::Resource;
+use futures::{FutureExt, Stream, StreamExt, future};
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use ome_spread_core::nodes::Served;
+use ome_spread_core::pod::Pod;
 use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+use tracing::warn;
 
 use crate::error::Error;
-use crate::nodes::{KeysInUse, NodeIndex, NodeSet};
-use crate::pods::Pods;
-use crate::room::Room;
+use crate::nodes::NodeSet;
+use crate::pods::PodIndex;
 use crate::state::lock;
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
@@ -29,11 +33,9 @@ pub struct Caches {
     pub cluster_runtimes: Store<ClusterServingRuntime>,
     /// Filled by the controller's own watch of them.
     pub replicas: Store<InferenceReplica>,
-    /// The OMENative pods of each component.
-    pub pods: Arc<Pods>,
-    /// What every pod bound to a node requests of it.
-    pub room: Arc<Room>,
-    pub nodes: Arc<NodeIndex>,
+    /// Every pod, trimmed: the OMENative pods of each component, and the room.
+    pub pods: Arc<Reflected<Pod, PodIndex>>,
+    pub nodes: Arc<Reflected<Served, NodeSet>>,
     /// The policy's settings, as last read (`--settings`, or the ClusterAdmissionPolicy followed).
     pub settings: watch::Receiver<Settings>,
     /// Whether every cache the diagnosis reads is filled: the readiness tells it
@@ -52,6 +54,19 @@ pub enum Fill {
     Stopping,
 }
 
+/// The watch of every object of `api`, trimmed, with no managed fields.
+fn watched<K>(api: Api<K>, trim: fn(&mut K)) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(move |object: &mut K| {
+            object.meta_mut().managed_fields = None;
+            trim(object);
+        })
+}
+
 /// A cache of `K`, and the stream of its watch's events that fills it.
 pub fn reflected<K>(api: Api<K>) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>)
 where
@@ -59,16 +74,113 @@ where
     K::DynamicType: Default + Eq + Hash + Clone,
 {
     let (store, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
-        .reflect(writer);
-    (store, stream)
+    (store, watched(api, |_| {}).reflect(writer))
+}
+
+/// What is derived of a store's objects, kept in step with it, event by event.
+pub trait Derived<K>: Default {
+    /// What a change asks for (the replicas to reconcile).
+    type Output: Default;
+    /// An object came (`old` None), changed, or went (`new` None).
+    fn changed(&mut self, old: Option<Arc<K>>, new: Option<Arc<K>>) -> Self::Output;
+    /// A list replaced the store's objects with `all`.
+    fn relisted(&mut self, all: Vec<Arc<K>>) -> Self::Output;
+}
+
+/// A kube-runtime store and what is derived of it, written under one lock: a reader never sees
+/// the one without the other.
+pub struct Reflected<K: Resource + Clone + 'static, D>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    pub store: Store<K>,
+    written: Mutex<(Writer<K>, D)>,
+}
+
+impl<K, D> Default for Reflected<K, D>
+where
+    K: Resource + Clone + PartialEq + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+    D: Derived<K>,
+{
+    fn default() -> Self {
+        let (store, writer) = reflector::store();
+        Self {
+            store,
+            written: Mutex::new((writer, D::default())),
+        }
+    }
+}
+
+impl<K, D> Reflected<K, D>
+where
+    K: Resource + Clone + PartialEq + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+    D: Derived<K>,
+{
+    /// Applies a watch event to the store, then to what is derived of it. An object that comes
+    /// again unchanged changes nothing; a relist (kube-runtime's: the store is swapped when it is
+    /// done) is derived anew once it is done.
+    pub fn apply(&self, event: &watcher::Event<K>) -> D::Output {
+        let mut written = lock(&self.written);
+        let (writer, derived) = &mut *written;
+        let old = match event {
+            watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
+                self.store.get(&ObjectRef::from_obj(object))
+            }
+            _ => None,
+        };
+        if let watcher::Event::Apply(object) = event
+            && old.as_deref() == Some(object)
+        {
+            return D::Output::default();
+        }
+        writer.apply_watcher_event(event);
+        match event {
+            watcher::Event::Apply(object) => derived.changed(old, self.store.get(&ObjectRef::from_obj(object))),
+            watcher::Event::Delete(_) if old.is_some() => derived.changed(old, None),
+            watcher::Event::InitDone => derived.relisted(self.store.state()),
+            _ => D::Output::default(),
+        }
+    }
+
+    /// `read` what is derived, as it stands.
+    pub fn with<T>(&self, read: impl FnOnce(&mut D) -> T) -> T {
+        read(&mut lock(&self.written).1)
+    }
+
+    /// The watch of every object of `api`, trimmed, filling this cache: what each event asks for.
+    pub fn changes(self: Arc<Self>, api: Api<K>, trim: fn(&mut K)) -> impl Stream<Item = D::Output> + use<K, D>
+    where
+        K: DeserializeOwned + std::fmt::Debug + Send,
+    {
+        watched(api, trim).filter_map(move |event| {
+            future::ready(match event {
+                Ok(event) => Some(self.apply(&event)),
+                Err(e) => {
+                    warn!(error = %e, "watching the {}", K::plural(&Default::default()));
+                    None
+                }
+            })
+        })
+    }
+}
+
+pub fn key<K: ResourceExt>(object: &K) -> String {
+    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
+}
+
+/// Waits until the store's first list is applied (false: its watch is gone).
+fn ready<K>(store: &Store<K>) -> BoxFuture<'_, bool>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    store.wait_until_ready().map(|r| r.is_ok()).boxed()
 }
 
 impl Caches {
-    /// The stores as given, the indexes empty: their watches fill them ([`crate::pods::changes`]
-    /// the pods and the room, [`crate::nodes::changes`] the nodes).
+    /// The stores as given, the pods and nodes empty: their watches fill them.
     pub fn new(
         services: Store<InferenceService>,
         runtimes: Store<ServingRuntime>,
@@ -82,8 +194,7 @@ impl Caches {
             cluster_runtimes,
             replicas,
             pods: Arc::default(),
-            room: Arc::default(),
-            nodes: Arc::new(NodeIndex::new(NodeSet::new(Arc::new(KeysInUse::default())))),
+            nodes: Arc::default(),
             settings,
             filled: watch::Sender::new(Fill::Filling),
             seen_filled: Mutex::default(),
@@ -94,21 +205,11 @@ impl Caches {
     /// applied (false: its watch is gone).
     fn fills(&self) -> [(&'static str, BoxFuture<'_, bool>); 5] {
         [
-            (
-                "InferenceServices",
-                self.services.wait_until_ready().map(|r| r.is_ok()).boxed(),
-            ),
-            (
-                "ServingRuntimes",
-                self.runtimes.wait_until_ready().map(|r| r.is_ok()).boxed(),
-            ),
-            (
-                "ClusterServingRuntimes",
-                self.cluster_runtimes.wait_until_ready().map(|r| r.is_ok()).boxed(),
-            ),
-            // The room fills with the pods, by the same watch's events.
-            ("pods", self.pods.wait_until_filled().map(|()| true).boxed()),
-            ("nodes", self.nodes.wait_until_filled().map(|()| true).boxed()),
+            ("InferenceServices", ready(&self.services)),
+            ("ServingRuntimes", ready(&self.runtimes)),
+            ("ClusterServingRuntimes", ready(&self.cluster_runtimes)),
+            ("pods", ready(&self.pods.store)),
+            ("nodes", ready(&self.nodes.store)),
         ]
     }
 

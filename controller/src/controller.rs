@@ -18,6 +18,7 @@ use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use crate::cache::{Caches, Fill, reflected};
@@ -274,8 +275,7 @@ async fn reconcile_all(
     let [of_pods, of_services, of_runtimes, of_cluster_runtimes] = [(); 4].map(|()| context.clone());
     let controller = Controller::for_stream(replica_changes, replicas)
         .reconcile_on(
-            pods::changes(client, context.caches.pods.clone(), context.caches.room.clone())
-                .inspect(move |replica| of_pods.arrived([replica])),
+            pods::changes(client, context.caches.pods.clone()).inspect(move |replica| of_pods.arrived([replica])),
         )
         .watches_stream(service_events.touched_objects(), move |service| {
             arrived(&of_services, replicas_of_service(&service))
@@ -492,5 +492,6 @@ fn replica_changes(
         })
         .touched_objects()
         .predicate_filter(all_but_the_condition, PredicateConfig::default())
-        .inspect_ok(move |replica| context.arrived([&ObjectRef::from_obj(replica)]))
+        // Its own event: noted even while it is listed, before the store holds it.
+        .inspect_ok(move |replica| (context.replicas).arrived(&ObjectRef::from_obj(replica), Instant::now()))
 }

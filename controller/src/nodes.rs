@@ -1,50 +1,43 @@
-//! The nodes as the diagnosis reads them, kept by the node watch's own events: each node
-//! converted once, when it changes, and what the diagnosis reads of them all built at the first
+//! The nodes as the diagnosis reads them, kept in a kube-runtime store by the node watch
+//! ([`crate::cache::Reflected`]), and what the diagnosis reads of them all built at the first
 //! read after a change it reads. A change no replica reads (GPU Feature Discovery rewrites its
 //! timestamp label every minute per node) reconciles no replica and builds nothing.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, future};
-use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
 use ome_spread_core::nodes::{Node, Nodes, Served};
 use ome_spread_core::room::Resources;
 use tracing::warn;
 
-use crate::index::{Apply, Shared};
+use crate::cache::{Derived, Reflected};
 use crate::state::lock;
 use ome_spread_core::ome::InferenceReplica;
 
 /// The node watch, filling `nodes`: one item (a reconcile of every replica) for each change the
 /// diagnosis reads.
 pub fn changes(client: kube::Client, nodes: Arc<NodeIndex>) -> impl Stream<Item = ()> {
-    watcher(Api::<Served>::all(client), watcher::Config::default())
-        .default_backoff()
-        .filter_map(move |event| {
-            let changed = match &event {
-                Ok(event) => nodes.apply(event),
-                Err(e) => {
-                    warn!(error = %e, "watching nodes");
-                    NodeChange::Nothing
-                }
-            };
-            future::ready((changed == NodeChange::Read).then_some(()))
-        })
+    let read = |change: NodeChange| future::ready((change == NodeChange::Read).then_some(()));
+    nodes.changes(Api::all(client), |_| {}).filter_map(read)
 }
 
-/// The nodes, shared between their watch and the reconciles.
-pub type NodeIndex = Shared<NodeSet>;
+/// The nodes, and what the diagnosis reads of them.
+pub type NodeIndex = Reflected<Served, NodeSet>;
 
 impl NodeIndex {
-    /// What the diagnosis reads of every node, built at most once per change it reads.
+    /// What the diagnosis reads of every node, in the order of their names, built at most once
+    /// per change it reads.
     pub fn current(&self) -> Arc<Nodes> {
         self.with(|set| {
-            let all = || Nodes::new(set.seen.values().cloned().collect());
-            set.built.get_or_insert_with(|| Arc::new(all())).clone()
+            let all = || {
+                let mut nodes: Vec<Node> = self.store.state().iter().map(|served| node(served)).collect();
+                nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+                Arc::new(Nodes::new(nodes))
+            };
+            set.built.get_or_insert_with(all).clone()
         })
     }
 
@@ -65,92 +58,58 @@ impl NodeIndex {
 }
 
 /// What a node event changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub enum NodeChange {
     /// Nothing that is kept of a node (a heartbeat, an image pulled).
+    #[default]
     Nothing,
     /// What is kept, but nothing a diagnosis reads: a label no replica reads. No replica is
     /// reconciled and the nodes the diagnosis reads are not built again; a replica that starts
     /// to read the label builds them anew (its reconcile, when it records a new key).
     Unread,
-    /// A label in use, taints, cordon or allocatable, a node deleted, or a relist done (which may
-    /// drop nodes): every replica is reconciled.
+    /// A label in use, taints, cordon or allocatable, a node come or gone, or a relist done
+    /// (which may drop nodes): every replica is reconciled.
     Read,
 }
 
-/// Every node as the diagnosis reads it, by name, and what was built of them.
+/// The node labels the replicas read, and what the diagnosis reads of the nodes until a change
+/// it reads.
+#[derive(Default)]
 pub struct NodeSet {
     keys: Arc<KeysInUse>,
-    seen: BTreeMap<String, Node>,
-    /// During a relist: the nodes listed so far, which replace `seen` when it is done.
-    relisting: Option<BTreeMap<String, Node>>,
-    /// What the diagnosis reads, until a change it reads.
     built: Option<Arc<Nodes>>,
 }
 
-impl NodeSet {
-    pub fn new(keys: Arc<KeysInUse>) -> Self {
-        Self {
-            keys,
-            seen: BTreeMap::new(),
-            relisting: None,
-            built: None,
-        }
-    }
-
-    /// A change of a node seen before: read if a replica reads what changed.
-    fn compare(&self, was: &Node, now: &Node) -> NodeChange {
-        if was == now {
-            return NodeChange::Nothing;
-        }
-        let keys = self.keys.all();
-        let labels_read = keys.iter().any(|key| was.labels.get(key) != now.labels.get(key));
-        if labels_read || was.taints != now.taints || was.allocatable != now.allocatable {
-            NodeChange::Read
-        } else {
-            self.keys.unread();
-            NodeChange::Unread
-        }
-    }
-}
-
-impl Apply for NodeSet {
-    type Object = Served;
+impl Derived<Served> for NodeSet {
     type Output = NodeChange;
 
-    fn apply(&mut self, event: &watcher::Event<Served>) -> NodeChange {
-        let change = match event {
-            watcher::Event::Apply(node) => {
-                let now = self::node(node);
-                let change = match self.seen.get(&now.name) {
-                    None => NodeChange::Read,
-                    Some(was) => self.compare(was, &now),
-                };
-                self.seen.insert(now.name.clone(), now);
-                change
+    fn changed(&mut self, old: Option<Arc<Served>>, new: Option<Arc<Served>>) -> NodeChange {
+        let change = match (old, new) {
+            (Some(was), Some(now)) => {
+                fn label<'a>(node: &'a Served, key: &str) -> Option<&'a String> {
+                    node.metadata.labels.as_ref()?.get(key)
+                }
+                let labels_read = self.keys.all().iter().any(|key| label(&was, key) != label(&now, key));
+                if labels_read || was.spec != now.spec || was.status != now.status {
+                    NodeChange::Read
+                } else if was.metadata.labels != now.metadata.labels {
+                    self.keys.unread();
+                    NodeChange::Unread
+                } else {
+                    NodeChange::Nothing
+                }
             }
-            watcher::Event::Delete(node) => {
-                self.seen.remove(&node.name_any());
-                NodeChange::Read
-            }
-            watcher::Event::Init => {
-                self.relisting = Some(BTreeMap::new());
-                NodeChange::Nothing
-            }
-            watcher::Event::InitApply(node) => {
-                let node = self::node(node);
-                self.relisting.get_or_insert_default().insert(node.name.clone(), node);
-                NodeChange::Nothing
-            }
-            watcher::Event::InitDone => {
-                self.seen = self.relisting.take().unwrap_or_default();
-                NodeChange::Read
-            }
+            _ => NodeChange::Read,
         };
         if change == NodeChange::Read {
             self.built = None;
         }
         change
+    }
+
+    fn relisted(&mut self, _: Vec<Arc<Served>>) -> NodeChange {
+        self.built = None;
+        NodeChange::Read
     }
 }
 
@@ -215,6 +174,7 @@ impl KeysInUse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::watcher;
     use ome_spread_core::nodes::Taint;
     use serde_json::json;
 
@@ -224,7 +184,7 @@ mod tests {
 
     #[test]
     fn the_nodes_are_built_again_only_after_a_change_the_diagnosis_reads() {
-        let nodes = NodeIndex::new(NodeSet::new(Arc::default()));
+        let nodes = NodeIndex::default();
         let n1 = json!({"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"unschedulable": true,
             "taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]},
             "status": {"allocatable": {"nvidia.com/gpu": "8", "pods": "110"}}});
@@ -279,18 +239,16 @@ mod tests {
         use NodeChange::{Nothing, Read, Unread};
         let base = json!({"metadata": {"name": "n", "labels": {"zone": "a", "nvidia.com/gfd.timestamp": "1764590000"}}, "spec": {}});
         let event = |value: &serde_json::Value| watcher::Event::Apply(served(value.clone()));
-        let keys = Arc::new(KeysInUse::default());
-        keys.set(
-            ObjectRef::new("m-engine").within("ns"),
-            BTreeSet::from(["zone".to_owned()]),
-        );
-        let mut changes = NodeSet::new(keys.clone());
+        let zone = || BTreeSet::from(["zone".to_owned()]);
+        let changes = NodeIndex::default();
+        let keys = changes.keys();
+        keys.set(ObjectRef::new("m-engine").within("ns"), zone());
         assert_eq!(changes.apply(&event(&base)), Read, "a new node");
         // Seen before any replica read a key (the list at start): a label no replica reads
         // changes, and nothing read did.
-        let mut early = NodeSet::new(Arc::default());
+        let early = NodeIndex::default();
         assert_eq!(early.apply(&event(&base)), Read);
-        early.keys = keys.clone();
+        early.keys().set(ObjectRef::new("m-engine").within("ns"), zone());
         let mut stamped = base.clone();
         stamped["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590060");
         assert_eq!(early.apply(&event(&stamped)), Unread);

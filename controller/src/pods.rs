@@ -1,53 +1,35 @@
 //! The controller's one watch of pods, of every workload, read into the core's model of a pod
-//! ([`Pod`]: what the diagnosis and the room read, nothing else). Its events keep two indexes
-//! ([`crate::index`]): the room's requests per node ([`crate::room`]), and here the OMENative
-//! pods of each component: a pod event moves that pod alone, triggers its replica's reconcile
-//! ([`crate::reconcile`]), and a reconcile reads its own component's pods only.
+//! ([`Pod`]: what the diagnosis and the room read, nothing else) and kept in a kube-runtime store
+//! ([`crate::cache::Reflected`]). Derived of it: the OMENative pods of each component, so that a
+//! pod event moves that pod alone, triggers its replica's reconcile ([`crate::reconcile`]), and a
+//! reconcile reads its own component's pods only; and the room a rebalance plan counts on, what
+//! every pod bound to a node requests of it, whichever workload it belongs to (a training job's
+//! GPUs are as taken as an engine's).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
 use ome_spread_core::ome::InferenceReplica;
-use ome_spread_core::pod::Pod;
+use ome_spread_core::pod::{Container, Pod, Spec};
 use ome_spread_core::replica::ReplicaRef;
+use ome_spread_core::room::{self, Requested};
 use tracing::warn;
 
-use crate::index::{Derived, Index, Shared};
-use crate::room::Room;
+use crate::cache::{Derived, Reflected, key};
 
-/// The watch of every pod, trimmed, filling `room` then `pods`: the replicas whose OMENative pods
-/// it changed, a relist's pods found gone among them ([`Index`]). An event that changes nothing
-/// the diagnosis reads of a pod (a container restarted, a probe's status) triggers no reconcile,
-/// nor does a pod of another workload (it re-plans a component at that component's next change).
-/// One watch for both: an OME pod's event is read once, and every pod is listed once.
-pub fn changes(
-    client: kube::Client,
-    pods: Arc<Pods>,
-    room: Arc<Room>,
-) -> impl Stream<Item = ObjectRef<InferenceReplica>> {
-    watcher(Api::<Pod>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(trim)
-        .flat_map(move |event| {
-            let replicas = match event {
-                Ok(event) => {
-                    room.apply(&event);
-                    pods.apply(&event)
-                }
-                Err(e) => {
-                    warn!(error = %e, "watching the pods");
-                    Vec::new()
-                }
-            };
-            futures::stream::iter(replicas)
-        })
+/// The watch of every pod, trimmed, filling `pods`: the replicas whose OMENative pods it changed,
+/// a relist's pods found gone among them. An event that changes nothing kept of a pod (a
+/// container restarted, a probe's status) triggers no reconcile, nor does a pod of another
+/// workload (it re-plans a component at that component's next change). One watch for both the
+/// components and the room: every pod is listed once.
+pub fn changes(client: kube::Client, pods: Arc<Pods>) -> impl Stream<Item = ObjectRef<InferenceReplica>> {
+    pods.changes(Api::all(client), trim).flat_map(futures::stream::iter)
 }
 
 /// The replica of an InferenceService's component, whose reconcile reads that component's pods.
@@ -59,79 +41,151 @@ pub fn replica_of_component(namespace: &str, service: &str, component: &str) -> 
 /// (namespace, InferenceService, component).
 pub type ComponentKey = (String, String, String);
 
-/// Each component's pods, by name.
+/// Its component by OME's labels (None: not an OMENative pod, or no component's).
+fn component(pod: &Pod) -> Option<ComponentKey> {
+    if pod.label(labels::MANAGED_BY) != Some(labels::OME_NATIVE) {
+        return None;
+    }
+    let (namespace, service, component) = component_of(pod)?;
+    Some((namespace.to_owned(), service.to_owned(), component.to_owned()))
+}
+
+/// Every pod, and what is derived of them.
+pub type Pods = Reflected<Pod, PodIndex>;
+
+/// Each component's OMENative pods by name (shared with the store), and the requests of the pods
+/// bound to each node.
 #[derive(Debug, Default, PartialEq)]
-pub struct ByComponent(HashMap<ComponentKey, BTreeMap<String, Arc<Pod>>>);
+pub struct PodIndex {
+    components: HashMap<ComponentKey, BTreeMap<String, Arc<Pod>>>,
+    requested: Requested,
+}
 
-impl Derived for ByComponent {
-    type Object = Pod;
-    /// A pod's component, its name, and the pod.
-    type Entry = (ComponentKey, String, Arc<Pod>);
-    /// The replica whose reconcile reads the pod: its component's.
-    type Trigger = ObjectRef<InferenceReplica>;
-
-    /// Its component by OME's labels (None: not an OMENative pod, or no component's).
-    fn entry(pod: &Pod) -> Option<Self::Entry> {
-        if pod.label(labels::MANAGED_BY) != Some(labels::OME_NATIVE) {
-            return None;
+impl PodIndex {
+    fn insert(&mut self, pod: &Arc<Pod>) -> Option<ObjectRef<InferenceReplica>> {
+        if let Some((node, requests)) = held(pod) {
+            self.requested.entry(node.to_owned()).or_default().add(&requests);
         }
-        let (namespace, service, component) = component_of(pod)?;
-        let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
-        Some((key, pod.name().to_owned(), Arc::new(pod.clone())))
+        let component = component(pod)?;
+        let trigger = replica_of_component(&component.0, &component.1, &component.2);
+        let pods = self.components.entry(component).or_default();
+        pods.insert(pod.name().to_owned(), pod.clone());
+        Some(trigger)
     }
 
-    fn trigger(((namespace, service, component), _, _): &Self::Entry) -> Option<Self::Trigger> {
-        Some(replica_of_component(namespace, service, component))
-    }
-
-    fn insert(&mut self, (component, name, pod): &Self::Entry) {
-        self.0
-            .entry(component.clone())
-            .or_default()
-            .insert(name.clone(), pod.clone());
-    }
-
-    fn remove(&mut self, (component, name, _): &Self::Entry) {
-        if let Some(pods) = self.0.get_mut(component) {
-            pods.remove(name);
-            if pods.is_empty() {
-                self.0.remove(component);
+    /// Takes away a pod inserted before.
+    fn remove(&mut self, pod: &Pod) -> Option<ObjectRef<InferenceReplica>> {
+        if let Some((node, requests)) = held(pod)
+            && let Some(sum) = self.requested.get_mut(node)
+        {
+            sum.take(&requests);
+            if sum.is_empty() {
+                self.requested.remove(node);
             }
         }
+        let component = component(pod)?;
+        if let Some(pods) = self.components.get_mut(&component) {
+            pods.remove(pod.name());
+            if pods.is_empty() {
+                self.components.remove(&component);
+            }
+        }
+        Some(replica_of_component(&component.0, &component.1, &component.2))
+    }
+
+    /// The requests of the pods bound to each node.
+    pub fn requested(&self) -> &Requested {
+        &self.requested
     }
 }
 
-/// The pods of every component, shared between the pods' watch and the reconciles.
-pub type Pods = Shared<Index<ByComponent>>;
+/// What the pod holds of its node, as the core counts it ([`room::held`]).
+fn held(pod: &Pod) -> Option<(&str, room::Resources)> {
+    room::held(pod).unwrap_or_else(|e| {
+        // Cannot happen for a pod the API server sent (it refuses a quantity it cannot read);
+        // said, naming the pod, if one does.
+        warn!(pod = %key(pod), error = %e, "a pod's requests cannot be read: they are not counted");
+        None
+    })
+}
+
+impl Derived<Pod> for PodIndex {
+    /// The replicas whose reconcile reads the pod, before and after.
+    type Output = Vec<ObjectRef<InferenceReplica>>;
+
+    fn changed(&mut self, old: Option<Arc<Pod>>, new: Option<Arc<Pod>>) -> Self::Output {
+        let was = old.and_then(|old| self.remove(&old));
+        was.into_iter().chain(new.and_then(|new| self.insert(&new))).collect()
+    }
+
+    /// The replicas of the components whose pods the list found changed or gone.
+    fn relisted(&mut self, all: Vec<Arc<Pod>>) -> Self::Output {
+        let before = std::mem::take(self);
+        for pod in all {
+            self.insert(&pod);
+        }
+        let components: HashSet<&ComponentKey> = before.components.keys().chain(self.components.keys()).collect();
+        let changed = components
+            .into_iter()
+            .filter(|c| before.components.get(*c) != self.components.get(*c));
+        changed
+            .map(|(ns, service, component)| replica_of_component(ns, service, component))
+            .collect()
+    }
+}
 
 impl Pods {
     /// The pods of `component`, by name: shared, not copied.
     pub fn of(&self, component: &ComponentKey) -> Vec<Arc<Pod>> {
         self.with(|index| {
-            let pods = index.derived().0.get(component).into_iter().flat_map(BTreeMap::values);
+            let pods = index.components.get(component).into_iter().flat_map(BTreeMap::values);
             pods.cloned().collect()
         })
     }
 }
 
-/// Of a pod's metadata, what is read: its name, namespace and labels. The model skips the rest of
-/// the pod as it reads it; its annotations, managed fields and resourceVersion (which change in an
-/// event that changes nothing read, which then triggers no reconcile) are dropped here.
+/// What is kept of a pod. Of an OMENative pod of a component, what the diagnosis reads: of its
+/// metadata its name, namespace and labels (its annotations, managed fields and resourceVersion,
+/// which change in an event that changes nothing read, are dropped). Of any other pod, what the
+/// room reads: its name and namespace, its node, its containers' requests, its pod-level
+/// requests and overhead, and its phase (whether it is terminal).
 pub fn trim(pod: &mut Pod) {
+    let ome = component(pod).is_some();
     let metadata = std::mem::take(&mut pod.metadata);
     pod.metadata = ObjectMeta {
         name: metadata.name,
         namespace: metadata.namespace,
-        labels: metadata.labels,
+        labels: metadata.labels.filter(|_| ome),
         ..ObjectMeta::default()
     };
+    if ome {
+        return;
+    }
+    let spec = std::mem::take(&mut pod.spec);
+    let unnamed = |containers: Vec<Container>| {
+        let unnamed = |c: Container| Container {
+            name: String::new(),
+            ..c
+        };
+        containers.into_iter().map(unnamed).collect()
+    };
+    pod.spec = Spec {
+        node_name: spec.node_name,
+        containers: unnamed(spec.containers),
+        init_containers: unnamed(spec.init_containers),
+        resources: spec.resources,
+        overhead: spec.overhead,
+        ..Spec::default()
+    };
+    pod.status.conditions = Vec::new();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{self, Apply};
     use kube::ResourceExt;
+    use kube::runtime::watcher;
+    use ome_spread_core::room::Resources;
     use ome_spread_sim::support::objects::read;
     use proptest::prelude::*;
     use serde_json::{Value, json};
@@ -345,31 +399,222 @@ mod tests {
         );
     }
 
-    /// A watch event on pods named 0..4, of the engine, the decoder or none, on nodes 0..2.
+    /// A training pod as the API server serves it.
+    fn training(name: &str, node: Option<&str>, gpus: u32, phase: &str) -> Value {
+        let mut pod = json!({"metadata": {"name": name, "namespace": "ns", "labels": {"app": "train"}},
+            "spec": {"containers": [{"name": "c", "image": "trainer", "env": [{"name": "A", "value": "b"}],
+                "resources": {"requests": {"nvidia.com/gpu": gpus.to_string(), "cpu": "500m"}, "limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        pod
+    }
+
+    fn trimmed(value: &Value) -> Pod {
+        let mut pod = read(value);
+        trim(&mut pod);
+        pod
+    }
+
+    fn requested(pods: &Pods) -> Requested {
+        pods.with(|index| index.requested().clone())
+    }
+
+    fn holding(gpus: &str, cpu: &str, pods: &str) -> Resources {
+        Resources::parsed([("nvidia.com/gpu", gpus), ("cpu", cpu), ("pods", pods)]).expect("readable")
+    }
+
+    #[test]
+    fn every_bound_unfinished_pod_holds_its_requests_whatever_its_workload() {
+        let pods = Pods::default();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(trimmed(&training("train-0", Some("n1"), 4, "Running"))),
+            watcher::Event::InitApply(trimmed(&training("train-1", Some("n1"), 2, "Pending"))),
+            watcher::Event::InitApply(trimmed(&training("done", Some("n1"), 8, "Succeeded"))),
+            watcher::Event::InitApply(trimmed(&training("unbound", None, 8, "Pending"))),
+            watcher::Event::InitDone,
+        ] {
+            pods.apply(&event);
+        }
+        assert_eq!(
+            requested(&pods),
+            Requested::from([("n1".to_owned(), holding("6", "1", "2"))])
+        );
+        // train-0 moves to n2, train-1 finishes, then train-0 goes: n1 and n2 hold nothing.
+        pods.apply(&watcher::Event::Apply(trimmed(&training(
+            "train-0",
+            Some("n2"),
+            4,
+            "Running",
+        ))));
+        pods.apply(&watcher::Event::Apply(trimmed(&training(
+            "train-1",
+            Some("n1"),
+            2,
+            "Failed",
+        ))));
+        assert_eq!(
+            requested(&pods),
+            Requested::from([("n2".to_owned(), holding("4", "0.5", "1"))])
+        );
+        pods.apply(&watcher::Event::Delete(trimmed(&training(
+            "train-0",
+            Some("n2"),
+            4,
+            "Running",
+        ))));
+        assert_eq!(requested(&pods), Requested::new());
+    }
+
+    /// Deleted while the watch was down: once the relist is done, the engine's pod is gone from
+    /// its component, and what it held from its node; the training pod beside it still holds its
+    /// own.
+    #[test]
+    fn a_relist_that_drops_a_pod_takes_it_from_its_component_and_the_room() {
+        let pods = Pods::default();
+        let listed = |listed: Vec<Pod>| {
+            let events = [
+                vec![watcher::Event::Init],
+                listed.into_iter().map(watcher::Event::InitApply).collect(),
+                vec![watcher::Event::InitDone],
+            ];
+            events
+                .concat()
+                .iter()
+                .map(|event| pods.apply(event).len())
+                .collect::<Vec<_>>()
+        };
+        let engine = trimmed(&served("m-engine-0-default-0", Some("engine"), "n1"));
+        let train = trimmed(&training("train-0", Some("n1"), 2, "Running"));
+        assert_eq!(listed(vec![engine, train.clone()]), [0, 0, 0, 1]);
+        let component = ("ns".to_owned(), "m".to_owned(), "engine".to_owned());
+        assert_eq!(pods.of(&component).len(), 1);
+        assert_eq!(
+            requested(&pods),
+            Requested::from([("n1".to_owned(), holding("3", "0.5", "2"))])
+        );
+        assert_eq!(listed(vec![train]), [0, 0, 1]);
+        assert_eq!(pods.of(&component), Vec::<Arc<Pod>>::new());
+        assert_eq!(
+            requested(&pods),
+            Requested::from([("n1".to_owned(), holding("2", "0.5", "1"))])
+        );
+    }
+
+    /// Of a pod of another workload, what the room reads: its name and namespace, node, requests
+    /// and phase; no labels, no conditions, no container names.
+    #[test]
+    fn a_trimmed_pod_of_another_workload_keeps_what_the_room_reads_and_nothing_else() {
+        assert_eq!(
+            trimmed(&training("train-0", Some("n1"), 4, "Running")),
+            read(&json!({"metadata": {"name": "train-0", "namespace": "ns"},
+                "spec": {"containers": [{"resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "4"}}}], "nodeName": "n1"},
+                "status": {"phase": "Running"}}))
+        );
+    }
+
+    /// Init containers, sidecars, pod-level requests and overhead hold room as kube-scheduler
+    /// counts them: the trim keeps them, and the room counts them.
+    #[test]
+    fn a_trimmed_pod_keeps_its_init_containers_pod_level_requests_and_overhead() {
+        let mut with_all = training("train-0", Some("n1"), 4, "Running");
+        with_all["spec"]["initContainers"] = json!([
+            {"name": "fetch", "image": "fetcher", "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}},
+            {"name": "proxy", "image": "envoy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}]);
+        with_all["spec"]["resources"] = json!({"requests": {"memory": "8Gi"}, "limits": {"memory": "16Gi"}});
+        with_all["spec"]["overhead"] = json!({"cpu": "250m"});
+        with_all["spec"]["runtimeClassName"] = json!("kata");
+        with_all["spec"]["tolerations"] = json!([{"operator": "Exists"}]);
+        let kept = trimmed(&with_all);
+        assert_eq!(
+            kept.spec,
+            read(&json!({"spec": {"nodeName": "n1",
+                "containers": [{"resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "4"}}}],
+                "initContainers": [{"resources": {"requests": {"nvidia.com/gpu": "8"}}},
+                    {"restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}],
+                "resources": {"requests": {"memory": "8Gi"}},
+                "overhead": {"cpu": "250m"}}}))
+            .spec
+        );
+        let pods = Pods::default();
+        pods.apply(&watcher::Event::Apply(kept));
+        // GPUs: the larger of fetch's 8 and c's 4; CPU: c's 500m, the proxy's 1 and 250m.
+        let held = Resources::parsed([
+            ("nvidia.com/gpu", "8"),
+            ("cpu", "1750m"),
+            ("memory", "8Gi"),
+            ("pods", "1"),
+        ])
+        .expect("readable");
+        assert_eq!(requested(&pods), Requested::from([("n1".to_owned(), held)]));
+    }
+
+    /// A request the API server would refuse (it never serves one): the pod holds nothing
+    /// counted, and is said; a pod beside it still holds its own.
+    #[test]
+    fn a_pod_whose_requests_cannot_be_read_is_not_counted() {
+        let mut unreadable = training("train-0", Some("n1"), 4, "Running");
+        unreadable["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("500x");
+        let pods = Pods::default();
+        pods.apply(&watcher::Event::Apply(trimmed(&unreadable)));
+        pods.apply(&watcher::Event::Apply(trimmed(&training(
+            "train-1",
+            Some("n1"),
+            2,
+            "Running",
+        ))));
+        let held = Resources::parsed([("nvidia.com/gpu", "2"), ("cpu", "500m"), ("pods", "1")]).expect("readable");
+        assert_eq!(requested(&pods), Requested::from([("n1".to_owned(), held)]));
+    }
+
+    /// A watch event on pods named 0..4: an engine's, a decoder's or a training pod, on nodes
+    /// 0..3 or none, in any phase; applied, deleted, or a relist.
     fn event() -> impl Strategy<Value = watcher::Event<Pod>> {
-        let pod = (0..4u8, 0..3usize, 0..2u8).prop_map(|(name, component, node)| {
-            let component = [Some("engine"), Some("decoder"), None][component];
-            pod(&format!("p{name}"), component, &format!("n{node}"))
+        let pod = (0..4u8, 0..3usize, proptest::option::of(0..3u8), 0..3usize).prop_map(|(name, kind, node, phase)| {
+            let (name, node) = (format!("p{name}"), node.map(|n| format!("n{n}")));
+            let mut value = match kind {
+                0 | 1 => served(
+                    &name,
+                    Some(["engine", "decoder"][kind]),
+                    node.as_deref().unwrap_or_default(),
+                ),
+                _ => training(&name, node.as_deref(), 2, "Running"),
+            };
+            if node.is_none() {
+                value["spec"]["nodeName"] = Value::Null;
+            }
+            value["status"]["phase"] = json!(["Pending", "Running", "Succeeded"][phase]);
+            trimmed(&value)
         });
-        index::events_of(pod)
+        prop_oneof![
+            4 => pod.clone().prop_map(watcher::Event::Apply),
+            2 => pod.clone().prop_map(watcher::Event::Delete),
+            1 => Just(watcher::Event::Init),
+            2 => pod.prop_map(watcher::Event::InitApply),
+            1 => Just(watcher::Event::InitDone),
+        ]
     }
 
     proptest! {
-        /// After any sequence of watch events the index equals one built anew from the pods a
-        /// reflector would hold after the same events.
+        /// After any sequence of watch events, what is derived equals what is derived anew from
+        /// the store, and the room the core's full count of the store's pods.
         #[test]
         fn the_index_equals_a_rebuild_after_any_events(events in proptest::collection::vec(event(), 0..40)) {
-            let mut index = Index::<ByComponent>::default();
+            let pods = Pods::default();
             for event in &events {
-                index.apply(event);
+                pods.apply(event);
             }
-            let mut rebuilt = ByComponent::default();
-            for pod in index::reflected(&events).values() {
-                if let Some(entry) = ByComponent::entry(pod) {
-                    rebuilt.insert(&entry);
-                }
-            }
-            prop_assert_eq!(index.derived(), &rebuilt);
+            let mut rebuilt = PodIndex::default();
+            rebuilt.relisted(pods.store.state());
+            let all = pods.store.state();
+            let counted = room::requested(all.iter().map(|pod| &**pod)).expect("readable");
+            pods.with(|index| {
+                prop_assert_eq!(&*index, &rebuilt);
+                prop_assert_eq!(index.requested(), &counted);
+                Ok(())
+            })?;
         }
     }
 }

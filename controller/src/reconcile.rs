@@ -20,10 +20,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{Span, debug, field, info, instrument, warn};
 
+use crate::cache::key;
 use crate::cache::{Caches, Fill};
 use crate::context::{Context, Mode, Objects, recommendation};
 use crate::error::{Error, FILL_TIMEOUT, within_timeout};
-use crate::index::key;
 use crate::rebalance;
 use crate::report::Found;
 use crate::resources::{CONDITION, FIELD_MANAGER};
@@ -206,7 +206,8 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         // A label no replica read before: the nodes were built without its changes since.
         return diagnosed(replica, ctx);
     }
-    let (plan, action, worst_loss) = ctx.caches.room.with_requested(|requested| {
+    let (plan, action, worst_loss) = ctx.caches.pods.with(|pods| {
+        let requested = pods.requested();
         let plan = recommend(&component, &report, requested, &settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
         let rooms = match no_move(&plan) {
