@@ -67,7 +67,7 @@ impl Context {
         self.replicas.forget(replica);
         self.metrics
             .forget(replica.namespace.as_deref().unwrap_or_default(), &replica.name);
-        self.caches.nodes.keys().forget(replica);
+        self.caches.nodes.forget(replica);
     }
 
     /// A watch event that triggers `replicas` arrived now: noted on each that the replicas' cache

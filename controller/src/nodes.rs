@@ -4,7 +4,7 @@
 //! timestamp label every minute per node) reconciles no replica and builds nothing.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt, future};
 use kube::api::Api;
@@ -14,7 +14,6 @@ use ome_spread_core::room::Resources;
 use tracing::warn;
 
 use crate::cache::{Derived, Reflected};
-use crate::state::lock;
 use ome_spread_core::ome::InferenceReplica;
 
 /// The node watch, filling `nodes`: one item (a reconcile of every replica) for each change the
@@ -41,18 +40,36 @@ impl NodeIndex {
         })
     }
 
-    /// Records the labels a replica's diagnosis reads; true when the nodes it read were built
-    /// without the changes of a label it now reads, and are built anew for it.
+    /// Records the labels a replica's diagnosis reads. True when the nodes it read must be
+    /// built again for it: a key no replica read before is among them, and a label no replica
+    /// read changed since (such a change does not rebuild them, [`NodeChange::Unread`]).
     pub fn read_by(&self, replica: ObjectRef<InferenceReplica>, keys: BTreeSet<String>) -> bool {
-        let refresh = self.keys().set(replica, keys);
-        if refresh {
-            self.with(|set| set.built = None);
-        }
-        refresh
+        self.with(|set| {
+            let new = !keys.is_subset(&set.keys);
+            if set.by_replica.get(&replica) != Some(&keys) {
+                set.by_replica.insert(replica, keys);
+                set.keys = set.by_replica.values().flatten().cloned().collect();
+            }
+            let refresh = new && std::mem::take(&mut set.unread);
+            if refresh {
+                set.built = None;
+            }
+            refresh
+        })
     }
 
-    /// The node labels the replicas read.
-    pub fn keys(&self) -> Arc<KeysInUse> {
+    /// Forgets the labels a replica read.
+    pub fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
+        self.with(|set| {
+            if set.by_replica.remove(replica).is_some() {
+                set.keys = set.by_replica.values().flatten().cloned().collect();
+            }
+        })
+    }
+
+    /// The node labels some replica's diagnosis reads
+    /// ([`ome_spread_core::diagnosis::node_keys`]), as each replica's last reconcile found them.
+    pub fn keys(&self) -> BTreeSet<String> {
         self.with(|set| set.keys.clone())
     }
 }
@@ -76,7 +93,11 @@ pub enum NodeChange {
 /// it reads.
 #[derive(Default)]
 pub struct NodeSet {
-    keys: Arc<KeysInUse>,
+    by_replica: HashMap<ObjectRef<InferenceReplica>, BTreeSet<String>>,
+    /// Their union, made anew when a replica's keys change.
+    keys: BTreeSet<String>,
+    /// A label no replica read changed since a replica last started to read a new key.
+    unread: bool,
     built: Option<Arc<Nodes>>,
 }
 
@@ -89,11 +110,11 @@ impl Derived<Served> for NodeSet {
                 fn label<'a>(node: &'a Served, key: &str) -> Option<&'a String> {
                     node.metadata.labels.as_ref()?.get(key)
                 }
-                let labels_read = self.keys.all().iter().any(|key| label(&was, key) != label(&now, key));
+                let labels_read = self.keys.iter().any(|key| label(&was, key) != label(&now, key));
                 if labels_read || was.spec != now.spec || was.status != now.status {
                     NodeChange::Read
                 } else if was.metadata.labels != now.metadata.labels {
-                    self.keys.unread();
+                    self.unread = true;
                     NodeChange::Unread
                 } else {
                     NodeChange::Nothing
@@ -122,53 +143,6 @@ pub fn node(node: &Served) -> Node {
         Resources::default()
     });
     Node::of(node, allocatable)
-}
-
-/// The node labels some replica's diagnosis reads ([`ome_spread_core::diagnosis::node_keys`]),
-/// as each replica's last reconcile found them.
-#[derive(Debug, Default)]
-pub struct KeysInUse(Mutex<Keys>);
-
-#[derive(Debug, Default)]
-struct Keys {
-    by_replica: HashMap<ObjectRef<InferenceReplica>, BTreeSet<String>>,
-    /// Their union, made anew when a replica's keys change.
-    all: Arc<BTreeSet<String>>,
-    /// A label no replica read changed since a replica last started to read a new key.
-    unread: bool,
-}
-
-impl KeysInUse {
-    /// Records a replica's keys. True when the nodes the diagnosis read must be built again for
-    /// it: a key no replica read before is among them, and a label no replica read changed since
-    /// (such a change does not rebuild them, [`NodeChange::Unread`]).
-    pub fn set(&self, replica: ObjectRef<InferenceReplica>, keys: BTreeSet<String>) -> bool {
-        let before = self.all();
-        self.update(|by_replica| by_replica.insert(replica, keys.clone()) != Some(keys));
-        let mut keys = lock(&self.0);
-        !keys.all.is_subset(&before) && std::mem::take(&mut keys.unread)
-    }
-
-    /// A label no replica reads changed.
-    fn unread(&self) {
-        lock(&self.0).unread = true;
-    }
-
-    pub fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
-        self.update(|by_replica| by_replica.remove(replica).is_some());
-    }
-
-    pub fn all(&self) -> Arc<BTreeSet<String>> {
-        lock(&self.0).all.clone()
-    }
-
-    /// `change` the keys per replica; it says whether they changed.
-    fn update(&self, change: impl FnOnce(&mut HashMap<ObjectRef<InferenceReplica>, BTreeSet<String>>) -> bool) {
-        let mut keys = lock(&self.0);
-        if change(&mut keys.by_replica) {
-            keys.all = Arc::new(keys.by_replica.values().flatten().cloned().collect());
-        }
-    }
 }
 
 #[cfg(test)]
@@ -241,14 +215,13 @@ mod tests {
         let event = |value: &serde_json::Value| watcher::Event::Apply(served(value.clone()));
         let zone = || BTreeSet::from(["zone".to_owned()]);
         let changes = NodeIndex::default();
-        let keys = changes.keys();
-        keys.set(ObjectRef::new("m-engine").within("ns"), zone());
+        changes.read_by(ObjectRef::new("m-engine").within("ns"), zone());
         assert_eq!(changes.apply(&event(&base)), Read, "a new node");
         // Seen before any replica read a key (the list at start): a label no replica reads
         // changes, and nothing read did.
         let early = NodeIndex::default();
         assert_eq!(early.apply(&event(&base)), Read);
-        early.keys().set(ObjectRef::new("m-engine").within("ns"), zone());
+        early.read_by(ObjectRef::new("m-engine").within("ns"), zone());
         let mut stamped = base.clone();
         stamped["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590060");
         assert_eq!(early.apply(&event(&stamped)), Unread);
@@ -264,18 +237,21 @@ mod tests {
         let decoder = ObjectRef::new("m-decoder").within("ns");
         let timestamp = BTreeSet::from(["nvidia.com/gfd.timestamp".to_owned()]);
         assert!(
-            keys.set(decoder.clone(), timestamp.clone()),
+            changes.read_by(decoder.clone(), timestamp.clone()),
             "a key no replica read before, after an unread change"
         );
-        assert!(!keys.set(decoder.clone(), timestamp), "the same keys again");
+        assert!(!changes.read_by(decoder.clone(), timestamp), "the same keys again");
         let gpu = ObjectRef::new("g-engine").within("ns");
         let product = BTreeSet::from(["nvidia.com/gpu.product".to_owned()]);
-        assert!(!keys.set(gpu.clone(), product), "a new key, but no unread change since");
-        keys.forget(&gpu);
+        assert!(
+            !changes.read_by(gpu.clone(), product),
+            "a new key, but no unread change since"
+        );
+        changes.forget(&gpu);
         rewritten["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = json!("1764590120");
         assert_eq!(changes.apply(&event(&rewritten)), Read);
-        keys.forget(&decoder);
-        assert_eq!(keys.all().iter().collect::<Vec<_>>(), ["zone"]);
+        changes.forget(&decoder);
+        assert_eq!(changes.keys().iter().collect::<Vec<_>>(), ["zone"]);
 
         let mut relabelled = base.clone();
         relabelled["metadata"]["labels"]["zone"] = json!("b");
