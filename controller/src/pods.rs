@@ -428,12 +428,13 @@ mod tests {
     #[test]
     fn every_bound_unfinished_pod_holds_its_requests_whatever_its_workload() {
         let pods = Pods::default();
+        let train = |name, node, gpus, phase| trimmed(&training(name, node, gpus, phase));
         for event in [
             watcher::Event::Init,
-            watcher::Event::InitApply(trimmed(&training("train-0", Some("n1"), 4, "Running"))),
-            watcher::Event::InitApply(trimmed(&training("train-1", Some("n1"), 2, "Pending"))),
-            watcher::Event::InitApply(trimmed(&training("done", Some("n1"), 8, "Succeeded"))),
-            watcher::Event::InitApply(trimmed(&training("unbound", None, 8, "Pending"))),
+            watcher::Event::InitApply(train("train-0", Some("n1"), 4, "Running")),
+            watcher::Event::InitApply(train("train-1", Some("n1"), 2, "Pending")),
+            watcher::Event::InitApply(train("done", Some("n1"), 8, "Succeeded")),
+            watcher::Event::InitApply(train("unbound", None, 8, "Pending")),
             watcher::Event::InitDone,
         ] {
             pods.apply(&event);
@@ -443,28 +444,13 @@ mod tests {
             Requested::from([("n1".to_owned(), holding("6", "1", "2"))])
         );
         // train-0 moves to n2, train-1 finishes, then train-0 goes: n1 and n2 hold nothing.
-        pods.apply(&watcher::Event::Apply(trimmed(&training(
-            "train-0",
-            Some("n2"),
-            4,
-            "Running",
-        ))));
-        pods.apply(&watcher::Event::Apply(trimmed(&training(
-            "train-1",
-            Some("n1"),
-            2,
-            "Failed",
-        ))));
+        pods.apply(&watcher::Event::Apply(train("train-0", Some("n2"), 4, "Running")));
+        pods.apply(&watcher::Event::Apply(train("train-1", Some("n1"), 2, "Failed")));
         assert_eq!(
             requested(&pods),
             Requested::from([("n2".to_owned(), holding("4", "0.5", "1"))])
         );
-        pods.apply(&watcher::Event::Delete(trimmed(&training(
-            "train-0",
-            Some("n2"),
-            4,
-            "Running",
-        ))));
+        pods.apply(&watcher::Event::Delete(train("train-0", Some("n2"), 4, "Running")));
         assert_eq!(requested(&pods), Requested::new());
     }
 

@@ -2,7 +2,6 @@
 //! computed from the InferenceService, its runtime, the InferenceReplica, its pods and the nodes
 //! (docs/controller.md). The first reason from the top that applies is the one reported.
 
-use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::{Resource, ResourceExt};
@@ -27,10 +26,9 @@ pub struct Component<'a> {
     /// Its pods, borrowed from wherever the caller keeps them (a list of objects, an index).
     pub pods: Vec<&'a Pod>,
     pub nodes: &'a Nodes,
-    /// The nodes its anchors select, taints ignored and honoured: the diagnosis, the plan and the
-    /// losses each read them, so they are selected once for all, in one pass over the nodes. A
-    /// component is read, never changed, once built.
-    selected: OnceCell<Selected<'a>>,
+    /// The nodes its anchors select, taints ignored and honoured, selected once as it is built:
+    /// the diagnosis, the plan and the losses each read them.
+    selected: Selected<'a>,
 }
 
 impl<'a> Component<'a> {
@@ -41,14 +39,16 @@ impl<'a> Component<'a> {
         pods: impl IntoIterator<Item = &'a Pod>,
         nodes: &'a Nodes,
     ) -> Self {
-        Self {
+        let mut component = Self {
             service,
             runtime,
             replica,
             pods: pods.into_iter().collect(),
             nodes,
-            selected: Default::default(),
-        }
+            selected: Selected::default(),
+        };
+        component.selected = nodes.selected(&selections(&component.anchors(component.kind())));
+        component
     }
 
     /// `engine` or `decoder`: the replica's component.
@@ -63,13 +63,10 @@ impl<'a> Component<'a> {
 
     /// The nodes the anchors select, and under `honor_taints` only those they tolerate.
     pub(crate) fn selected(&self, honor_taints: bool) -> &[&'a Node] {
-        let selected = self
-            .selected
-            .get_or_init(|| self.nodes.selected(&selections(&self.anchors(self.kind()))));
         if honor_taints {
-            &selected.tolerated
+            &self.selected.tolerated
         } else {
-            &selected.any
+            &self.selected.any
         }
     }
 }

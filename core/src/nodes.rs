@@ -4,6 +4,8 @@
 //! tolerates (a cordoned node counts as tainted `node.kubernetes.io/unschedulable:NoSchedule`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSelectorRequirement, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -133,7 +135,7 @@ pub struct Selection {
     tolerations: Vec<Toleration>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Expression {
     subject: Subject,
     operator: String,
@@ -142,7 +144,7 @@ struct Expression {
 
 /// What an expression reads of a node: a label (`matchExpressions`), or a field (`matchFields`,
 /// where Kubernetes supports `metadata.name` only; any other field matches no node).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Subject {
     Label(String),
     Name,
@@ -205,7 +207,18 @@ pub struct Nodes {
     by_name: HashMap<String, usize>,
     /// label key -> label value -> the nodes that carry it, in order.
     by_label: HashMap<String, HashMap<String, Vec<usize>>>,
+    /// What each node selection chose of these nodes ([`Self::chosen`]), kept while they stand:
+    /// the replicas of one model select alike, and a reconcile for each of their pod events
+    /// reads the same choice again.
+    choices: Mutex<HashMap<Vec<Selection>, Arc<Choice>>>,
 }
+
+/// The indexes of the nodes some selections select, and of those they tolerate.
+type Choice = [Vec<usize>; 2];
+
+/// The choices [`Nodes`] keeps at most: a model's replicas share one, and a cluster serves far
+/// fewer models.
+const MOST_CHOICES_KEPT: usize = 256;
 
 impl Nodes {
     pub fn new(nodes: Vec<Node>) -> Self {
@@ -225,6 +238,7 @@ impl Nodes {
             nodes,
             by_name,
             by_label,
+            choices: Mutex::default(),
         }
     }
 
@@ -256,8 +270,24 @@ impl Nodes {
     /// selecting them also tolerates, each in the nodes' order: one pass for both. A selection
     /// with a nodeSelector reads only the nodes of its rarest label.
     pub fn selected(&self, selections: &[Selection]) -> Selected<'_> {
-        let [any, tolerated] =
-            (self.chosen(selections)).map(|chosen| in_order(chosen).into_iter().map(|i| &self.nodes[i]).collect());
+        let chosen = self
+            .choices
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(selections)
+            .cloned();
+        let chosen = chosen.unwrap_or_else(|| {
+            let chosen = Arc::new(self.chosen(selections).map(in_order));
+            let mut kept = self.choices.lock().unwrap_or_else(PoisonError::into_inner);
+            // Pods that each select nodes of their own would keep a choice each until the nodes
+            // change: the kept ones are dropped first at this many.
+            if kept.len() == MOST_CHOICES_KEPT {
+                kept.clear();
+            }
+            kept.insert(selections.to_vec(), chosen.clone());
+            chosen
+        });
+        let [any, tolerated] = [&chosen[0], &chosen[1]].map(|chosen| chosen.iter().map(|&i| &self.nodes[i]).collect());
         Selected { any, tolerated }
     }
 
@@ -269,8 +299,7 @@ impl Nodes {
         in_order(chosen).into_iter().map(|i| &self.nodes[i]).collect()
     }
 
-    /// The indexes of the nodes the selections select, and of those they tolerate.
-    fn chosen(&self, selections: &[Selection]) -> [Vec<usize>; 2] {
+    fn chosen(&self, selections: &[Selection]) -> Choice {
         let (mut selected, mut tolerated) = (Vec::new(), Vec::new());
         for selection in selections {
             let rarest = selection.node_selector.iter().map(|(key, value)| {
@@ -299,6 +328,18 @@ fn in_order(mut chosen: Vec<usize>) -> Vec<usize> {
     chosen.sort_unstable();
     chosen.dedup();
     chosen
+}
+
+// A key of the choices kept (`Nodes::choices`): hashed on every field its equality compares.
+impl Eq for Selection {}
+
+impl Hash for Selection {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (&self.node_selector, &self.terms).hash(state);
+        for t in &self.tolerations {
+            (&t.key, &t.operator, &t.value, &t.effect, t.toleration_seconds).hash(state);
+        }
+    }
 }
 
 impl Selection {
@@ -631,6 +672,74 @@ mod tests {
         );
         assert_eq!(nodes.get("d").map(|n| n.labels["model"].as_str()), Some("Loading"));
         assert_eq!((nodes.get("e"), nodes.len()), (None, 4));
+    }
+
+    /// A selection of the generated ones: any of two labels' values, or none, and the gpu taint
+    /// tolerated or not.
+    fn generated_selection((zone, model, tolerates): (Option<u8>, Option<u8>, bool)) -> Selection {
+        let mut selector = serde_json::Map::new();
+        selector.extend(zone.map(|z| ("zone".to_owned(), json!(z.to_string()))));
+        selector.extend(model.map(|m| ("model".to_owned(), json!(m.to_string()))));
+        let tolerations = if tolerates {
+            json!([{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])
+        } else {
+            json!([])
+        };
+        Selection::of_pod(&typed(
+            &json!({"spec": {"nodeSelector": selector, "tolerations": tolerations}}),
+        ))
+    }
+
+    proptest::proptest! {
+        /// The choices kept answer each selection as the nodes chosen afresh do, whichever came
+        /// before it: every field of a selection tells it from another.
+        #[test]
+        fn a_kept_choice_is_the_choice_made_afresh(
+            nodes in proptest::collection::vec((0u8..3, proptest::option::of(0u8..2), proptest::bool::ANY), 0..12),
+            asked in proptest::collection::vec(
+                proptest::collection::vec((proptest::option::of(0u8..3), proptest::option::of(0u8..2), proptest::bool::ANY), 1..3),
+                1..8,
+            ),
+        ) {
+            let nodes: Vec<Node> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, (zone, model, tainted))| {
+                    let taints = if *tainted { json!([{"key": "gpu", "effect": "NoSchedule"}]) } else { json!([]) };
+                    let mut labels = json!({"zone": zone.to_string()});
+                    if let Some(model) = model {
+                        labels["model"] = json!(model.to_string());
+                    }
+                    Node::from_json(&json!({"metadata": {"name": format!("n{i}"), "labels": labels}, "spec": {"taints": taints}}))
+                        .expect("readable")
+                })
+                .collect();
+            let kept = Nodes::new(nodes.clone());
+            for selections in asked {
+                let selections: Vec<Selection> = selections.into_iter().map(generated_selection).collect();
+                let afresh = Nodes::new(nodes.clone());
+                proptest::prop_assert_eq!(kept.selected(&selections), afresh.selected(&selections));
+            }
+        }
+    }
+
+    #[test]
+    fn the_choices_kept_are_dropped_at_their_bound_and_made_again() {
+        let nodes = Nodes::from_json(&[json!({"metadata": {"name": "a", "labels": {"pool": "7"}}})]).expect("readable");
+        let pool = |value: usize| {
+            vec![Selection::of_pod(&typed(
+                &json!({"spec": {"nodeSelector": {"pool": value.to_string()}}}),
+            ))]
+        };
+        let kept = || nodes.choices.lock().expect("not poisoned").len();
+        for value in 0..MOST_CHOICES_KEPT {
+            nodes.selected(&pool(value));
+        }
+        assert_eq!(kept(), 256);
+        assert_eq!(nodes.selected(&pool(MOST_CHOICES_KEPT)), Selected::default());
+        assert_eq!(kept(), 1);
+        let seven = nodes.selected(&pool(7));
+        assert_eq!((seven.any.len(), seven.tolerated.len(), kept()), (1, 1, 2));
     }
 
     #[test]
