@@ -164,21 +164,7 @@ pub enum DiagnosisError {
 }
 
 /// A reason, what is the matter, and what to do.
-struct Finding {
-    reason: Reason,
-    message: String,
-    action: &'static str,
-}
-
-impl Finding {
-    fn new(reason: Reason, message: String, action: &'static str) -> Self {
-        Self {
-            reason,
-            message,
-            action,
-        }
-    }
-}
+type Finding = (Reason, String, &'static str);
 
 /// Computes the report of one component: the first reason, in docs/controller.md's order, that
 /// applies.
@@ -224,10 +210,11 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
             }
         }
     };
+    let (reason, message, action) = finding;
     Ok(Report {
-        reason: finding.reason,
-        message: finding.message,
-        action: finding.action,
+        reason,
+        message,
+        action,
         ..report
     })
 }
@@ -274,7 +261,7 @@ fn names(pods: &[&Pod]) -> String {
 }
 
 fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings) -> Finding {
-    Finding::new(
+    (
         Reason::SettingsNotProjected,
         format!(
             "the replica carries {} but the settings in effect are {}",
@@ -322,7 +309,7 @@ fn instance_split(component: &Component, anchors: &[&Pod], rack: &str) -> Option
     split.sort();
     let split: Vec<String> = split.into_iter().map(|(_, instance)| instance).collect();
     (!split.is_empty()).then(|| {
-        Finding::new(
+        (
             Reason::InstanceSplit,
             format!(
                 "the pods of an Instance run in more than one rack of {rack}, or on a node without it: {}",
@@ -334,7 +321,7 @@ fn instance_split(component: &Component, anchors: &[&Pod], rack: &str) -> Option
 }
 
 fn not_requested() -> Finding {
-    Finding::new(
+    (
         Reason::NotRequested,
         "SPREAD is <none>: nothing sets topologySpread".into(),
         "Set topologySpread on the engine or decoder, or in its runtime, to spread its Instances.",
@@ -342,7 +329,7 @@ fn not_requested() -> Finding {
 }
 
 fn no_key() -> Finding {
-    Finding::new(
+    (
         Reason::NoKey,
         "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on".into(),
         "Set topologySpreadKey.",
@@ -354,7 +341,7 @@ fn preferred_under_ome_scheduler(anchors: &[&Pod], spread: Spread) -> Option<Fin
         .iter()
         .any(|pod| pod.spec.scheduler_name.as_deref() == Some("ome-scheduler"));
     (spread == Spread::Preferred && under_ome).then(|| {
-        Finding::new(
+        (
             Reason::PreferredUnderOmeScheduler,
             "WHEN is ScheduleAnyway on pods that the OME scheduler places: under its defaults, Preferred has no effect"
                 .into(),
@@ -379,9 +366,9 @@ fn pods_predate_or_conflict(
         let instance = anchor_labels(pod, service, kind);
         let expected = spread_constraint(&instance, spread, key, settings);
         let constraints = pod.constraints();
-        let ours = |c: &&Value| expected.selector().is_exactly_in(c);
+        let ours = |c: &&Value| expected.label_selector.is_exactly_in(c);
         let on_key = |c: &&Value| c["topologyKey"] == key;
-        let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable();
+        let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable;
         match (
             constraints.iter().find(|c| on_key(c) && ours(c)),
             constraints.iter().find(on_key),
@@ -395,7 +382,7 @@ fn pods_predate_or_conflict(
         }
     }
     if !predating.is_empty() {
-        return Some(Finding::new(
+        return Some((
             Reason::PodsPredateChange,
             format!(
                 "the pods {} are older than the change: they have no SPREAD-KEY, or a SPREAD-KEY or WHEN from before it",
@@ -405,7 +392,7 @@ fn pods_predate_or_conflict(
         ));
     }
     (!conflicting.is_empty()).then(|| {
-        Finding::new(
+        (
             Reason::ConflictingConstraint,
             format!("WHEN isn't what you set on {}: your runtime or InferenceService already sets a spread constraint on {key}, and OME keeps it", names(&conflicting)),
             "Remove that constraint.",
@@ -423,7 +410,7 @@ fn placement(component: &Component, anchors: &[&Pod], key: &str, settings: &Sett
         .map(|n| n.name.as_str())
         .collect();
     if !unlabelled.is_empty() {
-        return Finding::new(
+        return (
             Reason::MissingLabel,
             format!(
                 "the nodes {} lack the label {key}, so Required skips them",
@@ -434,7 +421,7 @@ fn placement(component: &Component, anchors: &[&Pod], key: &str, settings: &Sett
     }
     let pending: Vec<&Pod> = anchors.iter().copied().filter(|pod| held_by_spread(pod)).collect();
     if !pending.is_empty() {
-        return Finding::new(
+        return (
             Reason::DomainsFull,
             format!(
                 "{} stays Pending: the domains with the fewest of the component's Instances are full",
@@ -519,7 +506,7 @@ fn where_instances_run(report: &Report, anchors: &[&Pod], key: &str, settings: &
     let per_domain = &report.instances_per_domain;
     if anchors.len() > 1 && per_domain.len() == 1 {
         let domain = per_domain.keys().next().map(String::as_str).unwrap_or_default();
-        return Finding::new(
+        return (
             Reason::SingleDomain,
             format!("only one domain ({domain}) has a node the pods select"),
             "Put the model on nodes in a second domain, as Choose the nodes shows.",
@@ -527,7 +514,7 @@ fn where_instances_run(report: &Report, anchors: &[&Pod], key: &str, settings: &
     }
     if report.skew > settings.max_skew as usize {
         let counts: Vec<String> = per_domain.iter().map(|(d, n)| format!("{d}: {n}")).collect();
-        return Finding::new(
+        return (
             Reason::Skewed,
             format!(
                 "Instances per domain ({}) differ by {}, more than maxSkew {}",
@@ -572,7 +559,7 @@ fn where_instances_run(report: &Report, anchors: &[&Pod], key: &str, settings: &
         }
         _ => "Nothing: losing one domain leaves the Instances in the others serving.",
     };
-    Finding::new(Reason::Satisfied, message, action)
+    (Reason::Satisfied, message, action)
 }
 
 /// A pod the scheduler holds back on its spread constraint itself: `didn't match pod topology
