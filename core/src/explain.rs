@@ -91,18 +91,16 @@ impl Objects {
         &self.nodes
     }
 
-    /// The InferenceServices in `namespace` (None: in any).
-    pub fn services<'a>(&'a self, namespace: Option<&'a str>) -> impl Iterator<Item = &'a InferenceService> {
-        in_namespace(&self.parts.services, namespace)
+    pub fn services(&self) -> impl Iterator<Item = &InferenceService> {
+        self.parts.services.iter()
     }
 
     pub fn service(&self, namespace: &str, name: &str) -> Option<&InferenceService> {
         named_in(&self.parts.services, namespace, name)
     }
 
-    /// The InferenceReplicas in `namespace` (None: in any).
-    pub fn replicas<'a>(&'a self, namespace: Option<&'a str>) -> impl Iterator<Item = &'a InferenceReplica> {
-        in_namespace(&self.parts.replicas, namespace)
+    pub fn replicas(&self) -> impl Iterator<Item = &InferenceReplica> {
+        self.parts.replicas.iter()
     }
 
     pub fn replica(&self, namespace: &str, name: &str) -> Option<&InferenceReplica> {
@@ -140,12 +138,6 @@ pub fn items(mut document: Value) -> Vec<Value> {
         return std::mem::take(items);
     }
     vec![document]
-}
-
-fn in_namespace<'a, K: Resource>(objects: &'a [K], only: Option<&'a str>) -> impl Iterator<Item = &'a K> {
-    objects
-        .iter()
-        .filter(move |o| only.is_none_or(|ns| namespace(*o) == ns))
 }
 
 fn named_in<'a, K: Resource>(objects: &'a [K], namespace: &str, name: &str) -> Option<&'a K> {
@@ -200,7 +192,7 @@ pub enum ExplainError {
 /// to look in: the one the objects give it, when only one does.
 pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
     let mut namespaces: Vec<&str> = objects
-        .services(None)
+        .services()
         .filter(|o| o.meta().name.as_deref() == Some(service))
         .map(namespace)
         .collect();
