@@ -298,26 +298,23 @@ pub fn explain<'a>(
         };
         let pods = objects.pods_of(namespace, service, component);
         let diagnosed = diagnosis::Component::new(isvc, runtime, replica, pods.iter().copied(), nodes);
-        let report = diagnosis::diagnose(&diagnosed, settings)?;
-        let plan = rebalance::recommend(&diagnosed, &report, &objects.requested, settings);
-        let rooms = rebalance::rooms(&diagnosed, &report, &objects.requested, usize::MAX);
-        let losses = loss::losses(&diagnosed, &report, &objects.requested, settings);
-        let tables = tables(replica, &pods, nodes, &report, &rooms, every_node);
-        let instances = drawn(&diagnosed, component, &report);
-        let alfred = alfred::remarks(&diagnosed);
+        let (report, requested) = (diagnosis::diagnose(&diagnosed, settings)?, &objects.requested);
+        let rooms = rebalance::rooms(&diagnosed, &report, requested, usize::MAX);
+        // Fields are evaluated in order: the pods, the report and the rooms are read before
+        // they move in.
         explained.push(Explained {
             service,
             namespace,
             component,
             replica,
+            tables: tables(replica, &pods, nodes, &report, &rooms, every_node),
+            plan: rebalance::recommend(&diagnosed, &report, requested, settings),
+            losses: loss::losses(&diagnosed, &report, requested, settings),
+            instances: drawn(&diagnosed, component, &report),
+            alfred: alfred::remarks(&diagnosed),
             pods,
-            tables,
             report,
-            plan,
             rooms,
-            losses,
-            instances,
-            alfred,
         });
     }
     if explained.is_empty() {
