@@ -244,14 +244,12 @@ pub fn settings_in_effect(
     let in_service = || format!("{} spec.{kind}", named(service));
     let from_service = service.component(kind).cloned().unwrap_or_default();
     checked(from_service.clone(), in_service)?;
-    let from_runtime = match runtime {
-        Some(runtime) => {
-            let config = runtime.config(kind).cloned().unwrap_or_default();
-            checked(config.clone(), || format!("{} spec.{kind}Config", runtime.named()))?;
-            config
-        }
-        None => SpreadFields::default(),
-    };
+    let from_runtime = runtime.and_then(|r| r.config(kind)).cloned().unwrap_or_default();
+    if let Some(runtime) = runtime {
+        checked(from_runtime.clone(), || {
+            format!("{} spec.{kind}Config", runtime.named())
+        })?;
+    }
     checked(from_service.over(from_runtime), in_service)
 }
 
