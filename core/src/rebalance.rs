@@ -5,6 +5,7 @@
 //! Instances, the room of [`crate::room`]); [`plan`] is the planning itself.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
@@ -162,34 +163,52 @@ pub fn rooms(component: &Component, report: &Report, requested: &Requested, most
 /// accepting them: the scheduler always honours taints and cordons, whatever the constraint
 /// counts), what those pods request, and what the pods bound to each node already hold.
 pub(crate) struct Candidates<'a, 'r> {
-    domains: BTreeMap<&'a str, BTreeMap<&'a str, Vec<&'a Node>>>,
+    domains: BTreeMap<&'a str, BTreeMap<&'a str, Vec<Candidate<'a>>>>,
     pods: Vec<Resources>,
+    /// Whether the pods all request alike: every rack's count asks, so it is read once.
+    alike: bool,
     requested: &'r Requested,
 }
 
+/// A node, and its slots for one of the Instance's pods when they are all alike: read at the
+/// first count that needs them, then kept for the others (the losses count each domain once
+/// with every node up, and again for each failure).
+type Candidate<'a> = (&'a Node, OnceCell<usize>);
+
 impl<'a, 'r> Candidates<'a, 'r> {
-    pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
-        let mut candidates = Candidates {
+    /// No domain yet, for an Instance of `pods`.
+    fn new(pods: Vec<Resources>, requested: &'r Requested) -> Self {
+        Candidates {
             domains: BTreeMap::new(),
-            pods: Vec::new(),
+            alike: pods.iter().all(|pod| *pod == pods[0]),
+            pods,
             requested,
-        };
+        }
+    }
+
+    pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
+        let none = || Candidates::new(Vec::new(), requested);
         let Some(key) = report.in_effect.domain_key() else {
-            return candidates;
+            return none();
         };
-        let anchors = component.anchors(component.kind());
-        // Requests that cannot be read (never served: the API server refuses them; refused in
-        // explain's saved objects before this) leave no room anywhere.
+        let kind = component.kind();
+        let anchors = component.anchors(kind);
         let Some(anchor) = anchors.first() else {
-            return candidates;
-        };
-        let Some(pods) = instance_requests(component, anchor) else {
-            return candidates;
+            return none();
         };
         let selection = Selection::of_pod(anchor);
+        // Requests that cannot be read (never served: the API server refuses them; refused in
+        // explain's saved objects before this) leave no room anywhere.
+        let Some(pods) = instance_requests(component, anchor) else {
+            return none();
+        };
+        let mut candidates = Candidates::new(pods, requested);
         // A single pod keeps to no rack: the domain is its one rack.
-        let rack_key = report.in_effect.topology_key.as_deref().filter(|_| pods.len() > 1);
-        candidates.pods = pods;
+        let rack_key = report
+            .in_effect
+            .topology_key
+            .as_deref()
+            .filter(|_| candidates.pods.len() > 1);
         for &node in eligible_nodes(component, &anchors, key) {
             let Some(domain) = node.labels.get(key) else {
                 continue;
@@ -197,7 +216,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
             let racks = candidates.domains.entry(domain).or_default();
             let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
             if let (Some(rack), true) = (rack, selection.tolerates(node)) {
-                racks.entry(rack).or_default().push(node);
+                racks.entry(rack).or_default().push((node, OnceCell::new()));
             }
         }
         candidates
@@ -205,13 +224,16 @@ impl<'a, 'r> Candidates<'a, 'r> {
 
     /// As [`rooms`]: each domain's racks with the Instances each can start, at most `most`.
     pub(crate) fn rooms(&self, most: usize) -> Vec<Domain> {
-        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<&Node>>)| Domain {
+        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| Domain {
             name: (*name).to_owned(),
             racks: racks
                 .iter()
-                .map(|(rack, nodes)| Rack {
-                    name: (*rack).to_owned(),
-                    starts: starts(nodes, self.requested, &self.pods, most),
+                .map(|(rack, nodes)| {
+                    let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).collect();
+                    Rack {
+                        name: (*rack).to_owned(),
+                        starts: starts(&nodes, self.requested, &self.pods, most),
+                    }
                 })
                 .collect(),
         };
@@ -220,22 +242,22 @@ impl<'a, 'r> Candidates<'a, 'r> {
 
     /// Each domain's room as [`Self::rooms`] counts it, but at most `most` a domain: its racks
     /// are counted, by name, only until they start that many. All a count of Instances to place
-    /// needs (no domain takes more than there are). Only the domains `of` names are counted, on
-    /// the nodes `up` keeps: a failed domain's nodes stay in their domain, but take no pod.
+    /// needs (no domain takes more than there are), without the hints. Only the domains `of`
+    /// names are counted, on the nodes `up` keeps: a failed domain's nodes stay in their domain,
+    /// but take no pod.
     pub(crate) fn room_up_to(
         &self,
         most: usize,
         up: &dyn Fn(&Node) -> bool,
         of: &dyn Fn(&str) -> bool,
     ) -> BTreeMap<&'a str, usize> {
-        let room = |racks: &BTreeMap<&str, Vec<&Node>>| {
+        let room = |racks: &BTreeMap<&str, Vec<Candidate>>| {
             let mut room = 0;
             for nodes in racks.values() {
                 if room == most {
                     break;
                 }
-                let up_nodes: Vec<&Node> = nodes.iter().copied().filter(|node| up(node)).collect();
-                room += starts(&up_nodes, self.requested, &self.pods, most - room).len();
+                room += self.start_count(nodes, up, most - room);
             }
             room
         };
@@ -244,6 +266,36 @@ impl<'a, 'r> Candidates<'a, 'r> {
             .filter(|(name, _)| of(name))
             .map(|(name, racks)| (*name, room(racks)))
             .collect()
+    }
+
+    /// How many whole Instances [`starts`] counts on the rack's nodes that `up` keeps, without
+    /// their hints. Pods all alike take a node's room one slot at a time, wherever the room is,
+    /// so they start as many as the slots hold: each node's slots, read once, not a start after
+    /// another (most racks of a busy cluster start none), and only until they hold `most`.
+    fn start_count(&self, nodes: &[Candidate<'a>], up: &dyn Fn(&Node) -> bool, most: usize) -> usize {
+        let up_nodes = nodes.iter().filter(|(node, _)| up(node));
+        match self.pods.as_slice() {
+            [pod, ..] if self.alike => {
+                let none = Resources::default();
+                let slots = |(node, slots): &Candidate| {
+                    let used = || self.requested.get(&node.name).unwrap_or(&none);
+                    *slots.get_or_init(|| node.allocatable.slots(used(), pod))
+                };
+                let enough = most.saturating_mul(self.pods.len());
+                let mut held = 0;
+                for node in up_nodes {
+                    if held >= enough {
+                        break;
+                    }
+                    held = usize::saturating_add(held, slots(node));
+                }
+                (held / self.pods.len()).min(most)
+            }
+            _ => {
+                let nodes: Vec<&Node> = up_nodes.map(|(node, _)| *node).collect();
+                starts(&nodes, self.requested, &self.pods, most).len()
+            }
+        }
     }
 }
 
@@ -832,6 +884,67 @@ pub(crate) mod tests {
         assert!(some > 500 && more_than_one > 300, "{some} {more_than_one}");
     }
 
+    /// Pods all alike: the slots counted at once are the starts made one after another.
+    #[test]
+    fn pods_all_alike_start_as_many_as_the_slots_hold() {
+        let mut rng = XorShift(0x0a11_a11e);
+        let (mut alike, mut some) = (0, 0);
+        for case in 0..2000 {
+            let mut listed = Vec::new();
+            for n in 0..rng.below(10) {
+                let (gpus, pods) = (rng.below(17), 1 + rng.below(9));
+                // Now and then a node that reports no allocatable: no room.
+                let allocatable = match rng.below(10) {
+                    0 => serde_json::json!({}),
+                    _ => serde_json::json!({"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "pods": pods.to_string()}),
+                };
+                listed.push(serde_json::json!({"metadata": {"name": format!("n{n}")},
+                    "status": {"allocatable": allocatable}}));
+            }
+            let all = crate::nodes::Nodes::from_json(&listed).expect("readable");
+            let nodes: Vec<&Node> = all.iter().collect();
+            let mut requested = Requested::new();
+            for node in &nodes {
+                let used = serde_json::json!({"nvidia.com/gpu": rng.below(9).to_string(),
+                    "cpu": rng.below(80).to_string(), "pods": rng.below(4).to_string()});
+                requested.insert(node.name.clone(), Resources::from_quantities(&used).expect("readable"));
+            }
+            let pod = |gpus: usize, cpu: usize| {
+                Resources::of_pod(&typed(
+                    &serde_json::json!({"spec": {"containers": [{"resources": {"requests":
+                    {"nvidia.com/gpu": gpus.to_string(), "cpu": cpu.to_string()}}}]}}),
+                ))
+                .expect("readable")
+            };
+            let first = (1 + rng.below(4), rng.below(20));
+            // Mostly alike; now and then a worker unlike its leader, counted one start at a time.
+            let pods: Vec<Resources> = (0..rng.below(6))
+                .map(|_| match rng.below(8) {
+                    0 => pod(1 + rng.below(4), rng.below(20)),
+                    _ => pod(first.0, first.1),
+                })
+                .collect();
+            let most = rng.below(8);
+            let expected = starts(&nodes, &requested, &pods, most).len();
+            let rack = nodes.iter().map(|&node| (node, OnceCell::new())).collect();
+            let candidates = Candidates {
+                domains: BTreeMap::from([("z", BTreeMap::from([("r", rack)]))]),
+                ..Candidates::new(pods.clone(), &requested)
+            };
+            // Counted twice: the second reads the slots the first kept.
+            for _ in 0..2 {
+                assert_eq!(
+                    candidates.room_up_to(most, &|_| true, &|_| true)["z"],
+                    expected,
+                    "case {case}"
+                );
+            }
+            alike += usize::from(pods.len() > 1 && pods.iter().all(|p| *p == pods[0]));
+            some += usize::from(expected > 1);
+        }
+        assert!(alike > 500 && some > 300, "{alike} {some}");
+    }
+
     /// `room_up_to` is each domain's room as `rooms` counts it, capped at `most`: generated
     /// domains of racks, a node down and a domain left out.
     #[test]
@@ -864,14 +977,10 @@ pub(crate) mod tests {
                     .expect("readable")
                 })
                 .collect();
-            let mut candidates = Candidates {
-                domains: BTreeMap::new(),
-                pods,
-                requested: &requested,
-            };
+            let mut candidates = Candidates::new(pods, &requested);
             for (node, (zone, rack)) in all.iter().zip(&place) {
                 let racks = candidates.domains.entry(zone.as_str()).or_default();
-                racks.entry(rack.as_str()).or_default().push(node);
+                racks.entry(rack.as_str()).or_default().push((node, OnceCell::new()));
             }
             for _ in 0..4 {
                 let down = format!("n{}", rng.below(24));
@@ -880,15 +989,15 @@ pub(crate) mod tests {
                 let of = |domain: &str| domain != skipped;
                 let most = rng.below(6);
                 // The plain count over the same candidates, the node down and the domain left out.
-                let mut plain = Candidates {
-                    domains: BTreeMap::new(),
-                    pods: candidates.pods.clone(),
-                    requested: &requested,
-                };
+                let mut plain = Candidates::new(candidates.pods.clone(), &requested);
                 for (name, racks) in candidates.domains.iter().filter(|(name, _)| of(name)) {
                     let kept = plain.domains.entry(*name).or_default();
                     for (rack, nodes) in racks {
-                        let up_nodes: Vec<&Node> = nodes.iter().copied().filter(|node| up(node)).collect();
+                        let up_nodes: Vec<Candidate> = nodes
+                            .iter()
+                            .filter(|(node, _)| up(node))
+                            .map(|(node, _)| (*node, OnceCell::new()))
+                            .collect();
                         // A rack with no node up is no rack, as `Candidates::of` makes none empty.
                         if !up_nodes.is_empty() {
                             kept.insert(*rack, up_nodes);
