@@ -108,10 +108,6 @@ impl Entry {
             rejected: None,
         }
     }
-
-    fn same_move(&self, component: &str, next: &Move) -> bool {
-        (self.component.as_str(), self.instance, self.from_node.as_str()) == (component, next.instance, &next.from_node)
-    }
 }
 
 /// The annotation key of a request.
@@ -583,7 +579,10 @@ fn pace(s: &Situation, records: &Records, ours: &[(&str, &Entry)]) -> Result<(),
         .filter(|(service, e)| *service == s.service && e.component == kind)
         .map(|(_, e)| *e)
         .collect();
-    let tries = mine.iter().filter(|e| e.same_move(kind, s.next)).count();
+    // Of the component's own: the same Instance off the same node.
+    let tries = (mine.iter())
+        .filter(|e| (e.instance, &e.from_node) == (s.next.instance, &s.next.from_node))
+        .count();
     if tries >= MAX_TRIES {
         return Err(Hold::Tried {
             service: s.service.into(),
