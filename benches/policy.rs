@@ -16,9 +16,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use ome_spread_sim::policy::cases::{edited, replica, review, with_spec};
-use ome_spread_sim::policy::validation_request;
 use ome_spread_sim::policy::wasm::{Module, build_floor, build_policy};
+use ome_spread_sim::policy::{edited, replica, review, validation_request, with_spec};
 use serde_json::{Value, json};
 use wapc::WapcHost;
 

@@ -1,9 +1,13 @@
 //! The rules of docs/rules.md as one table of requests and their exact answers. The same table
-//! runs against the native core (`tests/rules.rs`) and the built wasm (`tests/wasm.rs`).
+//! runs against the native core (`tests/rules.rs`) and the built wasm (`tests/wasm.rs`), and is
+//! written out under `tests/data/cases/` for kwctl and policy-server (`tests/fixtures.rs`).
 
+#![allow(dead_code)] // each test file uses its part
+
+pub mod catalogue;
+
+use ome_spread_sim::policy::{Cluster, Policy, edited, replica, review, validation_request, with_spec};
 use serde_json::{Value, json};
-
-use super::{Cluster, Policy, fixture, validation_request};
 
 pub const SPREAD: &[&str] = &["spec", "topologySpreadConstraints"];
 pub const AFFINITY: &[&str] = &[
@@ -44,34 +48,6 @@ impl Case {
             .clone()
             .unwrap_or_else(|| validation_request(&self.review, self.settings.clone()))
     }
-}
-
-pub fn review(pod: &str) -> Value {
-    fixture(&format!("requests/{pod}.json"))
-}
-
-pub fn replica(name: &str) -> Value {
-    fixture(&format!("replicas/{name}.json"))
-}
-
-/// `review` with its pod changed by `change`.
-pub fn edited(mut review: Value, change: impl FnOnce(&mut Value)) -> Value {
-    change(&mut review["request"]["object"]);
-    review
-}
-
-/// `replica` with these spec fields set (null removes one).
-pub fn with_spec(mut replica: Value, fields: Value) -> Value {
-    for (field, value) in fields.as_object().expect("fields") {
-        match value {
-            Value::Null => replica["spec"].as_object_mut().expect("spec").remove(field),
-            set => replica["spec"]
-                .as_object_mut()
-                .expect("spec")
-                .insert(field.clone(), set.clone()),
-        };
-    }
-    replica
 }
 
 /// The object the policy must return: `object` with `term` appended to the list at `path`.

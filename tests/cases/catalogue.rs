@@ -5,11 +5,12 @@
 
 use serde_json::{Value, json};
 
-use super::cases::{
-    AFFINITY, Case, DEEPSEEK, Expected, QWEN, QWEN_0, SPREAD, case, edited_request, label, qwen_pod, replica,
-    required_zone, review, with_spec, worker_pod, worker_term,
+use ome_spread_sim::policy::{Cluster, replica, review, validation_request, with_spec};
+
+use super::{
+    AFFINITY, Case, DEEPSEEK, Expected, QWEN, QWEN_0, SPREAD, case, edited_request, label, qwen_pod, required_zone,
+    worker_pod, worker_term,
 };
-use super::{Cluster, validation_request};
 
 /// A case whose payload is these bytes, not a ValidationRequest built from a review.
 fn payload(name: &'static str, bytes: &[u8], message: &'static str) -> Case {
