@@ -1,6 +1,12 @@
-//! The policy as its tests run it: the fixtures, a stand-in for the policy-server's `get_resource`
-//! host call, and the two ways to evaluate a request: the core natively, and the built
-//! `policy.wasm` through waPC in wasmtime, as the policy-server runs it.
+//! Why a stand-in for the policy-server's `get_resource` host call ([`Cluster`]): policy-server
+//! and kwctl are not installed where these tests run, and the rule table needs host answers a
+//! cluster does not give on demand (a forbidden read, a body that is not JSON). Where they are
+//! installed, the same table runs under the real policy-server (controller/tests/policy_server.rs)
+//! and kwctl (e2e.bats).
+//!
+//! The policy as its tests run it: the fixtures, that host call, and the two ways to evaluate a
+//! request: the core natively, and the built `policy.wasm` through waPC in wasmtime, as the
+//! policy-server runs it.
 
 pub mod wasm;
 

@@ -1,12 +1,13 @@
+//! Why not kube-apiserver: each of the controller's tests that use it runs its own cluster in
+//! milliseconds under tokio's paused time, so that "nothing happened within 2 s" is exact, and the
+//! churn benchmark measures the controller alone. The controller runs against the real
+//! kube-apiserver in the cluster suites (controller/tests/deployed.rs, cluster.rs, seed.rs) and in
+//! `make bench-cluster`.
+//!
 //! The in-memory API server of the controller's tests and of `make bench-churn`: it lists,
 //! watches, creates and patches objects held as JSON, behind tower-test's mock service
 //! ([`ApiServer::client`]: controller/tests/controller.rs, explain.rs) or over HTTP on 127.0.0.1
 //! ([`serve`]: controller/benches/churn.rs).
-//!
-//! Why not kube-apiserver: each of those tests runs its own cluster in milliseconds under tokio's
-//! paused time, so that "nothing happened within 2 s" is exact, and the churn benchmark measures
-//! the controller alone. The controller runs against the real kube-apiserver in the cluster
-//! suites (controller/tests/deployed.rs, cluster.rs, seed.rs) and in `make bench-cluster`.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;

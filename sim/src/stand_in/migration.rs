@@ -1,28 +1,29 @@
+//! Why not OME: its manager is not built here (see [`crate::stand_in::ome`]), and the rebalance
+//! property (720 generated clusters in one test) and the controller's migrate tests (the in-memory
+//! API server under paused time) need OME's surge migration with no control plane at all. The
+//! same migrations run against the OME stand-in, kube-scheduler and kwok in the cluster suites.
+//!
 //! OME v1.3's side of a surge migration, as its InferenceReplica controller drives one (upstream
 //! `Migrate`: "Accepted -> SurgePending -> SurgeReady -> Draining -> Completed", the record in
 //! `status.migrations` as the single source of truth): it takes each request annotation off the
 //! InferenceService into a queued Accepted record, and runs a component's records oldest first,
 //! one at a time; checks the source (it exists and a pod of it is on `from_node`, else the record
 //! fails; not placed or not Ready, it waits); creates the surge Instance at the lowest unused
-//! index, its pods admitted by the policy itself; has the [`scheduler`](crate::stand_in::scheduler) place
-//! them, and fails the record at its deadline if they are not all placed; marks them Ready;
-//! deletes the source's pods; completes. Without its migration caps (`lifecycle.audit`, which
-//! OME's chart sets and its kustomize manifests leave out: [`Ome::caps`]) it holds every request
-//! it would start in Accepted, with upstream's message, a Warning Event once per hold and the
-//! replica's `MigrationPolicyUnconfigured` condition `True`, until the caps are set or the
-//! request's deadline passes. One phase per [`Ome::step`], so that a test can look at
-//! every state in between. Who admits and places the surge's pods is a [`World`]: this crate's
-//! models ([`Models`], what [`Ome::step`] uses), or a real cluster's admission, kube-scheduler and
-//! kwok (the OME stand-in's, through [`Ome::step_in`]); the phases are the same.
+//! index, its pods admitted by the policy itself; has the [`World`] place them, and fails the
+//! record at its deadline if they are not all placed; marks them Ready; deletes the source's
+//! pods; completes. Without its migration caps (`lifecycle.audit`, which OME's chart sets and its
+//! kustomize manifests leave out: [`Ome::caps`]) it holds every request it would start in
+//! Accepted, with upstream's message, a Warning Event once per hold and the replica's
+//! `MigrationPolicyUnconfigured` condition `True`, until the caps are set or the request's
+//! deadline passes. One phase per [`Ome::step`], so that a test can look at every state in
+//! between. The [`World`] is this crate's models ([`Models`]: the policy in process and the
+//! [`scheduler`](crate::stand_in::scheduler) model, what [`Ome::step`] uses), or a real cluster's
+//! admission, kube-scheduler and kwok (the OME stand-in's, through [`Ome::step_in`]).
 //!
 //! Simpler than upstream, on purpose: the surge's index comes from the pods' labels (upstream:
 //! the replica's instance statuses, the same while pods and statuses agree); the surge carries no
 //! anti-affinity to `from_node` (the plan never targets the source's domain); hint nodes are tried
 //! first rather than weighted as preferred node affinity.
-//!
-//! Why not OME itself: see [`crate::stand_in::ome`]; this is its migration without a cluster, for
-//! the rebalance property and the controller's migrate tests, as [`crate::stand_in::scheduler`]
-//! says.
 
 use jiff::{SignedDuration, Timestamp};
 

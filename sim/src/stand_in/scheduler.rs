@@ -1,13 +1,13 @@
+//! Why not kube-scheduler: the rebalance property (sim/tests/rebalance.rs) places the surges of 720
+//! generated clusters in one test, and the controller's migrate tests run on the in-memory API
+//! server under paused time; the real scheduler would need a control plane for each case. The
+//! same migrations meet the real kube-scheduler in sim/tests/cluster_migration.rs,
+//! cluster_migration_deadline.rs and controller/tests/seed.rs.
+//!
 //! kube-scheduler, as far as a surge's pods meet it: the filters (node selection, cordons and
 //! taints, resources, topology spread with `DoNotSchedule`, required pod affinity) and a plain
 //! score (preferred nodes first, then the fewest matching pods for `ScheduleAnyway`, then the
 //! name, so that every run places the same way).
-//!
-//! Why not kube-scheduler: the rebalance property (sim/tests/rebalance.rs) places the surges of 720
-//! generated clusters in one test, and the controller's migrate tests run on the in-memory API
-//! server under paused time; the real scheduler would need a control plane for each case.
-//! The same migrations meet the real kube-scheduler in sim/tests/cluster_migration.rs,
-//! cluster_migration_deadline.rs and controller/tests/seed.rs.
 
 use std::collections::BTreeMap;
 

@@ -1,3 +1,5 @@
+//! Part of the OME stand-in, which says why OME itself cannot serve here ([`super`]).
+//!
 //! [`crate::stand_in::migration`]'s surge migration on a real cluster: the surge's pods rendered as OME renders
 //! them and created through the API server (admission applies), placed by the real
 //! kube-scheduler (the stand-in waits for `spec.nodeName`), Ready by kwok; and the

@@ -1,3 +1,5 @@
+//! Part of the OME stand-in, which says why OME itself cannot serve here ([`super`]).
+//!
 //! What the OME stand-in writes, as pure functions of what it reads: the InferenceReplica OME
 //! v1.3 projects from an OMENative InferenceService and its runtime (the settings in effect by the
 //! core's own M1), each Instance's pods as OME names, labels and shapes them, OME's in-tree spread
