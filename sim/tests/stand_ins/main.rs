@@ -5,5 +5,7 @@ mod migration;
 mod nodes;
 mod objects;
 mod ome_cluster;
+mod ome_pass;
 mod ome_render;
+mod policy_server;
 mod scheduler;
