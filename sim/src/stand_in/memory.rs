@@ -150,15 +150,13 @@ impl ApiServer {
 
     /// Stores an object, or replaces it, and tells the watches.
     pub fn put(&self, mut object: Value) -> Value {
-        let (prefix, resource) = Self::resource_of(object["kind"].as_str().unwrap_or_default());
+        let key = Self::key(
+            object["kind"].as_str().unwrap_or_default(),
+            object["metadata"]["namespace"].as_str(),
+            object["metadata"]["name"].as_str().unwrap_or_default(),
+        );
         let version = self.version.fetch_add(1, Ordering::SeqCst) + 1;
         object["metadata"]["resourceVersion"] = json!(version.to_string());
-        let key = Key {
-            prefix: prefix.into(),
-            resource: resource.clone(),
-            namespace: object["metadata"]["namespace"].as_str().map(String::from),
-            name: object["metadata"]["name"].as_str().unwrap_or_default().into(),
-        };
         let mut objects = self.objects.lock().unwrap();
         // As the API server does: a new object gets a uid of its own, one made again a new one.
         if !objects.contains_key(&key) && object["metadata"]["uid"].is_null() {
