@@ -502,9 +502,10 @@ fuzz:
 fmt:
 	$(CARGO) fmt --all
 
+# No function over 80 lines (clippy.toml's threshold, counted without blank and comment lines).
 lint:
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings -W clippy::too_many_lines
 
 clean:
 	$(CARGO) clean

@@ -185,8 +185,8 @@ fn peak_memory_pages(payload: &[u8], replica: &[u8]) -> usize {
     low
 }
 
-fn main() {
-    let mut criterion = Criterion::default().configure_from_args();
+/// OME's pods: the policy beside the floor and the floor's mutate, and beside the baseline build.
+fn case_tables(criterion: &mut Criterion) -> (Vec<String>, Vec<String>) {
     let mut table = vec![
         "| case | policy | floor | ratio | floor's mutate | policy / mutate |".to_owned(),
         "| --- | ---: | ---: | ---: | ---: | ---: |".to_owned(),
@@ -196,7 +196,7 @@ fn main() {
         "| --- | ---: | ---: | ---: | --- |".to_owned(),
     ];
     for case in cases() {
-        let samples = alternate(&mut criterion, &case.name, &case.payload, &instances(&case.replica));
+        let samples = alternate(criterion, &case.name, &case.payload, &instances(&case.replica));
         if samples.is_empty() {
             continue; // filtered out on the command line
         }
@@ -224,8 +224,11 @@ fn main() {
             },
         ));
     }
+    (table, against_baseline)
+}
 
-    let replica = bytes(&replica("qwen3-0-6b-engine"));
+/// The policy's time as the pod grows; and the largest request, to size its memory by.
+fn scaling_table(criterion: &mut Criterion, replica: &[u8]) -> (Vec<String>, Vec<u8>) {
     let mut scaling = vec![
         "| pod | policy | per KB | floor per KB |".to_owned(),
         "| ---: | ---: | ---: | ---: |".to_owned(),
@@ -239,12 +242,7 @@ fn main() {
     ] {
         let payload = payload(&with_env(review("qwen3-0-6b-engine-0-default-0"), containers, env_vars));
         let kb = payload.len() as f64 / 1024.0;
-        let samples = alternate(
-            &mut criterion,
-            &format!("scaling {label}"),
-            &payload,
-            &instances(&replica),
-        );
+        let samples = alternate(criterion, &format!("scaling {label}"), &payload, &instances(replica));
         largest = payload;
         if samples.is_empty() {
             continue;
@@ -260,6 +258,14 @@ fn main() {
             micros(floor_time / kb)
         ));
     }
+    (scaling, largest)
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    let (table, against_baseline) = case_tables(&mut criterion);
+    let replica = bytes(&replica("qwen3-0-6b-engine"));
+    let (scaling, largest) = scaling_table(&mut criterion, &replica);
     let pages = peak_memory_pages(&largest, &replica);
 
     criterion.final_summary();
