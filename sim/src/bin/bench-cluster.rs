@@ -912,9 +912,9 @@ mod tests {
     #[test]
     fn the_last_line_gives_the_policys_share_the_controllers_own_p99_beside_end_to_end() {
         let mut measured = Measured::new(60, Duration::from_secs(20), 150);
-        for _ in 0..100 {
-            measured.delays.record(80_000).expect("in range");
-        }
+        // End to end: 98 events at 20 ms, the slowest two at 80 ms.
+        measured.delays.record_n(20_000, 98).expect("in range");
+        measured.delays.record_n(80_000, 2).expect("in range");
         let exported = "ome_spread_event_to_condition_seconds_bucket{le=\"0.032\"} 0\n\
              ome_spread_event_to_condition_seconds_bucket{le=\"0.064\"} 100\n\
              ome_spread_event_to_condition_seconds_bucket{le=\"+Inf\"} 100\n";
