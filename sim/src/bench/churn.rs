@@ -34,6 +34,7 @@ use tokio::task::JoinSet;
 use crate::bench::histogram::Buckets;
 use crate::bench::large_cluster;
 use crate::stand_in::memory::{self, ApiServer};
+use crate::support::objects;
 
 /// Pod events a second on the in-memory API server.
 pub const RATE: u64 = 1_000;
@@ -137,10 +138,6 @@ pub fn objects(other_pods: usize) -> Vec<Value> {
 /// What each of the churn's nodes holds.
 pub fn room() -> Value {
     json!({"nvidia.com/gpu": "64", "cpu": "224", "memory": "2Ti", "pods": "110"})
-}
-
-fn pod_name(pod: &Value) -> String {
-    pod["metadata"]["name"].as_str().unwrap_or_default().to_owned()
 }
 
 /// The in-memory API server: each write takes effect at once, and every write is on its record.
@@ -472,7 +469,7 @@ impl Churning {
         match c.deleted.take() {
             None => {
                 let anchor = fastrand::usize(..c.anchors.len());
-                let name = pod_name(&c.anchors[anchor]);
+                let name = objects::name(&c.anchors[anchor]).to_owned();
                 c.deleted = Some(anchor);
                 writes.spawn(async move { (Some((i, Step::Deleted)), server.delete_pod(name).await) });
             }
@@ -496,7 +493,7 @@ impl Churning {
         let Some(&anchor) = fastrand::choice(&present) else {
             return;
         };
-        let (server, name) = (server.clone(), pod_name(&c.anchors[anchor]));
+        let (server, name) = (server.clone(), objects::name(&c.anchors[anchor]).to_owned());
         writes.spawn(async move { (None, server.restart_container(name, tick).await) });
     }
 }

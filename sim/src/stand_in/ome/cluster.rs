@@ -13,7 +13,7 @@ use super::render::{self, Terms};
 use super::{MANAGER, WHO};
 use crate::stand_in::migration::{Change, Event, Placement, World, with_condition};
 use crate::support::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
-use crate::support::objects::read;
+use crate::support::objects::{self, read};
 
 /// The cluster as the surge's world.
 pub struct Cluster {
@@ -67,7 +67,7 @@ impl World for Cluster {
             return waiting("its pods were not created".into());
         }
         for pod in surge {
-            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+            let name = objects::name(pod);
             if pod["spec"]["nodeName"].is_null() {
                 let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
                 let scheduled = conditions.iter().find(|c| c["type"] == "PodScheduled");
