@@ -91,7 +91,7 @@ fn mutated(
         read => read?,
     };
     let term = rules::wanted(&instance, &spread, &settings).map_err(Outcome::Unchanged)?;
-    let path = term.list().path();
+    let path = term.path();
     let present = pod.listed(path)?;
     let name = pod.name.clone();
     let as_json = |e: serde_json::Error| format!("the term cannot be written as JSON: {e}");

@@ -4,7 +4,9 @@
 //! ValidationResponse). `BLESS=1 cargo test --test fixtures` rewrites them; this test fails when
 //! they drift from the table.
 
-use ome_spread_sim::policy::cases::{self, Case};
+mod cases;
+
+use cases::Case;
 use ome_spread_sim::policy::data_dir;
 use serde_json::{Value, json};
 

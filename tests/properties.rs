@@ -7,10 +7,10 @@
 
 use ome_spread_core::labels;
 use ome_spread_core::rules::Unchanged;
-use ome_spread_sim::policy::cases::{
-    AFFINITY, SPREAD, appended, constraint, edited, leader_term, replica, review, with_spec,
-};
-use ome_spread_sim::policy::{Cluster, Native, Policy};
+mod cases;
+
+use cases::{AFFINITY, SPREAD, appended, constraint, leader_term};
+use ome_spread_sim::policy::{Cluster, Native, Policy, edited, replica, review, with_spec};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -1,7 +1,9 @@
 //! The rules of docs/rules.md, through the native core.
 
-use ome_spread_sim::policy::cases::{self, SPREAD, appended, review};
-use ome_spread_sim::policy::{self, Cluster, Native, Policy, validation_request};
+mod cases;
+
+use cases::{SPREAD, appended};
+use ome_spread_sim::policy::{Cluster, Native, Policy, review, validation_request};
 use serde_json::json;
 
 #[test]
@@ -11,7 +13,7 @@ fn every_rule_p1_to_p11_answers_exactly() {
 
 #[test]
 fn every_kind_of_bad_input_gets_its_exact_answer() {
-    let catalogue = policy::catalogue::all();
+    let catalogue = cases::catalogue::all();
     assert!(catalogue.len() >= 40, "the catalogue holds {} kinds", catalogue.len());
     cases::check(&Native, catalogue);
 }

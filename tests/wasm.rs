@@ -1,9 +1,10 @@
 //! The rules of docs/rules.md, through the built policy.wasm in wasmtime via waPC, with the
 //! `get_resource` host call answered from the fixtures.
 
-use ome_spread_sim::policy::cases::{self, review};
+mod cases;
+
 use ome_spread_sim::policy::wasm::{Wasm, call, instance};
-use ome_spread_sim::policy::{self, Cluster, Policy, validation_request};
+use ome_spread_sim::policy::{Cluster, Policy, answer, review, validation_request};
 use serde_json::json;
 
 #[test]
@@ -13,7 +14,7 @@ fn every_rule_p1_to_p11_answers_exactly() {
 
 #[test]
 fn every_kind_of_bad_input_gets_its_exact_answer() {
-    let catalogue = policy::catalogue::all();
+    let catalogue = cases::catalogue::all();
     assert!(catalogue.len() >= 40, "the catalogue holds {} kinds", catalogue.len());
     cases::check(&Wasm, catalogue);
 }
@@ -89,7 +90,7 @@ fn a_pod_nested_100000_deep_is_answered_not_trapped() {
     // the 128th, at the column after the 123 before it.
     let column = at + "\"futureField\":".len() + 124;
     assert_eq!(
-        policy::answer(&response),
+        answer(&response),
         json!({"accepted": false, "message": format!("malformed ValidationRequest: recursion limit exceeded at line 1 column {column}")})
     );
 }

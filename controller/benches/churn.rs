@@ -1,14 +1,22 @@
 //! `make bench-churn`: the controller as built (`ome-spread controller`, its own process) against
 //! the in-memory API server (`ome_spread_sim::stand_in::memory`, over HTTP on 127.0.0.1) holding the
 //! benchmarks' large cluster: 1,000 replicas, their 10,000 pods as OME creates them, 20,000 pods
-//! of other workloads and 5,000 nodes, under CHURN_SECONDS of the churn `ome_spread_sim::bench::churn`
-//! describes. Side by side in the same run: the controller as it was at an earlier commit
+//! of other workloads (CHURN_OTHER_PODS: `make bench-churn-large` sets 90,000) and 5,000 nodes,
+//! under CHURN_SECONDS of the churn `ome_spread_sim::bench::churn` describes. Side by side in the same run: the controller as it was at an earlier commit
 //! (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit OME_SPREAD_CHURN_BASELINE_REV
 //! names).
 
 use std::path::PathBuf;
 
-use ome_spread_sim::bench::churn::{self, RATE};
+use ome_spread_sim::bench::churn::{self, OTHER_PODS, RATE};
+
+/// A number the environment sets, or `default`.
+fn number<T: std::str::FromStr>(variable: &str, default: T) -> T {
+    std::env::var(variable)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
 
 fn binary(variable: &str) -> PathBuf {
     std::env::var_os(variable)
@@ -19,10 +27,8 @@ fn binary(variable: &str) -> PathBuf {
 #[tokio::main]
 async fn main() {
     // `cargo bench` passes --bench; this benchmark takes nothing else.
-    let seconds = std::env::var("CHURN_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+    let seconds = number("CHURN_SECONDS", 60);
+    let other_pods = number("CHURN_OTHER_PODS", OTHER_PODS);
     let dir = std::env::temp_dir().join(format!("ome-spread-churn-{}", std::process::id()));
     let mut measured = Vec::new();
     let before = std::env::var("OME_SPREAD_CHURN_BASELINE_REV").map_or_else(
@@ -35,8 +41,11 @@ async fn main() {
     ] {
         let run = dir.join(label.replace(' ', "-"));
         std::fs::create_dir_all(&run).expect("a run directory");
-        println!("churn: {label}: {} for {seconds} s ...", binary(variable).display());
-        measured.push(churn::in_memory(&binary(variable), seconds, &run).await);
+        println!(
+            "churn: {label}: {} for {seconds} s, beside {other_pods} pods of other workloads ...",
+            binary(variable).display()
+        );
+        measured.push(churn::in_memory(&binary(variable), seconds, other_pods, &run).await);
     }
     let (now, then) = (&measured[0], &measured[1]);
     churn::print(&[("now", now), (&before, then)]);

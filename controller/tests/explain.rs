@@ -567,8 +567,8 @@ fn diagnosed(change: impl FnOnce(&mut Vec<Value>), settings: Settings) -> (Reaso
 /// The core's report on the one component among `objects`.
 fn report_of(objects: &[Value], settings: &Settings) -> Report {
     let read = Objects::new(objects.to_vec()).expect("readable objects");
-    let service = read.services(None).next().expect("the service");
-    let replica = read.replicas(None).next().expect("the replica");
+    let service = read.services().next().expect("the service");
+    let replica = read.replicas().next().expect("the replica");
     let pods: Vec<_> = (objects.iter().filter(|o| o["kind"] == "Pod"))
         .map(ome_spread_sim::support::objects::read)
         .collect();

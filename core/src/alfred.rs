@@ -15,47 +15,12 @@ use crate::ome::InferenceReplica;
 use crate::rules::spread_selector;
 use crate::shown::shown;
 
-/// Alfred's own word for what it refuses.
-pub const ALFRED_REFUSES: &str = "configured topology spread does not match observed Pod constraints";
-
-/// An anchor pod whose constraint with OME's selector has another `maxSkew`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused<'a> {
-    /// Its `ome.io/instance-index`, as labelled.
-    pub instance: &'a str,
-    pub pod: &'a str,
-    /// The constraint's `maxSkew`, as JSON shows it.
-    pub max_skew: String,
-}
-
-/// The component's anchor pods, in the pods' order, that carry a constraint with OME's selector
-/// for their runner and a `maxSkew` other than 1.
-pub fn refused<'a>(component: &Component<'a>) -> Vec<Refused<'a>> {
-    let (service, kind) = (service_name(component), component.kind());
-    let mut refused = Vec::new();
-    for pod in component.anchors(kind) {
-        let instance = anchor_labels(pod, service, kind);
-        let omes = spread_selector(&instance);
-        let other = (pod.constraints().iter())
-            .filter(|c| omes.is_exactly_in(c))
-            .find(|c| c["maxSkew"] != 1);
-        if let Some(constraint) = other {
-            refused.push(Refused {
-                instance: pod.label(labels::INSTANCE_INDEX).unwrap_or_default(),
-                pod: pod.name(),
-                max_skew: shown(&constraint["maxSkew"]),
-            });
-        }
-    }
-    refused
-}
-
 /// What `explain` notes of Alfred for the component: an empty key on its replica first (it refuses
 /// every Instance), then the Instances it refuses for their `maxSkew`.
 pub fn remarks(component: &Component) -> Vec<String> {
     empty_key(component.replica)
         .into_iter()
-        .chain(remark(&refused(component)))
+        .chain(refused(component))
         .collect()
 }
 
@@ -78,15 +43,27 @@ fn empty_key(replica: &InferenceReplica) -> Option<String> {
     ))
 }
 
-/// What `explain` says of them, or None when Alfred refuses none.
-fn remark(refused: &[Refused]) -> Option<String> {
-    let named: Vec<String> = refused
-        .iter()
-        .map(|r| format!("Instance {} (pod {}, maxSkew {})", r.instance, r.pod, r.max_skew))
-        .collect();
+/// What `explain` says of the component's anchor pods, in the pods' order, that carry a
+/// constraint with OME's selector for their runner and a `maxSkew` other than 1; None when Alfred
+/// refuses none.
+fn refused(component: &Component) -> Option<String> {
+    let (service, kind) = (service_name(component), component.kind());
+    let mut named = Vec::new();
+    for pod in component.anchors(kind) {
+        let instance = anchor_labels(pod, service, kind);
+        let omes = spread_selector(&instance);
+        let other = (pod.constraints().iter())
+            .filter(|c| omes.is_exactly_in(c))
+            .find(|c| c["maxSkew"] != 1);
+        if let Some(constraint) = other {
+            let index = pod.label(labels::INSTANCE_INDEX).unwrap_or_default();
+            let max_skew = shown(&constraint["maxSkew"]);
+            named.push(format!("Instance {index} (pod {}, maxSkew {max_skew})", pod.name()));
+        }
+    }
     (!named.is_empty()).then(|| {
         format!(
-            "Alfred will not simulate or relocate {}: the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"{ALFRED_REFUSES}\").",
+            "Alfred will not simulate or relocate {}: the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"configured topology spread does not match observed Pod constraints\").",
             named.join(", ")
         )
     })
@@ -137,14 +114,14 @@ mod tests {
         let nodes = Nodes::from_json(&[]).expect("readable");
         let (service, replica) = (typed(&service), typed(&replica));
         let component = Component::new(&service, None, &replica, &pods, &nodes);
-        let refused = refused(&component);
         assert_eq!(
-            remark(&refused).as_deref(),
+            refused(&component).as_deref(),
             Some(
                 "Alfred will not simulate or relocate Instance 1 (pod s-engine-1-default-0, maxSkew 2), Instance 3 (pod s-engine-3-leader-0, maxSkew 3): the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"configured topology spread does not match observed Pod constraints\")."
             )
         );
-        assert_eq!(remark(&[]), None);
+        let none_refused = Component::new(&service, None, &replica, &pods[..1], &nodes);
+        assert_eq!(refused(&none_refused), None);
     }
 
     /// Alfred's checks of the keys, in its order; `""` on a key OME's render reads as unset.

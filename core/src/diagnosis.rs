@@ -161,21 +161,7 @@ pub enum DiagnosisError {
 }
 
 /// A reason, what is the matter, and what to do.
-struct Finding {
-    reason: Reason,
-    message: String,
-    action: &'static str,
-}
-
-impl Finding {
-    fn new(reason: Reason, message: String, action: &'static str) -> Self {
-        Self {
-            reason,
-            message,
-            action,
-        }
-    }
-}
+type Finding = (Reason, String, &'static str);
 
 /// Computes the report of one component: the first reason, in docs/controller.md's order, that
 /// applies.
@@ -221,10 +207,11 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
             }
         }
     };
+    let (reason, message, action) = finding;
     Ok(Report {
-        reason: finding.reason,
-        message: finding.message,
-        action: finding.action,
+        reason,
+        message,
+        action,
         ..report
     })
 }
@@ -254,14 +241,12 @@ pub fn settings_in_effect(
     let in_service = || format!("{} spec.{kind}", named(service));
     let from_service = service.component(kind).cloned().unwrap_or_default();
     checked(from_service.clone(), in_service)?;
-    let from_runtime = match runtime {
-        Some(runtime) => {
-            let config = runtime.config(kind).cloned().unwrap_or_default();
-            checked(config.clone(), || format!("{} spec.{kind}Config", runtime.named()))?;
-            config
-        }
-        None => SpreadFields::default(),
-    };
+    let from_runtime = runtime.and_then(|r| r.config(kind)).cloned().unwrap_or_default();
+    if let Some(runtime) = runtime {
+        checked(from_runtime.clone(), || {
+            format!("{} spec.{kind}Config", runtime.named())
+        })?;
+    }
     checked(from_service.over(from_runtime), in_service)
 }
 
@@ -271,7 +256,7 @@ fn names(pods: &[&Pod]) -> String {
 }
 
 fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings) -> Finding {
-    Finding::new(
+    (
         Reason::SettingsNotProjected,
         format!(
             "the replica carries {} but the settings in effect are {}",
@@ -319,7 +304,7 @@ fn instance_split(component: &Component, anchors: &[&Pod], rack: &str) -> Option
     split.sort();
     let split: Vec<String> = split.into_iter().map(|(_, instance)| instance).collect();
     (!split.is_empty()).then(|| {
-        Finding::new(
+        (
             Reason::InstanceSplit,
             format!(
                 "the pods of an Instance run in more than one rack of {rack}, or on a node without it: {}",
@@ -331,7 +316,7 @@ fn instance_split(component: &Component, anchors: &[&Pod], rack: &str) -> Option
 }
 
 fn not_requested() -> Finding {
-    Finding::new(
+    (
         Reason::NotRequested,
         "SPREAD is <none>: nothing sets topologySpread".into(),
         "Set topologySpread on the engine or decoder, or in its runtime, to spread its Instances.",
@@ -339,7 +324,7 @@ fn not_requested() -> Finding {
 }
 
 fn no_key() -> Finding {
-    Finding::new(
+    (
         Reason::NoKey,
         "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on".into(),
         "Set topologySpreadKey.",
@@ -351,7 +336,7 @@ fn preferred_under_ome_scheduler(anchors: &[&Pod], spread: Spread) -> Option<Fin
         .iter()
         .any(|pod| pod.spec.scheduler_name.as_deref() == Some("ome-scheduler"));
     (spread == Spread::Preferred && under_ome).then(|| {
-        Finding::new(
+        (
             Reason::PreferredUnderOmeScheduler,
             "WHEN is ScheduleAnyway on pods that the OME scheduler places: under its defaults, Preferred has no effect"
                 .into(),
@@ -376,9 +361,9 @@ fn pods_predate_or_conflict(
         let instance = anchor_labels(pod, service, kind);
         let expected = spread_constraint(&instance, spread, key, settings);
         let constraints = pod.constraints();
-        let ours = |c: &&Value| expected.selector().is_exactly_in(c);
+        let ours = |c: &&Value| expected.label_selector.is_exactly_in(c);
         let on_key = |c: &&Value| c["topologyKey"] == key;
-        let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable();
+        let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable;
         match (
             constraints.iter().find(|c| on_key(c) && ours(c)),
             constraints.iter().find(on_key),
@@ -392,7 +377,7 @@ fn pods_predate_or_conflict(
         }
     }
     if !predating.is_empty() {
-        return Some(Finding::new(
+        return Some((
             Reason::PodsPredateChange,
             format!(
                 "the pods {} are older than the change: they have no SPREAD-KEY, or a SPREAD-KEY or WHEN from before it",
@@ -402,7 +387,7 @@ fn pods_predate_or_conflict(
         ));
     }
     (!conflicting.is_empty()).then(|| {
-        Finding::new(
+        (
             Reason::ConflictingConstraint,
             format!("WHEN isn't what you set on {}: your runtime or InferenceService already sets a spread constraint on {key}, and OME keeps it", names(&conflicting)),
             "Remove that constraint.",
@@ -420,7 +405,7 @@ fn placement(component: &Component, anchors: &[&Pod], key: &str, settings: &Sett
         .map(|n| n.name.as_str())
         .collect();
     if !unlabelled.is_empty() {
-        return Finding::new(
+        return (
             Reason::MissingLabel,
             format!(
                 "the nodes {} lack the label {key}, so Required skips them",
@@ -431,7 +416,7 @@ fn placement(component: &Component, anchors: &[&Pod], key: &str, settings: &Sett
     }
     let pending: Vec<&Pod> = anchors.iter().copied().filter(|pod| held_by_spread(pod)).collect();
     if !pending.is_empty() {
-        return Finding::new(
+        return (
             Reason::DomainsFull,
             format!(
                 "{} stays Pending: the domains with the fewest of the component's Instances are full",
@@ -516,7 +501,7 @@ fn where_instances_run(report: &Report, anchors: &[&Pod], key: &str, settings: &
     let per_domain = &report.instances_per_domain;
     if anchors.len() > 1 && per_domain.len() == 1 {
         let domain = per_domain.keys().next().map(String::as_str).unwrap_or_default();
-        return Finding::new(
+        return (
             Reason::SingleDomain,
             format!("only one domain ({domain}) has a node the pods select"),
             "Put the model on nodes in a second domain, as Choose the nodes shows.",
@@ -524,7 +509,7 @@ fn where_instances_run(report: &Report, anchors: &[&Pod], key: &str, settings: &
     }
     if report.skew > settings.max_skew as usize {
         let counts: Vec<String> = per_domain.iter().map(|(d, n)| format!("{d}: {n}")).collect();
-        return Finding::new(
+        return (
             Reason::Skewed,
             format!(
                 "Instances per domain ({}) differ by {}, more than maxSkew {}",
@@ -569,7 +554,7 @@ fn where_instances_run(report: &Report, anchors: &[&Pod], key: &str, settings: &
         }
         _ => "Nothing: losing one domain leaves the Instances in the others serving.",
     };
-    Finding::new(Reason::Satisfied, message, action)
+    (Reason::Satisfied, message, action)
 }
 
 /// A pod the scheduler holds back on its spread constraint itself: `didn't match pod topology

@@ -30,11 +30,8 @@ use crate::spread::Spread;
 /// every InferenceService of a large cluster never scans every object for each. Objects of other
 /// kinds take no part.
 pub struct Objects {
-    services: Vec<InferenceService>,
-    runtimes: Vec<ServingRuntime>,
-    cluster_runtimes: Vec<ClusterServingRuntime>,
-    replicas: Vec<InferenceReplica>,
-    pods: Vec<Pod>,
+    /// All but the nodes, which are in `nodes`.
+    parts: Parts,
     nodes: Nodes,
     requested: Requested,
     /// (namespace, InferenceService, component) -> its pods, in order, from OME's labels.
@@ -72,7 +69,7 @@ impl Objects {
 
     /// Objects already read (a live cluster's, listed as their models), or a pod's requests that
     /// cannot be counted, named.
-    pub fn of(parts: Parts) -> Result<Self, Unreadable> {
+    pub fn of(mut parts: Parts) -> Result<Self, Unreadable> {
         let mut by_component: HashMap<_, Vec<usize>> = HashMap::new();
         for (i, pod) in parts.pods.iter().enumerate() {
             if let Some((namespace, service, component)) = component_of(pod) {
@@ -83,12 +80,8 @@ impl Objects {
         // The room a plan counts on is taken by every pod bound to a node, of any workload.
         let requested = room::requested(&parts.pods)?;
         Ok(Self {
-            services: parts.services,
-            runtimes: parts.runtimes,
-            cluster_runtimes: parts.cluster_runtimes,
-            replicas: parts.replicas,
-            pods: parts.pods,
-            nodes: Nodes::new(parts.nodes),
+            nodes: Nodes::new(std::mem::take(&mut parts.nodes)),
+            parts,
             requested,
             by_component,
         })
@@ -98,36 +91,37 @@ impl Objects {
         &self.nodes
     }
 
-    /// The InferenceServices in `namespace` (None: in any).
-    pub fn services<'a>(&'a self, namespace: Option<&'a str>) -> impl Iterator<Item = &'a InferenceService> {
-        in_namespace(&self.services, namespace)
+    pub fn services(&self) -> impl Iterator<Item = &InferenceService> {
+        self.parts.services.iter()
     }
 
     pub fn service(&self, namespace: &str, name: &str) -> Option<&InferenceService> {
-        named_in(&self.services, namespace, name)
+        named_in(&self.parts.services, namespace, name)
     }
 
-    /// The InferenceReplicas in `namespace` (None: in any).
-    pub fn replicas<'a>(&'a self, namespace: Option<&'a str>) -> impl Iterator<Item = &'a InferenceReplica> {
-        in_namespace(&self.replicas, namespace)
+    pub fn replicas(&self) -> impl Iterator<Item = &InferenceReplica> {
+        self.parts.replicas.iter()
     }
 
     pub fn replica(&self, namespace: &str, name: &str) -> Option<&InferenceReplica> {
-        named_in(&self.replicas, namespace, name)
+        named_in(&self.parts.replicas, namespace, name)
     }
 
     /// The pods of an InferenceService's component, by OME's labels.
     pub fn pods_of(&self, namespace: &str, service: &str, component: &str) -> Vec<&Pod> {
         let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
         let pods = self.by_component.get(&key).map(Vec::as_slice).unwrap_or_default();
-        pods.iter().map(|&i| &self.pods[i]).collect()
+        pods.iter().map(|&i| &self.parts.pods[i]).collect()
     }
 
     /// The ServingRuntime or ClusterServingRuntime that `service` names, if it is among them.
     pub fn runtime_of(&self, service: &InferenceService) -> Option<Runtime<'_>> {
         match service.runtime()? {
-            RuntimeRef::Namespaced(name) => named_in(&self.runtimes, namespace(service), name).map(Runtime::Namespaced),
+            RuntimeRef::Namespaced(name) => {
+                named_in(&self.parts.runtimes, namespace(service), name).map(Runtime::Namespaced)
+            }
             RuntimeRef::Cluster(name) => self
+                .parts
                 .cluster_runtimes
                 .iter()
                 .find(|r| r.meta().name.as_deref() == Some(name))
@@ -137,28 +131,13 @@ impl Objects {
 }
 
 /// A document's objects: a List's items, or the document itself.
-pub fn items(document: Value) -> Vec<Value> {
-    match document {
-        Value::Object(mut list)
-            if list
-                .get("kind")
-                .and_then(Value::as_str)
-                .is_some_and(|k| k.ends_with("List"))
-                && list.get("items").is_some_and(Value::is_array) =>
-        {
-            match list.remove("items") {
-                Some(Value::Array(items)) => items,
-                _ => Vec::new(),
-            }
-        }
-        document => vec![document],
+pub fn items(mut document: Value) -> Vec<Value> {
+    if document["kind"].as_str().is_some_and(|k| k.ends_with("List"))
+        && let Some(Value::Array(items)) = document.get_mut("items")
+    {
+        return std::mem::take(items);
     }
-}
-
-fn in_namespace<'a, K: Resource>(objects: &'a [K], only: Option<&'a str>) -> impl Iterator<Item = &'a K> {
-    objects
-        .iter()
-        .filter(move |o| only.is_none_or(|ns| namespace(*o) == ns))
+    vec![document]
 }
 
 fn named_in<'a, K: Resource>(objects: &'a [K], namespace: &str, name: &str) -> Option<&'a K> {
@@ -213,7 +192,7 @@ pub enum ExplainError {
 /// to look in: the one the objects give it, when only one does.
 pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
     let mut namespaces: Vec<&str> = objects
-        .services(None)
+        .services()
         .filter(|o| o.meta().name.as_deref() == Some(service))
         .map(namespace)
         .collect();
@@ -319,26 +298,23 @@ pub fn explain<'a>(
         };
         let pods = objects.pods_of(namespace, service, component);
         let diagnosed = diagnosis::Component::new(isvc, runtime, replica, pods.iter().copied(), nodes);
-        let report = diagnosis::diagnose(&diagnosed, settings)?;
-        let plan = rebalance::recommend(&diagnosed, &report, &objects.requested, settings);
-        let rooms = rebalance::rooms(&diagnosed, &report, &objects.requested, usize::MAX);
-        let losses = loss::losses(&diagnosed, &report, &objects.requested, settings);
-        let tables = tables(replica, &pods, nodes, &report, &rooms, every_node);
-        let instances = drawn(&diagnosed, component, &report);
-        let alfred = alfred::remarks(&diagnosed);
+        let (report, requested) = (diagnosis::diagnose(&diagnosed, settings)?, &objects.requested);
+        let rooms = rebalance::rooms(&diagnosed, &report, requested, usize::MAX);
+        // Fields are evaluated in order: the pods, the report and the rooms are read before
+        // they move in.
         explained.push(Explained {
             service,
             namespace,
             component,
             replica,
+            tables: tables(replica, &pods, nodes, &report, &rooms, every_node),
+            plan: rebalance::recommend(&diagnosed, &report, requested, settings),
+            losses: loss::losses(&diagnosed, &report, requested, settings),
+            instances: drawn(&diagnosed, component, &report),
+            alfred: alfred::remarks(&diagnosed),
             pods,
-            tables,
             report,
-            plan,
             rooms,
-            losses,
-            instances,
-            alfred,
         });
     }
     if explained.is_empty() {

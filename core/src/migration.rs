@@ -108,10 +108,6 @@ impl Entry {
             rejected: None,
         }
     }
-
-    fn same_move(&self, component: &str, next: &Move) -> bool {
-        (self.component.as_str(), self.instance, self.from_node.as_str()) == (component, next.instance, &next.from_node)
-    }
 }
 
 /// The annotation key of a request.
@@ -350,19 +346,36 @@ pub struct Records {
 
 impl Records {
     pub fn read(replicas: &[Migrations]) -> Result<Self, BadRecord> {
-        let mut records = Self::default();
+        let mut all = Vec::new();
         for replica in replicas {
             for record in self::records(&replica.name, replica.migrations)? {
-                records.all.push((replica.name.clone(), record));
+                all.push((replica.name.clone(), record));
             }
         }
-        for (at, (_, record)) in records.all.iter().enumerate() {
-            let furthest = records.by_uuid.entry(record.uuid.clone()).or_insert(at);
-            if records.all[*furthest].1.phase.progress() < record.phase.progress() {
+        Ok(Self::of(all))
+    }
+
+    /// The records, with their replicas, each migration's furthest copy indexed (the first of
+    /// equals).
+    fn of(all: Vec<(String, Record)>) -> Self {
+        let mut by_uuid = HashMap::new();
+        for (at, (_, record)) in all.iter().enumerate() {
+            let furthest = by_uuid.entry(record.uuid.clone()).or_insert(at);
+            if all[*furthest].1.phase.progress() < record.phase.progress() {
                 *furthest = at;
             }
         }
-        Ok(records)
+        Self { all, by_uuid }
+    }
+
+    fn get(&self, uuid: &str) -> Option<&Record> {
+        self.by_uuid.get(uuid).map(|at| &self.all[*at].1)
+    }
+
+    /// Every record, with its replica, each at its furthest phase.
+    fn furthest(&self) -> impl Iterator<Item = (&str, &Record)> {
+        let all = self.all.iter();
+        all.filter_map(|(replica, r)| Some((replica.as_str(), self.get(&r.uuid)?)))
     }
 }
 
@@ -448,38 +461,6 @@ impl Hold {
         )
     }
 }
-/// The records as [`hold`] sees them: the cluster's read and the component's own replica's, each
-/// migration at the furthest phase either copy shows.
-struct Recorded<'a> {
-    replica: &'a str,
-    own: Vec<Record>,
-    cluster: &'a Records,
-}
-
-impl Recorded<'_> {
-    fn get(&self, uuid: &str) -> Option<&Record> {
-        let read = self.cluster.by_uuid.get(uuid).map(|at| &self.cluster.all[*at].1);
-        let own = self.own.iter().find(|r| r.uuid == uuid);
-        match (own, read) {
-            (Some(own), Some(read)) if read.phase.progress() > own.phase.progress() => Some(read),
-            (own, read) => own.or(read),
-        }
-    }
-
-    /// Every record, with its replica, each at its furthest phase.
-    fn furthest(&self) -> impl Iterator<Item = (&str, &Record)> {
-        let own = self.own.iter().map(|r| (self.replica, r));
-        let read = self.cluster.all.iter().map(|(name, r)| (name.as_str(), r));
-        own.chain(read)
-            .filter_map(|(replica, r)| Some((replica, self.get(&r.uuid)?)))
-    }
-
-    /// The first migration still in flight, with its replica.
-    fn active(&self) -> Option<(&str, &Record)> {
-        self.furthest().find(|(_, r)| r.in_flight())
-    }
-}
-
 /// The first guardrail that holds the next request back, in this order: the component's own
 /// (mode, pause, migrationPolicy, its pods, OME's caps), then one migration at a time
 /// cluster-wide (records in flight, requests pending, ours not yet recorded), then the pace (the
@@ -487,12 +468,16 @@ impl Recorded<'_> {
 /// written.
 pub fn hold(situation: &Situation) -> Result<(), Hold> {
     component_holds(situation)?;
-    let recorded = Recorded {
-        replica: &situation.replica.name,
-        own: records(&situation.replica.name, situation.replica.migrations)?,
-        cluster: situation.records.as_ref().map_err(|e| e.clone())?,
-    };
-    let own = recorded.furthest().filter(|(replica, _)| *replica == recorded.replica);
+    // The component's own replica's records first: of two copies as far along, its own is read.
+    let replica = &situation.replica.name;
+    let own = records(replica, situation.replica.migrations)?.into_iter();
+    let cluster = situation.records.as_ref().map_err(|e| e.clone())?;
+    let recorded = Records::of(
+        own.map(|r| (replica.clone(), r))
+            .chain(cluster.all.iter().cloned())
+            .collect(),
+    );
+    let own = recorded.furthest().filter(|(name, _)| name == replica);
     if let Some(unconfigured) = unconfigured(situation.component.replica, own.map(|(_, r)| r)) {
         return Err(unconfigured.into());
     }
@@ -551,8 +536,8 @@ fn our_requests<'a>(s: &'a Situation, requests: &'a Requests) -> Vec<(&'a str, &
     ours
 }
 
-fn one_at_a_time(s: &Situation, records: &Recorded, requests: &Requests, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
-    if let Some((replica, record)) = records.active() {
+fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
+    if let Some((replica, record)) = records.furthest().find(|(_, r)| r.in_flight()) {
         return Err(Hold::Active {
             replica: replica.to_owned(),
             uuid: record.uuid.clone(),
@@ -577,7 +562,7 @@ fn one_at_a_time(s: &Situation, records: &Recorded, requests: &Requests, ours: &
     }
 }
 
-fn pace(s: &Situation, records: &Recorded, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
+fn pace(s: &Situation, records: &Records, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
     let started = ours
         .iter()
         .filter(|(_, e)| e.rejected.is_none() && s.now.duration_since(e.at) < HOUR)
@@ -594,7 +579,10 @@ fn pace(s: &Situation, records: &Recorded, ours: &[(&str, &Entry)]) -> Result<()
         .filter(|(service, e)| *service == s.service && e.component == kind)
         .map(|(_, e)| *e)
         .collect();
-    let tries = mine.iter().filter(|e| e.same_move(kind, s.next)).count();
+    // Of the component's own: the same Instance off the same node.
+    let tries = (mine.iter())
+        .filter(|e| (e.instance, &e.from_node) == (s.next.instance, &s.next.from_node))
+        .count();
     if tries >= MAX_TRIES {
         return Err(Hold::Tried {
             service: s.service.into(),
@@ -610,7 +598,7 @@ fn pace(s: &Situation, records: &Recorded, ours: &[(&str, &Entry)]) -> Result<()
 /// After a failed or rejected request of the component: [`BACKOFF`] from the last failure (a
 /// record's `completedAt`, else the request's time), doubled per failure the ledger keeps, at
 /// most [`MAX_BACKOFF`].
-fn backoff(s: &Situation, kind: &str, mine: &[&Entry], records: &Recorded) -> Result<(), Hold> {
+fn backoff(s: &Situation, kind: &str, mine: &[&Entry], records: &Records) -> Result<(), Hold> {
     let failure = |e: &Entry| match (&e.rejected, records.get(&e.uuid)) {
         (Some(message), _) => Some((e.at, format!("was rejected ({message})"))),
         (None, Some(r)) if r.phase == Phase::Failed => {

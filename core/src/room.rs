@@ -50,24 +50,18 @@ const PODS: &str = "pods";
 struct Exact(BTreeMap<String, Quantity>);
 
 impl Exact {
-    /// Quantities by resource name; an unreadable one is named by its resource.
-    fn read<'a>(
-        quantities: impl IntoIterator<Item = (&'a str, Result<Quantity, QuantityError>)>,
-    ) -> Result<Self, Unreadable> {
-        let read = quantities.into_iter().map(|(name, quantity)| match quantity {
-            Ok(quantity) => Ok((name.to_owned(), quantity)),
+    /// A JSON map of quantities (`requests`, `overhead`, `allocatable`); an unreadable one is
+    /// named by its resource.
+    fn of_json(quantities: &Value) -> Result<Self, Unreadable> {
+        let amounts = quantities.as_object().into_iter().flatten();
+        let read = amounts.map(|(name, value)| match amount(value) {
+            Ok(quantity) => Ok((name.clone(), quantity)),
             Err(reason) => Err(Unreadable {
-                at: name.to_owned(),
+                at: name.clone(),
                 reason,
             }),
         });
         read.collect::<Result<_, _>>().map(Self)
-    }
-
-    /// A JSON map of quantities (`requests`, `overhead`, `allocatable`).
-    fn of_json(quantities: &Value) -> Result<Self, Unreadable> {
-        let amounts = quantities.as_object().into_iter().flatten();
-        Self::read(amounts.map(|(name, value)| (name.as_str(), amount(value))))
     }
 
     fn add(&mut self, other: &Exact) {
@@ -114,10 +108,10 @@ fn amount(value: &Value) -> Result<Quantity, QuantityError> {
 impl Resources {
     /// Kubernetes quantities by resource name (a node's allocatable as typed objects hold it).
     pub fn parsed<'a>(quantities: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, Unreadable> {
-        let amounts = quantities
+        let quantities = quantities
             .into_iter()
-            .map(|(name, q)| (name, Quantity::amount(q.trim())));
-        Exact::read(amounts).map(Exact::counted)
+            .map(|(name, q)| (name.to_owned(), Value::from(q)));
+        Self::from_quantities(&Value::Object(quantities.collect()))
     }
 
     /// A JSON map of quantities (`allocatable`, `requests`).

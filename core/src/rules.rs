@@ -8,7 +8,6 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::instance::{InstanceLabels, Runner};
-use crate::labels;
 use crate::settings::Settings;
 use crate::spread::{Spread, SpreadSettings};
 
@@ -23,28 +22,6 @@ pub enum Decision<'a> {
         index: usize,
         fields: Completion,
     },
-}
-
-/// A list of a pod that a rule reads and may append to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum List {
-    SpreadConstraints,
-    RequiredPodAffinity,
-}
-
-impl List {
-    /// Where the list stands in a pod.
-    pub fn path(self) -> &'static [&'static str] {
-        match self {
-            Self::SpreadConstraints => &["spec", "topologySpreadConstraints"],
-            Self::RequiredPodAffinity => &[
-                "spec",
-                "affinity",
-                "podAffinity",
-                "requiredDuringSchedulingIgnoredDuringExecution",
-            ],
-        }
-    }
 }
 
 /// What the settings add to OME's own constraint where it has none (P12).
@@ -71,8 +48,8 @@ pub enum Term<'a> {
 pub struct SpreadConstraint<'a> {
     max_skew: i32,
     topology_key: &'a str,
-    when_unsatisfiable: &'static str,
-    label_selector: Selector<'a>,
+    pub(crate) when_unsatisfiable: &'static str,
+    pub(crate) label_selector: Selector<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     min_domains: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,15 +81,8 @@ impl Selector<'_> {
             Some(Value::Array(expressions)) => expressions.is_empty(),
             Some(_) => false,
         };
-        let ours = self.match_labels.pairs();
-        let present = selector["matchLabels"].as_object();
-        no_expressions
-            && present.is_some_and(|labels| {
-                labels.len() == ours.len()
-                    && ours
-                        .iter()
-                        .all(|(label, value)| labels.get(*label) == Some(&Value::from(*value)))
-            })
+        // JSON objects are equal whatever the order of their fields.
+        no_expressions && serde_json::to_value(&self.match_labels).is_ok_and(|ours| selector["matchLabels"] == ours)
     }
 }
 
@@ -126,18 +96,6 @@ struct MatchLabels<'a> {
     instance_index: Option<&'a str>,
     #[serde(rename = "ome.io/runner")]
     runner: &'static str,
-}
-
-impl MatchLabels<'_> {
-    fn pairs(&self) -> Vec<(&'static str, &str)> {
-        let mut pairs = vec![
-            (labels::INFERENCE_SERVICE, self.service),
-            (labels::COMPONENT, self.component),
-        ];
-        pairs.extend(self.instance_index.map(|index| (labels::INSTANCE_INDEX, index)));
-        pairs.push((labels::RUNNER, self.runner));
-        pairs
-    }
 }
 
 /// Why a request passes as it came.
@@ -210,11 +168,16 @@ pub fn decide<'a>(term: Term<'a>, present: &[&Value], settings: &Settings) -> De
 }
 
 impl Term<'_> {
-    /// The list the term goes into, and whose terms [`decide`] reads.
-    pub fn list(&self) -> List {
+    /// Where the list the term goes into stands in a pod: the list whose terms [`decide`] reads.
+    pub fn path(&self) -> &'static [&'static str] {
         match self {
-            Self::Spread(_) => List::SpreadConstraints,
-            Self::Affinity(_) => List::RequiredPodAffinity,
+            Self::Spread(_) => &["spec", "topologySpreadConstraints"],
+            Self::Affinity(_) => &[
+                "spec",
+                "affinity",
+                "podAffinity",
+                "requiredDuringSchedulingIgnoredDuringExecution",
+            ],
         }
     }
 }
@@ -277,17 +240,6 @@ pub fn leader_affinity<'a>(instance: &'a InstanceLabels, instance_index: &'a str
                 runner: "leader",
             },
         },
-    }
-}
-
-impl<'a> SpreadConstraint<'a> {
-    /// The Instances it counts, which tell OME's own constraint from an operator's.
-    pub fn selector(&self) -> &Selector<'a> {
-        &self.label_selector
-    }
-
-    pub fn when_unsatisfiable(&self) -> &'static str {
-        self.when_unsatisfiable
     }
 }
 

@@ -6,7 +6,8 @@
 //! - [`stand_in`]: the fakes that remain, each only where nothing real can run, its module saying
 //!   why and which suites run the real component instead.
 //! - [`bench`]: the benchmarks' large cluster and the controller's churn.
-//! - [`policy`]: the policy's fixtures, its rule table and its runners, native and wasm; and
+//! - [`policy`]: the policy's fixtures and its runners, native and wasm (the rule table they run
+//!   is the policy crate's tests/cases); and
 //!   [`policy_server`], the real Kubewarden policy-server over that table.
 
 pub mod bench;

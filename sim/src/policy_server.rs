@@ -209,7 +209,7 @@ pub struct Policy {
 /// (kubewarden/adm-controller, `internal/controller/policyserver_controller_configmap.go`):
 /// `hostCapabilities: ["*"]` for a cluster-wide policy, without which policy-server 1.36 and
 /// later refuse every host call; 1.31 ignores the field.
-fn policies_file(policies: &[Policy]) -> Value {
+pub fn policies_file(policies: &[Policy]) -> Value {
     let file: serde_json::Map<String, Value> = policies
         .iter()
         .map(|p| {
@@ -411,46 +411,4 @@ fn patched(pod: &Value, patch: &str) -> Result<Value, String> {
     let mut pod = pod.clone();
     json_patch::patch(&mut pod, &patch).map_err(|e| e.to_string())?;
     Ok(pod)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each entry as Kubewarden 1.36's controller writes a ClusterAdmissionPolicy's: every host
-    /// capability granted, and the context-aware policy's one resource.
-    #[test]
-    fn the_policies_file_grants_what_kubewarden_grants_a_cluster_wide_policy() {
-        let policies = [
-            Policy {
-                name: "ome-spread".into(),
-                module: PathBuf::from("/p/annotated-policy.wasm"),
-                settings: json!({"maxSkew": 2}),
-                context_aware: true,
-            },
-            Policy {
-                name: "floor".into(),
-                module: PathBuf::from("/p/annotated-floor.wasm"),
-                settings: json!({}),
-                context_aware: false,
-            },
-        ];
-        assert_eq!(
-            policies_file(&policies),
-            json!({
-                "ome-spread": {
-                    "module": "file:///p/annotated-policy.wasm",
-                    "settings": {"maxSkew": 2},
-                    "hostCapabilities": ["*"],
-                    "allowedToMutate": true,
-                    "contextAwareResources": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}],
-                },
-                "floor": {
-                    "module": "file:///p/annotated-floor.wasm",
-                    "settings": {},
-                    "hostCapabilities": ["*"],
-                },
-            })
-        );
-    }
 }

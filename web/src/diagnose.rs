@@ -21,7 +21,7 @@ fn answer(objects: &str, settings: &str) -> Result<Value, String> {
     let (_, settings) = input::settings(settings)?;
     let objects = input::objects(objects)?;
     let services: Vec<Value> = objects
-        .services(None)
+        .services()
         .map(|service| {
             let name = service.metadata.name.as_deref().unwrap_or_default();
             let namespace = namespace(service);

@@ -1,9 +1,11 @@
 //! The controller's churn, as `make bench-churn` runs it on the in-memory API server and
 //! `make bench-cluster` on a real kube-apiserver: the controller as built, its own process, then
-//! a number of seconds of churn at [`RATE`] pod events a second over random components. A third of
+//! a number of seconds of churn at a rate of pod events a second ([`RATE`] in memory) over random
+//! components. A third of
 //! the events are status updates that change no condition; the rest an Instance's pod deleted,
 //! then put back, each of which changes the component's `Spread` condition and is timed to it.
-//! Meanwhile every node's GPU Feature Discovery timestamp label is rewritten once a minute.
+//! Meanwhile every node's GPU Feature Discovery timestamp label is rewritten once a minute where
+//! the rate allows (one a tick at most: at 50 ticks a second, each of 5,000 nodes every 100 s).
 //!
 //! Measured: the delay from each pod event to the condition written after it (an event with none
 //! within [`UNREFLECTED`] is counted apart, and whether its condition came later), the
@@ -32,11 +34,14 @@ use tokio::task::JoinSet;
 use crate::bench::histogram::Buckets;
 use crate::bench::large_cluster;
 use crate::stand_in::memory::{self, ApiServer};
+use crate::support::objects;
 
-/// Pod events a second.
+/// Pod events a second on the in-memory API server.
 pub const RATE: u64 = 1_000;
-/// Pods of other workloads beside OME's.
+/// Pods of other workloads beside OME's (`make bench-churn`).
 pub const OTHER_PODS: usize = 20_000;
+/// Pods of other workloads beside OME's in `make bench-churn-large`: 100,000 pods in all.
+pub const OTHER_PODS_LARGE: usize = 90_000;
 /// How long the controller may take to write its first condition on every replica.
 const SETTLE: Duration = Duration::from_secs(600);
 /// An event whose condition has not come by then is counted at this delay, as a lower bound.
@@ -113,16 +118,16 @@ pub fn components(pods: &[Value]) -> Vec<Component> {
 }
 
 /// The large cluster as the in-memory churn holds it: OME's objects, its pods as OME creates them,
-/// the other workloads' pods, and the nodes with room left beside them (64 GPUs each, on average
+/// `other_pods` pods of other workloads, and the nodes with room left beside them (64 GPUs each, on average
 /// two of OME's 8-GPU pods and four trainers on each), so that the room count runs in full, as on
 /// a cluster with free GPUs.
-pub fn objects() -> Vec<Value> {
+pub fn objects(other_pods: usize) -> Vec<Value> {
     let cluster = large_cluster::cluster();
     let mut objects = vec![cluster.runtime.clone()];
     objects.extend(cluster.services.iter().cloned());
     objects.extend(cluster.replicas.iter().cloned());
     objects.extend(large_cluster::ome_pods(&cluster));
-    objects.extend(large_cluster::other_pods(&cluster, OTHER_PODS));
+    objects.extend(large_cluster::other_pods(&cluster, other_pods));
     objects.extend(cluster.nodes.iter().cloned().map(|mut node| {
         node["status"] = json!({"allocatable": room()});
         node
@@ -133,10 +138,6 @@ pub fn objects() -> Vec<Value> {
 /// What each of the churn's nodes holds.
 pub fn room() -> Value {
     json!({"nvidia.com/gpu": "64", "cpu": "224", "memory": "2Ti", "pods": "110"})
-}
-
-fn pod_name(pod: &Value) -> String {
-    pod["metadata"]["name"].as_str().unwrap_or_default().to_owned()
 }
 
 /// The in-memory API server: each write takes effect at once, and every write is on its record.
@@ -299,7 +300,7 @@ pub struct Measured {
 impl Measured {
     /// Nothing counted yet, for a churn of `seconds` after the replicas `settled`, the controller
     /// at `peak_settled_mib` then.
-    fn new(seconds: u64, settled: Duration, peak_settled_mib: u64) -> Measured {
+    pub fn new(seconds: u64, settled: Duration, peak_settled_mib: u64) -> Measured {
         Measured {
             events: 0,
             updates: 0,
@@ -468,7 +469,7 @@ impl Churning {
         match c.deleted.take() {
             None => {
                 let anchor = fastrand::usize(..c.anchors.len());
-                let name = pod_name(&c.anchors[anchor]);
+                let name = objects::name(&c.anchors[anchor]).to_owned();
                 c.deleted = Some(anchor);
                 writes.spawn(async move { (Some((i, Step::Deleted)), server.delete_pod(name).await) });
             }
@@ -492,19 +493,19 @@ impl Churning {
         let Some(&anchor) = fastrand::choice(&present) else {
             return;
         };
-        let (server, name) = (server.clone(), pod_name(&c.anchors[anchor]));
+        let (server, name) = (server.clone(), objects::name(&c.anchors[anchor]).to_owned());
         writes.spawn(async move { (None, server.restart_container(name, tick).await) });
     }
 }
 
-/// The churn: `seconds` of it at [`RATE`] on `server` (holding `components` and `nodes`), the
+/// The churn: `seconds` of it at `rate` events a second on `server` (holding `components` and `nodes`), the
 /// `controller` at work on it; then until every event is reflected or counted as not.
 pub async fn churn<S: Server>(
     server: Arc<S>,
     components: Vec<Component>,
     nodes: &[String],
     controller: &Controller,
-    seconds: u64,
+    (seconds, rate): (u64, u64),
     mut disruption: Option<Disruption>,
     dir: &Path,
 ) -> Measured {
@@ -524,10 +525,10 @@ pub async fn churn<S: Server>(
         restarted: Arc::default(),
     };
     let mut writes = JoinSet::new();
-    let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let churning = Duration::from_secs(seconds);
-    let node_every = (RATE * 60 / nodes.len() as u64).max(1);
+    let node_every = (rate * 60 / nodes.len() as u64).max(1);
     let mut tick = 0u64;
     while state.started.elapsed() < churning || state.components.iter().any(|c| c.pending.is_some()) {
         ticks.tick().await;
@@ -583,9 +584,10 @@ pub async fn churn<S: Server>(
     measured
 }
 
-/// The churn on a fresh in-memory API server, the controller `binary` on it.
-pub async fn in_memory(binary: &Path, seconds: u64, dir: &Path) -> Measured {
-    let objects = objects();
+/// The churn at [`RATE`] on a fresh in-memory API server holding `other_pods` pods of other
+/// workloads, the controller `binary` on it.
+pub async fn in_memory(binary: &Path, seconds: u64, other_pods: usize, dir: &Path) -> Measured {
+    let objects = objects(other_pods);
     let components = components(&objects);
     let server = ApiServer::holding(objects);
     let nodes: Vec<String> = (0..large_cluster::cluster().nodes.len())
@@ -602,7 +604,7 @@ pub async fn in_memory(binary: &Path, seconds: u64, dir: &Path) -> Measured {
     );
     std::fs::write(&kubeconfig, config).expect("the kubeconfig");
     let controller = Controller::start(binary, &kubeconfig, dir);
-    let measured = churn(server, components, &nodes, &controller, seconds, None, dir).await;
+    let measured = churn(server, components, &nodes, &controller, (seconds, RATE), None, dir).await;
     controller.stop().await;
     serving.abort();
     measured

@@ -164,17 +164,37 @@ pub fn ome_pods(cluster: &Cluster) -> Vec<Value> {
         .collect()
 }
 
-/// `count` pods of training jobs, eight GPUs each, on the cluster's nodes (the models' too).
+/// `count` pods of other workloads, none with OME's labels, each on its node: training jobs'
+/// first, four to a node, eight GPUs each; beyond them, DaemonSets' pods, one of each DaemonSet a
+/// node, three containers each with CPU and memory requests (an agent, its exporter, its log
+/// shipper), as the cluster's GPU and network operators and its monitoring run them.
 pub fn other_pods(cluster: &Cluster, count: usize) -> Vec<Value> {
-    let pod = |p: usize| {
+    let nodes = cluster.nodes.len();
+    let trainer = |p: usize| {
         json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("trainer-{p}"), "namespace": "training", "labels": {"job-name": format!("job-{}", p / 8)}},
-            "spec": {"nodeName": format!("gpu-node-{}", p % cluster.nodes.len()),
+            "spec": {"nodeName": format!("gpu-node-{}", p % nodes),
                 "containers": [{"name": "trainer", "image": "trainer", "resources": {"requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]},
             "status": {"phase": "Running"}})
     };
-    (0..count).map(pod).collect()
+    let container = |name: &str, cpu: &str, memory: &str| json!({"name": name, "image": format!("{name}:v1"), "resources": {"requests": {"cpu": cpu, "memory": memory}}});
+    let daemon = |d: usize, node: usize| {
+        let daemonset = format!("node-agent-{d}");
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{daemonset}-{node}"), "namespace": "kube-system",
+                "labels": {"app.kubernetes.io/name": daemonset, "controller-revision-hash": "5d9c8b7f6", "pod-template-generation": "1"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": daemonset, "uid": format!("daemonset-{d}"), "controller": true}]},
+            "spec": {"nodeName": format!("gpu-node-{node}"),
+                "containers": [container("agent", "100m", "128Mi"), container("exporter", "50m", "64Mi"), container("log-shipper", "50m", "64Mi")]},
+            "status": {"phase": "Running"}})
+    };
+    let trainers = count.min(TRAINERS_A_NODE * nodes);
+    let daemons = (trainers..count).map(|p| daemon((p - trainers) / nodes, (p - trainers) % nodes));
+    (0..trainers).map(trainer).chain(daemons).collect()
 }
+
+/// Training jobs' pods on each node, at most: eight GPUs each, half a node's 64.
+const TRAINERS_A_NODE: usize = 4;
 
 #[cfg(test)]
 mod tests {
@@ -198,6 +218,40 @@ mod tests {
                 "model-1-engine-0-worker-2",
                 "model-1-engine-0-worker-3",
             ]
+        );
+    }
+
+    /// `make bench-churn-large`'s 90,000: 20,000 trainers, four to each of the 5,000 nodes, and
+    /// fourteen DaemonSets' pods on every node; none OME's, each bound, with requests.
+    #[test]
+    fn other_pods_are_trainers_four_a_node_then_one_of_each_daemonset_a_node() {
+        let pods = other_pods(&cluster(), 90_000);
+        assert_eq!(pods.len(), 90_000);
+        let name = |p: &Value| p["metadata"]["name"].as_str().unwrap().to_owned();
+        let trainers = pods.iter().filter(|p| name(p).starts_with("trainer-")).count();
+        let daemons: Vec<&Value> = pods.iter().filter(|p| name(p).starts_with("node-agent-")).collect();
+        assert_eq!((trainers, daemons.len()), (20_000, 70_000));
+        let mut daemonsets: Vec<&str> = daemons
+            .iter()
+            .map(|p| p["metadata"]["labels"]["app.kubernetes.io/name"].as_str().unwrap())
+            .collect();
+        daemonsets.sort();
+        daemonsets.dedup();
+        assert_eq!(daemonsets.len(), 14);
+        let on = |node: &str| pods.iter().filter(|p| p["spec"]["nodeName"] == node).count();
+        assert_eq!((on("gpu-node-0"), on("gpu-node-4999")), (18, 18));
+        assert_eq!(pods[89_999]["metadata"]["name"], "node-agent-13-4999");
+        assert_eq!(pods[89_999]["spec"]["containers"].as_array().unwrap().len(), 3);
+        assert!(pods.iter().all(|p| {
+            p["metadata"]["labels"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .all(|k| !k.contains("ome.io"))
+        }));
+        assert!(
+            pods.iter()
+                .all(|p| p["spec"]["containers"][0]["resources"]["requests"]["cpu"].is_string())
         );
     }
 }

@@ -1,9 +1,13 @@
-//! The policy as its tests run it: the fixtures, a stand-in for the policy-server's `get_resource`
-//! host call, and the two ways to evaluate a request: the core natively, and the built
-//! `policy.wasm` through waPC in wasmtime, as the policy-server runs it.
+//! Why a stand-in for the policy-server's `get_resource` host call ([`Cluster`]): policy-server
+//! and kwctl are not installed where these tests run, and the rule table needs host answers a
+//! cluster does not give on demand (a forbidden read, a body that is not JSON). Where they are
+//! installed, the same table runs under the real policy-server (controller/tests/policy_server.rs)
+//! and kwctl (e2e.bats).
+//!
+//! The policy as its tests run it: the fixtures, that host call, and the two ways to evaluate a
+//! request: the core natively, and the built `policy.wasm` through waPC in wasmtime, as the
+//! policy-server runs it.
 
-pub mod cases;
-pub mod catalogue;
 pub mod wasm;
 
 use std::collections::BTreeMap;
@@ -20,6 +24,36 @@ pub fn fixture(relative: &str) -> Value {
     let path = data_dir().join(relative);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The AdmissionReview of a pod under `tests/data/requests`.
+pub fn review(pod: &str) -> Value {
+    fixture(&format!("requests/{pod}.json"))
+}
+
+/// An InferenceReplica under `tests/data/replicas`.
+pub fn replica(name: &str) -> Value {
+    fixture(&format!("replicas/{name}.json"))
+}
+
+/// `review` with its pod changed by `change`.
+pub fn edited(mut review: Value, change: impl FnOnce(&mut Value)) -> Value {
+    change(&mut review["request"]["object"]);
+    review
+}
+
+/// `replica` with these spec fields set (null removes one).
+pub fn with_spec(mut replica: Value, fields: Value) -> Value {
+    for (field, value) in fields.as_object().expect("fields") {
+        match value {
+            Value::Null => replica["spec"].as_object_mut().expect("spec").remove(field),
+            set => replica["spec"]
+                .as_object_mut()
+                .expect("spec")
+                .insert(field.clone(), set.clone()),
+        };
+    }
+    replica
 }
 
 /// The ValidationRequest the policy-server sends: the settings and an AdmissionReview's request.

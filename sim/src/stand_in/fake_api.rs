@@ -1,12 +1,12 @@
-//! A fake Kubernetes API server, for the real Kubewarden policy-server of
-//! [`crate::policy_server`]: it serves the discovery documents of `ome.io/v1beta1` and, for each
-//! case of the rule table, the answer to the GET of its InferenceReplica, recording every request.
-//!
-//! Why not kube-apiserver: the table's cases need answers a real API server does not give on
+//! Why not kube-apiserver: the rule table's cases need answers a real API server does not give on
 //! demand (a 500, a body that is not JSON), and the load benchmark counts the GETs that get past
 //! policy-server's cache. The policy reads its replicas from a real kube-apiserver, under
 //! `policy.yaml`'s RBAC, in tests/webhook.rs and controller/tests/seed.rs (through the admission
 //! host, [`super::admission_host`]).
+//!
+//! A fake Kubernetes API server, for the real Kubewarden policy-server of
+//! [`crate::policy_server`]: it serves the discovery documents of `ome.io/v1beta1` and, for each
+//! case of the rule table, the answer to the GET of its InferenceReplica, recording every request.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};

@@ -1,12 +1,13 @@
+//! Why not kube-apiserver: each of the controller's tests that use it runs its own cluster in
+//! milliseconds under tokio's paused time, so that "nothing happened within 2 s" is exact, and the
+//! churn benchmark measures the controller alone. The controller runs against the real
+//! kube-apiserver in the cluster suites (controller/tests/deployed.rs, cluster.rs, seed.rs) and in
+//! `make bench-cluster`.
+//!
 //! The in-memory API server of the controller's tests and of `make bench-churn`: it lists,
 //! watches, creates and patches objects held as JSON, behind tower-test's mock service
 //! ([`ApiServer::client`]: controller/tests/controller.rs, explain.rs) or over HTTP on 127.0.0.1
 //! ([`serve`]: controller/benches/churn.rs).
-//!
-//! Why not kube-apiserver: each of those tests runs its own cluster in milliseconds under tokio's
-//! paused time, so that "nothing happened within 2 s" is exact, and the churn benchmark measures
-//! the controller alone. The controller runs against the real kube-apiserver in the cluster
-//! suites (controller/tests/deployed.rs, cluster.rs, seed.rs) and in `make bench-cluster`.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -149,15 +150,13 @@ impl ApiServer {
 
     /// Stores an object, or replaces it, and tells the watches.
     pub fn put(&self, mut object: Value) -> Value {
-        let (prefix, resource) = Self::resource_of(object["kind"].as_str().unwrap_or_default());
+        let key = Self::key(
+            object["kind"].as_str().unwrap_or_default(),
+            object["metadata"]["namespace"].as_str(),
+            object["metadata"]["name"].as_str().unwrap_or_default(),
+        );
         let version = self.version.fetch_add(1, Ordering::SeqCst) + 1;
         object["metadata"]["resourceVersion"] = json!(version.to_string());
-        let key = Key {
-            prefix: prefix.into(),
-            resource: resource.clone(),
-            namespace: object["metadata"]["namespace"].as_str().map(String::from),
-            name: object["metadata"]["name"].as_str().unwrap_or_default().into(),
-        };
         let mut objects = self.objects.lock().unwrap();
         // As the API server does: a new object gets a uid of its own, one made again a new one.
         if !objects.contains_key(&key) && object["metadata"]["uid"].is_null() {

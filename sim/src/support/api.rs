@@ -9,6 +9,8 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::Value;
 
+use crate::support::objects::{name, namespace_of};
+
 /// A kind they use, with what its URL needs.
 #[derive(Debug, Clone, Copy)]
 pub struct Kind {
@@ -161,7 +163,7 @@ pub async fn get(client: &Client, kind: Kind, namespace: &str, name: &str) -> Re
 }
 
 pub async fn create(client: &Client, kind: Kind, object: &Value) -> Result<(), ApiError> {
-    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    let namespace = namespace_of(object);
     let typed: DynamicObject = serde_json::from_value(object.clone())?;
     bounded(kind.within(client, namespace).create(&PostParams::default(), &typed)).await?;
     Ok(())
@@ -228,11 +230,7 @@ pub async fn delete_now(client: &Client, kind: Kind, namespace: &str, name: &str
 
 /// An object's namespace (empty when cluster-scoped) and name.
 pub fn identity(object: &Value) -> (&str, &str) {
-    let metadata = &object["metadata"];
-    (
-        metadata["namespace"].as_str().unwrap_or_default(),
-        metadata["name"].as_str().unwrap_or_default(),
-    )
+    (namespace_of(object), name(object))
 }
 
 /// Now, to the second, as Kubernetes writes its times (metav1.Time).

@@ -200,23 +200,26 @@ pub async fn apply(kubeconfig: &Path, manifest: &str) -> String {
     printed.stdout
 }
 
-/// OME's CRDs (cluster/ome-crds.yaml) on the cluster, Established.
-pub async fn install_crds(admin: &Path) {
-    let crds = std::fs::read_to_string(workspace().join("cluster/ome-crds.yaml")).expect("the CRDs");
+/// The CRDs of cluster/`file` on the cluster, and `which` of them (a CRD's name, or `--all`)
+/// Established.
+async fn install(admin: &Path, file: &str, which: &str) {
+    let crds = std::fs::read_to_string(workspace().join("cluster").join(file)).expect("the CRDs");
     apply(admin, &crds).await;
     kubectl(
         admin,
-        &["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+        &["wait", "--for=condition=Established", "crd", which, "--timeout=60s"],
     )
     .await;
 }
 
+/// OME's CRDs (cluster/ome-crds.yaml) on the cluster, Established.
+pub async fn install_crds(admin: &Path) {
+    install(admin, "ome-crds.yaml", "--all").await;
+}
+
 /// OpenReports' Report CRD (cluster/openreports-crd.yaml) on the cluster, Established.
 pub async fn install_openreports_crd(admin: &Path) {
-    let crd = std::fs::read_to_string(workspace().join("cluster/openreports-crd.yaml")).expect("the CRD");
-    apply(admin, &crd).await;
-    let crd = "crd/reports.openreports.io";
-    kubectl(admin, &["wait", "--for=condition=Established", crd, "--timeout=60s"]).await;
+    install(admin, "openreports-crd.yaml", "reports.openreports.io").await;
 }
 
 /// No Report CRD on the cluster: what a suite that runs after one that installed it (seed's) and
@@ -254,10 +257,12 @@ pub async fn policy_server(admin: &Path, dir: &Path) -> PathBuf {
 /// Kubewarden's ClusterAdmissionPolicy CRD (cluster/kubewarden-crds.yaml) on the cluster,
 /// Established.
 pub async fn install_kubewarden_crd(admin: &Path) {
-    let crd = std::fs::read_to_string(workspace().join("cluster/kubewarden-crds.yaml")).expect("the CRD");
-    apply(admin, &crd).await;
-    let crd = "crd/clusteradmissionpolicies.policies.kubewarden.io";
-    kubectl(admin, &["wait", "--for=condition=Established", crd, "--timeout=60s"]).await;
+    install(
+        admin,
+        "kubewarden-crds.yaml",
+        "clusteradmissionpolicies.policies.kubewarden.io",
+    )
+    .await;
 }
 
 /// The controller's Lease deleted: one an earlier run left (its last holder killed, not

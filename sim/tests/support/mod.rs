@@ -15,6 +15,7 @@ use ome_spread_sim::support::api::{
 };
 use ome_spread_sim::support::live::{self, Process};
 use ome_spread_sim::support::nodes::{self, NodeShape, SUITE_NODE};
+use ome_spread_sim::support::objects;
 use serde_json::{Value, json};
 
 pub const NAMESPACE: &str = "spread-demo";
@@ -85,7 +86,7 @@ pub async fn cluster_with(layout: &[NodeShape], ome_options: ome::Options) -> Cl
     remove_namespace(&client).await;
     let wanted: Vec<&str> = layout.iter().map(|n| n.name.as_str()).collect();
     for node in api::list(&client, NODE).await.expect("the nodes") {
-        let name = node["metadata"]["name"].as_str().unwrap_or_default();
+        let name = objects::name(&node);
         if node["metadata"]["labels"][SUITE_NODE] == "true" && !wanted.contains(&name) {
             api::delete_now(&client, NODE, "", name)
                 .await
@@ -254,7 +255,7 @@ pub fn row(pod: &Value) -> (String, String, String, String, String, bool) {
         }
     };
     (
-        pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+        objects::name(pod).to_owned(),
         joined("topologyKey"),
         joined("whenUnsatisfiable"),
         pod["spec"]["nodeName"].as_str().unwrap_or("<none>").to_owned(),

@@ -1,3 +1,9 @@
+//! Why not OME itself: its manager is not built here (cluster/ pins no module of it), and it
+//! serves its webhooks through a Service with a cert-manager certificate (its chart's
+//! `inferenceservice.ome.io` webhook configurations), which cluster/up.sh's control plane, with no
+//! cluster network, cannot reach. Only OME's CRDs (cluster/ome-crds.yaml) and what its controllers
+//! write are reproduced; no suite here runs OME (not run here).
+//!
 //! The OME stand-in, test-only: what OME v1.3's controllers do for an OMENative InferenceService,
 //! against a real API server, so that the seed's how-to runs without OME. Each pass reads the
 //! cluster afresh (restartable, nothing kept between passes but what it has said) and:
@@ -20,12 +26,6 @@
 //! a missing worker too); a component taken off the InferenceService keeps its replica; the status is
 //! written whole by a merge patch guarded by the resourceVersion read, rather than through OME's
 //! status writer.
-//!
-//! Why not OME itself: its manager is not built here (cluster/ pins no module of it), and it
-//! serves its webhooks through a Service with a cert-manager certificate (its chart's
-//! `inferenceservice.ome.io` webhook configurations), which cluster/up.sh's control plane, with no
-//! cluster network, cannot reach. Only OME's CRDs (cluster/ome-crds.yaml) and what its controllers
-//! write are reproduced; no suite here runs OME (not run here).
 
 pub mod cluster;
 pub mod render;
@@ -322,9 +322,6 @@ impl StandIn {
     }
 }
 
-/// Whether the replica's spec lacks what the stand-in wants in it, or keeps a spread field the
-/// settings in effect no longer set (a lifecycle dropped from the InferenceService stays until
-/// the next write: another writer's, such as a test's, is not fought every pass).
 /// The object of `kind` named so, as the API server gave it (the stand-in reads fields of OME's
 /// that the core's model leaves out).
 fn raw<'a>(objects: &'a [Value], kind: &str, namespace: Option<&str>, name: &str) -> Option<&'a Value> {
@@ -334,14 +331,17 @@ fn raw<'a>(objects: &'a [Value], kind: &str, namespace: Option<&str>, name: &str
     })
 }
 
-fn spec_differs(spec: &Value, wanted: &Value) -> bool {
+/// Whether the replica's spec lacks what the stand-in wants in it, or keeps a spread field the
+/// settings in effect no longer set (a lifecycle dropped from the InferenceService stays until
+/// the next write: another writer's, such as a test's, is not fought every pass).
+pub fn spec_differs(spec: &Value, wanted: &Value) -> bool {
     let owned = ["topologySpread", "topologySpreadKey", "topologyKey"];
     let wanted_fields = wanted.as_object().into_iter().flatten();
     wanted_fields.clone().any(|(k, v)| &spec[k] != v) || owned.iter().any(|k| wanted[k].is_null() && !spec[k].is_null())
 }
 
 /// Whether the status the stand-in wants differs from the one stored, in what it writes.
-fn status_differs(stored: &Value, wanted: &Value) -> bool {
+pub fn status_differs(stored: &Value, wanted: &Value) -> bool {
     let fields = wanted.as_object().into_iter().flatten();
     fields.filter(|(k, _)| *k != "conditions").any(|(k, v)| &stored[k] != v)
         || !same_conditions(&stored["conditions"], &wanted["conditions"])
@@ -377,34 +377,4 @@ fn shown(spec: &Value) -> String {
         field("topologySpreadKey"),
         field("topologyKey")
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_spec_differs_when_a_field_is_missing_or_one_the_service_dropped_stays() {
-        let wanted = json!({"replicas": 2, "topologySpread": "Required"});
-        assert!(!spec_differs(
-            &json!({"replicas": 2, "topologySpread": "Required", "paused": true}),
-            &wanted
-        ));
-        assert!(spec_differs(&json!({"replicas": 2}), &wanted));
-        assert!(spec_differs(
-            &json!({"replicas": 2, "topologySpread": "Required", "topologyKey": "rack"}),
-            &wanted
-        ));
-    }
-
-    #[test]
-    fn a_status_differs_by_its_fields_and_conditions_not_their_times() {
-        let stored = json!({"replicas": 2, "conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "m",
-            "lastTransitionTime": "2026-12-01T09:00:00Z"}]});
-        let mut wanted = stored.clone();
-        wanted["conditions"][0]["lastTransitionTime"] = json!("2026-12-01T10:00:00Z");
-        assert!(!status_differs(&stored, &wanted));
-        wanted["replicas"] = json!(3);
-        assert!(status_differs(&stored, &wanted));
-    }
 }

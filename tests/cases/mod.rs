@@ -1,9 +1,13 @@
 //! The rules of docs/rules.md as one table of requests and their exact answers. The same table
-//! runs against the native core (`tests/rules.rs`) and the built wasm (`tests/wasm.rs`).
+//! runs against the native core (`tests/rules.rs`) and the built wasm (`tests/wasm.rs`), and is
+//! written out under `tests/data/cases/` for kwctl and policy-server (`tests/fixtures.rs`).
 
+#![allow(dead_code)] // each test file uses its part
+
+pub mod catalogue;
+
+use ome_spread_sim::policy::{Cluster, Policy, edited, replica, review, validation_request, with_spec};
 use serde_json::{Value, json};
-
-use super::{Cluster, Policy, fixture, validation_request};
 
 pub const SPREAD: &[&str] = &["spec", "topologySpreadConstraints"];
 pub const AFFINITY: &[&str] = &[
@@ -44,34 +48,6 @@ impl Case {
             .clone()
             .unwrap_or_else(|| validation_request(&self.review, self.settings.clone()))
     }
-}
-
-pub fn review(pod: &str) -> Value {
-    fixture(&format!("requests/{pod}.json"))
-}
-
-pub fn replica(name: &str) -> Value {
-    fixture(&format!("replicas/{name}.json"))
-}
-
-/// `review` with its pod changed by `change`.
-pub fn edited(mut review: Value, change: impl FnOnce(&mut Value)) -> Value {
-    change(&mut review["request"]["object"]);
-    review
-}
-
-/// `replica` with these spec fields set (null removes one).
-pub fn with_spec(mut replica: Value, fields: Value) -> Value {
-    for (field, value) in fields.as_object().expect("fields") {
-        match value {
-            Value::Null => replica["spec"].as_object_mut().expect("spec").remove(field),
-            set => replica["spec"]
-                .as_object_mut()
-                .expect("spec")
-                .insert(field.clone(), set.clone()),
-        };
-    }
-    replica
 }
 
 /// The object the policy must return: `object` with `term` appended to the list at `path`.
@@ -123,7 +99,8 @@ pub fn case(name: &'static str, review: Value, reads: Option<&'static str>, expe
     }
 }
 
-fn label(object: &mut Value, label: &str, value: Value) {
+/// `object`'s label set to `value` (null removes it).
+pub fn label(object: &mut Value, label: &str, value: Value) {
     match value {
         Value::Null => object["metadata"]["labels"]
             .as_object_mut()
@@ -136,14 +113,14 @@ fn label(object: &mut Value, label: &str, value: Value) {
     };
 }
 
-const QWEN_0: &str = "qwen3-0-6b-engine-0-default-0";
+pub const QWEN_0: &str = "qwen3-0-6b-engine-0-default-0";
 const DECODER_0: &str = "qwen3-0-6b-decoder-0-default-0";
 const LEADER: &str = "deepseek-v3-engine-0-leader-0";
-const WORKER: &str = "deepseek-v3-engine-0-worker-0";
+pub const WORKER: &str = "deepseek-v3-engine-0-worker-0";
 /// A key the component used before a change; OME keeps it for an Instance whose live pods carry it.
 const OLD_KEY: &str = "example.com/rack";
-const QWEN: Option<&str> = Some("qwen3-0-6b-engine");
-const DEEPSEEK: Option<&str> = Some("deepseek-v3-engine");
+pub const QWEN: Option<&str> = Some("qwen3-0-6b-engine");
+pub const DEEPSEEK: Option<&str> = Some("deepseek-v3-engine");
 /// The runtime's own words, namespace and all (policy-evaluator 0.30 prints it as an Option).
 const NOT_FOUND: &str = "cannot read InferenceReplica spread-demo/qwen3-0-6b-engine: Cannot find ome.io/v1beta1/InferenceReplica named 'qwen3-0-6b-engine' inside of namespace 'Some(\"spread-demo\")'";
 /// What a real API server answers the policy-server's service account without the RBAC.
@@ -156,7 +133,7 @@ pub fn all() -> Vec<Case> {
         .collect()
 }
 
-fn required_zone() -> Value {
+pub fn required_zone() -> Value {
     constraint("qwen3-0-6b", "engine", "default", ZONE, "DoNotSchedule")
 }
 
@@ -164,7 +141,7 @@ fn leader_zone() -> Value {
     constraint("deepseek-v3", "engine", "leader", ZONE, "DoNotSchedule")
 }
 
-fn worker_term() -> Value {
+pub fn worker_term() -> Value {
     leader_term("deepseek-v3", "engine", "0", CLIQUE)
 }
 
@@ -179,8 +156,13 @@ fn deepseek_with(fields: Value) -> Cluster {
 }
 
 /// qwen3's first pod, changed.
-fn qwen_pod(change: fn(&mut Value)) -> Value {
+pub fn qwen_pod(change: impl FnOnce(&mut Value)) -> Value {
     edited(review(QWEN_0), change)
+}
+
+/// deepseek-v3's first worker, changed.
+pub fn worker_pod(change: impl FnOnce(&mut Value)) -> Value {
+    edited(review(WORKER), change)
 }
 
 /// P1 to P3: which pods, and which replica.
@@ -347,9 +329,9 @@ fn p8_to_p11_and_bad_input() -> Vec<Case> {
     vec![
         // P8 to P10: the worker.
         case("p8_worker_gets_the_leader_affinity_and_keeps_its_other_affinity", review("deepseek-v3-engine-0-worker-0"), DEEPSEEK, Appended(AFFINITY, worker_term())),
-        case("p8_worker_term_is_appended_after_a_term_on_another_key", edited(review("deepseek-v3-engine-0-worker-0"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"cache": "warm"}}}], "preferredDuringSchedulingIgnoredDuringExecution": []})), DEEPSEEK, Appended(AFFINITY, worker_term())),
-        case("p8_worker_without_affinity_gets_one", edited(review("deepseek-v3-engine-0-worker-0"), |p| { p["spec"].as_object_mut().expect("spec").remove("affinity"); }), DEEPSEEK, Appended(AFFINITY, worker_term())),
-        case("p9_worker_with_a_required_term_on_the_topology_key_is_unchanged", edited(review("deepseek-v3-engine-0-worker-0"), |p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": CLIQUE, "labelSelector": {"matchLabels": {"gang": "g1"}}}]})), DEEPSEEK, Accepted),
+        case("p8_worker_term_is_appended_after_a_term_on_another_key", worker_pod(|p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"cache": "warm"}}}], "preferredDuringSchedulingIgnoredDuringExecution": []})), DEEPSEEK, Appended(AFFINITY, worker_term())),
+        case("p8_worker_without_affinity_gets_one", worker_pod(|p| { p["spec"].as_object_mut().expect("spec").remove("affinity"); }), DEEPSEEK, Appended(AFFINITY, worker_term())),
+        case("p9_worker_with_a_required_term_on_the_topology_key_is_unchanged", worker_pod(|p| p["spec"]["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": CLIQUE, "labelSelector": {"matchLabels": {"gang": "g1"}}}]})), DEEPSEEK, Accepted),
         case("p9_ome_term_on_the_topology_key_is_kept", rendered(review(WORKER), AFFINITY, worker_term()), DEEPSEEK, Accepted),
         case("p9_ome_term_on_the_instances_older_key_is_kept", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "0", OLD_KEY)), DEEPSEEK, Accepted),
         case("p9_a_term_for_another_instances_leader_does_not_count", rendered(review(WORKER), AFFINITY, leader_term("deepseek-v3", "engine", "1", OLD_KEY)), DEEPSEEK, Appended(AFFINITY, worker_term())),
@@ -361,14 +343,14 @@ fn p8_to_p11_and_bad_input() -> Vec<Case> {
         case("p11_missing_inference_service_is_rejected", qwen_pod(|p| label(p, "ome.io/inferenceservice", Value::Null)), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/inferenceservice is missing")),
         case("p11_missing_component_is_rejected", qwen_pod(|p| label(p, "component", Value::Null)), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: label component is missing")),
         case("p11_label_that_is_not_a_string_is_rejected", qwen_pod(|p| label(p, "ome.io/runner", json!(1))), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: label ome.io/runner is 1: must be a string")),
-        case("p11_worker_index_that_is_not_a_whole_number_is_rejected", edited(review("deepseek-v3-engine-0-worker-0"), |p| label(p, "ome.io/instance-index", json!("-1"))), None, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-0: label ome.io/instance-index is \"-1\": must be a whole number")),
-        case("p11_worker_without_index_is_rejected", edited(review("deepseek-v3-engine-0-worker-0"), |p| label(p, "ome.io/instance-index", Value::Null)), None, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-0: label ome.io/instance-index is missing")),
+        case("p11_worker_index_that_is_not_a_whole_number_is_rejected", worker_pod(|p| label(p, "ome.io/instance-index", json!("-1"))), None, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-0: label ome.io/instance-index is \"-1\": must be a whole number")),
+        case("p11_worker_without_index_is_rejected", worker_pod(|p| label(p, "ome.io/instance-index", Value::Null)), None, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-0: label ome.io/instance-index is missing")),
         // Bad input: a clear answer naming the field and the value, never a trap.
         Case { settings: json!({"maxskew": 2}),
             ..case("bad_settings_reach_validate_as_a_rejection", review(QWEN_0), None, Rejected("invalid policy settings: unknown setting \"maxskew\": the settings are maxSkew, minDomains, nodeTaintsPolicy, onMissingReplica")) },
         case("bad_pod_labels_that_are_a_list_are_rejected", qwen_pod(|p| p["metadata"]["labels"] = json!(["ome.io/managed-by"])), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: metadata.labels is [\"ome.io/managed-by\"]: must be an object")),
         case("bad_pod_constraint_list_of_the_wrong_type_is_rejected", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = json!("zone")), QWEN, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: spec.topologySpreadConstraints is \"zone\": must be a list")),
-        case("bad_pod_affinity_of_the_wrong_type_is_rejected", edited(review("deepseek-v3-engine-0-worker-0"), |p| p["spec"]["affinity"] = json!(true)), DEEPSEEK, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-0: spec.affinity is true: must be an object")),
+        case("bad_pod_affinity_of_the_wrong_type_is_rejected", worker_pod(|p| p["spec"]["affinity"] = json!(true)), DEEPSEEK, Rejected("pod spread-demo/deepseek-v3-engine-0-worker-0: spec.affinity is true: must be an object")),
         case("bad_pod_constraint_without_topology_key_is_rejected", qwen_pod(|p| p["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1}])), QWEN, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: spec.topologySpreadConstraints[0].topologyKey is null: must be a string")),
         case("bad_request_with_a_null_object_is_rejected", edited_request(review(QWEN_0), |r| r["object"] = Value::Null), None, Rejected("pod spread-demo/(unnamed): object is null: must be a Pod object")),
         case("bad_owner_references_of_the_wrong_type_are_rejected", qwen_pod(|p| p["metadata"]["ownerReferences"] = json!({"name": "x"})), None, Rejected("pod spread-demo/qwen3-0-6b-engine-0-default-0: metadata.ownerReferences is {\"name\":\"x\"}: must be a list")),
@@ -389,7 +371,7 @@ fn on_second_slot(review: Value) -> Value {
     edited_request(review, |request| request["name"] = json!(second))
 }
 
-fn edited_request(mut review: Value, change: impl FnOnce(&mut Value)) -> Value {
+pub fn edited_request(mut review: Value, change: impl FnOnce(&mut Value)) -> Value {
     change(&mut review["request"]);
     review
 }
