@@ -150,10 +150,7 @@ impl Metrics {
     /// Shows a replica's report and what losing its worst domain leaves (None: no key or no
     /// Instance, no series), replacing what was shown for it before.
     pub fn show(&self, namespace: &str, replica: &str, report: &Report, worst_loss: Option<&Loss>) {
-        let labels = ReplicaLabels {
-            namespace: namespace.into(),
-            replica: replica.into(),
-        };
+        let labels = replica_labels(namespace, replica);
         self.forget_labels(&labels);
         for (domain, count) in &report.instances_per_domain {
             self.instances
@@ -179,10 +176,7 @@ impl Metrics {
 
     /// Shows the moves a replica's plan still needs; None (rebalance off) removes the series.
     pub fn rebalance_moves(&self, namespace: &str, replica: &str, moves: Option<usize>) {
-        let labels = ReplicaLabels {
-            namespace: namespace.into(),
-            replica: replica.into(),
-        };
+        let labels = replica_labels(namespace, replica);
         match moves {
             Some(moves) => {
                 self.rebalance_moves.get_or_create(&labels).set(moves as i64);
@@ -195,10 +189,7 @@ impl Metrics {
 
     /// Removes a replica's series: it is gone, or no longer on OMENative.
     pub fn forget(&self, namespace: &str, replica: &str) {
-        let labels = ReplicaLabels {
-            namespace: namespace.into(),
-            replica: replica.into(),
-        };
+        let labels = replica_labels(namespace, replica);
         self.forget_labels(&labels);
         self.rebalance_moves.remove(&labels);
     }
@@ -222,6 +213,13 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+fn replica_labels(namespace: &str, replica: &str) -> ReplicaLabels {
+    ReplicaLabels {
+        namespace: namespace.into(),
+        replica: replica.into(),
     }
 }
 
