@@ -1,6 +1,6 @@
 //! The controller's caches: one watch per kind fills each, into kube-runtime's stores.
-//! InferenceServices, runtimes and InferenceReplicas are read by key; the pods and the nodes
-//! also keep plain maps derived from their store ([`Reflected`]). A reconcile waits until all
+//! InferenceServices, runtimes and InferenceReplicas are read by key; the OMENative pods and the
+//! nodes also keep plain maps derived from their store ([`Reflected`]). A reconcile waits until all
 //! are filled.
 
 use std::hash::Hash;
@@ -14,7 +14,6 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use ome_spread_core::nodes::Served;
-use ome_spread_core::pod::Pod;
 use ome_spread_core::settings::Settings;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -22,7 +21,7 @@ use tracing::warn;
 
 use crate::error::Error;
 use crate::nodes::NodeSet;
-use crate::pods::PodIndex;
+use crate::pods::Pods;
 use crate::state::lock;
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
@@ -33,8 +32,8 @@ pub struct Caches {
     pub cluster_runtimes: Store<ClusterServingRuntime>,
     /// Filled by the controller's own watch of them.
     pub replicas: Store<InferenceReplica>,
-    /// Every pod, trimmed: the OMENative pods of each component, and the room.
-    pub pods: Arc<Reflected<Pod, PodIndex>>,
+    /// The OMENative pods of each component, and the room every pod holds.
+    pub pods: Arc<Pods>,
     pub nodes: Arc<Reflected<Served, NodeSet>>,
     /// The policy's settings, as last read (`--settings`, or the ClusterAdmissionPolicy followed).
     pub settings: watch::Receiver<Settings>,
@@ -148,22 +147,23 @@ where
     pub fn with<T>(&self, read: impl FnOnce(&mut D) -> T) -> T {
         read(&mut lock(&self.written).1)
     }
+}
 
-    /// The watch of every object of `api`, trimmed, filling this cache: what each event asks for.
-    pub fn changes(self: Arc<Self>, api: Api<K>, trim: fn(&mut K)) -> impl Stream<Item = D::Output> + use<K, D>
-    where
-        K: DeserializeOwned + std::fmt::Debug + Send,
-    {
-        watched(api, trim).filter_map(move |event| {
-            future::ready(match event {
-                Ok(event) => Some(self.apply(&event)),
-                Err(e) => {
-                    warn!(error = %e, "watching the {}", K::plural(&Default::default()));
-                    None
-                }
-            })
+/// The watch of every object of `api`, trimmed, each event applied to a cache: what each asks for.
+pub fn changes<K, O>(api: Api<K>, trim: fn(&mut K), apply: impl Fn(&watcher::Event<K>) -> O) -> impl Stream<Item = O>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    watched(api, trim).filter_map(move |event| {
+        future::ready(match event {
+            Ok(event) => Some(apply(&event)),
+            Err(e) => {
+                warn!(error = %e, "watching the {}", K::plural(&K::DynamicType::default()));
+                None
+            }
         })
-    }
+    })
 }
 
 pub fn key<K: ResourceExt>(object: &K) -> String {
@@ -208,7 +208,7 @@ impl Caches {
             ("InferenceServices", ready(&self.services)),
             ("ServingRuntimes", ready(&self.runtimes)),
             ("ClusterServingRuntimes", ready(&self.cluster_runtimes)),
-            ("pods", ready(&self.pods.store)),
+            ("pods", ready(self.pods.store())),
             ("nodes", ready(&self.nodes.store)),
         ]
     }

@@ -13,14 +13,14 @@ use ome_spread_core::nodes::{Node, Nodes, Served};
 use ome_spread_core::room::Resources;
 use tracing::warn;
 
-use crate::cache::{Derived, Reflected};
+use crate::cache::{self, Derived, Reflected};
 use ome_spread_core::ome::InferenceReplica;
 
 /// The node watch, filling `nodes`: one item (a reconcile of every replica) for each change the
 /// diagnosis reads.
 pub fn changes(client: kube::Client, nodes: Arc<NodeIndex>) -> impl Stream<Item = ()> {
     let read = |change: NodeChange| future::ready((change == NodeChange::Read).then_some(()));
-    nodes.changes(Api::all(client), |_| {}).filter_map(read)
+    cache::changes(Api::all(client), |_| {}, move |event| nodes.apply(event)).filter_map(read)
 }
 
 /// The nodes, and what the diagnosis reads of them.

@@ -1,27 +1,31 @@
-//! The controller's one watch of pods, of every workload, read into the core's model of a pod
-//! ([`Pod`]: what the diagnosis and the room read, nothing else) and kept in a kube-runtime store
-//! ([`crate::cache::Reflected`]). Derived of it: the OMENative pods of each component, so that a
-//! pod event moves that pod alone, triggers its replica's reconcile ([`crate::reconcile`]), and a
-//! reconcile reads its own component's pods only; and the room a rebalance plan counts on, what
-//! every pod bound to a node requests of it, whichever workload it belongs to (a training job's
-//! GPUs are as taken as an engine's).
+//! The controller's one watch of pods, of every workload. Of an OMENative pod of a component,
+//! the core's model of it ([`Pod`]: what the diagnosis reads, nothing else), kept in a
+//! kube-runtime store ([`crate::cache::Reflected`]) with the pods of each component derived of it,
+//! so that a pod event moves that pod alone, triggers its replica's reconcile
+//! ([`crate::reconcile`]), and a reconcile reads its own component's pods only. Of every pod, the
+//! room it holds ([`Room`]): what a rebalance plan counts on, whichever workload the pod belongs
+//! to (a training job's GPUs are as taken as an engine's). A pod of another workload is kept as
+//! its node and requests alone, not in the store: most of a large GPU cluster's pods are not
+//! OME's, and a pod in a store costs twice what the room keeps of it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::Event;
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
 use ome_spread_core::ome::InferenceReplica;
 use ome_spread_core::pod::{Container, Pod, Spec};
 use ome_spread_core::replica::ReplicaRef;
-use ome_spread_core::room::{self, Requested};
+use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
 
-use crate::cache::{Derived, Reflected, key};
+use crate::cache::{self, Derived, Reflected, key};
+use crate::state::lock;
 
 /// The watch of every pod, trimmed, filling `pods`: the replicas whose OMENative pods it changed,
 /// a relist's pods found gone among them. An event that changes nothing kept of a pod (a
@@ -29,7 +33,7 @@ use crate::cache::{Derived, Reflected, key};
 /// workload (it re-plans a component at that component's next change). One watch for both the
 /// components and the room: every pod is listed once.
 pub fn changes(client: kube::Client, pods: Arc<Pods>) -> impl Stream<Item = ObjectRef<InferenceReplica>> {
-    pods.changes(Api::all(client), trim).flat_map(futures::stream::iter)
+    cache::changes(Api::all(client), trim, move |event| pods.apply(event)).flat_map(futures::stream::iter)
 }
 
 /// The replica of an InferenceService's component, whose reconcile reads that component's pods.
@@ -50,66 +54,74 @@ fn component(pod: &Pod) -> Option<ComponentKey> {
     Some((namespace.to_owned(), service.to_owned(), component.to_owned()))
 }
 
-/// Every pod, and what is derived of them.
-pub type Pods = Reflected<Pod, PodIndex>;
-
-/// Each component's OMENative pods by name (shared with the store), and the requests of the pods
-/// bound to each node.
-#[derive(Debug, Default, PartialEq)]
-pub struct PodIndex {
-    components: HashMap<ComponentKey, BTreeMap<String, Arc<Pod>>>,
-    requested: Requested,
+/// Every pod: the OMENative pods of the components, and the room every pod holds.
+#[derive(Default)]
+pub struct Pods {
+    components: Reflected<Pod, Components>,
+    room: Mutex<Room>,
 }
 
-impl PodIndex {
-    fn insert(&mut self, pod: &Arc<Pod>) -> Option<ObjectRef<InferenceReplica>> {
-        if let Some((node, requests)) = held(pod) {
-            self.requested.entry(node.to_owned()).or_default().add(&requests);
+impl Pods {
+    /// Applies a watch event: to the room, whatever the pod; to the store and the components, as
+    /// an OMENative pod's (a pod that is not one, or no longer, is not in the store). The replicas
+    /// whose reconcile reads the pod, before and after.
+    pub fn apply(&self, event: &Event<Pod>) -> Vec<ObjectRef<InferenceReplica>> {
+        lock(&self.room).apply(event);
+        match event {
+            Event::InitApply(pod) if component(pod).is_none() => Vec::new(),
+            Event::Apply(pod) if component(pod).is_none() => self.components.apply(&Event::Delete(pod.clone())),
+            _ => self.components.apply(event),
         }
+    }
+
+    /// The OMENative pods, filled by the watch's first list.
+    pub fn store(&self) -> &Store<Pod> {
+        &self.components.store
+    }
+
+    /// The pods of `component`, by name: shared, not copied.
+    pub fn of(&self, component: &ComponentKey) -> Vec<Arc<Pod>> {
+        self.components.with(|components| {
+            let pods = components.0.get(component).into_iter().flat_map(BTreeMap::values);
+            pods.cloned().collect()
+        })
+    }
+
+    /// `read` the requests of the pods bound to each node, as they stand.
+    pub fn with_requested<T>(&self, read: impl FnOnce(&Requested) -> T) -> T {
+        read(&lock(&self.room).requested)
+    }
+}
+
+/// Each component's OMENative pods by name (shared with the store).
+#[derive(Debug, Default, PartialEq)]
+struct Components(HashMap<ComponentKey, BTreeMap<String, Arc<Pod>>>);
+
+impl Components {
+    fn insert(&mut self, pod: &Arc<Pod>) -> Option<ObjectRef<InferenceReplica>> {
         let component = component(pod)?;
         let trigger = replica_of_component(&component.0, &component.1, &component.2);
-        let pods = self.components.entry(component).or_default();
-        pods.insert(pod.name().to_owned(), pod.clone());
+        self.0
+            .entry(component)
+            .or_default()
+            .insert(pod.name().to_owned(), pod.clone());
         Some(trigger)
     }
 
     /// Takes away a pod inserted before.
     fn remove(&mut self, pod: &Pod) -> Option<ObjectRef<InferenceReplica>> {
-        if let Some((node, requests)) = held(pod)
-            && let Some(sum) = self.requested.get_mut(node)
-        {
-            sum.take(&requests);
-            if sum.is_empty() {
-                self.requested.remove(node);
-            }
-        }
         let component = component(pod)?;
-        if let Some(pods) = self.components.get_mut(&component) {
+        if let Some(pods) = self.0.get_mut(&component) {
             pods.remove(pod.name());
             if pods.is_empty() {
-                self.components.remove(&component);
+                self.0.remove(&component);
             }
         }
         Some(replica_of_component(&component.0, &component.1, &component.2))
     }
-
-    /// The requests of the pods bound to each node.
-    pub fn requested(&self) -> &Requested {
-        &self.requested
-    }
 }
 
-/// What the pod holds of its node, as the core counts it ([`room::held`]).
-fn held(pod: &Pod) -> Option<(&str, room::Resources)> {
-    room::held(pod).unwrap_or_else(|e| {
-        // Cannot happen for a pod the API server sent (it refuses a quantity it cannot read);
-        // said, naming the pod, if one does.
-        warn!(pod = %key(pod), error = %e, "a pod's requests cannot be read: they are not counted");
-        None
-    })
-}
-
-impl Derived<Pod> for PodIndex {
+impl Derived<Pod> for Components {
     /// The replicas whose reconcile reads the pod, before and after.
     type Output = Vec<ObjectRef<InferenceReplica>>;
 
@@ -124,31 +136,84 @@ impl Derived<Pod> for PodIndex {
         for pod in all {
             self.insert(&pod);
         }
-        let components: HashSet<&ComponentKey> = before.components.keys().chain(self.components.keys()).collect();
-        let changed = components
-            .into_iter()
-            .filter(|c| before.components.get(*c) != self.components.get(*c));
+        let components: HashSet<&ComponentKey> = before.0.keys().chain(self.0.keys()).collect();
+        let changed = components.into_iter().filter(|c| before.0.get(*c) != self.0.get(*c));
         changed
             .map(|(ns, service, component)| replica_of_component(ns, service, component))
             .collect()
     }
 }
 
-impl Pods {
-    /// The pods of `component`, by name: shared, not copied.
-    pub fn of(&self, component: &ComponentKey) -> Vec<Arc<Pod>> {
-        self.with(|index| {
-            let pods = index.components.get(component).into_iter().flat_map(BTreeMap::values);
-            pods.cloned().collect()
-        })
+/// What a pod holds of its node: the node's name and the pod's requests.
+type Held = (String, Resources);
+
+/// The requests of the pods bound to each node, and what each pod holds, by its key. A relist is
+/// applied as kube-runtime's store applies one: the pods listed replace those held once it is
+/// done.
+#[derive(Debug, Default)]
+struct Room {
+    held: HashMap<String, Held>,
+    requested: Requested,
+    listed: HashMap<String, Held>,
+}
+
+impl Room {
+    fn apply(&mut self, event: &Event<Pod>) {
+        match event {
+            Event::Apply(pod) => self.put(key(pod), held(pod)),
+            Event::Delete(pod) => self.put(key(pod), None),
+            Event::Init => self.listed.clear(),
+            Event::InitApply(pod) => {
+                if let Some(held) = held(pod) {
+                    self.listed.insert(key(pod), held);
+                }
+            }
+            Event::InitDone => {
+                self.held = std::mem::take(&mut self.listed);
+                self.requested = Requested::new();
+                for (node, requests) in self.held.values() {
+                    self.requested.entry(node.clone()).or_default().add(requests);
+                }
+            }
+        }
     }
+
+    /// What the pod `key` holds now (None: nothing), in place of what it held.
+    fn put(&mut self, key: String, new: Option<Held>) {
+        if let Some((node, requests)) = &new {
+            self.requested.entry(node.clone()).or_default().add(requests);
+        }
+        let old = match new {
+            Some(new) => self.held.insert(key, new),
+            None => self.held.remove(&key),
+        };
+        if let Some((node, requests)) = old
+            && let Some(sum) = self.requested.get_mut(&node)
+        {
+            sum.take(&requests);
+            if sum.is_empty() {
+                self.requested.remove(&node);
+            }
+        }
+    }
+}
+
+/// What the pod holds of its node, as the core counts it ([`room::held`]).
+fn held(pod: &Pod) -> Option<Held> {
+    let held = room::held(pod).unwrap_or_else(|e| {
+        // Cannot happen for a pod the API server sent (it refuses a quantity it cannot read);
+        // said, naming the pod, if one does.
+        warn!(pod = %key(pod), error = %e, "a pod's requests cannot be read: they are not counted");
+        None
+    });
+    held.map(|(node, requests)| (node.to_owned(), requests))
 }
 
 /// What is kept of a pod. Of an OMENative pod of a component, what the diagnosis reads: of its
 /// metadata its name, namespace and labels (its annotations, managed fields and resourceVersion,
 /// which change in an event that changes nothing read, are dropped). Of any other pod, what the
 /// room reads: its name and namespace, its node, its containers' requests, its pod-level
-/// requests and overhead, and its phase (whether it is terminal).
+/// requests and overhead, and its phase (whether it is terminal), as `explain` lists it.
 pub fn trim(pod: &mut Pod) {
     let ome = component(pod).is_some();
     let metadata = std::mem::take(&mut pod.metadata);
@@ -418,7 +483,7 @@ mod tests {
     }
 
     fn requested(pods: &Pods) -> Requested {
-        pods.with(|index| index.requested().clone())
+        pods.with_requested(Clone::clone)
     }
 
     fn holding(gpus: &str, cpu: &str, pods: &str) -> Resources {
@@ -584,23 +649,38 @@ mod tests {
     }
 
     proptest! {
-        /// After any sequence of watch events, what is derived equals what is derived anew from
-        /// the store, and the room the core's full count of the store's pods.
+        /// After any sequence of watch events, the store holds the OMENative pods the watch last
+        /// told of, the components are what is derived anew from the store, and the room is the
+        /// core's full count of every pod the watch last told of (a relist's in place of those
+        /// before it once it is done, as kube-runtime's store applies it).
         #[test]
         fn the_index_equals_a_rebuild_after_any_events(events in proptest::collection::vec(event(), 0..40)) {
             let pods = Pods::default();
+            let (mut told, mut listed) = (BTreeMap::new(), BTreeMap::new());
             for event in &events {
+                match event {
+                    // A list names each pod once.
+                    watcher::Event::InitApply(pod) if listed.contains_key(&key(pod)) => continue,
+                    watcher::Event::InitApply(pod) => drop(listed.insert(key(pod), pod.clone())),
+                    watcher::Event::Apply(pod) => drop(told.insert(key(pod), pod.clone())),
+                    watcher::Event::Delete(pod) => drop(told.remove(&key(pod))),
+                    watcher::Event::Init => listed.clear(),
+                    watcher::Event::InitDone => told = std::mem::take(&mut listed),
+                }
                 pods.apply(event);
             }
-            let mut rebuilt = PodIndex::default();
-            rebuilt.relisted(pods.store.state());
-            let all = pods.store.state();
-            let counted = room::requested(all.iter().map(|pod| &**pod)).expect("readable");
-            pods.with(|index| {
-                prop_assert_eq!(&*index, &rebuilt);
-                prop_assert_eq!(index.requested(), &counted);
+            let mut stored: Vec<Pod> = pods.store().state().iter().map(|pod| (**pod).clone()).collect();
+            stored.sort_by_key(key);
+            let ome: Vec<Pod> = told.values().filter(|pod| component(pod).is_some()).cloned().collect();
+            prop_assert_eq!(stored, ome);
+            let mut rebuilt = Components::default();
+            rebuilt.relisted(pods.store().state());
+            pods.components.with(|components| {
+                prop_assert_eq!(&*components, &rebuilt);
                 Ok(())
             })?;
+            let counted = room::requested(told.values()).expect("readable");
+            prop_assert_eq!(requested(&pods), counted);
         }
     }
 }

@@ -206,8 +206,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         // A label no replica read before: the nodes were built without its changes since.
         return diagnosed(replica, ctx);
     }
-    let (plan, action, worst_loss) = ctx.caches.pods.with(|pods| {
-        let requested = pods.requested();
+    let (plan, action, worst_loss) = ctx.caches.pods.with_requested(|requested| {
         let plan = recommend(&component, &report, requested, &settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
         let rooms = match no_move(&plan) {
