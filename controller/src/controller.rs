@@ -226,14 +226,10 @@ async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, hol
             match event {
                 Ok(event) => {
                     health.watched();
-                    match event {
-                        watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => {
-                            holder.send_replace(lease.spec.and_then(|spec| spec.holder_identity));
-                        }
-                        watcher::Event::Delete(_) => {
-                            holder.send_replace(None);
-                        }
-                        watcher::Event::Init | watcher::Event::InitDone => {}
+                    if let watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) = event {
+                        holder.send_replace(lease.spec.and_then(|spec| spec.holder_identity));
+                    } else if let watcher::Event::Delete(_) = event {
+                        holder.send_replace(None);
                     }
                 }
                 Err(e) => warn!(error = %e, "watching the Lease {LEASE}"),

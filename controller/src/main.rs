@@ -161,40 +161,30 @@ fn main() -> ExitCode {
 
 /// `explain`: the text, and the exit code that says whether the spread holds.
 fn explain(args: ExplainArgs) -> ExitCode {
-    let ExplainArgs {
-        service,
-        namespace,
-        component,
-        from,
-        settings,
-        policy,
-        nodes,
-    } = args;
+    let service = &args.service;
     let explained = (|| {
-        let (objects, namespace, source, settings) = match &from {
+        let (objects, namespace, source, settings) = match &args.from {
             Some(path) => {
                 let (objects, source) = (objects::load(path)?, path.display().to_string());
-                let namespace = match namespace {
+                let namespace = match args.namespace {
                     Some(namespace) => namespace,
-                    None => namespace_of_service(&objects, &service, &source).map_err(|e| e.to_string())?,
+                    None => namespace_of_service(&objects, service, &source).map_err(|e| e.to_string())?,
                 };
-                (objects, namespace, source, policy::read_settings(settings.as_deref())?)
+                (
+                    objects,
+                    namespace,
+                    source,
+                    policy::read_settings(args.settings.as_deref())?,
+                )
             }
             None => {
-                let (objects, namespace, settings) =
-                    runtime()?.block_on(fetch(&service, namespace, settings.as_deref(), &policy))?;
+                let fetched = fetch(service, args.namespace, args.settings.as_deref(), &args.policy);
+                let (objects, namespace, settings) = runtime()?.block_on(fetched)?;
                 (objects, namespace, "the cluster".into(), settings)
             }
         };
-        explain::run(
-            &service,
-            &namespace,
-            component.as_deref(),
-            &objects,
-            &source,
-            &settings,
-            nodes,
-        )
+        let only = args.component.as_deref();
+        explain::run(service, &namespace, only, &objects, &source, &settings, args.nodes)
     })();
     match explained {
         Ok((text, holds)) => {

@@ -86,15 +86,7 @@ async fn reconcile_replica(
 ) -> Result<Action, Error> {
     filled(&ctx.caches).await?;
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
-    let Some(Diagnosed {
-        service,
-        report,
-        action,
-        plan,
-        worst_loss,
-        objects,
-    }) = diagnosed(replica, ctx)?
-    else {
+    let Some(diagnosis) = diagnosed(replica, ctx)? else {
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
         let key = ObjectRef::from_obj(replica);
         if ctx.replicas.with(&key, |kept| kept.reported.is_some()) {
@@ -107,25 +99,29 @@ async fn reconcile_replica(
         ctx.forget(&key);
         return Ok(Action::await_change());
     };
+    let Diagnosed {
+        report, objects, plan, ..
+    } = &diagnosis;
     Span::current().record("reason", field::display(report.reason.as_str()));
-    ctx.metrics.show(&namespace, &name, &report, worst_loss.as_ref());
-    record(replica, &report, &action, ctx, arrived).await?;
-    let moves = match (ctx.rebalance.mode.for_service(&service), &plan) {
+    ctx.metrics
+        .show(&namespace, &name, report, diagnosis.worst_loss.as_ref());
+    record(replica, report, &diagnosis.action, ctx, arrived).await?;
+    let moves = match (ctx.rebalance.mode.for_service(&diagnosis.service), plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan
             .moves
             .iter()
-            .map(|step| recommendation(objects.describe(step), &objects))
+            .map(|step| recommendation(objects.describe(step), objects))
             .collect(),
         _ => Vec::new(),
     };
     let found = Found {
-        report: &report,
-        message: &condition_message(&report, &action),
-        worst_loss: worst_loss.as_ref(),
+        report,
+        message: &condition_message(report, &diagnosis.action),
+        worst_loss: diagnosis.worst_loss.as_ref(),
         moves,
     };
     show_report(replica, &found, ctx).await?;
-    rebalance::recommend(replica, &service, &plan, &objects, ctx).await?;
+    rebalance::recommend(replica, &diagnosis.service, plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
