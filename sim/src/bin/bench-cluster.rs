@@ -17,7 +17,8 @@
 //!    out;
 //! 5. the churn, CHURN_SECONDS of it at [`RATE`] events a second, on the real API server:
 //!    kube-apiserver's CPU profile taken over its third before halfway, then kube-apiserver
-//!    restarted (`cluster/restart.sh`).
+//!    restarted (`cluster/restart.sh`). The controller's latencies are of the churn before the
+//!    restart; the restart is timed to the next condition.
 //!
 //! The size is what kube-apiserver sustains on two shared cores beside etcd, kwok, kube-scheduler
 //! and the controller: the cluster of `make bench-churn` (the controller's memory at its size on a
