@@ -300,7 +300,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
-pub(crate) fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Option<&'a str> {
+fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Option<&'a str> {
     let mode = |config: Option<&'a SpreadFields>| config?.lifecycle.as_ref()?["migrationPolicy"]["mode"].as_str();
     mode(component.service.component(kind)).or_else(|| mode(component.runtime?.config(kind)))
 }
