@@ -268,31 +268,17 @@ pub fn records(replica: &str, migrations: Option<&Value>) -> Result<Vec<Record>,
         Some(other) => return Err(bad(String::new(), other, "not a list")),
     };
     let record = |(i, record): (usize, &Value)| {
-        let field = |name: &'static str, expected| {
-            (&record[name], move |value| {
-                bad(format!("[{i}].{name}"), value, expected)
-            })
-        };
-        let (uuid, bad_uuid) = field("requestUUID", "not a request UUID");
+        let bad = |name: &str, expected| bad(format!("[{i}].{name}"), &record[name], expected);
         let phases = "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated";
-        let (phase, bad_phase) = field("phase", phases);
-        let (time, bad_time) = field("completedAt", "not an RFC 3339 time");
+        let uuid = String::deserialize(&record["requestUUID"])
+            .ok()
+            .filter(|u| !u.is_empty());
         Ok(Record {
-            uuid: uuid
-                .as_str()
-                .filter(|u| !u.is_empty())
-                .ok_or_else(|| bad_uuid(uuid))?
-                .to_owned(),
-            phase: Phase::deserialize(phase).map_err(|_| bad_phase(phase))?,
+            uuid: uuid.ok_or_else(|| bad("requestUUID", "not a request UUID"))?,
+            phase: Phase::deserialize(&record["phase"]).map_err(|_| bad("phase", phases))?,
             message: record["message"].as_str().unwrap_or_default().to_owned(),
-            completed_at: match time {
-                Value::Null => None,
-                time => Some(
-                    time.as_str()
-                        .and_then(|t| t.parse().ok())
-                        .ok_or_else(|| bad_time(time))?,
-                ),
-            },
+            completed_at: Option::deserialize(&record["completedAt"])
+                .map_err(|_| bad("completedAt", "not an RFC 3339 time"))?,
         })
     };
     list.iter().enumerate().map(record).collect()
