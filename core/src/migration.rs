@@ -231,8 +231,8 @@ fn unconfigured<'a>(replica: &InferenceReplica, records: impl IntoIterator<Item 
 }
 
 impl Unconfigured {
-    /// [`unconfigured`] over the replica's own `status.migrations` (a malformed list counts as
-    /// none here: the guardrails name it).
+    /// Whether OME holds the replica's requests for caps, by its condition or its own
+    /// `status.migrations` (a malformed list counts as none here: the guardrails name it).
     pub fn of(replica: &InferenceReplica) -> Option<Self> {
         unconfigured(replica, &records_of(replica).unwrap_or_default())
     }
@@ -317,8 +317,8 @@ impl Requests {
     }
 }
 
-/// Every InferenceReplica's migration records, read once per change of the replicas, indexed by
-/// request UUID (the furthest copy of each).
+/// Every InferenceReplica's migration records, with their replica, indexed by request UUID (the
+/// furthest copy of each).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Records {
     all: Vec<(String, Record)>,

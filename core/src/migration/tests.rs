@@ -173,8 +173,8 @@ fn held(cluster: &Cluster) -> Result<(), Hold> {
     held_with_own(cluster, &cluster.migrations[0].1)
 }
 
-/// As [`held`], the component's own replica's records being `own` (fresher than the
-/// cluster's, which the controller reads once per change).
+/// As [`held`], the component's own replica's records being `own` (the reconcile's copy, which
+/// may be fresher or older than the caches').
 fn held_with_own(cluster: &Cluster, own: &Value) -> Result<(), Hold> {
     let nodes = Nodes::from_json(&[]).expect("readable");
     let mut replica = cluster.replica.clone();
@@ -255,8 +255,8 @@ fn a_quiet_cluster_holds_nothing_back() {
     assert_eq!(held(&with_records(done, 0, json!([record("u1", "Completed")]))), Ok(()));
 }
 
-/// The cluster's records are read once per change of the replicas, the component's own replica
-/// when the reconcile started: either may be the older. Each migration counts at the furthest
+/// The cluster's records are read from the caches, the component's own replica when the
+/// reconcile started: either may be the older. Each migration counts at the furthest
 /// phase either shows (OME only moves a record forward).
 #[test]
 fn the_components_own_records_join_the_clusters_read_at_the_furthest_phase() {
