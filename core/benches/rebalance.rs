@@ -12,12 +12,9 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
 use ome_spread_core::labels;
-use ome_spread_core::migration::{
-    Annotated, BadLedger, BadRecord, Entry, LEDGER, Migrations, Records, Request, Requests, Situation, hold,
-};
+use ome_spread_core::migration::{BadLedger, BadRecord, Entry, LEDGER, Records, Request, Requests, Situation, hold};
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::ome::Runtime;
 use ome_spread_core::pod::Pod;
@@ -101,30 +98,20 @@ fn history(cluster: &Cluster) -> History {
     }
 }
 
-/// An object's `namespace/name`.
-fn named(meta: &ObjectMeta) -> String {
-    let (namespace, name) = (meta.namespace.as_deref(), meta.name.as_deref());
-    format!("{}/{}", namespace.unwrap_or_default(), name.unwrap_or_default())
+/// The cluster with its history: each InferenceService's ledger, each replica's records.
+fn with_history(mut typed: Typed, history: &History) -> Typed {
+    for (service, annotations) in typed.services.iter_mut().zip(&history.annotations) {
+        service.metadata.annotations = Some(annotations.clone());
+    }
+    for (replica, records) in typed.replicas.iter_mut().zip(&history.records) {
+        replica.status.get_or_insert_default().migrations = Some(records.clone());
+    }
+    typed
 }
 
 /// The cluster's migration requests (the services' annotations) and records (the replicas'), read.
-fn read_history<'a>(
-    typed: &'a Typed,
-    history: &'a History,
-) -> (Result<Requests, BadLedger>, Result<Records, BadRecord>) {
-    let services: Vec<Annotated> = (typed.services.iter().zip(&history.annotations))
-        .map(|(s, annotations)| Annotated {
-            name: named(&s.metadata),
-            annotations,
-        })
-        .collect();
-    let replicas: Vec<Migrations> = (typed.replicas.iter().zip(&history.records))
-        .map(|(r, records)| Migrations {
-            name: named(&r.metadata),
-            migrations: Some(records),
-        })
-        .collect();
-    (Requests::read(&services), Records::read(&replicas))
+fn read_history(typed: &Typed) -> (Result<Requests, BadLedger>, Result<Records, BadRecord>) {
+    (Requests::read(&typed.services), Records::read(&typed.replicas))
 }
 
 /// The controller's pass (as the diagnosis benchmark's), up to `stage` for each replica: the
@@ -151,12 +138,12 @@ fn pass(
     // The cluster's requests and records, read once (the controller: once per change of them),
     // and only by the pass that asks the guardrails.
     let (requests_read, records_read) = if stage == Stage::Guardrails {
-        read_history(typed, history)
+        read_history(typed)
     } else {
         (Ok(Requests::default()), Ok(Records::default()))
     };
     let runtime = Some(Runtime::Cluster(&typed.runtime));
-    for (index, (service, replica)) in typed.services.iter().zip(&typed.replicas).enumerate() {
+    for (service, replica) in typed.services.iter().zip(&typed.replicas) {
         let name = service.metadata.name.as_deref().unwrap_or_default();
         let component = Component::new(
             service,
@@ -177,18 +164,13 @@ fn pass(
         if stage < Stage::Guardrails {
             continue;
         }
+        // As the controller does: the component's own records read afresh, from its replica.
         let held = hold(&Situation {
-            service: &named(&service.metadata),
             component: &component,
             lowered_to: None,
             next: &plan.moves[0],
             requests: &requests_read,
             records: &records_read,
-            // As the controller does: the component's own records read afresh.
-            replica: Migrations {
-                name: named(&replica.metadata),
-                migrations: Some(&history.records[index]),
-            },
             written: &[],
             now: history.now,
             max_per_hour: 10,
@@ -200,9 +182,9 @@ fn pass(
 
 fn main() {
     let cluster = skewed();
-    let typed = typed(&cluster);
-    let settings = Settings::default();
     let history = history(&cluster);
+    let typed = with_history(typed(&cluster), &history);
+    let settings = Settings::default();
     let (reasons, moves, requests) = pass(&cluster, &typed, &history, &settings, Stage::Guardrails);
     println!(
         "rebalance over {REPLICAS} skewed replicas: reasons {reasons:?}, {moves} moves planned, {requests} let go"
