@@ -74,12 +74,15 @@ impl<'a> Component<'a> {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// Why the spread holds or not, named as the `Spread` condition's reason; in the order the
+/// diagnosis tries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantArray)]
 pub enum Reason {
     SettingsNotProjected,
     InstanceSplit,
     NotRequested,
     NoKey,
+    #[strum(serialize = "PreferredUnderOMEScheduler")]
     PreferredUnderOmeScheduler,
     PodsPredateChange,
     ConflictingConstraint,
@@ -91,36 +94,10 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 12] = [
-        Self::SettingsNotProjected,
-        Self::InstanceSplit,
-        Self::NotRequested,
-        Self::NoKey,
-        Self::PreferredUnderOmeScheduler,
-        Self::PodsPredateChange,
-        Self::ConflictingConstraint,
-        Self::MissingLabel,
-        Self::DomainsFull,
-        Self::SingleDomain,
-        Self::Skewed,
-        Self::Satisfied,
-    ];
+    pub const ALL: &[Reason] = <Self as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SettingsNotProjected => "SettingsNotProjected",
-            Self::InstanceSplit => "InstanceSplit",
-            Self::NotRequested => "NotRequested",
-            Self::NoKey => "NoKey",
-            Self::PreferredUnderOmeScheduler => "PreferredUnderOMEScheduler",
-            Self::PodsPredateChange => "PodsPredateChange",
-            Self::ConflictingConstraint => "ConflictingConstraint",
-            Self::MissingLabel => "MissingLabel",
-            Self::DomainsFull => "DomainsFull",
-            Self::SingleDomain => "SingleDomain",
-            Self::Skewed => "Skewed",
-            Self::Satisfied => "Satisfied",
-        }
+        self.into()
     }
 
     /// Does the spread hold (or was none asked for)?
