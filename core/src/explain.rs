@@ -414,24 +414,18 @@ fn tables(
     rooms: &[Domain],
     every_node: bool,
 ) -> Vec<Vec<Vec<String>>> {
+    let or_none = |value: Option<&str>| value.unwrap_or("<none>").to_owned();
     // The replica's fields as the core read them: an empty key is unset (P4).
     let projected = &report.projected;
-    let shown = |key: &Option<String>| key.as_deref().unwrap_or("<none>").to_owned();
-    let mut tables = vec![vec![
-        row(["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"]),
-        vec![
-            replica.meta().name.clone().unwrap_or_default(),
-            projected.spread.map_or("<none>", Spread::as_str).to_owned(),
-            shown(&projected.spread_key),
-            shown(&projected.topology_key),
-        ],
-    ]];
+    let replica_row = vec![
+        replica.meta().name.clone().unwrap_or_default(),
+        or_none(projected.spread.map(Spread::as_str)),
+        or_none(projected.spread_key.as_deref()),
+        or_none(projected.topology_key.as_deref()),
+    ];
     // The rack of each pod's node, when Instances are kept inside one (topologyKey).
     let rack = report.in_effect.topology_key.as_deref();
-    let mut header = row(["NAME", "SPREAD-KEY", "WHEN", "NODE"]);
-    header.extend(rack.map(heading));
-    let mut rows = vec![header];
-    for pod in pods {
+    let pod_rows = pods.iter().map(|pod| {
         let joined =
             |field: &str| columns::joined(pod.constraints(), |c| c[field].as_str().unwrap_or_default().to_owned());
         let node = pod.node();
@@ -439,12 +433,15 @@ fn tables(
             pod.name().to_owned(),
             joined("topologyKey"),
             joined("whenUnsatisfiable"),
-            node.unwrap_or("<none>").to_owned(),
+            or_none(node),
         ];
         cells.extend(rack.map(|rack| label(node.and_then(|n| nodes.get(n)), rack)));
-        rows.push(cells);
-    }
-    tables.push(rows);
+        cells
+    });
+    let mut tables = vec![
+        table(["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"], None, [replica_row]),
+        table(["NAME", "SPREAD-KEY", "WHEN", "NODE"], rack, pod_rows),
+    ];
     if let Some(key) = report.in_effect.domain_key() {
         let selections: Vec<Selection> = pods.iter().map(|p| Selection::of_pod(p)).collect();
         let used: Vec<&str> = pods.iter().filter_map(|p| p.node()).collect();
@@ -454,18 +451,26 @@ fn tables(
         if listed.len() > NODES_LISTED && !every_node {
             tables.push(per_domain(&listed, key, rooms));
         } else if !listed.is_empty() {
-            let mut header = vec!["NAME".to_owned(), heading(key)];
-            header.extend(rack.map(heading));
-            let mut rows = vec![header];
-            for node in listed {
+            let node_rows = listed.iter().map(|node| {
                 let mut cells = vec![node.name.clone(), label(Some(node), key)];
                 cells.extend(rack.map(|rack| label(Some(node), rack)));
-                rows.push(cells);
-            }
-            tables.push(rows);
+                cells
+            });
+            tables.push(table(["NAME", &heading(key)], rack, node_rows));
         }
     }
     tables
+}
+
+/// A table: its `header`, with a column for the label `rack` where there is one, then its `rows`.
+fn table<const N: usize>(
+    header: [&str; N],
+    rack: Option<&str>,
+    rows: impl IntoIterator<Item = Vec<String>>,
+) -> Vec<Vec<String>> {
+    let mut header = header.map(String::from).to_vec();
+    header.extend(rack.map(heading));
+    std::iter::once(header).chain(rows).collect()
 }
 
 /// The most nodes `explain` lists one by one (unless asked for every node): a large cluster's
@@ -479,12 +484,11 @@ fn per_domain(listed: &[&Node], key: &str, rooms: &[Domain]) -> Vec<Vec<String>>
     for node in listed {
         *counts.entry(label(Some(node), key)).or_default() += 1;
     }
-    let mut rows = vec![vec![heading(key), "NODES".to_owned(), "ROOM".to_owned()]];
-    for (domain, count) in counts {
+    let rows = counts.into_iter().map(|(domain, count)| {
         let room = rooms.iter().find(|d| d.name == domain).map_or(0, Domain::room);
-        rows.push(vec![domain, count.to_string(), room.to_string()]);
-    }
-    rows
+        vec![domain, count.to_string(), room.to_string()]
+    });
+    table([&heading(key), "NODES", "ROOM"], None, rows)
 }
 
 /// A column named for a label key, as kubectl's `-L` names it: its last segment, upper case.
@@ -497,8 +501,4 @@ fn label(node: Option<&Node>, key: &str) -> String {
     node.and_then(|n| n.labels.get(key))
         .cloned()
         .unwrap_or_else(|| "<none>".into())
-}
-
-fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
-    cells.map(String::from).to_vec()
 }
