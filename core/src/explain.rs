@@ -147,43 +147,32 @@ fn named_in<'a, K: Resource>(objects: &'a [K], namespace: &str, name: &str) -> O
         .find(|o| crate::ome::namespace(*o) == namespace && named(o))
 }
 
-/// Why nothing can be explained.
+/// Why nothing can be explained. `service` is the InferenceService as `namespace/name`, or its
+/// name alone where no namespace was given; `origin` where the objects came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExplainError {
-    #[error("no InferenceService {namespace}/{service} in {origin}")]
-    NoService {
-        namespace: String,
-        service: String,
-        /// Where the objects came from.
-        origin: String,
-    },
     #[error("no InferenceService {service} in {origin}")]
-    NoServiceNamed { service: String, origin: String },
+    NoService { service: String, origin: String },
     #[error("InferenceService {service} is in more than one namespace in {origin} ({namespaces}): name one with -n")]
     SeveralNamespaces {
         service: String,
         origin: String,
         namespaces: String,
     },
-    #[error("{runtime} is not in {origin}: InferenceService {namespace}/{service} runs on it")]
+    /// `runtime`: its kind and name, as kubectl names it.
+    #[error("{runtime} is not in {origin}: InferenceService {service} runs on it")]
     NoRuntime {
-        /// Its kind and name, as kubectl names it.
         runtime: String,
-        namespace: String,
         service: String,
         origin: String,
     },
-    #[error("InferenceService {namespace}/{service} does not run on OMENative: nothing spreads its Instances")]
-    NotOmeNative { namespace: String, service: String },
+    #[error("InferenceService {0} does not run on OMENative: nothing spreads its Instances")]
+    NotOmeNative(String),
+    /// `for_component`: ` for its engine` when one component was asked for, else empty.
     #[error(
-        "InferenceService {namespace}/{service} has no InferenceReplica{for_component}: the component doesn't run on OMENative"
+        "InferenceService {service} has no InferenceReplica{for_component}: the component doesn't run on OMENative"
     )]
-    NoReplica {
-        namespace: String,
-        service: String,
-        /// ` for its engine` when one component was asked for, else empty.
-        for_component: String,
-    },
+    NoReplica { service: String, for_component: String },
     #[error(transparent)]
     Diagnosis(#[from] DiagnosisError),
 }
@@ -200,7 +189,7 @@ pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> R
     namespaces.dedup();
     match namespaces[..] {
         [namespace] => Ok(namespace.to_owned()),
-        [] => Err(ExplainError::NoServiceNamed {
+        [] => Err(ExplainError::NoService {
             service: service.into(),
             origin: origin.into(),
         }),
@@ -266,26 +255,20 @@ pub fn explain<'a>(
     settings: &Settings,
     every_node: bool,
 ) -> Result<Vec<Explained<'a>>, ExplainError> {
-    let isvc = objects
-        .service(namespace, service)
-        .ok_or_else(|| ExplainError::NoService {
-            namespace: namespace.into(),
-            service: service.into(),
-            origin: source.into(),
-        })?;
+    let named = format!("{namespace}/{service}");
+    let Some(isvc) = objects.service(namespace, service) else {
+        let origin = source.into();
+        return Err(ExplainError::NoService { service: named, origin });
+    };
     if !isvc.on_omenative() {
-        return Err(ExplainError::NotOmeNative {
-            namespace: namespace.into(),
-            service: service.into(),
-        });
+        return Err(ExplainError::NotOmeNative(named));
     }
     let runtime = objects.runtime_of(isvc);
     // Without the runtime the settings in effect are not known: say which object is missing.
-    if let (None, Some(named)) = (runtime, isvc.runtime()) {
+    if let (None, Some(runtime)) = (runtime, isvc.runtime()) {
         return Err(ExplainError::NoRuntime {
-            runtime: format!("{} {}", named.kind(), named.name()),
-            namespace: namespace.into(),
-            service: service.into(),
+            runtime: format!("{} {}", runtime.kind(), runtime.name()),
+            service: named,
             origin: source.into(),
         });
     }
@@ -319,8 +302,7 @@ pub fn explain<'a>(
     }
     if explained.is_empty() {
         return Err(ExplainError::NoReplica {
-            namespace: namespace.into(),
-            service: service.into(),
+            service: named,
             for_component: only.map(|c| format!(" for its {c}")).unwrap_or_default(),
         });
     }
