@@ -332,7 +332,12 @@ pub fn text(explained: &[Explained]) -> String {
         let _ = writeln!(text, "Spread: {} ({})", component.status(), report.reason.as_str());
         let _ = writeln!(text, "Why: {}.", report.message);
         let _ = writeln!(text, "What to do: {}", component.what_to_do());
-        write_plan(&mut text, component);
+        // The whole plan under it, a move a line with its command.
+        let moves = component.plan.as_ref().map_or(&[][..], |plan| &plan.moves);
+        for (step, m) in moves.iter().enumerate() {
+            let described = m.describe(component.service, component.component, component.namespace);
+            let _ = writeln!(text, "  {}. {described}", step + 1);
+        }
         for alfred in &component.alfred {
             let _ = writeln!(text, "Note: {alfred}");
         }
@@ -340,49 +345,33 @@ pub fn text(explained: &[Explained]) -> String {
     text
 }
 
-/// The whole plan under "What to do", a move a line with its command.
-fn write_plan(text: &mut String, explained: &Explained) {
-    if let Ok(plan) = &explained.plan {
-        for (step, m) in plan.moves.iter().enumerate() {
-            let described = m.describe(explained.service, explained.component, explained.namespace);
-            let _ = writeln!(text, "  {}. {described}", step + 1);
-        }
-    }
-}
-
 /// Each Instance, in the pods' order: the anchor counted, then the other pods of its Instance
 /// (workers, and its other slot's anchor during a SurgeThenDrain update), drawn where the
 /// counted anchor runs; then the pods no Instance here claims, one by one.
 fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) -> Vec<Drawn<'a>> {
     let key = report.in_effect.domain_key();
-    let pods = &component.pods;
     // Each counted anchor is its own Instance's: never another's member.
     let counted = component.anchors(kind);
     let is_counted: HashSet<*const Pod> = counted.iter().map(|anchor| ptr::from_ref(*anchor)).collect();
-    let mut claimed: Vec<bool> = pods
-        .iter()
-        .map(|pod| is_counted.contains(&ptr::from_ref(*pod)))
+    let mut unclaimed: Vec<&Pod> = (component.pods.iter().copied())
+        .filter(|pod| !is_counted.contains(&ptr::from_ref(*pod)))
         .collect();
     let mut instances = Vec::new();
     for anchor in counted {
-        let mut members = vec![anchor];
-        for (j, pod) in pods.iter().enumerate() {
-            if !claimed[j] && same_instance(pod, anchor) {
-                claimed[j] = true;
-                members.push(pod);
-            }
-        }
+        let members: Vec<&Pod>;
+        (members, unclaimed) = unclaimed.into_iter().partition(|pod| same_instance(pod, anchor));
         let domain = key
             .and_then(|key| domain_of(component.nodes, anchor, key))
             .filter(|domain| report.instances_per_domain.contains_key(*domain))
             .cloned();
-        instances.push(Drawn { pods: members, domain });
+        let pods = std::iter::once(anchor).chain(members).collect();
+        instances.push(Drawn { pods, domain });
     }
-    let unclaimed = pods.iter().zip(claimed).filter(|(_, claimed)| !claimed);
-    instances.extend(unclaimed.map(|(pod, _)| Drawn {
-        pods: vec![*pod],
+    let alone = unclaimed.into_iter().map(|pod| Drawn {
+        pods: vec![pod],
         domain: None,
-    }));
+    });
+    instances.extend(alone);
     instances
 }
 
