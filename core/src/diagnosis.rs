@@ -16,7 +16,7 @@ use crate::pod::Pod;
 use crate::rules::{completion, spread_constraint};
 use crate::settings::Settings;
 use crate::shown::shown;
-use crate::spread::{Spread, SpreadFields, SpreadSettings};
+use crate::spread::{BadField, Spread, SpreadFields, SpreadSettings};
 
 /// The objects of one component, as the API server (or `kubectl get -o yaml`) gives them.
 pub struct Component<'a> {
@@ -129,13 +129,9 @@ pub struct Report {
 /// Why a component cannot be diagnosed: a field whose value OME would not accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DiagnosisError {
-    #[error("{object}.{field}: {value} {why}")]
-    BadField {
-        object: String,
-        field: &'static str,
-        value: String,
-        why: String,
-    },
+    /// `object` names where the three fields sit.
+    #[error("{object}.{}: {} {}", .bad.field, .bad.value, .bad.why)]
+    BadField { object: String, bad: BadField },
     #[error("InferenceReplica {replica} spec.component is {value}: must be engine or decoder")]
     NoComponent { replica: String, value: String },
 }
@@ -202,12 +198,7 @@ pub(crate) fn service_name<'a>(component: &Component<'a>) -> &'a str {
 
 /// The three fields checked (P4), a bad one named with its `object`.
 fn checked(fields: SpreadFields, object: impl Fn() -> String) -> Result<SpreadSettings, DiagnosisError> {
-    SpreadSettings::from_fields(fields).map_err(|bad| DiagnosisError::BadField {
-        object: object(),
-        field: bad.field,
-        value: bad.value,
-        why: bad.why,
-    })
+    SpreadSettings::from_fields(fields).map_err(|bad| DiagnosisError::BadField { object: object(), bad })
 }
 
 /// M1: the settings in effect for the `kind` component: the InferenceService's values over its
