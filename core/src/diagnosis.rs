@@ -183,13 +183,8 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
             }
         }
     };
-    let (reason, message, action) = finding;
-    Ok(Report {
-        reason,
-        message,
-        action,
-        ..report
-    })
+    (report.reason, report.message, report.action) = finding;
+    Ok(report)
 }
 
 pub(crate) fn service_name<'a>(component: &Component<'a>) -> &'a str {
