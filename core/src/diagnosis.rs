@@ -74,8 +74,7 @@ impl<'a> Component<'a> {
     }
 }
 
-/// Why the spread holds or not, named as the `Spread` condition's reason; in the order the
-/// diagnosis tries them.
+/// Why the spread holds or not, named as the `Spread` condition's reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantArray)]
 pub enum Reason {
     SettingsNotProjected,
@@ -94,6 +93,7 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in the order the diagnosis tries them.
     pub const ALL: &[Reason] = <Self as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
