@@ -17,7 +17,8 @@ use crate::shown::shown;
 pub const COMPONENTS: [&str; 2] = ["engine", "decoder"];
 
 /// A pod's place in its Instance, from its OME labels.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Runner {
     /// The only pod of a single-pod Instance.
     Default,
@@ -29,11 +30,7 @@ pub enum Runner {
 
 impl Runner {
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Default => "default",
-            Self::Leader => "leader",
-            Self::Worker { .. } => "worker",
-        }
+        self.into()
     }
 }
 
