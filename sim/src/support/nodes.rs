@@ -148,11 +148,11 @@ pub fn node(shape: &NodeShape) -> Value {
 pub async fn create_nodes(client: &Client, shapes: &[NodeShape]) -> Result<(), ApiError> {
     for shape in shapes {
         let node = node(shape);
-        api::apply(client, NODE, &node, MANAGER).await?;
+        api::apply(client, NODE, &node, MANAGER, false).await?;
         // The room through the status subresource: an update of the Node leaves its status as it was.
         let status = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": shape.name},
             "status": node["status"]});
-        api::apply_status(client, NODE, &status, MANAGER).await?;
+        api::apply(client, NODE, &status, MANAGER, true).await?;
     }
     for shape in shapes {
         eventually(&format!("kwok's node {} Ready", shape.name), 60, || async {

@@ -242,7 +242,7 @@ impl StandIn {
         let (_, replica_name) = api::identity(&wanted);
         let existing = raw(objects, INFERENCE_REPLICA.kind, Some(namespace), replica_name);
         if existing.is_none_or(|r| spec_differs(&r["spec"], &wanted["spec"])) {
-            match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER).await {
+            match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER, false).await {
                 Ok(()) => api::log(
                     WHO,
                     format!(
