@@ -91,25 +91,17 @@ impl World for Cluster {
 /// fails at its deadline), never a surge pod that no record names (a restart would surge again).
 pub async fn apply(client: &Client, changes: Vec<Change>) {
     let (mut changes, rest): (Vec<Change>, Vec<Change>) =
-        changes.into_iter().partition(|c| matches!(c, Change::Records { .. }));
+        changes.into_iter().partition(|c| matches!(c, Change::Records(..)));
     changes.extend(rest);
     for change in changes {
         let outcome = match &change {
-            Change::Unannotated {
-                namespace,
-                service,
-                key,
-            } => {
+            Change::Unannotated((namespace, service), key) => {
                 let patch = json!({"metadata": {"annotations": {key: null}}});
                 api::merge(client, INFERENCE_SERVICE, (namespace, service), &patch, MANAGER, false)
                     .await
                     .map(|()| format!("InferenceService {namespace}/{service}: request {key} taken"))
             }
-            Change::Records {
-                namespace,
-                replica,
-                migrations,
-            } => {
+            Change::Records((namespace, replica), migrations) => {
                 let patch = json!({"status": {"migrations": migrations}});
                 let phases: Vec<String> = migrations
                     .as_array()
@@ -132,11 +124,9 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
                         )
                     })
             }
-            Change::Condition {
-                namespace,
-                replica,
-                condition,
-            } => write_condition(client, namespace, replica, condition).await,
+            Change::Condition((namespace, replica), condition) => {
+                write_condition(client, namespace, replica, condition).await
+            }
             Change::Pod(pod) => {
                 let (namespace, name) = api::identity(pod);
                 match api::create(client, POD, pod).await {
@@ -144,7 +134,7 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
                     created => created.map(|()| format!("surge pod {namespace}/{name} created")),
                 }
             }
-            Change::PodDeleted { namespace, name } => api::delete(client, POD, namespace, name, None)
+            Change::PodDeleted((namespace, name)) => api::delete(client, POD, namespace, name, None)
                 .await
                 .map(|()| format!("pod {namespace}/{name} drained (deleted)")),
         };
