@@ -432,7 +432,6 @@ demo: wasm-target
 bench: wasm-target web
 	$(CARGO) bench --bench policy
 	$(CARGO) bench -p ome-spread-core --bench diagnosis
-	$(CARGO) bench -p ome-spread-core --bench rebalance
 	$(CARGO) bench -p ome-spread-controller --bench pods
 	$(CARGO) test --release -p ome-spread-web --test browser -- --ignored --nocapture
 	$(MAKE) bench-churn
