@@ -320,9 +320,9 @@ fn raw<'a>(objects: &'a [Value], kind: &str, namespace: Option<&str>, name: &str
 /// settings in effect no longer set (a lifecycle dropped from the InferenceService stays until
 /// the next write: another writer's, such as a test's, is not fought every pass).
 pub fn spec_differs(spec: &Value, wanted: &Value) -> bool {
-    let owned = ["topologySpread", "topologySpreadKey", "topologyKey"];
     let wanted_fields = wanted.as_object().into_iter().flatten();
-    wanted_fields.clone().any(|(k, v)| &spec[k] != v) || owned.iter().any(|k| wanted[k].is_null() && !spec[k].is_null())
+    wanted_fields.clone().any(|(k, v)| &spec[k] != v)
+        || SPREAD_FIELDS.iter().any(|k| wanted[k].is_null() && !spec[k].is_null())
 }
 
 /// Whether the status the stand-in wants differs from the one stored, in what it writes.
@@ -345,21 +345,20 @@ fn same_conditions(stored: &Value, wanted: &Value) -> bool {
     keys(stored).unwrap_or_default() == keys(wanted).unwrap_or_default()
 }
 
+/// The replica's fields of the settings in effect.
+const SPREAD_FIELDS: [&str; 3] = ["topologySpread", "topologySpreadKey", "topologyKey"];
+
 /// A replica's spec in a line: its Instances, its runners and the settings in effect.
 fn shown(spec: &Value) -> String {
-    let runners: Vec<String> = spec["runners"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let runners = spec["runners"].as_array().into_iter().flatten();
+    let runners: Vec<String> = runners
         .map(|r| format!("{} x{}", r["name"].as_str().unwrap_or_default(), r["size"]))
         .collect();
-    let field = |k: &str| spec[k].as_str().unwrap_or("<none>").to_owned();
+    let fields = SPREAD_FIELDS.map(|k| format!("{k} {}", spec[k].as_str().unwrap_or("<none>")));
     format!(
-        "{} Instances ({}), topologySpread {}, topologySpreadKey {}, topologyKey {}",
+        "{} Instances ({}), {}",
         spec["replicas"],
         runners.join(", "),
-        field("topologySpread"),
-        field("topologySpreadKey"),
-        field("topologyKey")
+        fields.join(", ")
     )
 }
