@@ -59,6 +59,18 @@ struct Bench {
     history: History,
 }
 
+impl Bench {
+    fn new(cluster: Cluster, typed: Typed, requested: Requested) -> Bench {
+        let history = history(&cluster);
+        Bench {
+            cluster,
+            typed,
+            requested,
+            history,
+        }
+    }
+}
+
 /// The controller's pass, up to `stage` for each replica: nodes read once, pods grouped by
 /// replica once, one report per replica; the reasons, the moves planned in all, and the requests
 /// the guardrails let go.
@@ -130,13 +142,7 @@ fn as_it_stands() -> Bench {
     typed.pods = ome_pods(&cluster).iter().map(read).collect();
     let trainers: Vec<Pod> = other_pods(&cluster, OTHER_PODS).iter().map(read).collect();
     let requested = requested(typed.pods.iter().chain(&trainers)).expect("the generated pods are readable");
-    let history = history(&cluster);
-    Bench {
-        cluster,
-        typed,
-        requested,
-        history,
-    }
+    Bench::new(cluster, typed, requested)
 }
 
 /// The large cluster with every pod Ready on a node of its model in zone-0, and room on every node.
@@ -160,13 +166,7 @@ fn skewed() -> Bench {
     }
     let typed = typed(&cluster);
     let requested = requested(&typed.pods).expect("the generated pods are readable");
-    let history = history(&cluster);
-    Bench {
-        cluster,
-        typed,
-        requested,
-        history,
-    }
+    Bench::new(cluster, typed, requested)
 }
 
 /// What every InferenceService and replica carry after a day of migrations: three entries in our
