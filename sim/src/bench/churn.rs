@@ -42,8 +42,6 @@ use crate::support::objects;
 pub const RATE: u64 = 1_000;
 /// Pods of other workloads beside OME's (`make bench-churn`).
 pub const OTHER_PODS: usize = 20_000;
-/// Pods of other workloads beside OME's in `make bench-churn-large`: 100,000 pods in all.
-pub const OTHER_PODS_LARGE: usize = 90_000;
 /// How long the controller may take to write its first condition on every replica.
 const SETTLE: Duration = Duration::from_secs(600);
 /// An event whose condition has not come by then is counted at this delay, as a lower bound.
