@@ -280,14 +280,9 @@ e2e-tests:
 		$(CARGO) test --test manifests -- --ignored artifacthub; \
 	fi
 
-# policy-server v1.31 with the annotated policy (and, for the load benchmark, the annotated
-# floor), its Kubernetes client on a fake API server. POLICY_SERVER names another binary.
+# policy-server v1.31 with the annotated policy, its Kubernetes client on a fake API server.
+# POLICY_SERVER names another binary.
 NEED_KUBEWARDEN = missing="$(call missing,kwctl $(if $(POLICY_SERVER),,policy-server))"
-ANNOTATED_FLOOR := target/wasm/annotated-floor.wasm
-
-$(ANNOTATED_FLOOR): floor/src/lib.rs floor/Cargo.toml floor/metadata.yml Cargo.lock | wasm-target
-	$(CARGO) build --release --lib --target $(WASM_TARGET) --target-dir target/wasm --package ome-spread-floor
-	kwctl annotate --metadata-path floor/metadata.yml --output-path $@ target/wasm/$(WASM_TARGET)/release/ome_spread_floor.wasm
 
 # Every case of the rule table as an AdmissionReview over HTTP to /validate/<case>.
 e2e-server:
@@ -432,24 +427,14 @@ demo: wasm-target
 
 # Criterion: the policy beside the SDK floor, the ratio table and both modules' sizes printed at the
 # end; the core's diagnosis and rebalance passes over 1,000 replicas; what a pod event costs the
-# controller; then the playground's diagnosis of the same
-# cluster natively and in headless Chromium, then both in the real policy-server under an
-# open-loop load (LOAD_SECONDS at LOAD_RATE per second, then STEP_SECONDS per step of the search
-# for the highest rate with p99 under 10 ms; see BENCHMARKS.md).
+# controller; then the playground's diagnosis of the same cluster natively and in headless
+# Chromium; then the controller under churn (see BENCHMARKS.md).
 bench: wasm-target web
 	$(CARGO) bench --bench policy
 	$(CARGO) bench -p ome-spread-core --bench diagnosis
-	$(CARGO) bench -p ome-spread-core --bench rebalance
 	$(CARGO) bench -p ome-spread-controller --bench pods
 	$(CARGO) test --release -p ome-spread-web --test browser -- --ignored --nocapture
 	$(MAKE) bench-churn
-	@$(NEED_KUBEWARDEN); \
-	if [ -n "$$missing" ]; then \
-		echo "policy-server load benchmark skipped: $$missing not installed ($(KWCTL_RELEASES), $(POLICY_SERVER_RELEASES))"; \
-	else \
-		$(MAKE) annotated-policy.wasm $(ANNOTATED_FLOOR) && \
-		$(CARGO) run --release -p ome-spread-controller --example policy_server_load; \
-	fi
 
 # The controller as built, its own process, against the in-memory API server under a minute of
 # pod and node churn (controller/benches/churn.rs), beside the controller as it was at the commit

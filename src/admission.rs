@@ -77,7 +77,7 @@ fn mutated(
             namespace: pod.namespace.clone(),
             name: name.to_owned(),
         },
-        None => ReplicaRef::for_component(&pod.namespace, &instance.service, &instance.component),
+        None => ReplicaRef::for_component(&pod.namespace, instance.service, instance.component),
     };
     let accept = settings.on_missing_replica == OnMissingReplica::Accept;
     let spread = match replica::settings_in_effect(&replica, read_replica(&replica)) {

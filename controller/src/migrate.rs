@@ -5,15 +5,12 @@
 //! a ledger entry. A request OME's webhook refuses is recorded in the ledger as rejected, so its
 //! backoff and tries survive a restart too.
 
-use std::sync::Arc;
-
 use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use ome_spread_core::migration::{
-    Annotated, BadLedger, BadRecord, Entry, Hold, LEDGER, Migrations, Records, Request, Requests, Situation, hold,
-    ledger, ledger_with, request_key,
+    Entry, Hold, LEDGER, Records, Request, Requests, Situation, hold, ledger, ledger_with, request_key,
 };
 use ome_spread_core::rebalance::Move;
 use serde_json::{Value, json};
@@ -49,7 +46,7 @@ pub(crate) async fn request(asked: &Next<'_>, ctx: &Context) -> Result<Announcem
     let mut written = ctx.rebalance.written.lock().await;
     let now = Timestamp::now();
     written.retain(|(_, e)| now.duration_since(e.at) < ome_spread_core::migration::ACKNOWLEDGE_WITHIN);
-    let held = guardrails(asked, &service_name, &written, now, ctx);
+    let held = guardrails(asked, &written, now, ctx);
     if let Err(held) = held {
         return Ok(say_held(replica, &held, described, asked.objects));
     }
@@ -101,56 +98,21 @@ pub(crate) async fn request(asked: &Next<'_>, ctx: &Context) -> Result<Announcem
     }
 }
 
-/// The core's guardrails over the component's objects, and every InferenceService's requests
-/// and InferenceReplica's records as the caches hold them: read here alone, for a move the plan
-/// asks for, behind the gate.
-fn guardrails(
-    asked: &Next,
-    service: &str,
-    written: &[(String, Entry)],
-    now: Timestamp,
-    ctx: &Context,
-) -> Result<(), Hold> {
+/// The core's guardrails over the component's objects (its replica the freshest copy of
+/// itself), and every InferenceService's requests and InferenceReplica's records as the caches
+/// hold them: read here alone, for a move the plan asks for, behind the gate.
+fn guardrails(asked: &Next, written: &[(String, Entry)], now: Timestamp, ctx: &Context) -> Result<(), Hold> {
     let component = asked.objects.component();
     hold(&Situation {
-        service,
         component: &component,
         lowered_to: asked.lowered_to,
         next: asked.step,
-        requests: &requests(&ctx.caches.services.state()),
-        records: &records(&ctx.caches.replicas.state()),
-        // The replica being reconciled is the freshest copy of itself.
-        replica: migrations(asked.replica),
+        requests: &Requests::read(ctx.caches.services.state().iter().map(|s| &**s)),
+        records: &Records::read(ctx.caches.replicas.state().iter().map(|r| &**r)),
         written,
         now,
         max_per_hour: ctx.rebalance.max_per_hour,
     })
-}
-
-/// Every InferenceService's pending migration request and our ledgers.
-fn requests(services: &[Arc<InferenceService>]) -> Result<Requests, BadLedger> {
-    let annotated: Vec<Annotated> = services
-        .iter()
-        .map(|s| Annotated {
-            name: key(&**s),
-            annotations: s.annotations(),
-        })
-        .collect();
-    Requests::read(&annotated)
-}
-
-/// Every InferenceReplica's migration records.
-fn records(replicas: &[Arc<InferenceReplica>]) -> Result<Records, BadRecord> {
-    let migrations: Vec<Migrations> = replicas.iter().map(|r| migrations(r)).collect();
-    Records::read(&migrations)
-}
-
-/// A replica's records as the guardrails read them.
-fn migrations(replica: &InferenceReplica) -> Migrations<'_> {
-    Migrations {
-        name: key(replica),
-        migrations: replica.status.as_ref().and_then(|s| s.migrations.as_ref()),
-    }
 }
 
 /// A held request: the recommendation when the InferenceService lowers the mode, else why it

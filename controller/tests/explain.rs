@@ -531,7 +531,7 @@ fn explain_from_reads_the_namespace_the_saved_inference_service_names() {
 /// over each reason's fixture) and prints exactly what `explain --from` prints for them.
 #[tokio::test]
 async fn live_explain_prints_what_explain_from_prints() {
-    for reason in Reason::ALL {
+    for &reason in Reason::ALL {
         let name = reason.as_str();
         let dir = data().join("reasons");
         let text = std::fs::read_to_string(dir.join(format!("{name}.yaml"))).expect("fixture");

@@ -12,7 +12,7 @@ use ome_spread_sim::stand_in::fake_api::FakeApi;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs policy-server and kwctl: make e2e-server"]
 async fn every_case_under_the_real_policy_server() {
-    let Some(tools) = Tools::find(false) else {
+    let Some(tools) = Tools::find() else {
         return;
     };
     let cases = policy_server::cases();
@@ -55,7 +55,7 @@ async fn every_case_under_the_real_policy_server() {
             .unwrap_or_else(|output| panic!("policy-server did not start: {output}"));
         for case in group {
             let before = api.seen().len();
-            let mut differences = match policy_server::validate(&client, server.port, &case.name, case.body()).await {
+            let mut differences = match policy_server::validate(&client, server.port, &case.name, &case.request).await {
                 Ok(review) => policy_server::differences(&case.request, &case.expected, &review),
                 Err(e) => vec![format!("no answer: {e}\n{}", server.log())],
             };
@@ -90,6 +90,5 @@ fn policy_of(case: &Case, tools: &Tools) -> Policy {
         name: case.name.clone(),
         module: tools.policy.clone(),
         settings: case.settings.clone(),
-        context_aware: true,
     }
 }

@@ -32,7 +32,7 @@ use harness::*;
 /// message, and nothing else.
 #[tokio::test]
 async fn every_reason_is_recorded_then_applied_on_status_by_the_field_manager_ome_spread() {
-    for reason in Reason::ALL {
+    for &reason in Reason::ALL {
         let Harness {
             ctx,
             replica,

@@ -15,7 +15,7 @@ use crate::pod::Pod;
 use crate::rules::{completion, spread_constraint};
 use crate::settings::Settings;
 use crate::shown::shown;
-use crate::spread::{Spread, SpreadFields, SpreadSettings};
+use crate::spread::{BadField, Spread, SpreadFields, SpreadSettings};
 
 /// The objects of one component, as the API server (or `kubectl get -o yaml`) gives them.
 pub struct Component<'a> {
@@ -71,12 +71,14 @@ impl<'a> Component<'a> {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// Why the spread holds or not, named as the `Spread` condition's reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantArray)]
 pub enum Reason {
     SettingsNotProjected,
     InstanceSplit,
     NotRequested,
     NoKey,
+    #[strum(serialize = "PreferredUnderOMEScheduler")]
     PreferredUnderOmeScheduler,
     PodsPredateChange,
     ConflictingConstraint,
@@ -88,36 +90,11 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 12] = [
-        Self::SettingsNotProjected,
-        Self::InstanceSplit,
-        Self::NotRequested,
-        Self::NoKey,
-        Self::PreferredUnderOmeScheduler,
-        Self::PodsPredateChange,
-        Self::ConflictingConstraint,
-        Self::MissingLabel,
-        Self::DomainsFull,
-        Self::SingleDomain,
-        Self::Skewed,
-        Self::Satisfied,
-    ];
+    /// Every reason, in the order the diagnosis tries them.
+    pub const ALL: &[Reason] = <Self as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SettingsNotProjected => "SettingsNotProjected",
-            Self::InstanceSplit => "InstanceSplit",
-            Self::NotRequested => "NotRequested",
-            Self::NoKey => "NoKey",
-            Self::PreferredUnderOmeScheduler => "PreferredUnderOMEScheduler",
-            Self::PodsPredateChange => "PodsPredateChange",
-            Self::ConflictingConstraint => "ConflictingConstraint",
-            Self::MissingLabel => "MissingLabel",
-            Self::DomainsFull => "DomainsFull",
-            Self::SingleDomain => "SingleDomain",
-            Self::Skewed => "Skewed",
-            Self::Satisfied => "Satisfied",
-        }
+        self.into()
     }
 
     /// Does the spread hold (or was none asked for)?
@@ -149,13 +126,9 @@ pub struct Report {
 /// Why a component cannot be diagnosed: a field whose value OME would not accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DiagnosisError {
-    #[error("{object}.{field}: {value} {why}")]
-    BadField {
-        object: String,
-        field: &'static str,
-        value: String,
-        why: String,
-    },
+    /// `object` names where the three fields sit.
+    #[error("{object}.{}: {} {}", .bad.field, .bad.value, .bad.why)]
+    BadField { object: String, bad: BadField },
     #[error("InferenceReplica {replica} spec.component is {value}: must be engine or decoder")]
     NoComponent { replica: String, value: String },
 }
@@ -207,13 +180,8 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
             }
         }
     };
-    let (reason, message, action) = finding;
-    Ok(Report {
-        reason,
-        message,
-        action,
-        ..report
-    })
+    (report.reason, report.message, report.action) = finding;
+    Ok(report)
 }
 
 pub(crate) fn service_name<'a>(component: &Component<'a>) -> &'a str {
@@ -222,12 +190,7 @@ pub(crate) fn service_name<'a>(component: &Component<'a>) -> &'a str {
 
 /// The three fields checked (P4), a bad one named with its `object`.
 fn checked(fields: SpreadFields, object: impl Fn() -> String) -> Result<SpreadSettings, DiagnosisError> {
-    SpreadSettings::from_fields(fields).map_err(|bad| DiagnosisError::BadField {
-        object: object(),
-        field: bad.field,
-        value: bad.value,
-        why: bad.why,
-    })
+    SpreadSettings::from_fields(fields).map_err(|bad| DiagnosisError::BadField { object: object(), bad })
 }
 
 /// M1: the settings in effect for the `kind` component: the InferenceService's values over its

@@ -147,43 +147,32 @@ fn named_in<'a, K: Resource>(objects: &'a [K], namespace: &str, name: &str) -> O
         .find(|o| crate::ome::namespace(*o) == namespace && named(o))
 }
 
-/// Why nothing can be explained.
+/// Why nothing can be explained. `service` is the InferenceService as `namespace/name`, or its
+/// name alone where no namespace was given; `origin` where the objects came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExplainError {
-    #[error("no InferenceService {namespace}/{service} in {origin}")]
-    NoService {
-        namespace: String,
-        service: String,
-        /// Where the objects came from.
-        origin: String,
-    },
     #[error("no InferenceService {service} in {origin}")]
-    NoServiceNamed { service: String, origin: String },
+    NoService { service: String, origin: String },
     #[error("InferenceService {service} is in more than one namespace in {origin} ({namespaces}): name one with -n")]
     SeveralNamespaces {
         service: String,
         origin: String,
         namespaces: String,
     },
-    #[error("{runtime} is not in {origin}: InferenceService {namespace}/{service} runs on it")]
+    /// `runtime`: its kind and name, as kubectl names it.
+    #[error("{runtime} is not in {origin}: InferenceService {service} runs on it")]
     NoRuntime {
-        /// Its kind and name, as kubectl names it.
         runtime: String,
-        namespace: String,
         service: String,
         origin: String,
     },
-    #[error("InferenceService {namespace}/{service} does not run on OMENative: nothing spreads its Instances")]
-    NotOmeNative { namespace: String, service: String },
+    #[error("InferenceService {0} does not run on OMENative: nothing spreads its Instances")]
+    NotOmeNative(String),
+    /// `for_component`: ` for its engine` when one component was asked for, else empty.
     #[error(
-        "InferenceService {namespace}/{service} has no InferenceReplica{for_component}: the component doesn't run on OMENative"
+        "InferenceService {service} has no InferenceReplica{for_component}: the component doesn't run on OMENative"
     )]
-    NoReplica {
-        namespace: String,
-        service: String,
-        /// ` for its engine` when one component was asked for, else empty.
-        for_component: String,
-    },
+    NoReplica { service: String, for_component: String },
     #[error(transparent)]
     Diagnosis(#[from] DiagnosisError),
 }
@@ -200,7 +189,7 @@ pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> R
     namespaces.dedup();
     match namespaces[..] {
         [namespace] => Ok(namespace.to_owned()),
-        [] => Err(ExplainError::NoServiceNamed {
+        [] => Err(ExplainError::NoService {
             service: service.into(),
             origin: origin.into(),
         }),
@@ -266,26 +255,20 @@ pub fn explain<'a>(
     settings: &Settings,
     every_node: bool,
 ) -> Result<Vec<Explained<'a>>, ExplainError> {
-    let isvc = objects
-        .service(namespace, service)
-        .ok_or_else(|| ExplainError::NoService {
-            namespace: namespace.into(),
-            service: service.into(),
-            origin: source.into(),
-        })?;
+    let named = format!("{namespace}/{service}");
+    let Some(isvc) = objects.service(namespace, service) else {
+        let origin = source.into();
+        return Err(ExplainError::NoService { service: named, origin });
+    };
     if !isvc.on_omenative() {
-        return Err(ExplainError::NotOmeNative {
-            namespace: namespace.into(),
-            service: service.into(),
-        });
+        return Err(ExplainError::NotOmeNative(named));
     }
     let runtime = objects.runtime_of(isvc);
     // Without the runtime the settings in effect are not known: say which object is missing.
-    if let (None, Some(named)) = (runtime, isvc.runtime()) {
+    if let (None, Some(runtime)) = (runtime, isvc.runtime()) {
         return Err(ExplainError::NoRuntime {
-            runtime: format!("{} {}", named.kind(), named.name()),
-            namespace: namespace.into(),
-            service: service.into(),
+            runtime: format!("{} {}", runtime.kind(), runtime.name()),
+            service: named,
             origin: source.into(),
         });
     }
@@ -319,8 +302,7 @@ pub fn explain<'a>(
     }
     if explained.is_empty() {
         return Err(ExplainError::NoReplica {
-            namespace: namespace.into(),
-            service: service.into(),
+            service: named,
             for_component: only.map(|c| format!(" for its {c}")).unwrap_or_default(),
         });
     }
@@ -350,7 +332,12 @@ pub fn text(explained: &[Explained]) -> String {
         let _ = writeln!(text, "Spread: {} ({})", component.status(), report.reason.as_str());
         let _ = writeln!(text, "Why: {}.", report.message);
         let _ = writeln!(text, "What to do: {}", component.what_to_do());
-        write_plan(&mut text, component);
+        // The whole plan under it, a move a line with its command.
+        let moves = component.plan.as_ref().map_or(&[][..], |plan| &plan.moves);
+        for (step, m) in moves.iter().enumerate() {
+            let described = m.describe(component.service, component.component, component.namespace);
+            let _ = writeln!(text, "  {}. {described}", step + 1);
+        }
         for alfred in &component.alfred {
             let _ = writeln!(text, "Note: {alfred}");
         }
@@ -358,49 +345,33 @@ pub fn text(explained: &[Explained]) -> String {
     text
 }
 
-/// The whole plan under "What to do", a move a line with its command.
-fn write_plan(text: &mut String, explained: &Explained) {
-    if let Ok(plan) = &explained.plan {
-        for (step, m) in plan.moves.iter().enumerate() {
-            let described = m.describe(explained.service, explained.component, explained.namespace);
-            let _ = writeln!(text, "  {}. {described}", step + 1);
-        }
-    }
-}
-
 /// Each Instance, in the pods' order: the anchor counted, then the other pods of its Instance
 /// (workers, and its other slot's anchor during a SurgeThenDrain update), drawn where the
 /// counted anchor runs; then the pods no Instance here claims, one by one.
 fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) -> Vec<Drawn<'a>> {
     let key = report.in_effect.domain_key();
-    let pods = &component.pods;
     // Each counted anchor is its own Instance's: never another's member.
     let counted = component.anchors(kind);
     let is_counted: HashSet<*const Pod> = counted.iter().map(|anchor| ptr::from_ref(*anchor)).collect();
-    let mut claimed: Vec<bool> = pods
-        .iter()
-        .map(|pod| is_counted.contains(&ptr::from_ref(*pod)))
+    let mut unclaimed: Vec<&Pod> = (component.pods.iter().copied())
+        .filter(|pod| !is_counted.contains(&ptr::from_ref(*pod)))
         .collect();
     let mut instances = Vec::new();
     for anchor in counted {
-        let mut members = vec![anchor];
-        for (j, pod) in pods.iter().enumerate() {
-            if !claimed[j] && same_instance(pod, anchor) {
-                claimed[j] = true;
-                members.push(pod);
-            }
-        }
+        let members: Vec<&Pod>;
+        (members, unclaimed) = unclaimed.into_iter().partition(|pod| same_instance(pod, anchor));
         let domain = key
             .and_then(|key| domain_of(component.nodes, anchor, key))
             .filter(|domain| report.instances_per_domain.contains_key(*domain))
             .cloned();
-        instances.push(Drawn { pods: members, domain });
+        let pods = std::iter::once(anchor).chain(members).collect();
+        instances.push(Drawn { pods, domain });
     }
-    let unclaimed = pods.iter().zip(claimed).filter(|(_, claimed)| !claimed);
-    instances.extend(unclaimed.map(|(pod, _)| Drawn {
-        pods: vec![*pod],
+    let alone = unclaimed.into_iter().map(|pod| Drawn {
+        pods: vec![pod],
         domain: None,
-    }));
+    });
+    instances.extend(alone);
     instances
 }
 
@@ -414,24 +385,18 @@ fn tables(
     rooms: &[Domain],
     every_node: bool,
 ) -> Vec<Vec<Vec<String>>> {
+    let or_none = |value: Option<&str>| value.unwrap_or("<none>").to_owned();
     // The replica's fields as the core read them: an empty key is unset (P4).
     let projected = &report.projected;
-    let shown = |key: &Option<String>| key.as_deref().unwrap_or("<none>").to_owned();
-    let mut tables = vec![vec![
-        row(["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"]),
-        vec![
-            replica.meta().name.clone().unwrap_or_default(),
-            projected.spread.map_or("<none>", Spread::as_str).to_owned(),
-            shown(&projected.spread_key),
-            shown(&projected.topology_key),
-        ],
-    ]];
+    let replica_row = vec![
+        replica.meta().name.clone().unwrap_or_default(),
+        or_none(projected.spread.map(Spread::as_str)),
+        or_none(projected.spread_key.as_deref()),
+        or_none(projected.topology_key.as_deref()),
+    ];
     // The rack of each pod's node, when Instances are kept inside one (topologyKey).
     let rack = report.in_effect.topology_key.as_deref();
-    let mut header = row(["NAME", "SPREAD-KEY", "WHEN", "NODE"]);
-    header.extend(rack.map(heading));
-    let mut rows = vec![header];
-    for pod in pods {
+    let pod_rows = pods.iter().map(|pod| {
         let joined =
             |field: &str| columns::joined(pod.constraints(), |c| c[field].as_str().unwrap_or_default().to_owned());
         let node = pod.node();
@@ -439,12 +404,15 @@ fn tables(
             pod.name().to_owned(),
             joined("topologyKey"),
             joined("whenUnsatisfiable"),
-            node.unwrap_or("<none>").to_owned(),
+            or_none(node),
         ];
         cells.extend(rack.map(|rack| label(node.and_then(|n| nodes.get(n)), rack)));
-        rows.push(cells);
-    }
-    tables.push(rows);
+        cells
+    });
+    let mut tables = vec![
+        table(["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"], None, [replica_row]),
+        table(["NAME", "SPREAD-KEY", "WHEN", "NODE"], rack, pod_rows),
+    ];
     if let Some(key) = report.in_effect.domain_key() {
         let selections: Vec<Selection> = pods.iter().map(|p| Selection::of_pod(p)).collect();
         let used: Vec<&str> = pods.iter().filter_map(|p| p.node()).collect();
@@ -454,18 +422,26 @@ fn tables(
         if listed.len() > NODES_LISTED && !every_node {
             tables.push(per_domain(&listed, key, rooms));
         } else if !listed.is_empty() {
-            let mut header = vec!["NAME".to_owned(), heading(key)];
-            header.extend(rack.map(heading));
-            let mut rows = vec![header];
-            for node in listed {
+            let node_rows = listed.iter().map(|node| {
                 let mut cells = vec![node.name.clone(), label(Some(node), key)];
                 cells.extend(rack.map(|rack| label(Some(node), rack)));
-                rows.push(cells);
-            }
-            tables.push(rows);
+                cells
+            });
+            tables.push(table(["NAME", &heading(key)], rack, node_rows));
         }
     }
     tables
+}
+
+/// A table: its `header`, with a column for the label `rack` where there is one, then its `rows`.
+fn table<const N: usize>(
+    header: [&str; N],
+    rack: Option<&str>,
+    rows: impl IntoIterator<Item = Vec<String>>,
+) -> Vec<Vec<String>> {
+    let mut header = header.map(String::from).to_vec();
+    header.extend(rack.map(heading));
+    std::iter::once(header).chain(rows).collect()
 }
 
 /// The most nodes `explain` lists one by one (unless asked for every node): a large cluster's
@@ -479,12 +455,11 @@ fn per_domain(listed: &[&Node], key: &str, rooms: &[Domain]) -> Vec<Vec<String>>
     for node in listed {
         *counts.entry(label(Some(node), key)).or_default() += 1;
     }
-    let mut rows = vec![vec![heading(key), "NODES".to_owned(), "ROOM".to_owned()]];
-    for (domain, count) in counts {
+    let rows = counts.into_iter().map(|(domain, count)| {
         let room = rooms.iter().find(|d| d.name == domain).map_or(0, Domain::room);
-        rows.push(vec![domain, count.to_string(), room.to_string()]);
-    }
-    rows
+        vec![domain, count.to_string(), room.to_string()]
+    });
+    table([&heading(key), "NODES", "ROOM"], None, rows)
 }
 
 /// A column named for a label key, as kubectl's `-L` names it: its last segment, upper case.
@@ -497,8 +472,4 @@ fn label(node: Option<&Node>, key: &str) -> String {
     node.and_then(|n| n.labels.get(key))
         .cloned()
         .unwrap_or_else(|| "<none>".into())
-}
-
-fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
-    cells.map(String::from).to_vec()
 }

@@ -2,7 +2,6 @@
 //! place in it (the runner); the Instances of a component (their anchors, the leaders and only
 //! pods), each Instance's workers, and the domain an Instance runs in.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
@@ -18,7 +17,8 @@ use crate::shown::shown;
 pub const COMPONENTS: [&str; 2] = ["engine", "decoder"];
 
 /// A pod's place in its Instance, from its OME labels.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Runner {
     /// The only pod of a single-pod Instance.
     Default,
@@ -30,19 +30,15 @@ pub enum Runner {
 
 impl Runner {
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Default => "default",
-            Self::Leader => "leader",
-            Self::Worker { .. } => "worker",
-        }
+        self.into()
     }
 }
 
 /// The labels that name the pod's Instance: its InferenceService, component and runner (P11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceLabels<'a> {
-    pub service: Cow<'a, str>,
-    pub component: Cow<'a, str>,
+    pub service: &'a str,
+    pub component: &'a str,
     pub runner: Runner,
 }
 
@@ -91,8 +87,8 @@ impl<'a> InstanceLabels<'a> {
                 .map_err(|why| invalid(name, value, why)),
         };
         Ok(Self {
-            service: selector_value(labels::INFERENCE_SERVICE)?.into(),
-            component: selector_value(labels::COMPONENT)?.into(),
+            service: selector_value(labels::INFERENCE_SERVICE)?,
+            component: selector_value(labels::COMPONENT)?,
             runner,
         })
     }
@@ -162,8 +158,8 @@ pub(crate) fn anchor_labels<'a>(pod: &Pod, service: &'a str, kind: &'a str) -> I
         _ => Runner::Default,
     };
     InstanceLabels {
-        service: service.into(),
-        component: kind.into(),
+        service,
+        component: kind,
         runner,
     }
 }
@@ -210,8 +206,8 @@ mod tests {
         assert_eq!(
             read(&leader),
             Ok(InstanceLabels {
-                service: "ds".into(),
-                component: "engine".into(),
+                service: "ds",
+                component: "engine",
                 runner: Runner::Leader
             })
         );

@@ -206,9 +206,9 @@ struct Failures<'a, 'r> {
     key: &'r str,
     rack: Option<&'r str>,
     instances: Vec<Placed<'a>>,
-    /// The nodes whose spread domains count, under Ignore and under Honor, tallied.
-    under_ignore: Tallies<'a>,
-    under_honor: Tallies<'a>,
+    /// The nodes whose spread domains count, tallied: under Ignore, then under Honor (indexed by
+    /// whether taints are honoured).
+    tallies: [Tallies<'a>; 2],
     /// The anchors' own constraint honours taints: the domains counted are those under Honor.
     counted_under_honor: bool,
     /// The repaired pods' constraint honours taints (the anchors' or the settings').
@@ -249,8 +249,7 @@ impl<'a, 'r> Failures<'a, 'r> {
             rack,
             whole: candidates.room_up_to(instances.len(), &|_| true, &|_| true),
             candidates,
-            under_ignore: tallied(component.selected(false), key, rack),
-            under_honor: tallied(component.selected(true), key, rack),
+            tallies: [false, true].map(|honor| tallied(component.selected(honor), key, rack)),
             instances,
             counted_under_honor,
             // The settings' nodeTaintsPolicy completes a repaired pod's constraint; an operator's
@@ -264,12 +263,9 @@ impl<'a, 'r> Failures<'a, 'r> {
         })
     }
 
-    fn counted(&self) -> &Tallies<'a> {
-        if self.counted_under_honor {
-            &self.under_honor
-        } else {
-            &self.under_ignore
-        }
+    /// The nodes whose spread domains count, tallied: under Honor or under Ignore.
+    fn tallies(&self, honor: bool) -> &Tallies<'a> {
+        &self.tallies[usize::from(honor)]
     }
 
     /// Each domain's failure, spread domains first, then racks, each by name: the Instances it
@@ -283,7 +279,7 @@ impl<'a, 'r> Failures<'a, 'r> {
                 .iter()
                 .map(|i| i.nodes.iter().filter_map(|node| label(node, failed_key)).collect())
                 .collect();
-            let counted = self.counted().iter();
+            let counted = self.tallies(self.counted_under_honor).iter();
             let mut domains = BTreeSet::new();
             if failed_key == self.key {
                 domains.extend(counted.filter_map(|(domain, _)| *domain));
@@ -340,7 +336,7 @@ impl<'a, 'r> Failures<'a, 'r> {
         let mut room = self.whole.clone();
         if on_rack {
             // The spread domains the failed rack is in are counted again without its nodes.
-            let touched: BTreeSet<&str> = domains_of(self.counted())
+            let touched: BTreeSet<&str> = domains_of(self.tallies(self.counted_under_honor))
                 .filter(|(domain, racks)| taken(domain, racks) > 0)
                 .map(|(domain, _)| *domain)
                 .collect();
@@ -352,8 +348,7 @@ impl<'a, 'r> Failures<'a, 'r> {
         }
         // The domains the spread counts once `domain` fails, with the Instances left in each.
         let counts = |honor: bool| {
-            let counted = if honor { &self.under_honor } else { &self.under_ignore };
-            let mut counts: BTreeMap<&str, usize> = domains_of(counted)
+            let mut counts: BTreeMap<&str, usize> = domains_of(self.tallies(honor))
                 .filter(|&domain| !(honor && takes_all(domain)))
                 .map(|(domain, _)| (*domain, 0))
                 .collect();
@@ -368,7 +363,7 @@ impl<'a, 'r> Failures<'a, 'r> {
         let replaceable = |honor: bool| place(lost, counts(honor), &room, &self.repair);
         loss.placed_again = replaceable(self.honor);
         // The spread domains the failure takes whole, which still count under Ignore.
-        let emptied: Vec<String> = domains_of(&self.under_ignore)
+        let emptied: Vec<String> = domains_of(self.tallies(false))
             .filter(|&domain| takes_all(domain))
             .map(|(domain, _)| (*domain).to_owned())
             .collect();

@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::diagnosis::Component;
-use crate::ome::InferenceReplica;
-use crate::rebalance::{Move, migration_policy};
+use crate::ome::{InferenceReplica, InferenceService};
+use crate::rebalance::Move;
 use crate::shown::shown;
 
 /// OME's request annotation: this prefix, then the request's UUID.
@@ -218,29 +218,29 @@ pub struct Unconfigured {
 /// Whether OME holds the component's migration requests for caps: its replica's
 /// `MigrationPolicyUnconfigured` condition is `True`, or one of `records` (the replica's) is held
 /// for them. OME sets the condition only when it judges a request, so a record can say it first.
-pub fn unconfigured<'a>(
-    replica: &InferenceReplica,
-    records: impl IntoIterator<Item = &'a Record>,
-) -> Option<Unconfigured> {
+fn unconfigured<'a>(replica: &InferenceReplica, records: impl IntoIterator<Item = &'a Record>) -> Option<Unconfigured> {
     let conditions = replica.status.iter().flat_map(|status| &status.conditions);
     let condition = conditions
         .filter(|c| c.type_ == POLICY_UNCONFIGURED)
         .any(|c| c.status == "True");
     let held = records.into_iter().find(|r| r.held_for_caps()).map(|r| r.uuid.clone());
     (condition || held.is_some()).then(|| Unconfigured {
-        replica: format!("{}/{}", replica.namespace().unwrap_or_default(), replica.name_any()),
+        replica: named(replica),
         held,
     })
 }
 
 impl Unconfigured {
-    /// [`unconfigured`] over the replica's own `status.migrations` (a malformed list counts as
-    /// none here: the guardrails name it).
+    /// Whether OME holds the replica's requests for caps, by its condition or its own
+    /// `status.migrations` (a malformed list counts as none here: the guardrails name it).
     pub fn of(replica: &InferenceReplica) -> Option<Self> {
-        let migrations = replica.status.as_ref().and_then(|status| status.migrations.as_ref());
-        let own = records(&replica.name_any(), migrations).unwrap_or_default();
-        unconfigured(replica, &own)
+        unconfigured(replica, &records_of(replica).unwrap_or_default())
     }
+}
+
+/// An object's `namespace/name`, as the guardrails name it.
+fn named(object: &impl ResourceExt) -> String {
+    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
 /// A record OME would not have written: named by replica, place, field and value.
@@ -268,45 +268,26 @@ pub fn records(replica: &str, migrations: Option<&Value>) -> Result<Vec<Record>,
         Some(other) => return Err(bad(String::new(), other, "not a list")),
     };
     let record = |(i, record): (usize, &Value)| {
-        let uuid = &record["requestUUID"];
-        let phase = &record["phase"];
+        let bad = |name: &str, expected| bad(format!("[{i}].{name}"), &record[name], expected);
+        let phases = "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated";
+        let uuid = String::deserialize(&record["requestUUID"])
+            .ok()
+            .filter(|u| !u.is_empty());
         Ok(Record {
-            uuid: uuid
-                .as_str()
-                .filter(|u| !u.is_empty())
-                .ok_or_else(|| bad(format!("[{i}].requestUUID"), uuid, "not a request UUID"))?
-                .to_owned(),
-            phase: Phase::deserialize(phase).map_err(|_| {
-                bad(
-                    format!("[{i}].phase"),
-                    phase,
-                    "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated",
-                )
-            })?,
+            uuid: uuid.ok_or_else(|| bad("requestUUID", "not a request UUID"))?,
+            phase: Phase::deserialize(&record["phase"]).map_err(|_| bad("phase", phases))?,
             message: record["message"].as_str().unwrap_or_default().to_owned(),
-            completed_at: match &record["completedAt"] {
-                Value::Null => None,
-                time => Some(
-                    time.as_str()
-                        .and_then(|t| t.parse().ok())
-                        .ok_or_else(|| bad(format!("[{i}].completedAt"), time, "not an RFC 3339 time"))?,
-                ),
-            },
+            completed_at: Option::deserialize(&record["completedAt"])
+                .map_err(|_| bad("completedAt", "not an RFC 3339 time"))?,
         })
     };
     list.iter().enumerate().map(record).collect()
 }
 
-/// An InferenceService as the guardrails read it: `namespace/name` and its annotations.
-pub struct Annotated<'a> {
-    pub name: String,
-    pub annotations: &'a BTreeMap<String, String>,
-}
-
-/// An InferenceReplica as the guardrails read it: `namespace/name` and its `status.migrations`.
-pub struct Migrations<'a> {
-    pub name: String,
-    pub migrations: Option<&'a Value>,
+/// [`records`] of a replica's own `status.migrations`.
+fn records_of(replica: &InferenceReplica) -> Result<Vec<Record>, BadRecord> {
+    let migrations = replica.status.as_ref().and_then(|status| status.migrations.as_ref());
+    records(&named(replica), migrations)
 }
 
 /// Every InferenceService's requests as the guardrails read them: the whole cluster's, read
@@ -320,24 +301,24 @@ pub struct Requests {
 }
 
 impl Requests {
-    pub fn read(services: &[Annotated]) -> Result<Self, BadLedger> {
+    pub fn read<'a>(services: impl IntoIterator<Item = &'a InferenceService>) -> Result<Self, BadLedger> {
         let mut requests = Self::default();
         for service in services {
+            let (name, annotations) = (named(service), service.annotations());
             if requests.pending.is_none()
-                && let Some(key) = service.annotations.keys().find(|k| k.starts_with(REQUEST_PREFIX))
+                && let Some(key) = annotations.keys().find(|k| k.starts_with(REQUEST_PREFIX))
             {
-                requests.pending = Some((service.name.clone(), key.clone()));
+                requests.pending = Some((name.clone(), key.clone()));
             }
-            for entry in ledger(&service.name, service.annotations)? {
-                requests.ours.push((service.name.clone(), entry));
-            }
+            let ours = ledger(&name, annotations)?.into_iter();
+            requests.ours.extend(ours.map(|entry| (name.clone(), entry)));
         }
         Ok(requests)
     }
 }
 
-/// Every InferenceReplica's migration records, read once per change of the replicas, indexed by
-/// request UUID (the furthest copy of each).
+/// Every InferenceReplica's migration records, with their replica, indexed by request UUID (the
+/// furthest copy of each).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Records {
     all: Vec<(String, Record)>,
@@ -345,12 +326,11 @@ pub struct Records {
 }
 
 impl Records {
-    pub fn read(replicas: &[Migrations]) -> Result<Self, BadRecord> {
+    pub fn read<'a>(replicas: impl IntoIterator<Item = &'a InferenceReplica>) -> Result<Self, BadRecord> {
         let mut all = Vec::new();
         for replica in replicas {
-            for record in self::records(&replica.name, replica.migrations)? {
-                all.push((replica.name.clone(), record));
-            }
+            let name = named(replica);
+            all.extend(records_of(replica)?.into_iter().map(|record| (name.clone(), record)));
         }
         Ok(Self::of(all))
     }
@@ -381,8 +361,8 @@ impl Records {
 
 /// What [`hold`] reads: the component and its next move, and the whole cluster's requests.
 pub struct Situation<'a> {
-    /// The component's InferenceService, as `namespace/name`.
-    pub service: &'a str,
+    /// The component as the reconcile has it: its replica's records join the cluster's read,
+    /// which may be older or newer (each migration counts at its furthest phase).
     pub component: &'a Component<'a>,
     /// The mode the InferenceService's own annotation lowers `migrate` to, if it does.
     pub lowered_to: Option<&'a str>,
@@ -390,9 +370,6 @@ pub struct Situation<'a> {
     /// Every InferenceService's requests and every InferenceReplica's records, as last read.
     pub requests: &'a Result<Requests, BadLedger>,
     pub records: &'a Result<Records, BadRecord>,
-    /// The component's own InferenceReplica as the reconcile has it: its records join the
-    /// cluster's read, which may be older or newer (each migration counts at its furthest phase).
-    pub replica: Migrations<'a>,
     /// Our requests the caches may not show yet: (InferenceService, entry).
     pub written: &'a [(String, Entry)],
     pub now: Timestamp,
@@ -406,8 +383,6 @@ pub enum Hold {
     ModeLowered { service: String, mode: String },
     #[error("InferenceReplica {replica} is paused (spec.paused): OME starts no migration")]
     Paused { replica: String },
-    #[error("InferenceService {service}'s {component} migrationPolicy.mode is Never: OME fails every request")]
-    MigrationNever { service: String, component: String },
     #[error(transparent)]
     Unconfigured(#[from] Unconfigured),
     #[error("pod {pod} is Pending: every pod of the component must be placed first")]
@@ -462,50 +437,39 @@ impl Hold {
     }
 }
 /// The first guardrail that holds the next request back, in this order: the component's own
-/// (mode, pause, migrationPolicy, its pods, OME's caps), then one migration at a time
-/// cluster-wide (records in flight, requests pending, ours not yet recorded), then the pace (the
-/// hourly limit, the tries of the move, the backoff after a failure). None: the request may be
-/// written.
+/// (mode, pause, its pods, OME's caps), then one migration at a time cluster-wide (records in
+/// flight, requests pending, ours not yet recorded), then the pace (the hourly limit, the tries
+/// of the move, the backoff after a failure). None: the request may be written. (Under
+/// `migrationPolicy.mode: Never` there is no plan, so no move to hold.)
 pub fn hold(situation: &Situation) -> Result<(), Hold> {
-    component_holds(situation)?;
+    let service = named(situation.component.service);
+    component_holds(situation, &service)?;
     // The component's own replica's records first: of two copies as far along, its own is read.
-    let replica = &situation.replica.name;
-    let own = records(replica, situation.replica.migrations)?.into_iter();
-    let cluster = situation.records.as_ref().map_err(|e| e.clone())?;
-    let recorded = Records::of(
-        own.map(|r| (replica.clone(), r))
-            .chain(cluster.all.iter().cloned())
-            .collect(),
-    );
-    let own = recorded.furthest().filter(|(name, _)| name == replica);
-    if let Some(unconfigured) = unconfigured(situation.component.replica, own.map(|(_, r)| r)) {
+    let replica = situation.component.replica;
+    let name = named(replica);
+    let own = records_of(replica)?.into_iter().map(|r| (name.clone(), r));
+    let cluster = situation.records.as_ref().map_err(Clone::clone)?;
+    let recorded = Records::of(own.chain(cluster.all.iter().cloned()).collect());
+    let own = recorded.furthest().filter(|(replica, _)| *replica == name);
+    if let Some(unconfigured) = unconfigured(replica, own.map(|(_, r)| r)) {
         return Err(unconfigured.into());
     }
-    let requests = situation.requests.as_ref().map_err(|e| e.clone())?;
+    let requests = situation.requests.as_ref().map_err(Clone::clone)?;
     let ours = our_requests(situation, requests);
     one_at_a_time(situation, &recorded, requests, &ours)?;
-    pace(situation, &recorded, &ours)
+    pace(situation, &service, &recorded, &ours)
 }
 
-fn component_holds(s: &Situation) -> Result<(), Hold> {
-    let service = s.service.to_owned();
+fn component_holds(s: &Situation, service: &str) -> Result<(), Hold> {
     if let Some(mode) = s.lowered_to {
         return Err(Hold::ModeLowered {
-            service,
+            service: service.into(),
             mode: mode.into(),
         });
     }
-    let replica = s.component.replica;
-    if replica.spec.paused == Some(true) {
+    if s.component.replica.spec.paused == Some(true) {
         return Err(Hold::Paused {
-            replica: format!("{}/{}", namespace_of(s.service), replica.name_any()),
-        });
-    }
-    let kind = s.component.kind();
-    if migration_policy(s.component, kind) == Some("Never") {
-        return Err(Hold::MigrationNever {
-            service,
-            component: kind.into(),
+            replica: named(s.component.replica),
         });
     }
     for pod in &s.component.pods {
@@ -518,10 +482,6 @@ fn component_holds(s: &Situation) -> Result<(), Hold> {
         }
     }
     Ok(())
-}
-
-fn namespace_of(service: &str) -> &str {
-    service.split_once('/').map_or("", |(namespace, _)| namespace)
 }
 
 /// Our requests: every service's ledger, and those just written that it does not show yet.
@@ -562,7 +522,7 @@ fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[
     }
 }
 
-fn pace(s: &Situation, records: &Records, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
+fn pace(s: &Situation, service: &str, records: &Records, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
     let started = ours
         .iter()
         .filter(|(_, e)| e.rejected.is_none() && s.now.duration_since(e.at) < HOUR)
@@ -576,7 +536,7 @@ fn pace(s: &Situation, records: &Records, ours: &[(&str, &Entry)]) -> Result<(),
     let kind = s.component.kind();
     let mine: Vec<&Entry> = ours
         .iter()
-        .filter(|(service, e)| *service == s.service && e.component == kind)
+        .filter(|(of, e)| *of == service && e.component == kind)
         .map(|(_, e)| *e)
         .collect();
     // Of the component's own: the same Instance off the same node.
@@ -585,20 +545,20 @@ fn pace(s: &Situation, records: &Records, ours: &[(&str, &Entry)]) -> Result<(),
         .count();
     if tries >= MAX_TRIES {
         return Err(Hold::Tried {
-            service: s.service.into(),
+            service: service.into(),
             component: kind.into(),
             instance: s.next.instance,
             from_node: s.next.from_node.clone(),
             tries,
         });
     }
-    backoff(s, kind, &mine, records)
+    backoff(s, service, kind, &mine, records)
 }
 
 /// After a failed or rejected request of the component: [`BACKOFF`] from the last failure (a
 /// record's `completedAt`, else the request's time), doubled per failure the ledger keeps, at
 /// most [`MAX_BACKOFF`].
-fn backoff(s: &Situation, kind: &str, mine: &[&Entry], records: &Records) -> Result<(), Hold> {
+fn backoff(s: &Situation, service: &str, kind: &str, mine: &[&Entry], records: &Records) -> Result<(), Hold> {
     let failure = |e: &Entry| match (&e.rejected, records.get(&e.uuid)) {
         (Some(message), _) => Some((e.at, format!("was rejected ({message})"))),
         (None, Some(r)) if r.phase == Phase::Failed => {
@@ -618,7 +578,7 @@ fn backoff(s: &Situation, kind: &str, mine: &[&Entry], records: &Records) -> Res
     let until = when.checked_add(wait).unwrap_or(*when);
     if s.now < until {
         return Err(Hold::Backoff {
-            service: s.service.into(),
+            service: service.into(),
             component: kind.into(),
             uuid: last.uuid.clone(),
             outcome: outcome.clone(),

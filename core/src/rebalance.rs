@@ -187,36 +187,27 @@ impl<'a, 'r> Candidates<'a, 'r> {
     }
 
     pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
-        let none = || Candidates::new(Vec::new(), requested);
-        let Some(key) = report.in_effect.domain_key() else {
-            return none();
-        };
-        let kind = component.kind();
-        let anchors = component.anchors(kind);
-        let Some(anchor) = anchors.first() else {
-            return none();
-        };
-        let selection = Selection::of_pod(anchor);
+        let anchors = component.anchors(component.kind());
+        let key = report.in_effect.domain_key();
         // Requests that cannot be read (never served: the API server refuses them; refused in
-        // explain's saved objects before this) leave no room anywhere.
-        let Some(pods) = instance_requests(component, anchor) else {
-            return none();
-        };
+        // explain's saved objects before this) leave no room anywhere, as no key or no Instance.
+        let pods = (anchors.first().filter(|_| key.is_some()))
+            .and_then(|anchor| instance_requests(component, anchor))
+            .unwrap_or_default();
         let mut candidates = Candidates::new(pods, requested);
-        // A single pod keeps to no rack: the domain is its one rack.
-        let rack_key = report
-            .in_effect
-            .topology_key
-            .as_deref()
-            .filter(|_| candidates.pods.len() > 1);
-        for &node in eligible_nodes(component, &anchors, key) {
-            let Some(domain) = node.labels.get(key) else {
-                continue;
-            };
-            let racks = candidates.domains.entry(domain).or_default();
-            let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
-            if let (Some(rack), true) = (rack, selection.tolerates(node)) {
-                racks.entry(rack).or_default().push((node, OnceCell::new()));
+        if let (Some(key), Some(anchor), false) = (key, anchors.first(), candidates.pods.is_empty()) {
+            let selection = Selection::of_pod(anchor);
+            // A single pod keeps to no rack: the domain is its one rack.
+            let rack_key = (report.in_effect.topology_key.as_deref()).filter(|_| candidates.pods.len() > 1);
+            for &node in eligible_nodes(component, &anchors, key) {
+                let Some(domain) = node.labels.get(key) else {
+                    continue;
+                };
+                let racks = candidates.domains.entry(domain).or_default();
+                let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
+                if let (Some(rack), true) = (rack, selection.tolerates(node)) {
+                    racks.entry(rack).or_default().push((node, OnceCell::new()));
+                }
             }
         }
         candidates
@@ -224,18 +215,15 @@ impl<'a, 'r> Candidates<'a, 'r> {
 
     /// As [`rooms`]: each domain's racks with the Instances each can start, at most `most`.
     pub(crate) fn rooms(&self, most: usize) -> Vec<Domain> {
-        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| Domain {
-            name: (*name).to_owned(),
-            racks: racks
-                .iter()
-                .map(|(rack, nodes)| {
-                    let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).collect();
-                    Rack {
-                        name: (*rack).to_owned(),
-                        starts: starts(&nodes, self.requested, &self.pods, most),
-                    }
-                })
-                .collect(),
+        let rack = |(name, nodes): (&&str, &Vec<Candidate>)| {
+            let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).collect();
+            let starts = starts(&nodes, self.requested, &self.pods, most);
+            let name = (*name).to_owned();
+            Rack { name, starts }
+        };
+        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| {
+            let (name, racks) = ((*name).to_owned(), racks.iter().map(rack).collect());
+            Domain { name, racks }
         };
         self.domains.iter().map(domain).collect()
     }
@@ -300,7 +288,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
 }
 
 /// `spec.<component>.lifecycle.migrationPolicy.mode`: the InferenceService's, else its runtime's.
-pub(crate) fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Option<&'a str> {
+fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Option<&'a str> {
     let mode = |config: Option<&'a SpreadFields>| config?.lifecycle.as_ref()?["migrationPolicy"]["mode"].as_str();
     mode(component.service.component(kind)).or_else(|| mode(component.runtime?.config(kind)))
 }
@@ -367,7 +355,11 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
             used[at].to_mut().add(pod);
             taken.push(at);
         }
-        let hints = taken_first(&order, &taken).take(MAX_HINT_NODES);
+        // The nodes the start took first, in the order's order, then the others: so that a first
+        // fit over the hints takes them.
+        let (took, others): (Vec<usize>, Vec<usize>) =
+            order.iter().map(|&(at, _)| at).partition(|at| taken.contains(at));
+        let hints = took.into_iter().chain(others).take(MAX_HINT_NODES);
         starts.push(hints.map(|at| nodes[at].name.clone()).collect());
         order.retain(|(at, _)| !taken.contains(at));
         taken.sort_unstable();
@@ -376,18 +368,6 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
         order.sort_by(roomiest_first);
     }
     starts
-}
-
-/// The nodes of `order` that a start took first, in the order's order, then the others: so that
-/// a first fit over the hints takes them.
-fn taken_first<'a>(order: &'a [(usize, usize)], taken: &'a [usize]) -> impl Iterator<Item = usize> + 'a {
-    let of = move |took: bool| {
-        order
-            .iter()
-            .map(|&(at, _)| at)
-            .filter(move |at| taken.contains(at) == took)
-    };
-    of(true).chain(of(false))
 }
 
 /// A domain while the plan is made.
@@ -416,7 +396,8 @@ impl Working<'_> {
     }
 }
 
-/// The fewest moves that bring every eligible domain (empty ones included) within `max_skew`.
+/// The fewest moves that bring every eligible domain (empty ones included, by name as [`rooms`]
+/// gives them, their racks too) within `max_skew`.
 /// Greedy, one move at a time from a fullest domain to an emptiest one with room
 /// (docs/rebalance.md); its count is the minimum, which the tests check against an exhaustive
 /// search. A source's slot is not counted as freed: the source still counts until drained, and a
@@ -463,23 +444,17 @@ pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Resu
     Ok(Plan { moves })
 }
 
-/// The eligible domains, by name (so that ties break the same way on every pass), each with its
-/// placed Instances (the last to leave first) and its racks (by name).
+/// The eligible domains, by name as [`rooms`] gives them (so that ties break the same way on
+/// every pass), each with its placed Instances (the last to leave first) and its racks.
 fn working_domains<'a>(instances: &'a [Instance], domains: &'a [Domain]) -> Vec<Working<'a>> {
-    let mut working: Vec<Working> = domains
-        .iter()
-        .map(|d| {
-            let mut racks: Vec<&Rack> = d.racks.iter().collect();
-            racks.sort_by(|a, b| a.name.cmp(&b.name));
-            Working {
-                name: &d.name,
-                count: 0,
-                leaving: Vec::new(),
-                racks: racks.into_iter().map(|r| r.starts.as_slice()).collect(),
-            }
+    let mut working: Vec<Working> = (domains.iter())
+        .map(|d| Working {
+            name: &d.name,
+            count: 0,
+            leaving: Vec::new(),
+            racks: d.racks.iter().map(|r| r.starts.as_slice()).collect(),
         })
         .collect();
-    working.sort_by(|a, b| a.name.cmp(b.name));
     for instance in instances {
         let (Some(node), Some(domain)) = (&instance.node, &instance.domain) else {
             continue; // unplaced, or outside the eligible domains: not counted, never moved

@@ -194,7 +194,7 @@ pub fn completion(constraint: &Value, settings: &Settings) -> Option<Completion>
         node_taints_policy: settings
             .node_taints_policy
             .filter(|_| lacks("nodeTaintsPolicy"))
-            .map(|policy| policy.as_str()),
+            .map(Into::into),
     };
     (fields.min_domains.is_some() || fields.node_taints_policy.is_some()).then_some(fields)
 }
@@ -212,7 +212,7 @@ pub fn spread_constraint<'a>(
         when_unsatisfiable: spread.when_unsatisfiable(),
         label_selector: spread_selector(instance),
         min_domains: settings.min_domains.filter(|_| spread == Spread::Required),
-        node_taints_policy: settings.node_taints_policy.map(|policy| policy.as_str()),
+        node_taints_policy: settings.node_taints_policy.map(Into::into),
     }
 }
 
@@ -220,8 +220,8 @@ pub fn spread_constraint<'a>(
 pub fn spread_selector<'a>(instance: &'a InstanceLabels) -> Selector<'a> {
     Selector {
         match_labels: MatchLabels {
-            service: &instance.service,
-            component: &instance.component,
+            service: instance.service,
+            component: instance.component,
             instance_index: None,
             runner: instance.runner.as_str(),
         },
@@ -234,8 +234,8 @@ pub fn leader_affinity<'a>(instance: &'a InstanceLabels, instance_index: &'a str
         topology_key: key,
         label_selector: Selector {
             match_labels: MatchLabels {
-                service: &instance.service,
-                component: &instance.component,
+                service: instance.service,
+                component: instance.component,
                 instance_index: Some(instance_index),
                 runner: "leader",
             },
@@ -250,8 +250,8 @@ mod tests {
 
     fn instance(runner: Runner) -> InstanceLabels<'static> {
         InstanceLabels {
-            service: "m".into(),
-            component: "engine".into(),
+            service: "m",
+            component: "engine",
             runner,
         }
     }

@@ -15,23 +15,14 @@ pub struct Settings {
     pub on_missing_replica: OnMissingReplica,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
 pub enum NodeTaintsPolicy {
     Honor,
     Ignore,
 }
 
-impl NodeTaintsPolicy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Honor => "Honor",
-            Self::Ignore => "Ignore",
-        }
-    }
-}
-
 /// What to do with an OMENative pod whose InferenceReplica cannot be read (P3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
 pub enum OnMissingReplica {
     Reject,
     Accept,
@@ -65,18 +56,8 @@ impl Settings {
             match name.as_str() {
                 "maxSkew" => settings.max_skew = at_least_one(name, value)?,
                 "minDomains" => settings.min_domains = optional(value, |v| at_least_one(name, v))?,
-                "nodeTaintsPolicy" => {
-                    settings.node_taints_policy = optional(value, |v| match one_of(name, v, &["Honor", "Ignore"])? {
-                        "Honor" => Ok(NodeTaintsPolicy::Honor),
-                        _ => Ok(NodeTaintsPolicy::Ignore),
-                    })?
-                }
-                "onMissingReplica" => {
-                    settings.on_missing_replica = match one_of(name, value, &["Reject", "Accept"])? {
-                        "Accept" => OnMissingReplica::Accept,
-                        _ => OnMissingReplica::Reject,
-                    }
-                }
+                "nodeTaintsPolicy" => settings.node_taints_policy = optional(value, |v| one_of(name, v))?,
+                "onMissingReplica" => settings.on_missing_replica = one_of(name, value)?,
                 _ => return Err(format!("unknown setting {name:?}: the settings are {NAMES}")),
             }
         }
@@ -99,13 +80,13 @@ fn at_least_one(name: &str, value: &Value) -> Result<i32, String> {
         .ok_or_else(|| format!("{name} must be a whole number of at least 1, got {}", shown(value)))
 }
 
-fn one_of<'a>(name: &str, value: &Value, allowed: &[&'a str]) -> Result<&'a str, String> {
-    let given = value.as_str();
-    allowed
-        .iter()
-        .find(|a| Some(**a) == given)
-        .copied()
-        .ok_or_else(|| format!("{name} must be {}, got {}", allowed.join(" or "), shown(value)))
+/// The variant of `T` that `value` names; the error names the setting and every variant.
+fn one_of<T: strum::VariantArray + Copy + Into<&'static str>>(name: &str, value: &Value) -> Result<T, String> {
+    let named = |variant: &&T| Some((**variant).into()) == value.as_str();
+    T::VARIANTS.iter().find(named).copied().ok_or_else(|| {
+        let names: Vec<&str> = T::VARIANTS.iter().map(|variant| (*variant).into()).collect();
+        format!("{name} must be {}, got {}", names.join(" or "), shown(value))
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::labels;
 use crate::shown::shown;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
 pub enum Spread {
     Required,
     Preferred,
@@ -17,10 +17,7 @@ pub enum Spread {
 
 impl Spread {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Required => "Required",
-            Self::Preferred => "Preferred",
-        }
+        self.into()
     }
 
     pub fn when_unsatisfiable(self) -> &'static str {

@@ -1,8 +1,7 @@
 //! The real Kubewarden `policy-server`, run as a child process with the annotated policy, its
 //! Kubernetes client pointed at a fake API server that serves the rule table's InferenceReplicas
-//! ([`FakeApi`], which says why it is not kube-apiserver).
-//! Shared by controller/tests/policy_server.rs (every case of the table) and
-//! controller/examples/policy_server_load.rs (the load benchmark).
+//! ([`FakeApi`], which says why it is not kube-apiserver), for controller/tests/policy_server.rs
+//! (every case of the table).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -30,7 +29,6 @@ use crate::support::local::{free_port, workspace};
 pub struct Tools {
     pub policy_server: PathBuf,
     pub policy: PathBuf,
-    pub floor: PathBuf,
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {
@@ -48,22 +46,18 @@ fn file_from_env(var: &str, default: PathBuf) -> Option<PathBuf> {
 impl Tools {
     /// None, saying what is missing, when a piece is absent (`make e2e-server` runs this only where
     /// the tools are installed, and says it skipped it where not).
-    pub fn find(need_floor: bool) -> Option<Tools> {
+    pub fn find() -> Option<Tools> {
         let policy_server = match std::env::var_os("POLICY_SERVER") {
             Some(file) => Some(PathBuf::from(file)).filter(|file| file.is_file()),
             None => on_path("policy-server"),
         };
         let policy = file_from_env("ANNOTATED_POLICY", workspace().join("annotated-policy.wasm"));
-        let floor = file_from_env("ANNOTATED_FLOOR", workspace().join("target/wasm/annotated-floor.wasm"));
         let mut missing = Vec::new();
         if policy_server.is_none() {
             missing.push("policy-server (https://github.com/kubewarden/adm-controller/releases)");
         }
         if policy.is_none() {
             missing.push("annotated-policy.wasm (`make annotated-policy.wasm`, with kwctl)");
-        }
-        if need_floor && floor.is_none() {
-            missing.push("target/wasm/annotated-floor.wasm (`make target/wasm/annotated-floor.wasm`, with kwctl)");
         }
         if !missing.is_empty() {
             let message = format!("the real policy-server run needs {}", missing.join(", "));
@@ -73,7 +67,6 @@ impl Tools {
         Some(Tools {
             policy_server: policy_server?,
             policy: policy?,
-            floor: floor.unwrap_or_default(),
         })
     }
 }
@@ -95,10 +88,6 @@ impl Case {
         self.expected["message"]
             .as_str()
             .is_some_and(|m| m.starts_with("invalid policy settings: "))
-    }
-
-    pub fn body(&self) -> Bytes {
-        Bytes::from(self.request.to_string())
     }
 }
 
@@ -201,27 +190,24 @@ pub struct Policy {
     pub name: String,
     pub module: PathBuf,
     pub settings: Value,
-    /// Reads InferenceReplicas: `contextAwareResources` and `allowedToMutate`, as `policy.yaml` has it.
-    pub context_aware: bool,
 }
 
 /// The policies file as Kubewarden's controller writes it for ClusterAdmissionPolicies
 /// (kubewarden/adm-controller, `internal/controller/policyserver_controller_configmap.go`):
 /// `hostCapabilities: ["*"]` for a cluster-wide policy, without which policy-server 1.36 and
-/// later refuse every host call; 1.31 ignores the field.
+/// later refuse every host call; 1.31 ignores the field. The policy reads InferenceReplicas and
+/// mutates: `contextAwareResources` and `allowedToMutate`, as `policy.yaml` has them.
 pub fn policies_file(policies: &[Policy]) -> Value {
     let file: serde_json::Map<String, Value> = policies
         .iter()
         .map(|p| {
-            let mut policy = json!({
+            let policy = json!({
                 "module": format!("file://{}", p.module.display()),
                 "settings": p.settings,
                 "hostCapabilities": ["*"],
+                "allowedToMutate": true,
+                "contextAwareResources": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}],
             });
-            if p.context_aware {
-                policy["allowedToMutate"] = json!(true);
-                policy["contextAwareResources"] = json!([{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}]);
-            }
             (p.name.clone(), policy)
         })
         .collect();
@@ -292,20 +278,6 @@ impl PolicyServer {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("policy-server.log")).unwrap_or_default()
     }
-
-    /// The CPU time the process has used so far (user and system, Linux's `/proc`), for the
-    /// benchmark's cost per admission; zero where there is no `/proc`.
-    pub fn cpu_time(&self) -> Duration {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // The fields after the command's closing parenthesis; utime and stime are the 12th and
-        // 13th of them, in clock ticks of 10 ms (USER_HZ is 100 on Linux).
-        let fields: Vec<u64> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect())
-            .unwrap_or_default();
-        let ticks = fields.get(11).unwrap_or(&0) + fields.get(12).unwrap_or(&0);
-        Duration::from_millis(ticks * 10)
-    }
 }
 
 impl Drop for PolicyServer {
@@ -337,16 +309,10 @@ pub fn client() -> Client {
 }
 
 /// POSTs an AdmissionReview to `/validate/<policy>`; the AdmissionReview that comes back.
-pub async fn validate(client: &Client, port: u16, policy: &str, review: Bytes) -> Result<Value, String> {
-    let body = validate_bytes(client, port, policy, review).await?;
-    serde_json::from_slice(&body).map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&body)))
-}
-
-/// As `validate`, the answer's bytes as they came.
-pub async fn validate_bytes(client: &Client, port: u16, policy: &str, review: Bytes) -> Result<Bytes, String> {
+pub async fn validate(client: &Client, port: u16, policy: &str, review: &Value) -> Result<Value, String> {
     let request = http::Request::post(format!("http://127.0.0.1:{port}/validate/{policy}"))
         .header(header::CONTENT_TYPE, "application/json")
-        .body(Full::new(review))
+        .body(Full::new(Bytes::from(review.to_string())))
         .map_err(|e| e.to_string())?;
     let response = client.request(request).await.map_err(|e| format!("{e:?}"))?;
     let code = response.status();
@@ -359,7 +325,7 @@ pub async fn validate_bytes(client: &Client, port: u16, policy: &str, review: By
     if code != StatusCode::OK {
         return Err(format!("HTTP {code}: {}", String::from_utf8_lossy(&body)));
     }
-    Ok(body)
+    serde_json::from_slice(&body).map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&body)))
 }
 
 /// An empty list is no list: the policy-server writes `null` where the policy gave none.

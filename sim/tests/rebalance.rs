@@ -21,8 +21,7 @@ use jiff::{SignedDuration, Timestamp};
 use ome_spread_core::diagnosis::{Component, diagnose};
 use ome_spread_core::explain::Objects;
 use ome_spread_core::migration::{
-    Annotated, Entry, Hold, LEDGER, Migrations, Records, Request, Requests, Situation, Unconfigured, hold, ledger,
-    ledger_with, request_key,
+    Entry, Hold, LEDGER, Records, Request, Requests, Situation, Unconfigured, hold, ledger, ledger_with, request_key,
 };
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::rebalance::{Move, NoPlan, recommend};
@@ -127,22 +126,13 @@ fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Mov
     let component = Component::new(service, None, replica, &pods, &nodes);
     let report = diagnose(&component, settings).expect("a report");
     let next = recommend(&component, &report, &requested(&pods).expect("readable pods"), settings)?.moves[0].clone();
-    let service_annotations = service.metadata.annotations.clone().unwrap_or_default();
     let held = hold(&Situation {
-        service: &format!("{NAMESPACE}/{SERVICE}"),
         component: &component,
         lowered_to: None,
         next: &next,
-        requests: &Requests::read(&[Annotated {
-            name: format!("{NAMESPACE}/{SERVICE}"),
-            annotations: &service_annotations,
-        }]),
+        requests: &Requests::read([service]),
         // The one replica is the component's own.
         records: &Ok(Records::default()),
-        replica: Migrations {
-            name: format!("{NAMESPACE}/{SERVICE}-engine"),
-            migrations: replica.status.as_ref().and_then(|status| status.migrations.as_ref()),
-        },
         written: &[],
         now,
         max_per_hour: 10,

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 macro_rules! saved {
-    ($path:literal) => {
+    ($path:expr) => {
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../", $path))
     };
 }
@@ -34,45 +34,31 @@ const ADMIT: [(&str, &str, &str); 4] = [
     ),
 ];
 
+/// One reason's namespace, as `explain`'s tests read it.
+macro_rules! reason {
+    ($reason:literal) => {
+        (
+            $reason,
+            saved!(concat!("controller/tests/data/reasons/", $reason, ".yaml")),
+        )
+    };
+}
+
 /// (title, objects as `kubectl get -o yaml` saves them); the first is OME's how-to example
 const DIAGNOSE: [(&str, &str); 13] = [
     ("OME's how-to example", saved!("controller/tests/data/seed.yaml")),
-    ("Satisfied", saved!("controller/tests/data/reasons/Satisfied.yaml")),
-    (
-        "SettingsNotProjected",
-        saved!("controller/tests/data/reasons/SettingsNotProjected.yaml"),
-    ),
-    (
-        "InstanceSplit",
-        saved!("controller/tests/data/reasons/InstanceSplit.yaml"),
-    ),
-    (
-        "NotRequested",
-        saved!("controller/tests/data/reasons/NotRequested.yaml"),
-    ),
-    ("NoKey", saved!("controller/tests/data/reasons/NoKey.yaml")),
-    (
-        "PreferredUnderOMEScheduler",
-        saved!("controller/tests/data/reasons/PreferredUnderOMEScheduler.yaml"),
-    ),
-    (
-        "PodsPredateChange",
-        saved!("controller/tests/data/reasons/PodsPredateChange.yaml"),
-    ),
-    (
-        "ConflictingConstraint",
-        saved!("controller/tests/data/reasons/ConflictingConstraint.yaml"),
-    ),
-    (
-        "MissingLabel",
-        saved!("controller/tests/data/reasons/MissingLabel.yaml"),
-    ),
-    ("DomainsFull", saved!("controller/tests/data/reasons/DomainsFull.yaml")),
-    (
-        "SingleDomain",
-        saved!("controller/tests/data/reasons/SingleDomain.yaml"),
-    ),
-    ("Skewed", saved!("controller/tests/data/reasons/Skewed.yaml")),
+    reason!("Satisfied"),
+    reason!("SettingsNotProjected"),
+    reason!("InstanceSplit"),
+    reason!("NotRequested"),
+    reason!("NoKey"),
+    reason!("PreferredUnderOMEScheduler"),
+    reason!("PodsPredateChange"),
+    reason!("ConflictingConstraint"),
+    reason!("MissingLabel"),
+    reason!("DomainsFull"),
+    reason!("SingleDomain"),
+    reason!("Skewed"),
 ];
 
 /// The menu, in order: OME's how-to example (a pod, and the namespace after both Instances ran),

@@ -173,41 +173,35 @@ fn held(cluster: &Cluster) -> Result<(), Hold> {
     held_with_own(cluster, &cluster.migrations[0].1)
 }
 
-/// As [`held`], the component's own replica's records being `own` (fresher than the
-/// cluster's, which the controller reads once per change).
+/// As [`held`], the component's own replica's records being `own` (the reconcile's copy, which
+/// may be fresher or older than the caches').
 fn held_with_own(cluster: &Cluster, own: &Value) -> Result<(), Hold> {
     let nodes = Nodes::from_json(&[]).expect("readable");
-    let (service, replica) = (typed(&cluster.service), typed(&cluster.replica));
+    let mut replica = cluster.replica.clone();
+    replica["status"]["migrations"] = own.clone();
+    let (service, replica) = (typed(&cluster.service), typed(&replica));
     let pods: Vec<Pod> = cluster.pods.iter().map(typed).collect();
     let component = Component::new(&service, None, &replica, &pods, &nodes);
-    let services: Vec<Annotated> = cluster
-        .annotations
-        .iter()
-        .map(|(name, annotations)| Annotated {
-            name: name.clone(),
-            annotations,
-        })
+    // Every service and replica of the cluster as its objects, named `namespace/name`.
+    let object = |name: &str, field: &str, value: Value| {
+        let (namespace, name) = name.split_once('/').expect("namespace/name");
+        let mut object = json!({"metadata": {"name": name, "namespace": namespace}, "spec": {"component": "engine"}});
+        object[field][if field == "status" { "migrations" } else { "annotations" }] = value;
+        object
+    };
+    let services: Vec<InferenceService> = (cluster.annotations.iter())
+        .map(|(name, annotations)| typed(&object(name, "metadata", json!(annotations))))
         .collect();
-    let replicas: Vec<Migrations> = cluster
-        .migrations
-        .iter()
-        .map(|(name, migrations)| Migrations {
-            name: name.clone(),
-            migrations: Some(migrations),
-        })
+    let replicas: Vec<InferenceReplica> = (cluster.migrations.iter())
+        .map(|(name, migrations)| typed(&object(name, "status", migrations.clone())))
         .collect();
     let next = next();
     hold(&Situation {
-        service: SERVICE,
         component: &component,
         lowered_to: cluster.lowered_to,
         next: &next,
         requests: &Requests::read(&services),
         records: &Records::read(&replicas),
-        replica: Migrations {
-            name: cluster.migrations[0].0.clone(),
-            migrations: Some(own),
-        },
         written: &cluster.written,
         now: at(NOW),
         max_per_hour: 10,
@@ -261,8 +255,8 @@ fn a_quiet_cluster_holds_nothing_back() {
     assert_eq!(held(&with_records(done, 0, json!([record("u1", "Completed")]))), Ok(()));
 }
 
-/// The cluster's records are read once per change of the replicas, the component's own replica
-/// when the reconcile started: either may be the older. Each migration counts at the furthest
+/// The cluster's records are read from the caches, the component's own replica when the
+/// reconcile started: either may be the older. Each migration counts at the furthest
 /// phase either shows (OME only moves a record forward).
 #[test]
 fn the_components_own_records_join_the_clusters_read_at_the_furthest_phase() {
@@ -310,8 +304,6 @@ fn the_component_and_its_objects_hold_the_request_back_naming_them() {
     lowered.lowered_to = Some("recommend");
     let mut paused = quiet();
     paused.replica["spec"]["paused"] = json!(true);
-    let mut never = quiet();
-    never.service["spec"]["engine"]["lifecycle"] = json!({"migrationPolicy": {"mode": "Never"}});
     let mut pending_pod = quiet();
     pending_pod.pods[1]["status"] = json!({"phase": "Pending"});
     pending_pod.pods[1]["spec"] = json!({});
@@ -338,14 +330,6 @@ fn the_component_and_its_objects_hold_the_request_back_naming_them() {
             paused,
             Hold::Paused {
                 replica: "spread-demo/qwen3-0-6b-engine".into(),
-            },
-        ),
-        (
-            "migrationPolicy Never",
-            never,
-            Hold::MigrationNever {
-                service: SERVICE.into(),
-                component: "engine".into(),
             },
         ),
         (

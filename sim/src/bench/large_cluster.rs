@@ -100,8 +100,8 @@ pub fn cluster() -> Cluster {
                     "worker" => json!([]),
                     _ => {
                         let labels = InstanceLabels {
-                            service: service.as_str().into(),
-                            component: "engine".into(),
+                            service: service.as_str(),
+                            component: "engine",
                             runner: if multi_node { Runner::Leader } else { Runner::Default },
                         };
                         json!([spread_constraint(&labels, Spread::Required, ZONE, &settings)])

@@ -11,12 +11,14 @@
 //!    request and accepts, [`Webhooks`] says why that one), the pods as OME renders them alone,
 //!    and through the policy, as OME renders them for ome-spread; the same admission host, TLS
 //!    and webhook configuration each way, so that the creation rates side by side differ by the
-//!    policy's own cost; kube-scheduler placing them all;
+//!    policy's own cost; kube-scheduler stopped while a round is created ([`SchedulerPaused`]
+//!    says why), and placing the round after;
 //! 4. 20,000 pods of other workloads (trainers), bound, which the webhook's objectSelector leaves
 //!    out;
 //! 5. the churn, CHURN_SECONDS of it at [`RATE`] events a second, on the real API server:
 //!    kube-apiserver's CPU profile taken over its third before halfway, then kube-apiserver
-//!    restarted (`cluster/restart.sh`).
+//!    restarted (`cluster/restart.sh`). The controller's latencies are of the churn before the
+//!    restart; the restart is timed to the next condition.
 //!
 //! The size is what kube-apiserver sustains on two shared cores beside etcd, kwok, kube-scheduler
 //! and the controller: the cluster of `make bench-churn` (the controller's memory at its size on a
@@ -444,17 +446,56 @@ fn cpu(run: &Path) -> [f64; 3] {
 /// This process, among [`processes_cpu`]'s.
 const THIS: &str = "this benchmark";
 
-/// CPU seconds used so far by each process of the control plane and kwok (as `cluster/up.sh` and
-/// `kwok-up.sh` list them), and by this one (the policy's host, the churn's writes and watches).
-fn processes_cpu(run: &Path) -> Vec<(String, f64)> {
+/// The processes of the control plane and kwok, as `cluster/up.sh` and `kwok-up.sh` list them:
+/// name and pid.
+fn pids(run: &Path) -> Vec<(String, u32)> {
     let pids = std::fs::read_to_string(run.join("pids")).expect("the control plane's pids");
-    let mut cpu: Vec<(String, f64)> = pids
-        .lines()
+    pids.lines()
         .filter_map(|l| l.split_once(' '))
-        .map(|(name, pid)| (name.to_owned(), churn::cpu_seconds(pid.parse().unwrap_or_default())))
+        .map(|(name, pid)| (name.to_owned(), pid.parse().unwrap_or_default()))
+        .collect()
+}
+
+/// CPU seconds used so far by each process of the control plane and kwok, and by this one (the
+/// policy's host, the churn's writes and watches).
+fn processes_cpu(run: &Path) -> Vec<(String, f64)> {
+    let mut cpu: Vec<(String, f64)> = pids(run)
+        .into_iter()
+        .map(|(name, pid)| (name, churn::cpu_seconds(pid)))
         .collect();
     cpu.push((THIS.into(), churn::cpu_seconds(std::process::id())));
     cpu
+}
+
+/// kube-scheduler stopped (SIGSTOP) while a round of pods is created, and continued when this is
+/// dropped, pass or fail. Placing the pods is not their creation: on two shared cores it would
+/// take the CPU the creations are timed on, and the policy's pods (a hard spread, a worker's
+/// affinity to its leader) cost the scheduler more than OME's own. It runs without leader
+/// election (`cluster/up.sh`), so a pause costs it no lease.
+struct SchedulerPaused(u32);
+
+impl SchedulerPaused {
+    fn new(run: &Path) -> SchedulerPaused {
+        let pid = pids(run)
+            .into_iter()
+            .find_map(|(name, pid)| (name == "kube-scheduler").then_some(pid))
+            .expect("kube-scheduler's pid");
+        signal("STOP", pid);
+        SchedulerPaused(pid)
+    }
+}
+
+impl Drop for SchedulerPaused {
+    fn drop(&mut self) {
+        signal("CONT", self.0);
+    }
+}
+
+fn signal(signal: &str, pid: u32) {
+    let sent = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill -{signal} {pid}");
 }
 
 /// kube-apiserver's CPU profile over `seconds` (its `/debug/pprof/profile`, on by default),
@@ -496,6 +537,8 @@ struct Way {
     admission_ms: (f64, f64),
     /// The median time of a pod created alone through it.
     alone: Duration,
+    /// From kube-scheduler's continuing until its rounds' pods were placed and Running.
+    placing: Duration,
 }
 
 impl Way {
@@ -573,6 +616,7 @@ async fn ome_pods(
         };
         let webhook = webhooks.through(way).await;
         let pods: Vec<Value> = pods.iter().map(|p| unbound(p.clone(), uids, way)).collect();
+        let paused = SchedulerPaused::new(run);
         let (cpu_before, served) = (cpu(run), webhook.served());
         let took = create_all(client, POD, pods.clone()).await;
         let counted = if way == Through::AcceptAll {
@@ -589,13 +633,17 @@ async fn ome_pods(
             *total += after - before;
         }
         created.extend(pods);
+        drop(paused);
+        let placing = Instant::now();
+        running(placed, created.len(), 600).await;
+        counted.placing += placing.elapsed();
         println!(
-            "cluster: round {} of {ROUNDS}, {per_round} pods through {}, in {:.1} s",
+            "cluster: round {} of {ROUNDS}, {per_round} pods through {}, created in {:.1} s, placed and Running {:.1} s later",
             round + 1,
             webhook.name(),
-            took.as_secs_f64()
+            took.as_secs_f64(),
+            placing.elapsed().as_secs_f64()
         );
-        running(placed, created.len(), 600).await;
     }
     for (way, before, webhook) in [
         (&mut accept_all, &before[0], &webhooks.accept_all),
@@ -877,6 +925,9 @@ fn print_creation(creation: &Creation) {
     });
     row("  one at a time, each (p50)", &|w| {
         format!("{:.1} ms", w.alone.as_secs_f64() * 1000.0)
+    });
+    row("  then placed and Running, a round", &|w| {
+        format!("{:.1} s", w.placing.as_secs_f64() * 2.0 / ROUNDS as f64)
     });
     println!(
         "{:<40}{:>32}",

@@ -1,6 +1,7 @@
 //! `stand-in`: the test-only stand-in for OME, beside a real control plane (cluster/up.sh: etcd,
 //! kube-apiserver, kube-scheduler) whose nodes kwok plays (cluster/kwok-up.sh). It runs until
-//! interrupted (or `--exit-after`), against the cluster of `--kubeconfig` or `KUBECONFIG`, says
+//! interrupted, or until the API server has not answered for 5 minutes, against the cluster of
+//! `--kubeconfig` or `KUBECONFIG`, says
 //! `ome: ready` on a line of its own once it is (the tests wait for it), then logs one line per
 //! action. `stand-in nodes` prints a named layout's Nodes, annotated for kwok, for `kubectl create`:
 //!
@@ -9,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use ome_spread_sim::stand_in::ome::{self, Terms};
@@ -24,12 +24,6 @@ struct Cli {
     /// The cluster's kubeconfig (default: KUBECONFIG, then ~/.kube/config).
     #[arg(long, global = true)]
     kubeconfig: Option<PathBuf>,
-    /// Stop after this many seconds.
-    #[arg(long, global = true)]
-    exit_after: Option<u64>,
-    /// Stop when the API server has not answered for this many seconds (0: never).
-    #[arg(long, global = true, default_value_t = 300)]
-    give_up: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -49,13 +43,6 @@ enum Command {
         /// webhook) rather than render OME's own.
         #[arg(long)]
         no_in_tree_terms: bool,
-        /// How long a migration may take before OME fails it, in seconds.
-        #[arg(long, default_value_t = 600)]
-        migration_deadline: i64,
-        /// Run as OME without its migration caps (`lifecycle.audit`, as its kustomize manifests
-        /// leave them out): every migration request is held in Accepted.
-        #[arg(long)]
-        no_lifecycle_audit: bool,
     },
 }
 
@@ -64,21 +51,14 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Nodes { layout } => print_nodes(&layout),
-        Command::Ome {
-            no_in_tree_terms,
-            migration_deadline,
-            no_lifecycle_audit,
-        } => {
+        Command::Ome { no_in_tree_terms } => {
+            let terms = if no_in_tree_terms {
+                Terms::Webhook
+            } else {
+                Terms::InTree
+            };
             let options = ome::Options {
-                terms: if no_in_tree_terms {
-                    Terms::Webhook
-                } else {
-                    Terms::InTree
-                },
-                deadline: jiff::SignedDuration::from_secs(migration_deadline),
-                caps: !no_lifecycle_audit,
-                exit_after: cli.exit_after.map(Duration::from_secs),
-                give_up: Some(Duration::from_secs(cli.give_up)).filter(|d| !d.is_zero()),
+                terms,
                 ..ome::Options::default()
             };
             run_ome(cli.kubeconfig.as_deref(), options).await

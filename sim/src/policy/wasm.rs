@@ -18,16 +18,8 @@ fn build(package: &str, file: &str, built: &'static OnceLock<PathBuf>) -> &'stat
         let workspace = crate::support::local::workspace();
         let target_dir = workspace.join("target/wasm");
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args([
-                "build",
-                "--quiet",
-                "--release",
-                "--lib",
-                "--target",
-                "wasm32-wasip1",
-                "--package",
-                package,
-            ])
+            .args(["build", "--quiet", "--release", "--lib"])
+            .args(["--target", "wasm32-wasip1", "--package", package])
             .arg("--target-dir")
             .arg(&target_dir)
             .current_dir(&workspace)

@@ -1,5 +1,5 @@
 //! Why not kube-apiserver: the rule table's cases need answers a real API server does not give on
-//! demand (a 500, a body that is not JSON), and the load benchmark counts the GETs that get past
+//! demand (a 500, a body that is not JSON), and the suite checks each lookup that gets past
 //! policy-server's cache. The policy reads its replicas from a real kube-apiserver, under
 //! `policy.yaml`'s RBAC, in tests/webhook.rs and controller/tests/seed.rs (through the admission
 //! host, [`super::admission_host`]).
@@ -64,12 +64,6 @@ impl FakeApi {
     /// Every request so far, as `METHOD path?query`.
     pub fn seen(&self) -> Vec<String> {
         self.seen.lock().unwrap().clone()
-    }
-
-    /// The GETs of a replica so far (what the policy-server's cache let through).
-    pub fn replica_gets(&self) -> usize {
-        let seen = self.seen.lock().unwrap();
-        seen.iter().filter(|r| r.contains("/inferencereplicas/")).count()
     }
 }
 

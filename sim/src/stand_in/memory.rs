@@ -29,7 +29,8 @@ use crate::support::local::workspace;
 type Chunks = mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>;
 pub type ResponseBody = StreamBody<mpsc::UnboundedReceiver<Result<Frame<Bytes>, Infallible>>>;
 
-/// Where an object lives: its API prefix (`/api/v1`, `/apis/ome.io/v1beta1`), resource, namespace, name.
+/// Where an object lives: its API prefix (`/api/v1`, `/apis/ome.io/v1beta1`), resource, namespace,
+/// name (empty where a request names none: a list or a watch).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
     prefix: String,
@@ -38,10 +39,17 @@ pub struct Key {
     name: String,
 }
 
+impl Key {
+    /// Whether a list or watch of `self` (all namespaces, where it names none) holds `key`.
+    fn holds(&self, key: &Key) -> bool {
+        self.prefix == key.prefix
+            && self.resource == key.resource
+            && (self.namespace.is_none() || self.namespace == key.namespace)
+    }
+}
+
 struct Watch {
-    prefix: String,
-    resource: String,
-    namespace: Option<String>,
+    of: Key,
     selector: Selector,
     chunks: Chunks,
 }
@@ -192,10 +200,7 @@ impl ApiServer {
     fn notify(&self, key: &Key, kind: &str, object: &Value) {
         let line = format!("{}\n", json!({"type": kind, "object": object}));
         self.watches.lock().unwrap().retain(|w| {
-            let matches = w.prefix == key.prefix
-                && w.resource == key.resource
-                && (w.namespace.is_none() || w.namespace == key.namespace)
-                && selected(object, &w.selector);
+            let matches = w.of.holds(key) && selected(object, &w.selector);
             !matches
                 || w.chunks
                     .unbounded_send(Ok(Frame::data(Bytes::from(line.clone()))))
@@ -215,7 +220,7 @@ impl ApiServer {
     pub fn expire_watches(&self, resource: &str) {
         let mut watches = self.watches.lock().unwrap();
         let before = watches.len();
-        watches.retain(|w| w.resource != resource);
+        watches.retain(|w| w.of.resource != resource);
         let ended = before - watches.len();
         *self.expired.lock().unwrap().entry(resource.to_owned()).or_default() += ended;
     }
@@ -305,15 +310,15 @@ impl ApiServer {
             .unwrap_or_default()
             .replace("%2F", "/")
             .replace("%3D", "=");
-        let target = Target::of(&path);
-        match (parts.method.as_str(), &target.name) {
-            ("GET", Some(name)) => match self.objects.lock().unwrap().get(&target.key(name)) {
+        let (target, status) = target(&path);
+        match (parts.method.as_str(), target.name.is_empty()) {
+            ("GET", false) => match self.objects.lock().unwrap().get(&target) {
                 Some(object) => reply(200, object),
                 None => reply(404, &not_found()),
             },
-            ("GET", None) if query.contains("watch=true") => self.watch(target, &query),
-            ("GET", None) => self.list(&target, &query),
-            ("POST", None) => {
+            ("GET", true) if query.contains("watch=true") => self.watch(target, &query),
+            ("GET", true) => self.list(&target, &query),
+            ("POST", true) => {
                 // As the API server does: the namespace comes from the path.
                 if let Some(namespace) = &target.namespace {
                     body["metadata"]["namespace"] = json!(namespace);
@@ -322,16 +327,16 @@ impl ApiServer {
                 let stored = self.put(body);
                 reply(201, &stored)
             }
-            ("PATCH", Some(_)) => {
+            ("PATCH", false) => {
                 self.wrote("PATCH", path, &body);
-                self.patch(&target, &body)
+                self.patch(&target, status, &body)
             }
             _ => reply(404, &not_found()),
         }
     }
 
     /// A watch of the target's kind, or its expiry (410) where one is set for the kind.
-    fn watch(&self, target: Target, query: &str) -> Response<ResponseBody> {
+    fn watch(&self, target: Key, query: &str) -> Response<ResponseBody> {
         let (chunks, receiver) = mpsc::unbounded();
         if self.expires(&target.resource) {
             let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
@@ -340,9 +345,7 @@ impl ApiServer {
             let _ = chunks.unbounded_send(Ok(Frame::data(Bytes::from(format!("{gone}\n")))));
         } else {
             self.watches.lock().unwrap().push(Watch {
-                prefix: target.prefix,
-                resource: target.resource,
-                namespace: target.namespace,
+                of: target,
                 selector: Selector::of(query),
                 chunks,
             });
@@ -352,7 +355,7 @@ impl ApiServer {
 
     /// A list of the target's kind in pages of `limit`, as kube-apiserver serves them,
     /// `continue` the offset of the next.
-    fn list(&self, target: &Target, query: &str) -> Response<ResponseBody> {
+    fn list(&self, target: &Key, query: &str) -> Response<ResponseBody> {
         let selector = Selector::of(query);
         let param = |name: &str| {
             query
@@ -361,12 +364,9 @@ impl ApiServer {
         };
         let (offset, limit) = (param("continue").unwrap_or(0), param("limit").unwrap_or(usize::MAX));
         let objects = self.objects.lock().unwrap();
-        let mut matching = objects.iter().filter(|(k, o)| {
-            k.prefix == target.prefix
-                && k.resource == target.resource
-                && (target.namespace.is_none() || k.namespace == target.namespace)
-                && selected(o, &selector)
-        });
+        let mut matching = objects
+            .iter()
+            .filter(|(k, o)| target.holds(k) && selected(o, &selector));
         let items: Vec<Value> = matching
             .by_ref()
             .skip(offset)
@@ -386,11 +386,10 @@ impl ApiServer {
         )
     }
 
-    /// A patch of the named object: its status's conditions by type, or its spec's fields (and
-    /// an InferenceService's annotations, refused when its resourceVersion is stale).
-    fn patch(&self, target: &Target, body: &Value) -> Response<ResponseBody> {
-        let name = target.name.as_deref().unwrap_or_default();
-        let existing = self.objects.lock().unwrap().get(&target.key(name)).cloned();
+    /// A patch of the named object: (`status`) its status's conditions by type, or its spec's
+    /// fields (and an InferenceService's annotations, refused when its resourceVersion is stale).
+    fn patch(&self, target: &Key, status: bool, body: &Value) -> Response<ResponseBody> {
+        let existing = self.objects.lock().unwrap().get(target).cloned();
         let resource = target.resource.as_str();
         let mut object = match existing {
             // The controller's reports: applied whole, created when missing.
@@ -399,7 +398,7 @@ impl ApiServer {
             None if resource == "leases" => body.clone(),
             None => return reply(404, &not_found()),
         };
-        if target.status {
+        if status {
             // Conditions are a map keyed by type: replace ours, keep the others.
             let mut conditions = object["status"]["conditions"].as_array().cloned().unwrap_or_default();
             for applied in body["status"]["conditions"].as_array().into_iter().flatten() {
@@ -427,46 +426,25 @@ impl ApiServer {
     }
 }
 
-/// What a request's path names: the API's prefix, the kind's resource, the namespace and name
-/// (if any), and whether it is the status subresource.
-struct Target {
-    prefix: String,
-    resource: String,
-    namespace: Option<String>,
-    name: Option<String>,
-    status: bool,
-}
-
-impl Target {
-    fn of(path: &str) -> Self {
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        let api_len = if segments[0] == "api" { 2 } else { 3 };
-        let prefix = format!("/{}", segments[..api_len].join("/"));
-        let mut rest = &segments[api_len..];
-        let namespace = match rest {
-            ["namespaces", ns, tail @ ..] if !tail.is_empty() => {
-                rest = tail;
-                Some((*ns).to_owned())
-            }
-            _ => None,
-        };
-        Self {
-            prefix,
-            resource: rest[0].to_owned(),
-            namespace,
-            name: rest.get(1).map(|n| (*n).to_owned()),
-            status: rest.get(2) == Some(&"status"),
+/// What a request's path names, and whether it is the status subresource.
+fn target(path: &str) -> (Key, bool) {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let api_len = if segments[0] == "api" { 2 } else { 3 };
+    let mut rest = &segments[api_len..];
+    let namespace = match rest {
+        ["namespaces", ns, tail @ ..] if !tail.is_empty() => {
+            rest = tail;
+            Some((*ns).to_owned())
         }
-    }
-
-    fn key(&self, name: &str) -> Key {
-        Key {
-            prefix: self.prefix.clone(),
-            resource: self.resource.clone(),
-            namespace: self.namespace.clone(),
-            name: name.into(),
-        }
-    }
+        _ => None,
+    };
+    let key = Key {
+        prefix: format!("/{}", segments[..api_len].join("/")),
+        resource: rest[0].to_owned(),
+        namespace,
+        name: rest.get(1).map(|n| (*n).to_owned()).unwrap_or_default(),
+    };
+    (key, rest.get(2) == Some(&"status"))
 }
 
 fn not_found() -> Value {

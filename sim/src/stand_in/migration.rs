@@ -53,33 +53,25 @@ const POLICY_UNCONFIGURED: &str = "MigrationPolicyUnconfigured";
 const HELD_FOR_CAPS: &str = "waiting for migration capacity policy (no lifecycle.audit configured)";
 
 /// What a step changes, each as small as OME writes it (so that a fake API server can apply
-/// it beside the controller's own writes).
+/// it beside the controller's own writes), each object named by its [`At`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
-    /// A request annotation taken off an InferenceService.
-    Unannotated {
-        namespace: String,
-        service: String,
-        key: String,
-    },
+    /// A request annotation (its key) taken off an InferenceService.
+    Unannotated(At, String),
     /// An InferenceReplica's `status.migrations`, whole.
-    Records {
-        namespace: String,
-        replica: String,
-        migrations: Value,
-    },
+    Records(At, Value),
     /// One condition of an InferenceReplica, in its type's place (the others kept).
-    Condition {
-        namespace: String,
-        replica: String,
-        condition: Value,
-    },
+    Condition(At, Value),
     /// A pod created, bound or marked Ready: the whole pod.
     Pod(Value),
-    PodDeleted {
-        namespace: String,
-        name: String,
-    },
+    PodDeleted(At),
+}
+
+/// An object's namespace and name.
+pub type At = (String, String);
+
+fn at(object: &Value) -> At {
+    (namespace_of(object).into(), name(object).into())
 }
 
 /// An Event OME records on the InferenceService.
@@ -184,12 +176,9 @@ impl Ome {
             ),
             Some("SurgePending") => place_surge(world, record, &instance(&record["surgeInstance"]), objects, now, step),
             Some("SurgeReady") => {
-                for pod in instance(&record["sourceInstance"]) {
-                    step.changes.push(Change::PodDeleted {
-                        namespace: namespace_of(pod).into(),
-                        name: name(pod).into(),
-                    });
-                }
+                let source = instance(&record["sourceInstance"]);
+                step.changes
+                    .extend(source.into_iter().map(|pod| Change::PodDeleted(at(pod))));
                 Ok("Draining")
             }
             Some("Draining") => {
@@ -410,12 +399,7 @@ fn place_surge(
     let deadline: Option<Timestamp> = record["deadline"].as_str().and_then(|d| d.parse().ok());
     match world.place(surge, objects, &hints(record)) {
         Placement::Waiting { why, .. } if deadline.is_some_and(|d| now >= d) => {
-            for pod in surge {
-                step.changes.push(Change::PodDeleted {
-                    namespace: namespace_of(pod).into(),
-                    name: name(pod).into(),
-                });
-            }
+            step.changes.extend(surge.iter().map(|pod| Change::PodDeleted(at(pod))));
             Err(format!(
                 "surge instance {} unschedulable: {why}",
                 record["surgeInstance"]
@@ -524,19 +508,12 @@ struct Step {
 
 impl Step {
     fn unannotate(&mut self, namespace: &str, service: &str, key: &str) {
-        self.changes.push(Change::Unannotated {
-            namespace: namespace.into(),
-            service: service.into(),
-            key: key.into(),
-        });
+        let service = (namespace.into(), service.into());
+        self.changes.push(Change::Unannotated(service, key.into()));
     }
 
     fn records(&mut self, replica: &Value, records: Vec<Value>) {
-        self.changes.push(Change::Records {
-            namespace: namespace_of(replica).into(),
-            replica: name(replica).into(),
-            migrations: Value::from(records),
-        });
+        self.changes.push(Change::Records(at(replica), Value::from(records)));
     }
 
     /// The replica's `MigrationPolicyUnconfigured` as a pass that judged a request under caps
@@ -562,12 +539,9 @@ impl Step {
         {
             return;
         }
-        self.changes.push(Change::Condition {
-            namespace: namespace_of(replica).into(),
-            replica: name(replica).into(),
-            condition: json!({"type": POLICY_UNCONFIGURED, "status": status, "reason": reason,
-                "message": message, "lastTransitionTime": now.to_string()}),
-        });
+        let condition = json!({"type": POLICY_UNCONFIGURED, "status": status, "reason": reason,
+                "message": message, "lastTransitionTime": now.to_string()});
+        self.changes.push(Change::Condition(at(replica), condition));
     }
 
     fn event(&mut self, reason: &'static str, service: &str, message: String) {
@@ -593,31 +567,26 @@ pub trait Cluster {
 pub fn apply(cluster: &mut impl Cluster, changes: Vec<Change>) {
     for change in changes {
         match change {
-            Change::Unannotated {
-                namespace,
-                service,
-                key,
-            } => cluster.edit("InferenceService", &namespace, &service, &mut |service| {
-                if let Some(annotations) = service["metadata"]["annotations"].as_object_mut() {
-                    annotations.remove(&key);
-                }
-            }),
-            Change::Records {
-                namespace,
-                replica,
-                migrations,
-            } => cluster.edit("InferenceReplica", &namespace, &replica, &mut |replica| {
-                replica["status"]["migrations"] = migrations.clone()
-            }),
-            Change::Condition {
-                namespace,
-                replica,
-                condition,
-            } => cluster.edit("InferenceReplica", &namespace, &replica, &mut |replica| {
-                replica["status"]["conditions"] = with_condition(&replica["status"]["conditions"], condition.clone());
-            }),
+            Change::Unannotated((namespace, service), key) => {
+                cluster.edit("InferenceService", &namespace, &service, &mut |service| {
+                    if let Some(annotations) = service["metadata"]["annotations"].as_object_mut() {
+                        annotations.remove(&key);
+                    }
+                });
+            }
+            Change::Records((namespace, replica), migrations) => {
+                cluster.edit("InferenceReplica", &namespace, &replica, &mut |replica| {
+                    replica["status"]["migrations"] = migrations.clone();
+                });
+            }
+            Change::Condition((namespace, replica), condition) => {
+                cluster.edit("InferenceReplica", &namespace, &replica, &mut |replica| {
+                    replica["status"]["conditions"] =
+                        with_condition(&replica["status"]["conditions"], condition.clone());
+                });
+            }
             Change::Pod(pod) => cluster.put_pod(pod),
-            Change::PodDeleted { namespace, name } => cluster.delete_pod(&namespace, &name),
+            Change::PodDeleted((namespace, name)) => cluster.delete_pod(&namespace, &name),
         }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Config, Error};
 use serde_json::Value;
 
 use crate::support::objects::{name, namespace_of};
@@ -21,24 +22,25 @@ pub struct Kind {
     pub namespaced: bool,
 }
 
-pub const POD: Kind = Kind {
-    group: "",
-    version: "v1",
-    kind: "Pod",
-    plural: "pods",
-    namespaced: true,
-};
-pub const NODE: Kind = Kind {
-    group: "",
-    version: "v1",
-    kind: "Node",
-    plural: "nodes",
-    namespaced: false,
-};
+pub const POD: Kind = core("Pod", "pods", true);
+pub const NODE: Kind = core("Node", "nodes", false);
+pub const EVENT: Kind = core("Event", "events", true);
+pub const NAMESPACE: Kind = core("Namespace", "namespaces", false);
 pub const INFERENCE_SERVICE: Kind = ome("InferenceService", "inferenceservices", true);
 pub const INFERENCE_REPLICA: Kind = ome("InferenceReplica", "inferencereplicas", true);
 pub const CLUSTER_SERVING_RUNTIME: Kind = ome("ClusterServingRuntime", "clusterservingruntimes", false);
 pub const SERVING_RUNTIME: Kind = ome("ServingRuntime", "servingruntimes", true);
+
+/// A kind of the core API group (`v1`).
+const fn core(kind: &'static str, plural: &'static str, namespaced: bool) -> Kind {
+    Kind {
+        group: "",
+        version: "v1",
+        kind,
+        plural,
+        namespaced,
+    }
+}
 
 const fn ome(kind: &'static str, plural: &'static str, namespaced: bool) -> Kind {
     Kind {
@@ -124,16 +126,20 @@ async fn bounded<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Resul
     }
 }
 
-/// A client for the kubeconfig at `path`, or the one `KUBECONFIG` (or `~/.kube/config`) names.
-pub async fn client(path: Option<&std::path::Path>) -> Result<Client, kube::Error> {
+/// The cluster of the kubeconfig at `path`, or of the one `KUBECONFIG` (or `~/.kube/config`) names.
+pub async fn config(path: Option<&std::path::Path>) -> Result<Config, Error> {
     let Some(path) = path else {
-        return Client::try_default().await;
+        return Config::infer().await.map_err(Error::InferConfig);
     };
-    let kubeconfig = Kubeconfig::read_from(path).map_err(kube::Error::InferKubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let kubeconfig = Kubeconfig::read_from(path).map_err(Error::InferKubeconfig)?;
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(kube::Error::InferKubeconfig)?;
-    Client::try_from(config)
+        .map_err(Error::InferKubeconfig)
+}
+
+/// A client of [`config`]'s cluster.
+pub async fn client(path: Option<&std::path::Path>) -> Result<Client, Error> {
+    Client::try_from(config(path).await?)
 }
 
 /// Every object of `kind`, as JSON with its `apiVersion` and `kind` (a list's items carry
@@ -169,28 +175,12 @@ pub async fn create(client: &Client, kind: Kind, object: &Value) -> Result<(), A
     Ok(())
 }
 
-/// A server-side apply of `object` by `manager`, forced: each writer owns what it writes.
-pub async fn apply(client: &Client, kind: Kind, object: &Value, manager: &str) -> Result<(), ApiError> {
+/// A server-side apply of `object` by `manager`, forced (each writer owns what it writes), of the
+/// object or (`status`) of its status subresource.
+pub async fn apply(client: &Client, kind: Kind, object: &Value, manager: &str, status: bool) -> Result<(), ApiError> {
     let (namespace, name) = identity(object);
     let params = PatchParams::apply(manager).force();
-    bounded(
-        kind.within(client, namespace)
-            .patch(name, &params, &Patch::Apply(object)),
-    )
-    .await?;
-    Ok(())
-}
-
-/// A server-side apply of `object`'s status by `manager`, on the status subresource.
-pub async fn apply_status(client: &Client, kind: Kind, object: &Value, manager: &str) -> Result<(), ApiError> {
-    let (namespace, name) = identity(object);
-    let params = PatchParams::apply(manager).force();
-    bounded(
-        kind.within(client, namespace)
-            .patch_status(name, &params, &Patch::Apply(object)),
-    )
-    .await?;
-    Ok(())
+    patch(client, kind, (namespace, name), &params, &Patch::Apply(object), status).await
 }
 
 /// A JSON merge patch by `manager`, of the object or (`status`) of its status subresource.
@@ -202,24 +192,46 @@ pub async fn merge(
     manager: &str,
     status: bool,
 ) -> Result<(), ApiError> {
-    let api = kind.within(client, namespace);
     let params = PatchParams {
         field_manager: Some(manager.into()),
         ..PatchParams::default()
     };
+    self::patch(client, kind, (namespace, name), &params, &Patch::Merge(patch), status).await
+}
+
+async fn patch(
+    client: &Client,
+    kind: Kind,
+    (namespace, name): (&str, &str),
+    params: &PatchParams,
+    patch: &Patch<&Value>,
+    status: bool,
+) -> Result<(), ApiError> {
+    let api = kind.within(client, namespace);
     if status {
-        bounded(api.patch_status(name, &params, &Patch::Merge(patch))).await?;
+        bounded(api.patch_status(name, params, patch)).await?;
     } else {
-        bounded(api.patch(name, &params, &Patch::Merge(patch))).await?;
+        bounded(api.patch(name, params, patch)).await?;
     }
     Ok(())
 }
 
 /// Deletes an object at once (grace period 0): a pod's end waits on no kubelet, nor on kwok.
-/// Gone already is done.
 pub async fn delete_now(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<(), ApiError> {
+    delete(client, kind, namespace, name, Some(0)).await
+}
+
+/// Deletes an object with `grace` seconds to end (None: its own grace period). Gone already is
+/// done.
+pub async fn delete(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    grace: Option<u32>,
+) -> Result<(), ApiError> {
     let params = DeleteParams {
-        grace_period_seconds: Some(0),
+        grace_period_seconds: grace,
         ..DeleteParams::default()
     };
     match bounded(kind.within(client, namespace).delete(name, &params)).await {

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::Client;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use crate::support::api;
 use crate::support::local::workspace;
 
 /// Logs of a controller run inside the test's process, shown with a failing test's output:
@@ -60,21 +60,18 @@ fn kubectl_program() -> PathBuf {
 }
 
 pub async fn client_of(kubeconfig: &Path) -> Client {
-    Client::try_from(config_of(kubeconfig).await).expect("a client")
+    api::client(Some(kubeconfig))
+        .await
+        .expect("a cluster in the kubeconfig")
 }
 
 /// A client of the kubeconfig's cluster acting as `user` (impersonation).
 pub async fn client_as(kubeconfig: &Path, user: &str) -> Client {
-    let mut config = config_of(kubeconfig).await;
+    let mut config = api::config(Some(kubeconfig))
+        .await
+        .expect("a cluster in the kubeconfig");
     config.auth_info.impersonate = Some(user.to_owned());
     Client::try_from(config).expect("a client")
-}
-
-async fn config_of(kubeconfig: &Path) -> Config {
-    let file = Kubeconfig::read_from(kubeconfig).expect("a kubeconfig");
-    Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-        .await
-        .expect("a cluster in the kubeconfig")
 }
 
 /// What kubectl printed, and whether it succeeded.

@@ -92,39 +92,18 @@ pub const LAYOUTS: [&str; 3] = ["two-zones", "three-zones", "racks"];
 /// `three-zones` (one more, in zone-c), `racks` (2 zones x 2 racks x 2 nodes: room for one
 /// Instance of a leader and a worker in each rack).
 pub fn layout(name: &str) -> Option<Vec<NodeShape>> {
-    let zones = |n: usize| {
-        (1..=n)
-            .map(|i| {
-                let zone = ["a", "b", "c"][i - 1];
-                NodeShape::gpu(
-                    &format!("gpu-node-{i}"),
-                    &format!("zone-{zone}"),
-                    &format!("rack-{zone}1"),
-                )
-            })
-            .collect()
+    // Each node's rack, in order; its zone is the rack's letter.
+    let racks = match name {
+        "two-zones" => "a1 b1",
+        "three-zones" => "a1 b1 c1",
+        "racks" => "a1 a1 a2 a2 b1 b1 b2 b2",
+        _ => return None,
     };
-    match name {
-        "two-zones" => Some(zones(2)),
-        "three-zones" => Some(zones(3)),
-        "racks" => {
-            let mut nodes = Vec::new();
-            for zone in ["a", "b"] {
-                for rack in 1..=2 {
-                    for _ in 0..2 {
-                        let name = format!("gpu-node-{}", nodes.len() + 1);
-                        nodes.push(NodeShape::gpu(
-                            &name,
-                            &format!("zone-{zone}"),
-                            &format!("rack-{zone}{rack}"),
-                        ));
-                    }
-                }
-            }
-            Some(nodes)
-        }
-        _ => None,
-    }
+    let shape = |(i, rack): (usize, &str)| {
+        let zone = format!("zone-{}", &rack[..1]);
+        NodeShape::gpu(&format!("gpu-node-{}", i + 1), &zone, &format!("rack-{rack}"))
+    };
+    Some(racks.split(' ').enumerate().map(shape).collect())
 }
 
 /// The Node, its room in `status` (capacity and allocatable, which kwok keeps), annotated for kwok.
@@ -148,11 +127,11 @@ pub fn node(shape: &NodeShape) -> Value {
 pub async fn create_nodes(client: &Client, shapes: &[NodeShape]) -> Result<(), ApiError> {
     for shape in shapes {
         let node = node(shape);
-        api::apply(client, NODE, &node, MANAGER).await?;
+        api::apply(client, NODE, &node, MANAGER, false).await?;
         // The room through the status subresource: an update of the Node leaves its status as it was.
         let status = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": shape.name},
             "status": node["status"]});
-        api::apply_status(client, NODE, &status, MANAGER).await?;
+        api::apply(client, NODE, &status, MANAGER, true).await?;
     }
     for shape in shapes {
         eventually(&format!("kwok's node {} Ready", shape.name), 60, || async {

@@ -4,7 +4,7 @@ use ome_spread_sim::policy_server::{Policy, policies_file};
 use serde_json::json;
 
 /// Each entry as Kubewarden 1.36's controller writes a ClusterAdmissionPolicy's: every host
-/// capability granted, and the context-aware policy's one resource.
+/// capability granted, and the context-aware policy's one resource, each policy its own entry.
 #[test]
 fn the_policies_file_grants_what_kubewarden_grants_a_cluster_wide_policy() {
     let policies = [
@@ -12,13 +12,11 @@ fn the_policies_file_grants_what_kubewarden_grants_a_cluster_wide_policy() {
             name: "ome-spread".into(),
             module: PathBuf::from("/p/annotated-policy.wasm"),
             settings: json!({"maxSkew": 2}),
-            context_aware: true,
         },
         Policy {
-            name: "floor".into(),
-            module: PathBuf::from("/p/annotated-floor.wasm"),
+            name: "p1".into(),
+            module: PathBuf::from("/p/annotated-policy.wasm"),
             settings: json!({}),
-            context_aware: false,
         },
     ];
     assert_eq!(
@@ -31,10 +29,12 @@ fn the_policies_file_grants_what_kubewarden_grants_a_cluster_wide_policy() {
                 "allowedToMutate": true,
                 "contextAwareResources": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}],
             },
-            "floor": {
-                "module": "file:///p/annotated-floor.wasm",
+            "p1": {
+                "module": "file:///p/annotated-policy.wasm",
                 "settings": {},
                 "hostCapabilities": ["*"],
+                "allowedToMutate": true,
+                "contextAwareResources": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica"}],
             },
         })
     );

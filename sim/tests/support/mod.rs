@@ -23,14 +23,6 @@ pub const SERVICE: &str = "qwen3-0-6b";
 pub const REPLICA: &str = "qwen3-0-6b-engine";
 pub const ZONE: &str = "topology.kubernetes.io/zone";
 
-const NAMESPACES: Kind = Kind {
-    group: "",
-    version: "v1",
-    kind: "Namespace",
-    plural: "namespaces",
-    namespaced: false,
-};
-
 /// The seed's ClusterServingRuntime: its engine asks for what the seed says one engine pod needs
 /// (1 GPU, 10 CPUs, 30 GiB); OME selects the nodes where the model is Ready.
 pub fn runtime() -> Value {
@@ -94,11 +86,17 @@ pub async fn cluster_with(layout: &[NodeShape], ome_options: ome::Options) -> Cl
         }
     }
     nodes::create_nodes(&client, layout).await.expect("the nodes");
-    api::apply(&client, CLUSTER_SERVING_RUNTIME, &runtime(), "ome-spread-sim-e2e")
-        .await
-        .expect("the runtime");
+    api::apply(
+        &client,
+        CLUSTER_SERVING_RUNTIME,
+        &runtime(),
+        "ome-spread-sim-e2e",
+        false,
+    )
+    .await
+    .expect("the runtime");
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
-    api::apply(&client, NAMESPACES, &namespace, "ome-spread-sim-e2e")
+    api::apply(&client, api::NAMESPACE, &namespace, "ome-spread-sim-e2e", false)
         .await
         .expect("the namespace");
     let ome = tokio::spawn(ome::run(client.clone(), ome_options));
@@ -117,9 +115,12 @@ async fn remove_namespace(client: &Client) {
         .within(client, NAMESPACE)
         .delete(SERVICE, &DeleteParams::default())
         .await;
-    let _ = NAMESPACES.all(client).delete(NAMESPACE, &DeleteParams::default()).await;
+    let _ = api::NAMESPACE
+        .all(client)
+        .delete(NAMESPACE, &DeleteParams::default())
+        .await;
     eventually("the namespace spread-demo gone", 90, || async {
-        api::get(client, NAMESPACES, "", NAMESPACE)
+        api::get(client, api::NAMESPACE, "", NAMESPACE)
             .await
             .ok()
             .filter(Option::is_none)
@@ -156,7 +157,7 @@ impl Cluster {
     }
 
     pub async fn apply(&self, kind: Kind, object: &Value) {
-        api::apply(&self.client, kind, object, "ome-spread-sim-e2e")
+        api::apply(&self.client, kind, object, "ome-spread-sim-e2e", false)
             .await
             .unwrap_or_else(|e| panic!("{} applied: {e}", kind.kind));
     }

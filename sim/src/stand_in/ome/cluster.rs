@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::render::{self, Terms};
 use super::{MANAGER, WHO};
 use crate::stand_in::migration::{Change, Event, Placement, World, with_condition};
-use crate::support::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, Kind, POD};
+use crate::support::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, POD};
 use crate::support::objects::{self, read};
 
 /// The cluster as the surge's world.
@@ -91,25 +91,17 @@ impl World for Cluster {
 /// fails at its deadline), never a surge pod that no record names (a restart would surge again).
 pub async fn apply(client: &Client, changes: Vec<Change>) {
     let (mut changes, rest): (Vec<Change>, Vec<Change>) =
-        changes.into_iter().partition(|c| matches!(c, Change::Records { .. }));
+        changes.into_iter().partition(|c| matches!(c, Change::Records(..)));
     changes.extend(rest);
     for change in changes {
         let outcome = match &change {
-            Change::Unannotated {
-                namespace,
-                service,
-                key,
-            } => {
+            Change::Unannotated((namespace, service), key) => {
                 let patch = json!({"metadata": {"annotations": {key: null}}});
                 api::merge(client, INFERENCE_SERVICE, (namespace, service), &patch, MANAGER, false)
                     .await
                     .map(|()| format!("InferenceService {namespace}/{service}: request {key} taken"))
             }
-            Change::Records {
-                namespace,
-                replica,
-                migrations,
-            } => {
+            Change::Records((namespace, replica), migrations) => {
                 let patch = json!({"status": {"migrations": migrations}});
                 let phases: Vec<String> = migrations
                     .as_array()
@@ -132,11 +124,9 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
                         )
                     })
             }
-            Change::Condition {
-                namespace,
-                replica,
-                condition,
-            } => write_condition(client, namespace, replica, condition).await,
+            Change::Condition((namespace, replica), condition) => {
+                write_condition(client, namespace, replica, condition).await
+            }
             Change::Pod(pod) => {
                 let (namespace, name) = api::identity(pod);
                 match api::create(client, POD, pod).await {
@@ -144,7 +134,7 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
                     created => created.map(|()| format!("surge pod {namespace}/{name} created")),
                 }
             }
-            Change::PodDeleted { namespace, name } => delete(client, POD, namespace, name)
+            Change::PodDeleted((namespace, name)) => api::delete(client, POD, namespace, name, None)
                 .await
                 .map(|()| format!("pod {namespace}/{name} drained (deleted)")),
         };
@@ -181,16 +171,6 @@ async fn write_condition(
         })
 }
 
-/// A delete as OME sends it, with the pod's grace period (kwok ends it).
-async fn delete(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<(), api::ApiError> {
-    let params = kube::api::DeleteParams::default();
-    match tokio::time::timeout(api::CALL_TIMEOUT, kind.within(client, namespace).delete(name, &params)).await {
-        Err(_) => Err(api::ApiError::Timeout),
-        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(()),
-        Ok(done) => done.map(|_| ()).map_err(Into::into),
-    }
-}
-
 /// An Event OME records on the InferenceService, as a core/v1 Event.
 pub async fn record_event(client: &Client, event: &Event, objects: &[Value]) {
     let service = objects
@@ -217,14 +197,7 @@ pub async fn record_event(client: &Client, event: &Event, objects: &[Value]) {
         "reason": event.reason, "message": event.message, "type": kind,
         "source": {"component": MANAGER}, "reportingComponent": MANAGER, "reportingInstance": MANAGER,
         "firstTimestamp": now.to_string(), "lastTimestamp": now.to_string(), "count": 1});
-    let events = Kind {
-        group: "",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        namespaced: true,
-    };
-    match api::create(client, events, &record).await {
+    match api::create(client, api::EVENT, &record).await {
         Ok(()) => api::log(
             WHO,
             format!("event {} on {namespace}/{name}: {}", event.reason, event.message),

@@ -50,9 +50,6 @@ pub use render::Terms;
 pub const MANAGER: &str = "ome-stand-in";
 const WHO: &str = "OME stand-in";
 
-/// How long the stand-in waits for an API server that does not answer, by default.
-pub const GIVE_UP: Duration = Duration::from_secs(300);
-
 /// How the OME stand-in runs.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -64,8 +61,6 @@ pub struct Options {
     /// OME's migration caps (`lifecycle.audit`) are configured, as its chart sets them; without
     /// them (its kustomize manifests) every migration request is held in Accepted.
     pub caps: bool,
-    /// Stop after this long (None: until the task is dropped).
-    pub exit_after: Option<Duration>,
     /// Stop when the API server has not answered for this long: its cluster is gone, and a
     /// stand-in a test left behind does not run on for ever.
     pub give_up: Option<Duration>,
@@ -78,8 +73,7 @@ impl Default for Options {
             interval: Duration::from_secs(1),
             deadline: SignedDuration::from_mins(10),
             caps: true,
-            exit_after: None,
-            give_up: Some(GIVE_UP),
+            give_up: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -92,34 +86,28 @@ pub async fn run(client: Client, options: Options) {
         options: options.clone(),
         said: HashSet::new(),
     };
-    let started = tokio::time::Instant::now();
     // Said when it changes: an API server away for a while is one line, and one when it is back.
-    let mut failing: Option<String> = None;
-    let mut failing_since: Option<tokio::time::Instant> = None;
-    api::log(
-        WHO,
-        format!(
-            "running, OME's in-tree terms {}",
-            match options.terms {
-                Terms::InTree => "on",
-                Terms::Webhook => "off (the webhook adds them)",
-            }
-        ),
-    );
+    let mut failing: Option<(String, tokio::time::Instant)> = None;
+    let terms = match options.terms {
+        Terms::InTree => "on",
+        Terms::Webhook => "off (the webhook adds them)",
+    };
+    api::log(WHO, format!("running, OME's in-tree terms {terms}"));
     loop {
-        match stand_in.pass().await {
-            Err(e) if failing.as_deref() != Some(&e.to_string()) => {
+        match (stand_in.pass().await, &failing) {
+            (Err(e), Some((said, _))) if *said == e.to_string() => {}
+            (Err(e), _) => {
                 api::log(WHO, format!("reading the cluster failed: {e}"));
-                failing = Some(e.to_string());
+                let since = failing.map_or_else(tokio::time::Instant::now, |(_, since)| since);
+                failing = Some((e.to_string(), since));
             }
-            Err(_) => {}
-            Ok(()) if failing.take().is_some() => api::log(WHO, "reading the cluster again"),
-            Ok(()) => {}
+            (Ok(()), Some(_)) => {
+                api::log(WHO, "reading the cluster again");
+                failing = None;
+            }
+            (Ok(()), None) => {}
         }
-        failing_since = failing
-            .as_ref()
-            .map(|_| failing_since.unwrap_or_else(tokio::time::Instant::now));
-        if let (Some(since), Some(give_up)) = (failing_since, options.give_up)
+        if let (Some((_, since)), Some(give_up)) = (&failing, options.give_up)
             && since.elapsed() >= give_up
         {
             let seconds = give_up.as_secs();
@@ -127,9 +115,6 @@ pub async fn run(client: Client, options: Options) {
                 WHO,
                 format!("the API server has not answered for {seconds} s: stopping"),
             );
-            break;
-        }
-        if options.exit_after.is_some_and(|after| started.elapsed() >= after) {
             break;
         }
         tokio::time::sleep(options.interval).await;
@@ -242,7 +227,7 @@ impl StandIn {
         let (_, replica_name) = api::identity(&wanted);
         let existing = raw(objects, INFERENCE_REPLICA.kind, Some(namespace), replica_name);
         if existing.is_none_or(|r| spec_differs(&r["spec"], &wanted["spec"])) {
-            match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER).await {
+            match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER, false).await {
                 Ok(()) => api::log(
                     WHO,
                     format!(
@@ -335,9 +320,9 @@ fn raw<'a>(objects: &'a [Value], kind: &str, namespace: Option<&str>, name: &str
 /// settings in effect no longer set (a lifecycle dropped from the InferenceService stays until
 /// the next write: another writer's, such as a test's, is not fought every pass).
 pub fn spec_differs(spec: &Value, wanted: &Value) -> bool {
-    let owned = ["topologySpread", "topologySpreadKey", "topologyKey"];
     let wanted_fields = wanted.as_object().into_iter().flatten();
-    wanted_fields.clone().any(|(k, v)| &spec[k] != v) || owned.iter().any(|k| wanted[k].is_null() && !spec[k].is_null())
+    wanted_fields.clone().any(|(k, v)| &spec[k] != v)
+        || SPREAD_FIELDS.iter().any(|k| wanted[k].is_null() && !spec[k].is_null())
 }
 
 /// Whether the status the stand-in wants differs from the one stored, in what it writes.
@@ -360,21 +345,20 @@ fn same_conditions(stored: &Value, wanted: &Value) -> bool {
     keys(stored).unwrap_or_default() == keys(wanted).unwrap_or_default()
 }
 
+/// The replica's fields of the settings in effect.
+const SPREAD_FIELDS: [&str; 3] = ["topologySpread", "topologySpreadKey", "topologyKey"];
+
 /// A replica's spec in a line: its Instances, its runners and the settings in effect.
 fn shown(spec: &Value) -> String {
-    let runners: Vec<String> = spec["runners"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let runners = spec["runners"].as_array().into_iter().flatten();
+    let runners: Vec<String> = runners
         .map(|r| format!("{} x{}", r["name"].as_str().unwrap_or_default(), r["size"]))
         .collect();
-    let field = |k: &str| spec[k].as_str().unwrap_or("<none>").to_owned();
+    let fields = SPREAD_FIELDS.map(|k| format!("{k} {}", spec[k].as_str().unwrap_or("<none>")));
     format!(
-        "{} Instances ({}), topologySpread {}, topologySpreadKey {}, topologyKey {}",
+        "{} Instances ({}), {}",
         spec["replicas"],
         runners.join(", "),
-        field("topologySpread"),
-        field("topologySpreadKey"),
-        field("topologyKey")
+        fields.join(", ")
     )
 }

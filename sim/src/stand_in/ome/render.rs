@@ -80,8 +80,15 @@ pub fn replica(service: &Value, runtime: Option<&Value>, component: &str) -> Res
         "replicas": replicas,
         "runners": runners,
     });
-    for (field, value) in spread_fields(&in_effect) {
-        spec[field] = json!(value);
+    let spread_fields = [
+        ("topologySpread", in_effect.spread.map(|spread| spread.as_str())),
+        ("topologySpreadKey", in_effect.spread_key.as_deref()),
+        ("topologyKey", in_effect.topology_key.as_deref()),
+    ];
+    for (field, value) in spread_fields {
+        if let Some(value) = value {
+            spec[field] = json!(value);
+        }
     }
     if own["lifecycle"].is_object() {
         spec["lifecycle"] = own["lifecycle"].clone();
@@ -110,20 +117,6 @@ fn in_effect(service: &Value, runtime: Option<&Value>, component: &str) -> Resul
     let runtime = namespaced.as_ref().map(Runtime::Namespaced);
     let runtime = runtime.or(cluster.as_ref().map(Runtime::Cluster));
     settings_in_effect(&service, runtime, component).map_err(|e| e.to_string())
-}
-
-fn spread_fields(settings: &SpreadSettings) -> Vec<(&'static str, &str)> {
-    let mut fields = Vec::new();
-    if let Some(spread) = settings.spread {
-        fields.push(("topologySpread", spread.as_str()));
-    }
-    if let Some(key) = &settings.spread_key {
-        fields.push(("topologySpreadKey", key.as_str()));
-    }
-    if let Some(key) = &settings.topology_key {
-        fields.push(("topologyKey", key.as_str()));
-    }
-    fields
 }
 
 /// The field of the InferenceService's component spec, else its runtime's: `MergeEngineSpec`
@@ -278,11 +271,7 @@ impl Instance {
 pub fn instance_pods(replica: &Value, instance: Instance, terms: Terms) -> Vec<Value> {
     let service = replica["spec"]["parentRef"]["name"].as_str().unwrap_or_default();
     let component = replica["spec"]["component"].as_str().unwrap_or_default();
-    let Instance {
-        index,
-        incarnation,
-        slot,
-    } = instance;
+    let Instance { index, slot, .. } = instance;
     let revision = revision_hash(replica);
     let multi_pod = pods_per_instance(replica) > 1;
     let mut pods = Vec::new();
@@ -298,7 +287,7 @@ pub fn instance_pods(replica: &Value, instance: Instance, terms: Terms) -> Vec<V
             let mut labels = template["metadata"]["labels"].as_object().cloned().unwrap_or_default();
             labels.extend([
                 (INSTANCE_INDEX.to_owned(), json!(index.to_string())),
-                (INSTANCE_INCARNATION.to_owned(), json!(incarnation.to_string())),
+                (INSTANCE_INCARNATION.to_owned(), json!(instance.incarnation.to_string())),
                 (POD_ORDINAL.to_owned(), json!(ordinal.to_string())),
                 (REVISION_HASH.to_owned(), json!(revision)),
             ]);
@@ -402,14 +391,8 @@ fn push(list: &mut Value, item: Value) {
 
 /// The pods one Instance needs: the runners' sizes added up.
 pub fn pods_per_instance(replica: &Value) -> usize {
-    let runners = replica["spec"]["runners"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    runners
-        .iter()
-        .map(|r| usize::try_from(r["size"].as_u64().unwrap_or(1)).unwrap_or(1))
-        .sum()
+    let runners = replica["spec"]["runners"].as_array().into_iter().flatten();
+    runners.map(|r| r["size"].as_u64().unwrap_or(1) as usize).sum()
 }
 
 /// Whether every pod of an Instance is there and Ready.
@@ -522,11 +505,8 @@ pub fn service_conditions(service: &Value, replicas: &[&Value], now: &str) -> Va
     let mut not_ready: Option<Value> = None;
     for replica in replicas {
         let component = replica["spec"]["component"].as_str().unwrap_or_default();
-        let mut capitalised = component.to_owned();
-        if let Some(first) = capitalised.get_mut(..1) {
-            first.make_ascii_uppercase();
-        }
-        let component_ready = component_ready(&format!("{capitalised}Ready"), replica, now);
+        let (first, rest) = component.split_at(component.len().min(1));
+        let component_ready = component_ready(&format!("{}{rest}Ready", first.to_uppercase()), replica, now);
         if component_ready["status"] != "True" && not_ready.is_none() {
             not_ready = Some(component_ready.clone());
         }
