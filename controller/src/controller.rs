@@ -21,12 +21,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
-use crate::cache::{Caches, Fill, reflected};
+use crate::cache::{Caches, Fill};
 use crate::context::{Context, Mode, Rebalance, Writes};
 use crate::error::{API_TIMEOUT, FILL_TIMEOUT, within_timeout};
 use crate::metrics::Metrics;
 use crate::policy::{self, Source};
 use crate::reconcile::{error_policy, reconcile};
+use crate::reflected::reflected;
 use crate::report::Reports;
 use crate::schema;
 use crate::serve::Health;

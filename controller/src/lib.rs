@@ -15,6 +15,7 @@ pub mod pods;
 pub mod policy;
 pub mod rebalance;
 pub mod reconcile;
+pub mod reflected;
 pub mod report;
 pub mod resources;
 pub mod schema;

@@ -16,9 +16,9 @@ use ome_spread_core::rebalance::Move;
 use serde_json::{Value, json};
 use tracing::info;
 
-use crate::cache::key;
 use crate::context::{Announcement, Context, Objects, recommendation};
 use crate::error::{Error, within_timeout};
+use crate::reflected::key;
 use ome_spread_core::ome::{InferenceReplica, InferenceService};
 
 /// The next move of a component, and what the guardrails read of it.

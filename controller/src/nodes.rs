@@ -1,5 +1,5 @@
 //! The nodes as the diagnosis reads them, kept in a kube-runtime store by the node watch
-//! ([`crate::cache::Reflected`]), and what the diagnosis reads of them all built at the first
+//! ([`crate::reflected::Reflected`]), and what the diagnosis reads of them all built at the first
 //! read after a change it reads. A change no replica reads (GPU Feature Discovery rewrites its
 //! timestamp label every minute per node) reconciles no replica and builds nothing.
 
@@ -13,14 +13,14 @@ use ome_spread_core::nodes::{Node, Nodes, Served};
 use ome_spread_core::room::Resources;
 use tracing::warn;
 
-use crate::cache::{self, Derived, Reflected};
+use crate::reflected::{self, Derived, Reflected};
 use ome_spread_core::ome::InferenceReplica;
 
 /// The node watch, filling `nodes`: one item (a reconcile of every replica) for each change the
 /// diagnosis reads.
 pub fn changes(client: kube::Client, nodes: Arc<NodeIndex>) -> impl Stream<Item = ()> {
     let read = |change: NodeChange| future::ready((change == NodeChange::Read).then_some(()));
-    cache::changes(Api::all(client), |_| {}, move |event| nodes.apply(event)).filter_map(read)
+    reflected::changes(Api::all(client), |_| {}, move |event| nodes.apply(event)).filter_map(read)
 }
 
 /// The nodes, and what the diagnosis reads of them.

@@ -1,6 +1,6 @@
 //! The controller's one watch of pods, of every workload. Of an OMENative pod of a component,
 //! the core's model of it ([`Pod`]: what the diagnosis reads, nothing else), kept in a
-//! kube-runtime store ([`crate::cache::Reflected`]) with the pods of each component derived of it,
+//! kube-runtime store ([`crate::reflected::Reflected`]) with the pods of each component derived of it,
 //! so that a pod event moves that pod alone, triggers its replica's reconcile
 //! ([`crate::reconcile`]), and a reconcile reads its own component's pods only. Of every pod, the
 //! room it holds ([`Room`]): what a rebalance plan counts on, whichever workload the pod belongs
@@ -24,7 +24,7 @@ use ome_spread_core::replica::ReplicaRef;
 use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
 
-use crate::cache::{self, Derived, Reflected, key};
+use crate::reflected::{self, Derived, Reflected, key};
 use crate::state::lock;
 
 /// The watch of every pod, trimmed, filling `pods`: the replicas whose OMENative pods it changed,
@@ -33,7 +33,7 @@ use crate::state::lock;
 /// workload (it re-plans a component at that component's next change). One watch for both the
 /// components and the room: every pod is listed once.
 pub fn changes(client: kube::Client, pods: Arc<Pods>) -> impl Stream<Item = ObjectRef<InferenceReplica>> {
-    cache::changes(Api::all(client), trim, move |event| pods.apply(event)).flat_map(futures::stream::iter)
+    reflected::changes(Api::all(client), trim, move |event| pods.apply(event)).flat_map(futures::stream::iter)
 }
 
 /// The replica of an InferenceService's component, whose reconcile reads that component's pods.

@@ -20,11 +20,11 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{Span, debug, field, info, instrument, warn};
 
-use crate::cache::key;
 use crate::cache::{Caches, Fill};
 use crate::context::{Context, Mode, Objects, recommendation};
 use crate::error::{Error, FILL_TIMEOUT, within_timeout};
 use crate::rebalance;
+use crate::reflected::key;
 use crate::report::Found;
 use crate::resources::{CONDITION, FIELD_MANAGER};
 use crate::state::lock;

@@ -1,0 +1,135 @@
+//! One cache mechanism for the kinds whose objects are also kept in plain maps (the OMENative
+//! pods, the nodes): kube-runtime's store and what is derived of it, written under one lock, and
+//! the watch that fills them. The caches themselves are in [`crate::cache`].
+
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use futures::{Stream, StreamExt, future};
+use kube::api::Api;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tracing::warn;
+
+use crate::state::lock;
+
+/// The watch of every object of `api`, trimmed, with no managed fields.
+fn watched<K>(api: Api<K>, trim: fn(&mut K)) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(move |object: &mut K| {
+            object.meta_mut().managed_fields = None;
+            trim(object);
+        })
+}
+
+/// A cache of `K`, and the stream of its watch's events that fills it.
+pub fn reflected<K>(api: Api<K>) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    let (store, writer) = reflector::store();
+    (store, watched(api, |_| {}).reflect(writer))
+}
+
+/// What is derived of a store's objects, kept in step with it, event by event.
+pub trait Derived<K>: Default {
+    /// What a change asks for (the replicas to reconcile).
+    type Output: Default;
+    /// An object came (`old` None), changed, or went (`new` None).
+    fn changed(&mut self, old: Option<Arc<K>>, new: Option<Arc<K>>) -> Self::Output;
+    /// A list replaced the store's objects with `all`.
+    fn relisted(&mut self, all: Vec<Arc<K>>) -> Self::Output;
+}
+
+/// A kube-runtime store and what is derived of it, written under one lock: a reader never sees
+/// the one without the other.
+pub struct Reflected<K: Resource + Clone + 'static, D>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    pub store: Store<K>,
+    written: Mutex<(Writer<K>, D)>,
+}
+
+impl<K, D> Default for Reflected<K, D>
+where
+    K: Resource + Clone + PartialEq + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+    D: Derived<K>,
+{
+    fn default() -> Self {
+        let (store, writer) = reflector::store();
+        Self {
+            store,
+            written: Mutex::new((writer, D::default())),
+        }
+    }
+}
+
+impl<K, D> Reflected<K, D>
+where
+    K: Resource + Clone + PartialEq + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+    D: Derived<K>,
+{
+    /// Applies a watch event to the store, then to what is derived of it. An object that comes
+    /// again unchanged changes nothing; a relist (kube-runtime's: the store is swapped when it is
+    /// done) is derived anew once it is done.
+    pub fn apply(&self, event: &watcher::Event<K>) -> D::Output {
+        let mut written = lock(&self.written);
+        let (writer, derived) = &mut *written;
+        let old = match event {
+            watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
+                self.store.get(&ObjectRef::from_obj(object))
+            }
+            _ => None,
+        };
+        if let watcher::Event::Apply(object) = event
+            && old.as_deref() == Some(object)
+        {
+            return D::Output::default();
+        }
+        writer.apply_watcher_event(event);
+        match event {
+            watcher::Event::Apply(object) => derived.changed(old, self.store.get(&ObjectRef::from_obj(object))),
+            watcher::Event::Delete(_) if old.is_some() => derived.changed(old, None),
+            watcher::Event::InitDone => derived.relisted(self.store.state()),
+            _ => D::Output::default(),
+        }
+    }
+
+    /// `read` what is derived, as it stands.
+    pub fn with<T>(&self, read: impl FnOnce(&mut D) -> T) -> T {
+        read(&mut lock(&self.written).1)
+    }
+}
+
+/// The watch of every object of `api`, trimmed, each event applied to a cache: what each asks for.
+pub fn changes<K, O>(api: Api<K>, trim: fn(&mut K), apply: impl Fn(&watcher::Event<K>) -> O) -> impl Stream<Item = O>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    watched(api, trim).filter_map(move |event| {
+        future::ready(match event {
+            Ok(event) => Some(apply(&event)),
+            Err(e) => {
+                warn!(error = %e, "watching the {}", K::plural(&K::DynamicType::default()));
+                None
+            }
+        })
+    })
+}
+
+pub fn key<K: ResourceExt>(object: &K) -> String {
+    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
+}
