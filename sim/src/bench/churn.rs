@@ -391,6 +391,21 @@ struct Churning {
 }
 
 impl Churning {
+    /// The churn of `components` starting now, nothing counted but `measured`.
+    fn new(components: Vec<Component>, measured: Measured, restarted: Arc<OnceLock<(Instant, u64)>>) -> Churning {
+        Churning {
+            by_replica: components
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.replica.clone(), i))
+                .collect(),
+            components,
+            measured,
+            started: Instant::now(),
+            restarted,
+        }
+    }
+
     /// The conditions the controller wrote: each the end of its component's event in flight.
     fn observe(&mut self, seen: Seen) {
         self.measured.reports += seen.reports;
@@ -523,17 +538,8 @@ pub async fn churn<S: Server>(
     let settled = settle(server.as_ref(), &components, &mut cursor, dir).await;
     let cpu_before = cpu_seconds(controller.pid);
     let (reconciles_before, controller_before) = controller.exported().await;
-    let mut state = Churning {
-        by_replica: components
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.replica.clone(), i))
-            .collect(),
-        components,
-        measured: Measured::new(seconds, settled, peak_mib(controller.pid)),
-        started: Instant::now(),
-        restarted: Arc::default(),
-    };
+    let measured = Measured::new(seconds, settled, peak_mib(controller.pid));
+    let mut state = Churning::new(components, measured, Arc::default());
     let mut writes = JoinSet::new();
     let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -692,17 +698,9 @@ mod tests {
             component("across", 9_900),
             component("after", 11_000),
         ];
-        let mut churning = Churning {
-            by_replica: components
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (c.replica.clone(), i))
-                .collect(),
-            components,
-            measured: Measured::new(60, Duration::ZERO, 0),
-            started: t0,
-            restarted: Arc::new(OnceLock::from((at(10_000), 0))),
-        };
+        let restarted = Arc::new(OnceLock::from((at(10_000), 0)));
+        let mut churning = Churning::new(components, Measured::new(60, Duration::ZERO, 0), restarted);
+        churning.started = t0;
         let conditions = [("before", 1_300), ("across", 12_000), ("after", 12_000)];
         churning.observe(Seen {
             conditions: conditions.map(|(r, ms)| (r.to_owned(), at(ms))).into(),
