@@ -391,6 +391,13 @@ struct Churning {
 }
 
 impl Churning {
+    /// Whether an event that ended `at` (its condition came, or it expired) belongs to the steady
+    /// churn: there was no disruption, or it had not started. An event the restart held up is in
+    /// the time to recover, not in the delays.
+    fn steady(&self, at: Instant) -> bool {
+        self.restarted.get().is_none_or(|&(restarted, _)| at < restarted)
+    }
+
     /// The churn of `components` starting now, nothing counted but `measured`.
     fn new(components: Vec<Component>, measured: Measured, restarted: Arc<OnceLock<(Instant, u64)>>) -> Churning {
         Churning {
@@ -420,14 +427,12 @@ impl Churning {
                     Some(&(restarted, _)) if written >= restarted => {
                         self.measured.restart_to_condition.get_or_insert(at - restarted);
                     }
-                    // The delays are the steady churn's: an event the restart held up is in
-                    // the time to recover, not in them.
-                    Some(&(restarted, _)) if at >= restarted => {}
-                    _ => self
+                    _ if self.steady(at) => self
                         .measured
                         .delays
                         .record((at - written).as_micros() as u64)
                         .expect("in range"),
+                    _ => {}
                 }
             } else if c.unreflected.is_some_and(|written| at >= written) {
                 self.measured.late += 1;
@@ -439,10 +444,10 @@ impl Churning {
     /// Events with no condition within [`UNREFLECTED`]: counted at that delay, and named, so that
     /// the controller's log can be read for them.
     fn expire(&mut self, now: Instant) {
+        let steady = self.steady(now);
         for c in self.components.iter_mut() {
             if c.pending.is_some_and(|at| now - at > UNREFLECTED) {
-                // As in `observe`: what the restart held up is not the steady churn's.
-                if self.restarted.get().is_none_or(|&(restarted, _)| now < restarted) {
+                if steady {
                     let delay = UNREFLECTED.as_micros() as u64;
                     self.measured.delays.record(delay).expect("in range");
                 }
