@@ -27,7 +27,7 @@ use crate::error::{API_TIMEOUT, FILL_TIMEOUT, within_timeout};
 use crate::metrics::Metrics;
 use crate::policy::{self, Source};
 use crate::reconcile::{error_policy, reconcile};
-use crate::reflected::reflected;
+use crate::reflected::{self, reflected};
 use crate::report::Reports;
 use crate::schema;
 use crate::serve::Health;
@@ -222,7 +222,7 @@ async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, hol
     health.watched();
     let config = watcher::Config::default().fields(&format!("metadata.name={LEASE}"));
     watcher(Api::<Lease>::namespaced(client, &namespace), config)
-        .default_backoff()
+        .backoff(reflected::backoff())
         .for_each(|event| {
             match event {
                 Ok(event) => {
@@ -377,7 +377,7 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
 }
 
 /// The controller's backoff on its triggers merged, on an error of any one: none, each watch
-/// backs off by itself (`default_backoff`). kube-runtime's default pauses every watch, the
+/// backs off by itself ([`reflected::backoff`]). kube-runtime's default pauses every watch, the
 /// replicas' too, on any one's error: after kube-apiserver restarted, the errors of six watches
 /// in turn held them all back for minutes.
 struct EachWatchBacksOff;

@@ -108,7 +108,9 @@ pub async fn follow(
     health.waiting_for_settings(Some(format!("waiting for {KIND} {name}: not read yet")));
     let (mut read, mut listed) = (false, false);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut changes = watcher(api(client), config).default_backoff().boxed();
+    let mut changes = watcher(api(client), config)
+        .backoff(crate::reflected::backoff())
+        .boxed();
     let absent = |read: bool| {
         if read {
             error!("no {KIND} {name} in the cluster any more: keeping the settings last read");
