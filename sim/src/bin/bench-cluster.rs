@@ -694,15 +694,18 @@ async fn apiserver_metrics(client: &Client) -> String {
     client.request_text(request).await.expect("the API server's metrics")
 }
 
-/// kube-apiserver's histogram of its time answering the controller's condition writes (its
-/// server-side applies of InferenceReplicas' status) so far.
-async fn status_writes(client: &Client) -> Buckets {
-    let matching = r#"resource="inferencereplicas",scope="resource",subresource="status",verb="APPLY""#;
-    Buckets::read(
-        &apiserver_metrics(client).await,
-        "apiserver_request_duration_seconds",
-        matching,
-    )
+/// kube-apiserver's histograms of its time answering the controller's writes before a condition
+/// is answered (its Events, then its server-side applies of InferenceReplicas' status) so far.
+async fn controller_writes(client: &Client) -> [(&'static str, Buckets); 2] {
+    let metrics = apiserver_metrics(client).await;
+    let read = |matching| Buckets::read(&metrics, "apiserver_request_duration_seconds", matching);
+    [
+        ("Events", read(r#"group="events.k8s.io",resource="events""#)),
+        (
+            "the condition writes",
+            read(r#"resource="inferencereplicas",scope="resource",subresource="status",verb="APPLY""#),
+        ),
+    ]
 }
 
 /// kube-apiserver's histogram of its time in `webhook`
@@ -819,15 +822,17 @@ async fn churn_on_cluster(
         // The API server's CPU profile over the third of the churn before the restart, and its
         // time answering the controller's condition writes meanwhile: the part of the
         // controller's own latency that is the API server's.
-        let writes = status_writes(&profiled).await;
+        let writes = controller_writes(&profiled).await;
         apiserver_profile(&profiled, seconds / 3, &profile, "the churn").await;
-        let writes = status_writes(&profiled).await.since(&writes);
-        let ms = |q| writes.quantile_ms(q).map_or("-".into(), |ms| format!("{ms:.1} ms"));
-        println!(
-            "cluster: kube-apiserver's time on the controller's condition writes over the profile: p50 {}, p99 {}",
-            ms(0.5),
-            ms(0.99)
-        );
+        for ((what, after), (_, before)) in controller_writes(&profiled).await.iter().zip(&writes) {
+            let after = after.since(before);
+            let ms = |q| after.quantile_ms(q).map_or("-".into(), |ms| format!("{ms:.1} ms"));
+            println!(
+                "cluster: kube-apiserver's time on {what} over the profile: p50 {}, p99 {}",
+                ms(0.5),
+                ms(0.99)
+            );
+        }
         let after = processes_cpu(&cpu_run);
         let cores: Vec<String> = after
             .iter()
