@@ -220,18 +220,13 @@ impl Drop for Scoped {
 /// an event while its watches work.
 async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, holder: watch::Sender<Option<String>>) {
     health.watched();
-    let config = watcher::Config::default().fields(&format!("metadata.name={LEASE}"));
-    watcher(Api::<Lease>::namespaced(client, &namespace), config)
+    watcher::watch_object(Api::<Lease>::namespaced(client, &namespace), LEASE)
         .default_backoff()
         .for_each(|event| {
             match event {
-                Ok(event) => {
+                Ok(lease) => {
                     health.watched();
-                    if let watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) = event {
-                        holder.send_replace(lease.spec.and_then(|spec| spec.holder_identity));
-                    } else if let watcher::Event::Delete(_) = event {
-                        holder.send_replace(None);
-                    }
+                    holder.send_replace(lease.and_then(|lease| lease.spec?.holder_identity));
                 }
                 Err(e) => warn!(error = %e, "watching the Lease {LEASE}"),
             }
