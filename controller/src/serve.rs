@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -142,32 +141,18 @@ impl Drop for Reconciling {
 }
 
 pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
+    const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    let ready = health.clone();
     Router::new()
         .route(
             "/metrics",
-            get(|State((metrics, _)): State<(Arc<Metrics>, Arc<Health>)>| async move {
-                (
-                    [(
-                        header::CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    metrics.encode(),
-                )
-            }),
+            get(|| async move { ([(header::CONTENT_TYPE, OPENMETRICS)], metrics.encode()) }),
         )
-        .route(
-            "/healthz",
-            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move {
-                answer(health.live().map(|()| None))
-            }),
-        )
+        .route("/healthz", get(|| async move { answer(health.live().map(|()| None)) }))
         .route(
             "/readyz",
-            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move {
-                answer(health.ready().map(|()| health.note_now()))
-            }),
+            get(|| async move { answer(ready.ready().map(|()| ready.note_now())) }),
         )
-        .with_state((metrics, health))
 }
 
 /// 200 `ok` (and a note on the next line), or 503 with the reason on one line.
