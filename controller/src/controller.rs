@@ -18,6 +18,7 @@ use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
@@ -58,30 +59,35 @@ pub struct Options {
 pub async fn run(client: Client, options: Options) -> Result<(), String> {
     let stop = stop_signal()?;
     let (sender, mut settings) = watch::channel(Settings::default());
-    let _following = match &options.settings {
+    // What follows the policy and the Lease, aborted when the run ends.
+    let mut following = JoinSet::new();
+    match &options.settings {
         Source::Fixed(fixed) => {
             sender.send_replace(fixed.clone());
-            None
         }
-        Source::Policy(name) => Some(Scoped(tokio::spawn(policy::follow(
-            client.clone(),
-            name.clone(),
-            sender.clone(),
-            options.health.clone(),
-            options.reports.clone(),
-        )))),
-    };
+        Source::Policy(name) => {
+            let (health, reports) = (options.health.clone(), options.reports.clone());
+            following.spawn(policy::follow(
+                client.clone(),
+                name.clone(),
+                sender.clone(),
+                health,
+                reports,
+            ));
+        }
+    }
     tokio::select! {
         read = settings.changed() => read.map_err(|_| "the settings' watch stopped".to_owned())?,
         () = stopped(stop.clone()) => return Ok(()),
     }
     let (holder_sender, holder) = watch::channel(None);
-    let _watching = Scoped(tokio::spawn(watch_lease(
+    let namespace = options.lease_namespace.clone();
+    following.spawn(watch_lease(
         client.clone(),
-        options.lease_namespace.clone(),
+        namespace,
         options.health.clone(),
         holder_sender,
-    )));
+    ));
     let Some((mut leading, lease_task)) = stand_by(&client, &options, holder, stop.clone()).await? else {
         return Ok(());
     };
@@ -90,16 +96,9 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     options.metrics.set_leading(true);
     let (health, metrics) = (options.health.clone(), options.metrics.clone());
     let controller = reconcile_all(client, options, settings, stop.clone());
-    let lost = async {
-        while leading.changed().await.is_ok() {
-            if !*leading.borrow_and_update() {
-                break;
-            }
-        }
-    };
     let outcome = tokio::select! {
         () = controller => Ok(()),
-        () = lost => Err("lost the Lease: another replica leads now".to_owned()),
+        _ = leading.wait_for(|leading| !*leading) => Err("lost the Lease: another replica leads now".to_owned()),
         () = async {
             stopped(stop).await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
@@ -203,15 +202,6 @@ async fn stand_by(
         // It never led: closing its channel releases nothing.
         drop(leading);
         let _ = task.await;
-    }
-}
-
-/// A task that ends with the scope that spawned it.
-struct Scoped(tokio::task::JoinHandle<()>);
-
-impl Drop for Scoped {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
