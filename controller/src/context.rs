@@ -25,20 +25,6 @@ use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceSer
 
 /// What a reconcile reads and writes through, and what it keeps.
 pub struct Context {
-    pub api: Writes,
-    /// What the watches keep of the cluster.
-    pub caches: Caches,
-    /// What is kept of each replica between its reconciles.
-    pub replicas: ReplicaStates,
-    pub rebalance: Rebalance,
-    /// Each replica's series and the reconciles' counts, for `/metrics`.
-    pub metrics: Arc<Metrics>,
-    /// Each reconcile's start and end, for `/healthz`.
-    pub health: Arc<Health>,
-}
-
-/// How a reconcile writes to the API server.
-pub struct Writes {
     pub client: kube::Client,
     pub recorder: Recorder,
     /// Why the `Spread` condition is not written (the served schema would let it replace OME's
@@ -46,18 +32,22 @@ pub struct Writes {
     pub no_condition: Mutex<Option<String>>,
     /// Each diagnosis as a policy report (`--reports`).
     pub reports: Arc<Reports>,
-}
-
-/// The rebalance's settings, and the migration gate.
-pub struct Rebalance {
+    /// What the watches keep of the cluster.
+    pub caches: Caches,
+    /// What is kept of each replica between its reconciles.
+    pub replicas: ReplicaStates,
     /// The controller's rebalance mode (`--rebalance`).
-    pub mode: Mode,
+    pub rebalance: Mode,
     /// `--rebalance-max-per-hour`.
     pub max_per_hour: usize,
     /// The migration gate: held from the guardrails' check to the request's write, so that two
     /// reconciles never write two requests; it keeps what this process wrote (InferenceService,
     /// ledger entry) until the caches show it.
-    pub written: tokio::sync::Mutex<Vec<(String, Entry)>>,
+    pub migrations: tokio::sync::Mutex<Vec<(String, Entry)>>,
+    /// Each replica's series and the reconciles' counts, for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// Each reconcile's start and end, for `/healthz`.
+    pub health: Arc<Health>,
 }
 
 impl Context {

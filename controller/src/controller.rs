@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use crate::cache::{Caches, Fill};
-use crate::context::{Context, Mode, Rebalance, Writes};
+use crate::context::{Context, Mode};
 use crate::error::{API_TIMEOUT, FILL_TIMEOUT, within_timeout};
 use crate::metrics::Metrics;
 use crate::policy::{self, Source};
@@ -289,19 +289,15 @@ fn context(client: &Client, options: Options, caches: Caches, no_condition: Opti
         instance: Some(options.identity.clone()),
     };
     Context {
-        api: Writes {
-            client: client.clone(),
-            recorder: Recorder::new(client.clone(), reporter),
-            no_condition: Mutex::new(no_condition),
-            reports: options.reports.clone(),
-        },
+        client: client.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
+        no_condition: Mutex::new(no_condition),
+        reports: options.reports.clone(),
         caches,
         replicas: ReplicaStates::default(),
-        rebalance: Rebalance {
-            mode: options.rebalance,
-            max_per_hour: options.max_per_hour,
-            written: tokio::sync::Mutex::default(),
-        },
+        rebalance: options.rebalance,
+        max_per_hour: options.max_per_hour,
+        migrations: tokio::sync::Mutex::default(),
         metrics: options.metrics,
         health: options.health,
     }
@@ -400,7 +396,7 @@ async fn condition_refused(client: &Client) -> Option<String> {
 /// again every 15 s while refused, every 5 minutes while not.
 async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sync::mpsc::UnboundedSender<()>) {
     loop {
-        let refused = lock(&context.api.no_condition).clone();
+        let refused = lock(&context.no_condition).clone();
         match &refused {
             Some(why) => error!("writing no Spread condition: {why}"),
             None => debug!("the served InferenceReplica schema keeps OME's status beside the Spread condition"),
@@ -411,7 +407,7 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
             let now = condition_refused(&client).await;
             if now != refused {
                 let lifts = now.is_none();
-                *lock(&context.api.no_condition) = now;
+                *lock(&context.no_condition) = now;
                 if lifts {
                     info!("the served InferenceReplica schema now keeps OME's status: writing the Spread condition");
                     let _ = lifted.send(());

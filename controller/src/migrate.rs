@@ -43,7 +43,7 @@ pub(crate) async fn request(asked: &Next<'_>, ctx: &Context) -> Result<Announcem
     let service_name = key(service);
     let described = objects.describe(next);
     // The gate: from here to the write, no other reconcile checks or writes.
-    let mut written = ctx.rebalance.written.lock().await;
+    let mut written = ctx.migrations.lock().await;
     let now = Timestamp::now();
     written.retain(|(_, e)| now.duration_since(e.at) < ome_spread_core::migration::ACKNOWLEDGE_WITHIN);
     let held = guardrails(asked, &written, now, ctx);
@@ -111,7 +111,7 @@ fn guardrails(asked: &Next, written: &[(String, Entry)], now: Timestamp, ctx: &C
         records: &Records::read(ctx.caches.replicas.state().iter().map(|r| &**r)),
         written,
         now,
-        max_per_hour: ctx.rebalance.max_per_hour,
+        max_per_hour: ctx.max_per_hour,
     })
 }
 
@@ -142,7 +142,7 @@ fn say_held(replica: &InferenceReplica, held: &Hold, described: String, objects:
 
 /// A merge patch of the InferenceService's annotations, only if the cache saw its latest version.
 async fn write(service: &InferenceService, annotations: Value, ctx: &Context) -> Result<(), Error> {
-    let api: Api<InferenceService> = Api::namespaced(ctx.api.client.clone(), &service.namespace().unwrap_or_default());
+    let api: Api<InferenceService> = Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
     let mut patch = json!({"metadata": {"annotations": annotations}});
     if let Some(version) = service.resource_version() {
         patch["metadata"]["resourceVersion"] = version.into();

@@ -26,7 +26,7 @@ pub async fn recommend(
     ctx: &Context,
 ) -> Result<(), Error> {
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
-    let mode = ctx.rebalance.mode.for_service(service);
+    let mode = ctx.rebalance.for_service(service);
     let moves = match (&mode, plan) {
         (Ok(Mode::Off) | Err(_), _) => None,
         (Ok(_), plan) => Some(plan.as_ref().map_or(0, |p| p.moves.len())),
@@ -51,7 +51,7 @@ pub async fn recommend(
             regarding: replica.object_ref(&()),
         }),
         (_, Err(_)) => None,
-        (Ok(mode), Ok(plan)) if ctx.rebalance.mode == Mode::Migrate => match plan.moves.first() {
+        (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
             Some(next) => {
                 let asked = migrate::Next {
                     replica,
@@ -94,7 +94,7 @@ async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>
     };
     within_timeout(
         "the rebalance Event",
-        ctx.api.recorder.publish(&event, &announcement.regarding),
+        ctx.recorder.publish(&event, &announcement.regarding),
     )
     .await?;
     ctx.replicas.with(&key, |kept| kept.announced = Some(announcement.note));

@@ -90,11 +90,7 @@ async fn reconcile_replica(
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
         let key = ObjectRef::from_obj(replica);
         if ctx.replicas.with(&key, |kept| kept.reported.is_some()) {
-            within_timeout(
-                "the report's deletion",
-                ctx.api.reports.delete(&ctx.api.client, replica),
-            )
-            .await?;
+            within_timeout("the report's deletion", ctx.reports.delete(&ctx.client, replica)).await?;
         }
         ctx.forget(&key);
         return Ok(Action::await_change());
@@ -106,7 +102,7 @@ async fn reconcile_replica(
     ctx.metrics
         .show(&namespace, &name, report, diagnosis.worst_loss.as_ref());
     record(replica, report, &diagnosis.action, ctx, arrived).await?;
-    let moves = match (ctx.rebalance.mode.for_service(&diagnosis.service), plan) {
+    let moves = match (ctx.rebalance.for_service(&diagnosis.service), plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan
             .moves
             .iter()
@@ -128,11 +124,11 @@ async fn reconcile_replica(
 /// The replica's policy report, written when its results change.
 async fn show_report(replica: &InferenceReplica, found: &Found<'_>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
-    let results = ctx.api.reports.results(found);
+    let results = ctx.reports.results(found);
     if ctx.replicas.with(&key, |kept| kept.reported.as_ref() == Some(&results)) {
         return Ok(());
     }
-    if within_timeout("the report", ctx.api.reports.write(&ctx.api.client, replica, &results)).await? {
+    if within_timeout("the report", ctx.reports.write(&ctx.client, replica, &results)).await? {
         ctx.replicas.with(&key, |kept| kept.reported = Some(results));
     }
     Ok(())
@@ -267,15 +263,15 @@ async fn record(
             action: "Diagnose".into(),
             secondary: None,
         };
-        within_timeout("the Event", ctx.api.recorder.publish(&event, &reference)).await?;
+        within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
     }
-    if lock(&ctx.api.no_condition).is_some() {
+    if lock(&ctx.no_condition).is_some() {
         ctx.replicas.with(&key, |kept| kept.held = Some(condition.reason));
         return Ok(());
     }
     ctx.replicas.with(&key, |kept| kept.held = None);
     if previous.is_none_or(|p| !same(p, &condition)) {
-        let api: Api<InferenceReplica> = Api::namespaced(ctx.api.client.clone(), &namespace);
+        let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         within_timeout(
             "the status patch",
