@@ -21,9 +21,9 @@ use tokio::time::Instant;
 use tracing::{Span, debug, field, info, instrument, warn};
 
 use crate::cache::{Caches, Fill};
-use crate::context::{Context, Mode, Objects, recommendation};
+use crate::context::{Context, Mode, Objects};
 use crate::error::{Error, FILL_TIMEOUT, within_timeout};
-use crate::rebalance;
+use crate::rebalance::{self, recommendation};
 use crate::reflected::key;
 use crate::report::Found;
 use crate::resources::{CONDITION, FIELD_MANAGER};
