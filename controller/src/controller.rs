@@ -248,9 +248,24 @@ async fn reconcile_all(
         replicas.clone(),
         settings.clone(),
     );
-    let health = options.health.clone();
-    let context = Arc::new(context(&client, options, caches, no_condition));
-    tokio::spawn(ready_when_filled(context.clone(), health, stop.clone()));
+    let reporter = Reporter {
+        controller: "ome-spread".into(),
+        instance: Some(options.identity.clone()),
+    };
+    let context = Arc::new(Context {
+        client: client.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
+        no_condition: Mutex::new(no_condition),
+        reports: options.reports,
+        caches,
+        replicas: ReplicaStates::default(),
+        rebalance: options.rebalance,
+        max_per_hour: options.max_per_hour,
+        migrations: tokio::sync::Mutex::default(),
+        metrics: options.metrics,
+        health: options.health,
+    });
+    tokio::spawn(ready_when_filled(context.clone(), stop.clone()));
     let every_replica = every_replica_changes(&client, &context, settings);
     let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
@@ -279,27 +294,6 @@ async fn reconcile_all(
         // kube-runtime holds its runner until the replicas' store is filled, which their ended
         // watch never does (its graceful shutdown would wait for it forever).
         _ = fill.wait_for(|fill| *fill == Fill::Stopping) => {}
-    }
-}
-
-/// What a reconcile shares, the caches given.
-fn context(client: &Client, options: Options, caches: Caches, no_condition: Option<String>) -> Context {
-    let reporter = Reporter {
-        controller: "ome-spread".into(),
-        instance: Some(options.identity.clone()),
-    };
-    Context {
-        client: client.clone(),
-        recorder: Recorder::new(client.clone(), reporter),
-        no_condition: Mutex::new(no_condition),
-        reports: options.reports.clone(),
-        caches,
-        replicas: ReplicaStates::default(),
-        rebalance: options.rebalance,
-        max_per_hour: options.max_per_hour,
-        migrations: tokio::sync::Mutex::default(),
-        metrics: options.metrics,
-        health: options.health,
     }
 }
 
@@ -423,14 +417,14 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
 /// kube-runtime's `Store::wait_until_ready` wakes only the task that polled it last (the first
 /// reconciles, waiting beside it, each waited until their 30 s ran out). Asked to stop first, it
 /// tells them so: the watches that fill the caches end with the controller's queue.
-async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>, stop: watch::Receiver<bool>) {
+async fn ready_when_filled(context: Arc<Context>, stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             filled = tokio::time::timeout(FILL_TIMEOUT, context.caches.all_filled()) => match filled {
                 Ok(Ok(())) => {
                     info!("caches filled");
                     context.caches.filled.send_replace(Fill::Filled);
-                    health.set_ready(true);
+                    context.health.set_ready(true);
                     return;
                 }
                 Ok(Err(e)) => warn!(error = %e, "not ready"),

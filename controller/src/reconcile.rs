@@ -28,7 +28,7 @@ use crate::reflected::key;
 use crate::report::Found;
 use crate::resources::{CONDITION, FIELD_MANAGER};
 use crate::state::lock;
-use ome_spread_core::ome::{InferenceReplica, InferenceService};
+use ome_spread_core::ome::InferenceReplica;
 
 /// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
 const RESYNC: Duration = Duration::from_secs(600);
@@ -102,7 +102,7 @@ async fn reconcile_replica(
     ctx.metrics
         .show(&namespace, &name, report, diagnosis.worst_loss.as_ref());
     record(replica, report, &diagnosis.action, ctx, arrived).await?;
-    let moves = match (ctx.rebalance.for_service(&diagnosis.service), plan) {
+    let moves = match (ctx.rebalance.for_service(&objects.service), plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan
             .moves
             .iter()
@@ -117,7 +117,7 @@ async fn reconcile_replica(
         moves,
     };
     show_report(replica, &found, ctx).await?;
-    rebalance::recommend(replica, &diagnosis.service, plan, objects, ctx).await?;
+    rebalance::recommend(replica, &objects.service, plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
@@ -148,7 +148,6 @@ async fn filled(caches: &Caches) -> Result<(), Error> {
 
 /// A replica's diagnosis, the rebalance plan from it, and the objects both read.
 struct Diagnosed {
-    service: Arc<InferenceService>,
     report: Report,
     /// What to do, knowing the plan (`explain`'s words).
     action: String,
@@ -210,7 +209,6 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         (plan, action, worst_loss)
     });
     Ok(Some(Diagnosed {
-        service,
         report,
         action,
         plan,
