@@ -31,13 +31,8 @@ use ome_spread_core::ome::{InferenceReplica, InferenceService};
 /// resync); in `migrate`, the move requested or why it is held, said once per change. An
 /// unknown mode annotation gets a Warning Event naming it, and counts as off; a pod whose
 /// Instance index is not a number, a Warning Event naming the pod and the value.
-pub async fn recommend(
-    replica: &InferenceReplica,
-    service: &InferenceService,
-    plan: &Result<Plan, NoPlan>,
-    objects: &Objects,
-    ctx: &Context,
-) -> Result<(), Error> {
+pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Context) -> Result<(), Error> {
+    let (replica, service) = (&objects.replica, &*objects.service);
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let mode = ctx.rebalance.for_service(service);
     let moves = match (&mode, plan) {
@@ -65,16 +60,7 @@ pub async fn recommend(
         }),
         (_, Err(_)) => None,
         (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
-            Some(next) => {
-                let asked = Next {
-                    replica,
-                    service,
-                    step: next,
-                    objects,
-                    lowered_to: (mode < Mode::Migrate).then(|| mode.name()),
-                };
-                Some(migrate(&asked, ctx).await?)
-            }
+            Some(next) => Some(migrate(next, (mode < Mode::Migrate).then(|| mode.name()), objects, ctx).await?),
             None => None,
         },
         (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
@@ -115,33 +101,36 @@ async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>
 }
 
 /// The next move of a component, and what the guardrails read of it.
-struct Next<'a> {
-    replica: &'a InferenceReplica,
-    service: &'a InferenceService,
-    step: &'a Move,
-    objects: &'a Objects,
-    /// The mode the InferenceService's annotation lowers `migrate` to, if it does.
-    lowered_to: Option<&'a str>,
-}
-
-/// What `migrate` does with the next move, as the Event that says it.
-async fn migrate(asked: &Next<'_>, ctx: &Context) -> Result<Announcement, Error> {
-    let Next {
-        replica,
-        service,
-        step: next,
-        objects,
-        ..
-    } = *asked;
+/// What `migrate` does with the next move, as the Event that says it; `lowered_to`: the mode the
+/// InferenceService's annotation lowers `migrate` to, if it does.
+async fn migrate(
+    next: &Move,
+    lowered_to: Option<&str>,
+    objects: &Objects,
+    ctx: &Context,
+) -> Result<Announcement, Error> {
+    let (replica, service) = (&objects.replica, &*objects.service);
     let service_name = key(service);
     let described = objects.describe(next);
     // The gate: from here to the write, no other reconcile checks or writes.
     let mut written = ctx.migrations.lock().await;
     let now = Timestamp::now();
     written.retain(|(_, e)| now.duration_since(e.at) < ome_spread_core::migration::ACKNOWLEDGE_WITHIN);
-    let held = guardrails(asked, &written, now, ctx);
+    // The core's guardrails over the component's objects (its replica the freshest copy of
+    // itself), and every InferenceService's requests and InferenceReplica's records as the caches
+    // hold them: read here alone, for a move the plan asks for, behind the gate.
+    let held = hold(&Situation {
+        component: &objects.component(),
+        lowered_to,
+        next,
+        requests: &Requests::read(ctx.caches.services.state().iter().map(|s| &**s)),
+        records: &Records::read(ctx.caches.replicas.state().iter().map(|r| &**r)),
+        written: &written,
+        now,
+        max_per_hour: ctx.max_per_hour,
+    });
     if let Err(held) = held {
-        return Ok(say_held(replica, &held, described, asked.objects));
+        return Ok(say_held(&held, described, objects));
     }
     let request = Request::new(&replica.spec.component, next, now);
     let uuid = uuid::Uuid::new_v4().to_string();
@@ -191,27 +180,10 @@ async fn migrate(asked: &Next<'_>, ctx: &Context) -> Result<Announcement, Error>
     }
 }
 
-/// The core's guardrails over the component's objects (its replica the freshest copy of
-/// itself), and every InferenceService's requests and InferenceReplica's records as the caches
-/// hold them: read here alone, for a move the plan asks for, behind the gate.
-fn guardrails(asked: &Next, written: &[(String, Entry)], now: Timestamp, ctx: &Context) -> Result<(), Hold> {
-    let component = asked.objects.component();
-    hold(&Situation {
-        component: &component,
-        lowered_to: asked.lowered_to,
-        next: asked.step,
-        requests: &Requests::read(ctx.caches.services.state().iter().map(|s| &**s)),
-        records: &Records::read(ctx.caches.replicas.state().iter().map(|r| &**r)),
-        written,
-        now,
-        max_per_hour: ctx.max_per_hour,
-    })
-}
-
 /// A held request: the recommendation when the InferenceService lowers the mode, else why it
 /// waits and the move it waits to request (a Warning when something is wrong: OME's caps unset
 /// among them, which only the operator can fix).
-fn say_held(replica: &InferenceReplica, held: &Hold, described: String, objects: &Objects) -> Announcement {
+fn say_held(held: &Hold, described: String, objects: &Objects) -> Announcement {
     let (type_, reason, note) = match held {
         Hold::ModeLowered { .. } => (
             EventType::Normal,
@@ -229,7 +201,7 @@ fn say_held(replica: &InferenceReplica, held: &Hold, described: String, objects:
         type_,
         reason,
         note,
-        regarding: replica.object_ref(&()),
+        regarding: objects.replica.object_ref(&()),
     }
 }
 

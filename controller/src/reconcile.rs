@@ -117,7 +117,7 @@ async fn reconcile_replica(
         moves,
     };
     show_report(replica, &found, ctx).await?;
-    rebalance::recommend(replica, &objects.service, plan, objects, ctx).await?;
+    rebalance::recommend(plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
