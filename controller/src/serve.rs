@@ -1,7 +1,6 @@
 //! `/metrics`, `/healthz` and `/readyz`.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,37 +22,27 @@ pub const STALLED_AFTER: Duration = Duration::from_secs(600);
 /// Ready: the policy's settings read, and standing by for the Lease or leading with every cache
 /// filled. Live: the Lease's watch brought an event within the bound (once it started), and no
 /// reconcile has run longer than the bound.
+#[derive(Default)]
 pub struct Health {
     ready: AtomicBool,
     /// Why the settings are not read yet, or None.
     settings: Mutex<Option<String>>,
     /// What a ready controller does not do, said beside `ok` (the reports' CRD missing).
     note: Mutex<Option<String>>,
-    bound: Duration,
+    /// None: [`STALLED_AFTER`].
+    bound: Option<Duration>,
     /// The last event of the Lease's watch; None until the watch starts.
     watched: Mutex<Option<Instant>>,
-    /// The reconciles running, by when each started.
-    running: Mutex<HashMap<u64, Instant>>,
-    next: AtomicU64,
-}
-
-impl Default for Health {
-    fn default() -> Self {
-        Self::new(STALLED_AFTER)
-    }
+    /// When each reconcile running started.
+    running: Mutex<Vec<Instant>>,
 }
 
 impl Health {
     /// Unhealthy after `bound` without an event of the Lease's watch, or with a reconcile running.
     pub fn new(bound: Duration) -> Self {
         Self {
-            ready: AtomicBool::new(false),
-            settings: Mutex::default(),
-            note: Mutex::default(),
-            bound,
-            watched: Mutex::default(),
-            running: Mutex::default(),
-            next: AtomicU64::new(0),
+            bound: Some(bound),
+            ..Self::default()
         }
     }
 
@@ -94,17 +83,17 @@ impl Health {
 
     /// A reconcile runs until the guard is dropped.
     pub fn reconciling(self: &Arc<Self>) -> Reconciling {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        lock(&self.running).insert(id, Instant::now());
+        let started = Instant::now();
+        lock(&self.running).push(started);
         Reconciling {
             health: self.clone(),
-            id,
+            started,
         }
     }
 
     /// Ok while the controller makes progress, else why not.
     pub fn live(&self) -> Result<(), String> {
-        let bound = self.bound;
+        let bound = self.bound.unwrap_or(STALLED_AFTER);
         if let Some(at) = *lock(&self.watched)
             && at.elapsed() > bound
         {
@@ -115,7 +104,7 @@ impl Health {
             ));
         }
         let running = lock(&self.running);
-        if let Some(oldest) = running.values().min()
+        if let Some(oldest) = running.iter().min()
             && oldest.elapsed() > bound
         {
             return Err(format!(
@@ -131,12 +120,16 @@ impl Health {
 /// A reconcile running: [`Health::reconciling`].
 pub struct Reconciling {
     health: Arc<Health>,
-    id: u64,
+    started: Instant,
 }
 
 impl Drop for Reconciling {
     fn drop(&mut self) {
-        lock(&self.health.running).remove(&self.id);
+        // Any one that started at the same instant: only the oldest start is read.
+        let mut running = lock(&self.health.running);
+        if let Some(at) = running.iter().position(|started| *started == self.started) {
+            running.swap_remove(at);
+        }
     }
 }
 
