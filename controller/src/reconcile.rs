@@ -72,10 +72,7 @@ pub fn error_policy(replica: Arc<InferenceReplica>, error: &Error, ctx: Arc<Cont
 }
 
 pub fn retry_after(failures: u32) -> Duration {
-    Duration::from_secs(
-        5u64.saturating_mul(1 << failures.clamp(1, 7).saturating_sub(1))
-            .min(300),
-    )
+    Duration::from_secs((5 << (failures.clamp(1, 7) - 1)).min(300))
 }
 
 /// `arrived`: when the earliest event it acts on arrived, taken once the condition is written.

@@ -179,11 +179,21 @@ impl Reports {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         match api.patch(&name(replica), &params, &Patch::Apply(report)).await {
             Ok(_) => {
-                self.found(&resource);
+                if lock(&self.missing).take().is_some() {
+                    info!("the {} CRD is installed: writing reports", resource.kind);
+                    self.health.note(None);
+                }
                 Ok(true)
             }
             Err(kube::Error::Api(status)) if status.code == 404 => {
-                self.not_found(&resource);
+                if lock(&self.missing).replace(Instant::now()).is_none() {
+                    let why = format!(
+                        "no {} CRD ({}) in the cluster: no reports are written; install it, or set --reports",
+                        resource.kind, resource.api_version
+                    );
+                    warn!("{why}");
+                    self.health.note(Some(why));
+                }
                 Ok(false)
             }
             Err(e) => Err(e),
@@ -200,24 +210,6 @@ impl Reports {
         match api.delete(&name(replica), &DeleteParams::default()).await {
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             deleted => deleted.map(|_| ()),
-        }
-    }
-
-    fn not_found(&self, resource: &ApiResource) {
-        if lock(&self.missing).replace(Instant::now()).is_none() {
-            let why = format!(
-                "no {} CRD ({}) in the cluster: no reports are written; install it, or set --reports",
-                resource.kind, resource.api_version
-            );
-            warn!("{why}");
-            self.health.note(Some(why));
-        }
-    }
-
-    fn found(&self, resource: &ApiResource) {
-        if lock(&self.missing).take().is_some() {
-            info!("the {} CRD is installed: writing reports", resource.kind);
-            self.health.note(None);
         }
     }
 }
