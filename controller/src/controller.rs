@@ -20,6 +20,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::cache::{Caches, Fill};
@@ -78,7 +79,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     }
     tokio::select! {
         read = settings.changed() => read.map_err(|_| "the settings' watch stopped".to_owned())?,
-        () = stopped(stop.clone()) => return Ok(()),
+        () = stop.cancelled() => return Ok(()),
     }
     let (holder_sender, holder) = watch::channel(None);
     let namespace = options.lease_namespace.clone();
@@ -100,7 +101,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
         () = controller => Ok(()),
         _ = leading.wait_for(|leading| !*leading) => Err("lost the Lease: another replica leads now".to_owned()),
         () = async {
-            stopped(stop).await;
+            stop.cancelled().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => {
             warn!("the reconciles in flight did not end within {SHUTDOWN_GRACE:?} of the stop: stopping without them");
@@ -129,30 +130,24 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Listens for SIGTERM (the kubelet's, on a rollout or a drain) and SIGINT from now on, in every
 /// phase: as its container's PID 1, the process would ignore a signal it does not handle, and be
-/// killed only at the end of the grace period. The receiver turns true at the first of them.
-fn stop_signal() -> Result<watch::Receiver<bool>, String> {
+/// killed only at the end of the grace period. The token is cancelled at the first of them.
+fn stop_signal() -> Result<CancellationToken, String> {
     let listen = |kind: SignalKind, name: &str| signal(kind).map_err(|e| format!("listening for {name}: {e}"));
     let (mut terminate, mut interrupt) = (
         listen(SignalKind::terminate(), "SIGTERM")?,
         listen(SignalKind::interrupt(), "SIGINT")?,
     );
-    let (sender, receiver) = watch::channel(false);
+    let stop = CancellationToken::new();
+    let asked = stop.clone();
     tokio::spawn(async move {
         let name = tokio::select! {
             _ = terminate.recv() => "SIGTERM",
             _ = interrupt.recv() => "SIGINT",
         };
         info!("{name}: stopping");
-        sender.send_replace(true);
-        // Held until the runtime ends: a dropped sender would read as a stop too.
-        std::future::pending::<()>().await;
+        asked.cancel();
     });
-    Ok(receiver)
-}
-
-/// Ends once the stop was asked for.
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stop| *stop).await;
+    Ok(stop)
 }
 
 /// The Lease's manager as it runs: whether this replica holds the Lease, and its task, which
@@ -170,7 +165,7 @@ async fn stand_by(
     client: &Client,
     options: &Options,
     mut holder: watch::Receiver<Option<String>>,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> Result<Option<Lead>, String> {
     info!(identity = %options.identity, "standing by for the Lease {LEASE}");
     options.health.set_ready(true);
@@ -182,7 +177,7 @@ async fn stand_by(
             .build();
         let manager = tokio::select! {
             built = manager => built.map_err(|e| format!("leader election: {e}"))?,
-            () = stopped(stop.clone()) => return Ok(None),
+            () = stop.cancelled() => return Ok(None),
         };
         let (mut leading, task) = manager.watch().await;
         holder.borrow_and_update();
@@ -196,7 +191,7 @@ async fn stand_by(
                     debug!("the Lease {LEASE} was released: standing for it again");
                     break;
                 },
-                () = stopped(stop.clone()) => return Ok(None),
+                () = stop.cancelled() => return Ok(None),
             }
         }
         // It never led: closing its channel releases nothing.
@@ -227,15 +222,10 @@ async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, hol
 
 /// The caches, the context and the controller's triggers, run until the controller ends: asked
 /// to stop, or stopped before the caches filled.
-async fn reconcile_all(
-    client: Client,
-    options: Options,
-    settings: watch::Receiver<Settings>,
-    stop: watch::Receiver<bool>,
-) {
+async fn reconcile_all(client: Client, options: Options, settings: watch::Receiver<Settings>, stop: CancellationToken) {
     let no_condition = tokio::select! {
         refused = condition_refused(&client) => refused,
-        () = stopped(stop.clone()) => return,
+        () = stop.cancelled() => return,
     };
     let (services, service_events) = reflected(Api::<InferenceService>::all(client.clone()));
     let (runtimes, runtime_events) = reflected(Api::<ServingRuntime>::all(client.clone()));
@@ -330,10 +320,10 @@ fn arrived(context: &Context, replicas: Vec<ObjectRef<InferenceReplica>>) -> Vec
 
 /// Runs the reconciles until the stop: the reconciles in flight end first, then the Lease is
 /// released.
-async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<Context>, stop: watch::Receiver<bool>) {
+async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<Context>, stop: CancellationToken) {
     controller
         .trigger_backoff(EachWatchBacksOff)
-        .graceful_shutdown_on(stopped(stop))
+        .graceful_shutdown_on(stop.cancelled_owned())
         // At most 16 reconciles at once: each holds its component's pods and the nodes it read,
         // and at a start a thousand at once would set the peak memory (BENCHMARKS.md).
         .with_config(controller::Config::default().concurrency(16))
@@ -417,7 +407,7 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
 /// kube-runtime's `Store::wait_until_ready` wakes only the task that polled it last (the first
 /// reconciles, waiting beside it, each waited until their 30 s ran out). Asked to stop first, it
 /// tells them so: the watches that fill the caches end with the controller's queue.
-async fn ready_when_filled(context: Arc<Context>, stop: watch::Receiver<bool>) {
+async fn ready_when_filled(context: Arc<Context>, stop: CancellationToken) {
     loop {
         tokio::select! {
             filled = tokio::time::timeout(FILL_TIMEOUT, context.caches.all_filled()) => match filled {
@@ -430,7 +420,7 @@ async fn ready_when_filled(context: Arc<Context>, stop: watch::Receiver<bool>) {
                 Ok(Err(e)) => warn!(error = %e, "not ready"),
                 Err(_) => warn!(error = %context.caches.unfilled(), "not ready"),
             },
-            () = stopped(stop.clone()) => {
+            () = stop.cancelled() => {
                 context.caches.filled.send_replace(Fill::Stopping);
                 return;
             }
