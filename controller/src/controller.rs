@@ -29,7 +29,7 @@ use crate::error::{API_TIMEOUT, FILL_TIMEOUT, within_timeout};
 use crate::metrics::Metrics;
 use crate::policy::{self, Source};
 use crate::reconcile::{error_policy, reconcile};
-use crate::reflected::reflected;
+use crate::reflected::{self, reflected};
 use crate::report::Reports;
 use crate::schema;
 use crate::serve::Health;
@@ -206,7 +206,7 @@ async fn stand_by(
 async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, holder: watch::Sender<Option<String>>) {
     health.watched();
     watcher::watch_object(Api::<Lease>::namespaced(client, &namespace), LEASE)
-        .default_backoff()
+        .backoff(reflected::backoff())
         .for_each(|event| {
             match event {
                 Ok(lease) => {
@@ -342,7 +342,7 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
 }
 
 /// The controller's backoff on its triggers merged, on an error of any one: none, each watch
-/// backs off by itself (`default_backoff`). kube-runtime's default pauses every watch, the
+/// backs off by itself ([`reflected::backoff`]). kube-runtime's default pauses every watch, the
 /// replicas' too, on any one's error: after kube-apiserver restarted, the errors of six watches
 /// in turn held them all back for minutes.
 struct EachWatchBacksOff;

@@ -107,7 +107,9 @@ pub async fn follow(
 ) {
     health.waiting_for_settings(Some(format!("waiting for {KIND} {name}: not read yet")));
     let mut read = false;
-    let mut changes = watcher::watch_object(api(client), &name).default_backoff().boxed();
+    let mut changes = watcher::watch_object(api(client), &name)
+        .backoff(crate::reflected::backoff())
+        .boxed();
     while let Some(event) = changes.next().await {
         let policy = match event {
             Ok(Some(policy)) => policy,

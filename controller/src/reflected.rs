@@ -5,11 +5,14 @@
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
 use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::ResetTimerBackoff;
+use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -17,13 +20,28 @@ use tracing::warn;
 
 use crate::state::lock;
 
+/// The wait of every watch after an error: kube-runtime's default (client-go's reflector's), but
+/// doubling only up to 5 s rather than 30 (at most 10 s with its jitter). A kube-apiserver restart
+/// fails each watch a few times in a row, and a watch waiting 30 s or more would come back that
+/// long after the server did; a retry every few seconds from one controller costs the server
+/// nothing.
+pub fn backoff() -> ResetTimerBackoff<ExponentialBackoff> {
+    let exponential = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(800))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    ResetTimerBackoff::new(exponential.into(), Duration::from_secs(120))
+}
+
 /// The watch of every object of `api`, trimmed, with no managed fields.
 fn watched<K>(api: Api<K>, trim: fn(&mut K)) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     watcher(api, watcher::Config::default())
-        .default_backoff()
+        .backoff(backoff())
         .modify(move |object: &mut K| {
             object.meta_mut().managed_fields = None;
             trim(object);
@@ -132,4 +150,21 @@ where
 
 pub fn key<K: ResourceExt>(object: &K) -> String {
     format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn a_failed_watch_waits_from_0_8_s_doubling_to_5_s_at_most_10_s_with_its_jitter() {
+        let waits: Vec<Duration> = super::backoff().take(50).collect();
+        let (first, last) = (waits[0], &waits[10..]);
+        assert!(
+            first >= Duration::from_millis(800) && first < Duration::from_millis(1600),
+            "{waits:?}"
+        );
+        assert!(waits.iter().all(|w| *w <= Duration::from_secs(10)), "{waits:?}");
+        assert!(last.iter().all(|w| *w >= Duration::from_secs(5)), "{waits:?}");
+    }
 }

@@ -58,6 +58,12 @@ const RATE: u64 = 50;
 /// would have.
 const CONCURRENCY: usize = 32;
 const ROUNDS: usize = 10;
+/// The rounds kube-apiserver's CPU is profiled over, two each way after the first of each: what
+/// the policy adds to the API server's work a pod, split by function (`go tool pprof -top
+/// -diff_base` of one way's profiles against the other's). Over their first seconds, which a
+/// round of a thousand outlasts.
+const PROFILED: std::ops::Range<usize> = 2..6;
+const PROFILE_SECONDS: u64 = 2;
 /// Pods created one at a time, each way.
 const ALONE: usize = 200;
 const TRAINING: &str = "training";
@@ -498,9 +504,9 @@ fn signal(signal: &str, pid: u32) {
     assert!(sent.is_ok_and(|s| s.success()), "kill -{signal} {pid}");
 }
 
-/// kube-apiserver's CPU profile over `seconds` (its `/debug/pprof/profile`, on by default),
-/// written to `file` for `go tool pprof`.
-async fn apiserver_profile(client: &Client, seconds: u64, file: &Path) {
+/// kube-apiserver's CPU profile over `seconds` of `what` (its `/debug/pprof/profile`, on by
+/// default), written to `file` for `go tool pprof`.
+async fn apiserver_profile(client: &Client, seconds: u64, file: &Path, what: &str) {
     let uri = format!("/debug/pprof/profile?seconds={seconds}");
     let request = http::Request::get(uri)
         .body(kube::client::Body::empty())
@@ -515,7 +521,7 @@ async fn apiserver_profile(client: &Client, seconds: u64, file: &Path) {
         Ok(bytes) => {
             std::fs::write(file, &bytes).expect("the profile written");
             println!(
-                "cluster: kube-apiserver's CPU profile over {seconds} s of the churn: go tool pprof -top {}",
+                "cluster: kube-apiserver's CPU profile over {seconds} s of {what}: go tool pprof -top {}",
                 file.display()
             );
         }
@@ -598,6 +604,7 @@ async fn ome_pods(
     uids: &HashMap<String, String>,
     webhooks: &Webhooks,
     run: &Path,
+    dir: &Path,
     placed: &Mutex<Placed>,
 ) -> Creation {
     let pods = large_cluster::ome_pods(cluster);
@@ -618,7 +625,14 @@ async fn ome_pods(
         let pods: Vec<Value> = pods.iter().map(|p| unbound(p.clone(), uids, way)).collect();
         let paused = SchedulerPaused::new(run);
         let (cpu_before, served) = (cpu(run), webhook.served());
-        let took = create_all(client, POD, pods.clone()).await;
+        let profile = async {
+            if PROFILED.contains(&round) {
+                let file = dir.join(format!("cluster/kube-apiserver-round-{}.pprof", round + 1));
+                let what = format!("round {} ({})", round + 1, webhook.name());
+                apiserver_profile(client, PROFILE_SECONDS, &file, &what).await;
+            }
+        };
+        let (took, ()) = tokio::join!(create_all(client, POD, pods.clone()), profile);
         let counted = if way == Through::AcceptAll {
             &mut accept_all
         } else {
@@ -717,7 +731,7 @@ async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> 
     );
     let uids = ome_objects(&client, &cluster).await;
     let webhooks = Webhooks::start(admin, run, dir).await;
-    let creation = ome_pods(&client, &cluster, &uids, &webhooks, run, placed).await;
+    let creation = ome_pods(&client, &cluster, &uids, &webhooks, run, dir, placed).await;
     // Bound, as the in-memory churn holds them: kube-scheduler's placing them would be minutes
     // of these two cores that measure kube-scheduler, not ome-spread.
     let others: Vec<Value> = large_cluster::other_pods(&cluster, churn::OTHER_PODS)
@@ -792,7 +806,7 @@ async fn churn_on_cluster(
     let cpu_run = run.to_owned();
     let before = async move {
         // The API server's CPU profile over the third of the churn before the restart.
-        apiserver_profile(&profiled, seconds / 3, &profile).await;
+        apiserver_profile(&profiled, seconds / 3, &profile, "the churn").await;
         let after = processes_cpu(&cpu_run);
         let cores: Vec<String> = after
             .iter()
