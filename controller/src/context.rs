@@ -1,16 +1,14 @@
-//! What a reconcile, the rebalance and the migration request share: the caches they read, how
-//! they write, what is kept of each replica, the objects of a component as the core reads them,
-//! the rebalance mode and what the rebalance says. Beneath all three, so that none of them
-//! imports another in a circle.
+//! What a reconcile and the rebalance share: the caches they read, how they write, what is kept
+//! of each replica, the objects of a component as the core reads them, and the rebalance mode.
+//! Beneath both, so that neither imports the other in a circle.
 
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
-use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
 use ome_spread_core::diagnosis::Component;
-use ome_spread_core::migration::{Entry, Unconfigured};
+use ome_spread_core::migration::Entry;
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::pod::Pod;
 use ome_spread_core::rebalance::Move;
@@ -25,20 +23,6 @@ use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceSer
 
 /// What a reconcile reads and writes through, and what it keeps.
 pub struct Context {
-    pub api: Writes,
-    /// What the watches keep of the cluster.
-    pub caches: Caches,
-    /// What is kept of each replica between its reconciles.
-    pub replicas: ReplicaStates,
-    pub rebalance: Rebalance,
-    /// Each replica's series and the reconciles' counts, for `/metrics`.
-    pub metrics: Arc<Metrics>,
-    /// Each reconcile's start and end, for `/healthz`.
-    pub health: Arc<Health>,
-}
-
-/// How a reconcile writes to the API server.
-pub struct Writes {
     pub client: kube::Client,
     pub recorder: Recorder,
     /// Why the `Spread` condition is not written (the served schema would let it replace OME's
@@ -46,18 +30,22 @@ pub struct Writes {
     pub no_condition: Mutex<Option<String>>,
     /// Each diagnosis as a policy report (`--reports`).
     pub reports: Arc<Reports>,
-}
-
-/// The rebalance's settings, and the migration gate.
-pub struct Rebalance {
+    /// What the watches keep of the cluster.
+    pub caches: Caches,
+    /// What is kept of each replica between its reconciles.
+    pub replicas: ReplicaStates,
     /// The controller's rebalance mode (`--rebalance`).
-    pub mode: Mode,
+    pub rebalance: Mode,
     /// `--rebalance-max-per-hour`.
     pub max_per_hour: usize,
     /// The migration gate: held from the guardrails' check to the request's write, so that two
     /// reconciles never write two requests; it keeps what this process wrote (InferenceService,
     /// ledger entry) until the caches show it.
-    pub written: tokio::sync::Mutex<Vec<(String, Entry)>>,
+    pub migrations: tokio::sync::Mutex<Vec<(String, Entry)>>,
+    /// Each replica's series and the reconciles' counts, for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// Each reconcile's start and end, for `/healthz`.
+    pub health: Arc<Health>,
 }
 
 impl Context {
@@ -145,22 +133,5 @@ impl Mode {
                 .map(|own| own.min(self))
                 .map_err(|_| value.clone()),
         }
-    }
-}
-
-/// What the rebalance says of a replica once: the Event, and the object it is about.
-pub(crate) struct Announcement {
-    pub type_: EventType,
-    pub reason: &'static str,
-    pub note: String,
-    pub regarding: ObjectReference,
-}
-
-/// A recommended move as its Event says it: the move and its command, then, when OME would hold
-/// the request for its caps, why and what to set (as `explain`'s "What to do" says it).
-pub(crate) fn recommendation(described: String, objects: &Objects) -> String {
-    match Unconfigured::of(objects.component().replica) {
-        Some(unconfigured) => format!("{described}. {unconfigured}"),
-        None => described,
     }
 }

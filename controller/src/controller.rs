@@ -18,11 +18,13 @@ use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::cache::{Caches, Fill};
-use crate::context::{Context, Mode, Rebalance, Writes};
+use crate::context::{Context, Mode};
 use crate::error::{API_TIMEOUT, FILL_TIMEOUT, within_timeout};
 use crate::metrics::Metrics;
 use crate::policy::{self, Source};
@@ -58,30 +60,35 @@ pub struct Options {
 pub async fn run(client: Client, options: Options) -> Result<(), String> {
     let stop = stop_signal()?;
     let (sender, mut settings) = watch::channel(Settings::default());
-    let _following = match &options.settings {
+    // What follows the policy and the Lease, aborted when the run ends.
+    let mut following = JoinSet::new();
+    match &options.settings {
         Source::Fixed(fixed) => {
             sender.send_replace(fixed.clone());
-            None
         }
-        Source::Policy(name) => Some(Scoped(tokio::spawn(policy::follow(
-            client.clone(),
-            name.clone(),
-            sender.clone(),
-            options.health.clone(),
-            options.reports.clone(),
-        )))),
-    };
+        Source::Policy(name) => {
+            let (health, reports) = (options.health.clone(), options.reports.clone());
+            following.spawn(policy::follow(
+                client.clone(),
+                name.clone(),
+                sender.clone(),
+                health,
+                reports,
+            ));
+        }
+    }
     tokio::select! {
         read = settings.changed() => read.map_err(|_| "the settings' watch stopped".to_owned())?,
-        () = stopped(stop.clone()) => return Ok(()),
+        () = stop.cancelled() => return Ok(()),
     }
     let (holder_sender, holder) = watch::channel(None);
-    let _watching = Scoped(tokio::spawn(watch_lease(
+    let namespace = options.lease_namespace.clone();
+    following.spawn(watch_lease(
         client.clone(),
-        options.lease_namespace.clone(),
+        namespace,
         options.health.clone(),
         holder_sender,
-    )));
+    ));
     let Some((mut leading, lease_task)) = stand_by(&client, &options, holder, stop.clone()).await? else {
         return Ok(());
     };
@@ -90,18 +97,11 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     options.metrics.set_leading(true);
     let (health, metrics) = (options.health.clone(), options.metrics.clone());
     let controller = reconcile_all(client, options, settings, stop.clone());
-    let lost = async {
-        while leading.changed().await.is_ok() {
-            if !*leading.borrow_and_update() {
-                break;
-            }
-        }
-    };
     let outcome = tokio::select! {
         () = controller => Ok(()),
-        () = lost => Err("lost the Lease: another replica leads now".to_owned()),
+        _ = leading.wait_for(|leading| !*leading) => Err("lost the Lease: another replica leads now".to_owned()),
         () = async {
-            stopped(stop).await;
+            stop.cancelled().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => {
             warn!("the reconciles in flight did not end within {SHUTDOWN_GRACE:?} of the stop: stopping without them");
@@ -130,30 +130,24 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Listens for SIGTERM (the kubelet's, on a rollout or a drain) and SIGINT from now on, in every
 /// phase: as its container's PID 1, the process would ignore a signal it does not handle, and be
-/// killed only at the end of the grace period. The receiver turns true at the first of them.
-fn stop_signal() -> Result<watch::Receiver<bool>, String> {
+/// killed only at the end of the grace period. The token is cancelled at the first of them.
+fn stop_signal() -> Result<CancellationToken, String> {
     let listen = |kind: SignalKind, name: &str| signal(kind).map_err(|e| format!("listening for {name}: {e}"));
     let (mut terminate, mut interrupt) = (
         listen(SignalKind::terminate(), "SIGTERM")?,
         listen(SignalKind::interrupt(), "SIGINT")?,
     );
-    let (sender, receiver) = watch::channel(false);
+    let stop = CancellationToken::new();
+    let asked = stop.clone();
     tokio::spawn(async move {
         let name = tokio::select! {
             _ = terminate.recv() => "SIGTERM",
             _ = interrupt.recv() => "SIGINT",
         };
         info!("{name}: stopping");
-        sender.send_replace(true);
-        // Held until the runtime ends: a dropped sender would read as a stop too.
-        std::future::pending::<()>().await;
+        asked.cancel();
     });
-    Ok(receiver)
-}
-
-/// Ends once the stop was asked for.
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stop| *stop).await;
+    Ok(stop)
 }
 
 /// The Lease's manager as it runs: whether this replica holds the Lease, and its task, which
@@ -171,7 +165,7 @@ async fn stand_by(
     client: &Client,
     options: &Options,
     mut holder: watch::Receiver<Option<String>>,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> Result<Option<Lead>, String> {
     info!(identity = %options.identity, "standing by for the Lease {LEASE}");
     options.health.set_ready(true);
@@ -183,7 +177,7 @@ async fn stand_by(
             .build();
         let manager = tokio::select! {
             built = manager => built.map_err(|e| format!("leader election: {e}"))?,
-            () = stopped(stop.clone()) => return Ok(None),
+            () = stop.cancelled() => return Ok(None),
         };
         let (mut leading, task) = manager.watch().await;
         holder.borrow_and_update();
@@ -197,7 +191,7 @@ async fn stand_by(
                     debug!("the Lease {LEASE} was released: standing for it again");
                     break;
                 },
-                () = stopped(stop.clone()) => return Ok(None),
+                () = stop.cancelled() => return Ok(None),
             }
         }
         // It never led: closing its channel releases nothing.
@@ -206,32 +200,18 @@ async fn stand_by(
     }
 }
 
-/// A task that ends with the scope that spawned it.
-struct Scoped(tokio::task::JoinHandle<()>);
-
-impl Drop for Scoped {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// The Lease's watch: its holder, for the standby, and for `/healthz` an event now and then:
 /// whoever leads renews the Lease every 25 s, so that each replica, leading or standing by, sees
 /// an event while its watches work.
 async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, holder: watch::Sender<Option<String>>) {
     health.watched();
-    let config = watcher::Config::default().fields(&format!("metadata.name={LEASE}"));
-    watcher(Api::<Lease>::namespaced(client, &namespace), config)
+    watcher::watch_object(Api::<Lease>::namespaced(client, &namespace), LEASE)
         .backoff(reflected::backoff())
         .for_each(|event| {
             match event {
-                Ok(event) => {
+                Ok(lease) => {
                     health.watched();
-                    if let watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) = event {
-                        holder.send_replace(lease.spec.and_then(|spec| spec.holder_identity));
-                    } else if let watcher::Event::Delete(_) = event {
-                        holder.send_replace(None);
-                    }
+                    holder.send_replace(lease.and_then(|lease| lease.spec?.holder_identity));
                 }
                 Err(e) => warn!(error = %e, "watching the Lease {LEASE}"),
             }
@@ -242,15 +222,10 @@ async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, hol
 
 /// The caches, the context and the controller's triggers, run until the controller ends: asked
 /// to stop, or stopped before the caches filled.
-async fn reconcile_all(
-    client: Client,
-    options: Options,
-    settings: watch::Receiver<Settings>,
-    stop: watch::Receiver<bool>,
-) {
+async fn reconcile_all(client: Client, options: Options, settings: watch::Receiver<Settings>, stop: CancellationToken) {
     let no_condition = tokio::select! {
         refused = condition_refused(&client) => refused,
-        () = stopped(stop.clone()) => return,
+        () = stop.cancelled() => return,
     };
     let (services, service_events) = reflected(Api::<InferenceService>::all(client.clone()));
     let (runtimes, runtime_events) = reflected(Api::<ServingRuntime>::all(client.clone()));
@@ -263,9 +238,24 @@ async fn reconcile_all(
         replicas.clone(),
         settings.clone(),
     );
-    let health = options.health.clone();
-    let context = Arc::new(context(&client, options, caches, no_condition));
-    tokio::spawn(ready_when_filled(context.clone(), health, stop.clone()));
+    let reporter = Reporter {
+        controller: "ome-spread".into(),
+        instance: Some(options.identity.clone()),
+    };
+    let context = Arc::new(Context {
+        client: client.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
+        no_condition: Mutex::new(no_condition),
+        reports: options.reports,
+        caches,
+        replicas: ReplicaStates::default(),
+        rebalance: options.rebalance,
+        max_per_hour: options.max_per_hour,
+        migrations: tokio::sync::Mutex::default(),
+        metrics: options.metrics,
+        health: options.health,
+    });
+    tokio::spawn(ready_when_filled(context.clone(), stop.clone()));
     let every_replica = every_replica_changes(&client, &context, settings);
     let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
     let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
@@ -294,31 +284,6 @@ async fn reconcile_all(
         // kube-runtime holds its runner until the replicas' store is filled, which their ended
         // watch never does (its graceful shutdown would wait for it forever).
         _ = fill.wait_for(|fill| *fill == Fill::Stopping) => {}
-    }
-}
-
-/// What a reconcile shares, the caches given.
-fn context(client: &Client, options: Options, caches: Caches, no_condition: Option<String>) -> Context {
-    let reporter = Reporter {
-        controller: "ome-spread".into(),
-        instance: Some(options.identity.clone()),
-    };
-    Context {
-        api: Writes {
-            client: client.clone(),
-            recorder: Recorder::new(client.clone(), reporter),
-            no_condition: Mutex::new(no_condition),
-            reports: options.reports.clone(),
-        },
-        caches,
-        replicas: ReplicaStates::default(),
-        rebalance: Rebalance {
-            mode: options.rebalance,
-            max_per_hour: options.max_per_hour,
-            written: tokio::sync::Mutex::default(),
-        },
-        metrics: options.metrics,
-        health: options.health,
     }
 }
 
@@ -355,10 +320,10 @@ fn arrived(context: &Context, replicas: Vec<ObjectRef<InferenceReplica>>) -> Vec
 
 /// Runs the reconciles until the stop: the reconciles in flight end first, then the Lease is
 /// released.
-async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<Context>, stop: watch::Receiver<bool>) {
+async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<Context>, stop: CancellationToken) {
     controller
         .trigger_backoff(EachWatchBacksOff)
-        .graceful_shutdown_on(stopped(stop))
+        .graceful_shutdown_on(stop.cancelled_owned())
         // At most 16 reconciles at once: each holds its component's pods and the nodes it read,
         // and at a start a thousand at once would set the peak memory (BENCHMARKS.md).
         .with_config(controller::Config::default().concurrency(16))
@@ -415,7 +380,7 @@ async fn condition_refused(client: &Client) -> Option<String> {
 /// again every 15 s while refused, every 5 minutes while not.
 async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sync::mpsc::UnboundedSender<()>) {
     loop {
-        let refused = lock(&context.api.no_condition).clone();
+        let refused = lock(&context.no_condition).clone();
         match &refused {
             Some(why) => error!("writing no Spread condition: {why}"),
             None => debug!("the served InferenceReplica schema keeps OME's status beside the Spread condition"),
@@ -426,7 +391,7 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
             let now = condition_refused(&client).await;
             if now != refused {
                 let lifts = now.is_none();
-                *lock(&context.api.no_condition) = now;
+                *lock(&context.no_condition) = now;
                 if lifts {
                     info!("the served InferenceReplica schema now keeps OME's status: writing the Spread condition");
                     let _ = lifted.send(());
@@ -442,20 +407,20 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
 /// kube-runtime's `Store::wait_until_ready` wakes only the task that polled it last (the first
 /// reconciles, waiting beside it, each waited until their 30 s ran out). Asked to stop first, it
 /// tells them so: the watches that fill the caches end with the controller's queue.
-async fn ready_when_filled(context: Arc<Context>, health: Arc<Health>, stop: watch::Receiver<bool>) {
+async fn ready_when_filled(context: Arc<Context>, stop: CancellationToken) {
     loop {
         tokio::select! {
             filled = tokio::time::timeout(FILL_TIMEOUT, context.caches.all_filled()) => match filled {
                 Ok(Ok(())) => {
                     info!("caches filled");
                     context.caches.filled.send_replace(Fill::Filled);
-                    health.set_ready(true);
+                    context.health.set_ready(true);
                     return;
                 }
                 Ok(Err(e)) => warn!(error = %e, "not ready"),
                 Err(_) => warn!(error = %context.caches.unfilled(), "not ready"),
             },
-            () = stopped(stop.clone()) => {
+            () = stop.cancelled() => {
                 context.caches.filled.send_replace(Fill::Stopping);
                 return;
             }

@@ -8,7 +8,6 @@ pub mod controller;
 pub mod error;
 pub mod explain;
 pub mod metrics;
-mod migrate;
 pub mod nodes;
 pub mod objects;
 pub mod pods;

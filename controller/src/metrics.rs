@@ -1,13 +1,16 @@
 //! The controller's Prometheus metrics: what each replica's spread looks like now, and how the
 //! reconciler itself is doing.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ome_spread_core::diagnosis::{Reason, Report};
 use ome_spread_core::loss::Loss;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -16,114 +19,54 @@ use prometheus_client::registry::Registry;
 
 use crate::state::lock;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReplicaLabels {
-    namespace: String,
-    replica: String,
-}
-
-/// A replica's labels and one more: its domain, or its reason.
-type ReplicaAnd = (ReplicaLabels, [(&'static str, String); 1]);
-
 pub struct Metrics {
     registry: Registry,
-    instances: Family<ReplicaAnd, Gauge>,
-    skew: Family<ReplicaLabels, Gauge>,
-    reason: Family<ReplicaAnd, Gauge>,
-    rebalance_moves: Family<ReplicaLabels, Gauge>,
-    worst_left_serving: Family<ReplicaLabels, Gauge>,
-    worst_replaceable: Family<ReplicaLabels, Gauge>,
+    replicas: Arc<Replicas>,
     reconciles: Counter,
     errors: Family<[(&'static str, String); 1], Counter>,
     duration: Histogram,
     event_to_condition: Histogram,
     leader: Gauge,
-    /// The series each replica has now, so that a domain or reason that goes away leaves no stale series.
-    shown: Mutex<HashMap<ReplicaLabels, (Reason, Vec<String>)>>,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("ome_spread");
-        let instances = Family::default();
-        let skew = Family::default();
-        let reason = Family::default();
-        let rebalance_moves = Family::default();
-        let worst_left_serving = Family::default();
-        let worst_replaceable = Family::default();
-        let reconciles = Counter::default();
-        let errors = Family::default();
-        let duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
-        // Doubling from 1 ms to 16.384 s: a write within a millisecond and one 10 s late each
-        // fall in a bucket of their own.
-        let event_to_condition = Histogram::new(exponential_buckets(0.001, 2.0, 15));
-        let leader = Gauge::default();
-        registry.register(
-            "instances",
-            "Placed Instances (leaders or single pods) of a replica per eligible domain",
-            instances.clone(),
-        );
-        registry.register(
-            "skew",
-            "Difference between the most and the fewest Instances per eligible domain",
-            skew.clone(),
-        );
-        registry.register(
-            "reason",
-            "The replica's current Spread reason (1); other reasons have no series",
-            reason.clone(),
-        );
-        registry.register(
-            "rebalance_moves",
-            "Instance migrations the rebalance plan still needs (0: none can help); no series when rebalance is off",
-            rebalance_moves.clone(),
-        );
-        registry.register(
-            "worst_domain_left_serving",
-            "Instances of a replica left serving after losing the domain or rack whose loss leaves the fewest",
-            worst_left_serving.clone(),
-        );
-        registry.register(
-            "worst_domain_replaceable",
-            "How many of the Instances lost with that domain the scheduler could place again, whole",
-            worst_replaceable.clone(),
-        );
-        registry.register("reconciles", "Reconciles run", reconciles.clone());
-        registry.register(
+        let mut metrics = Self {
+            registry: Registry::with_prefix("ome_spread"),
+            replicas: Arc::default(),
+            reconciles: Counter::default(),
+            errors: Family::default(),
+            duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            // Doubling from 1 ms to 16.384 s: a write within a millisecond and one 10 s late each
+            // fall in a bucket of their own.
+            event_to_condition: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            leader: Gauge::default(),
+        };
+        metrics.registry.register_collector(Box::new(metrics.replicas.clone()));
+        // A registry of the same prefix, so that the controller's own metrics follow the replicas'.
+        let own = metrics.registry.sub_registry_with_labels(std::iter::empty());
+        own.register("reconciles", "Reconciles run", metrics.reconciles.clone());
+        own.register(
             "reconcile_errors",
             "Reconciles that failed, by kind of error",
-            errors.clone(),
+            metrics.errors.clone(),
         );
-        registry.register(
+        own.register(
             "reconcile_duration_seconds",
             "Time a reconcile takes, API calls included",
-            duration.clone(),
+            metrics.duration.clone(),
         );
-        registry.register(
+        own.register(
             "event_to_condition_seconds",
             "From a watch event's arrival to the answer to the Spread condition's write it led to, when the write changed the condition; of several events one reconcile acts on, from the first",
-            event_to_condition.clone(),
+            metrics.event_to_condition.clone(),
         );
-        registry.register(
+        own.register(
             "leader",
             "1 while this process leads (holds the Lease), 0 while it stands by",
-            leader.clone(),
+            metrics.leader.clone(),
         );
-        Self {
-            registry,
-            instances,
-            skew,
-            reason,
-            rebalance_moves,
-            worst_left_serving,
-            worst_replaceable,
-            reconciles,
-            errors,
-            duration,
-            event_to_condition,
-            leader,
-            shown: Mutex::default(),
-        }
+        metrics
     }
 }
 
@@ -148,63 +91,25 @@ impl Metrics {
     }
 
     /// Shows a replica's report and what losing its worst domain leaves (None: no key or no
-    /// Instance, no series), replacing what was shown for it before.
+    /// Instance, no series), in place of what was shown for it before.
     pub fn show(&self, namespace: &str, replica: &str, report: &Report, worst_loss: Option<&Loss>) {
-        let labels = replica_labels(namespace, replica);
-        self.forget_labels(&labels);
-        for (domain, count) in &report.instances_per_domain {
-            self.instances
-                .get_or_create(&domain_labels(&labels, domain))
-                .set(*count as i64);
-        }
-        // No domains counted (the reason came first): no skew to show, rather than a false 0.
-        if !report.instances_per_domain.is_empty() {
-            self.skew.get_or_create(&labels).set(report.skew as i64);
-        }
-        self.reason.get_or_create(&reason_labels(&labels, report.reason)).set(1);
-        if let Some(loss) = worst_loss {
-            self.worst_left_serving
-                .get_or_create(&labels)
-                .set(loss.left_serving as i64);
-            self.worst_replaceable
-                .get_or_create(&labels)
-                .set(loss.placed_again.len() as i64);
-        }
-        let domains = report.instances_per_domain.keys().cloned().collect();
-        lock(&self.shown).insert(labels, (report.reason, domains));
+        self.replicas.with(namespace, replica, |shown| {
+            shown.reason = Some(report.reason);
+            shown.instances_per_domain = report.instances_per_domain.clone();
+            // No domains counted (the reason came first): no skew to show, rather than a false 0.
+            shown.skew = (!report.instances_per_domain.is_empty()).then_some(report.skew);
+            shown.worst_loss = worst_loss.map(|loss| (loss.left_serving, loss.placed_again.len()));
+        });
     }
 
     /// Shows the moves a replica's plan still needs; None (rebalance off) removes the series.
     pub fn rebalance_moves(&self, namespace: &str, replica: &str, moves: Option<usize>) {
-        let labels = replica_labels(namespace, replica);
-        match moves {
-            Some(moves) => {
-                self.rebalance_moves.get_or_create(&labels).set(moves as i64);
-            }
-            None => {
-                self.rebalance_moves.remove(&labels);
-            }
-        }
+        self.replicas.with(namespace, replica, |shown| shown.moves = moves);
     }
 
     /// Removes a replica's series: it is gone, or no longer on OMENative.
     pub fn forget(&self, namespace: &str, replica: &str) {
-        let labels = replica_labels(namespace, replica);
-        self.forget_labels(&labels);
-        self.rebalance_moves.remove(&labels);
-    }
-
-    fn forget_labels(&self, labels: &ReplicaLabels) {
-        let Some((reason, domains)) = lock(&self.shown).remove(labels) else {
-            return;
-        };
-        for domain in &domains {
-            self.instances.remove(&domain_labels(labels, domain));
-        }
-        self.skew.remove(labels);
-        self.worst_left_serving.remove(labels);
-        self.worst_replaceable.remove(labels);
-        self.reason.remove(&reason_labels(labels, reason));
+        lock(&self.replicas.0).remove(&(namespace.to_owned(), replica.to_owned()));
     }
 
     /// The metrics in the OpenMetrics text format.
@@ -216,19 +121,97 @@ impl Metrics {
     }
 }
 
-fn replica_labels(namespace: &str, replica: &str) -> ReplicaLabels {
-    ReplicaLabels {
-        namespace: namespace.into(),
-        replica: replica.into(),
+/// What a replica shows now, by namespace and name: its series are written from it at each
+/// scrape, so that a domain or reason that goes away leaves no stale series.
+#[derive(Debug, Default)]
+struct Replicas(Mutex<BTreeMap<(String, String), Shown>>);
+
+#[derive(Debug, Default)]
+struct Shown {
+    reason: Option<Reason>,
+    instances_per_domain: BTreeMap<String, usize>,
+    skew: Option<usize>,
+    /// Left serving and placed again, after losing the worst domain.
+    worst_loss: Option<(usize, usize)>,
+    moves: Option<usize>,
+}
+
+/// The replicas' gauges, by name: their help, as the registry would write it.
+const GAUGES: [(&str, &str); 6] = [
+    (
+        "instances",
+        "Placed Instances (leaders or single pods) of a replica per eligible domain.",
+    ),
+    (
+        "skew",
+        "Difference between the most and the fewest Instances per eligible domain.",
+    ),
+    (
+        "reason",
+        "The replica's current Spread reason (1); other reasons have no series.",
+    ),
+    (
+        "rebalance_moves",
+        "Instance migrations the rebalance plan still needs (0: none can help); no series when rebalance is off.",
+    ),
+    (
+        "worst_domain_left_serving",
+        "Instances of a replica left serving after losing the domain or rack whose loss leaves the fewest.",
+    ),
+    (
+        "worst_domain_replaceable",
+        "How many of the Instances lost with that domain the scheduler could place again, whole.",
+    ),
+];
+
+impl Shown {
+    /// The replica's series of gauge `name`: the label of its own, if any, and the value.
+    fn series(&self, name: &str) -> Vec<(Option<(&'static str, &str)>, usize)> {
+        let one = |value: Option<usize>| value.map(|value| (None, value)).into_iter().collect();
+        match name {
+            "instances" => (self.instances_per_domain.iter())
+                .map(|(domain, n)| (Some(("domain", domain.as_str())), *n))
+                .collect(),
+            "skew" => one(self.skew),
+            "reason" => (self.reason.iter())
+                .map(|reason| (Some(("reason", reason.as_str())), 1))
+                .collect(),
+            "rebalance_moves" => one(self.moves),
+            "worst_domain_left_serving" => one(self.worst_loss.map(|(left_serving, _)| left_serving)),
+            _ => one(self.worst_loss.map(|(_, placed_again)| placed_again)),
+        }
     }
 }
 
-fn domain_labels(labels: &ReplicaLabels, domain: &str) -> ReplicaAnd {
-    (labels.clone(), [("domain", domain.into())])
+impl Replicas {
+    fn with(&self, namespace: &str, replica: &str, change: impl FnOnce(&mut Shown)) {
+        let mut replicas = lock(&self.0);
+        change(replicas.entry((namespace.to_owned(), replica.to_owned())).or_default());
+    }
 }
 
-fn reason_labels(labels: &ReplicaLabels, reason: Reason) -> ReplicaAnd {
-    (labels.clone(), [("reason", reason.as_str().into())])
+impl Collector for Replicas {
+    /// Each gauge that has a series, as a family of the registry's (none has no descriptor).
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let replicas = lock(&self.0);
+        for (name, help) in GAUGES {
+            let series: Vec<(Vec<_>, usize)> = (replicas.iter())
+                .flat_map(|((namespace, replica), shown)| {
+                    let labels = [("namespace", namespace.as_str()), ("replica", replica.as_str())];
+                    let series = shown.series(name).into_iter();
+                    series.map(move |(own, value)| (labels.into_iter().chain(own).collect(), value))
+                })
+                .collect();
+            if series.is_empty() {
+                continue;
+            }
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (labels, value) in &series {
+                family.encode_family(labels)?.encode_gauge(value)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -403,6 +386,47 @@ pub(crate) mod tests {
                 "{name} is not in docs/controller.md"
             );
         }
+    }
+
+    /// The families in the order docs/controller.md lists them; a replica's gauge with no series
+    /// has no descriptor either.
+    #[test]
+    fn families_come_in_the_documented_order_and_only_with_series() {
+        let types = |metrics: &Metrics| {
+            let text = metrics.encode();
+            let types = text.lines().filter_map(|l| l.strip_prefix("# TYPE ome_spread_"));
+            types.map(String::from).collect::<Vec<_>>()
+        };
+        let own = [
+            "reconciles counter",
+            "reconcile_errors counter",
+            "reconcile_duration_seconds histogram",
+            "event_to_condition_seconds histogram",
+            "leader gauge",
+        ];
+        let metrics = Metrics::default();
+        let no_errors = [own[0], own[2], own[3], own[4]];
+        assert_eq!(types(&metrics), no_errors);
+        metrics.failed("api_500", Duration::from_millis(3));
+        assert_eq!(types(&metrics), own);
+        metrics.show("ns", "m-engine", &report(Reason::NoKey, &[], 0), None);
+        assert_eq!(types(&metrics)[..2], ["reason gauge", "reconciles counter"]);
+        metrics.show(
+            "ns",
+            "m-engine",
+            &report(Reason::Skewed, &[("zone-a", 3)], 3),
+            Some(&worst_loss()),
+        );
+        metrics.rebalance_moves("ns", "m-engine", Some(1));
+        let replicas = [
+            "instances gauge",
+            "skew gauge",
+            "reason gauge",
+            "rebalance_moves gauge",
+            "worst_domain_left_serving gauge",
+            "worst_domain_replaceable gauge",
+        ];
+        assert_eq!(types(&metrics), [&replicas[..], &own[..]].concat());
     }
 
     #[test]

@@ -106,36 +106,21 @@ pub async fn follow(
     reports: Arc<Reports>,
 ) {
     health.waiting_for_settings(Some(format!("waiting for {KIND} {name}: not read yet")));
-    let (mut read, mut listed) = (false, false);
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut changes = watcher(api(client), config)
+    let mut read = false;
+    let mut changes = watcher::watch_object(api(client), &name)
         .backoff(crate::reflected::backoff())
         .boxed();
-    let absent = |read: bool| {
-        if read {
-            error!("no {KIND} {name} in the cluster any more: keeping the settings last read");
-        } else {
-            let why = format!("no {KIND} {name} in the cluster");
-            warn!("{why}: not standing for the Lease until it is created");
-            health.waiting_for_settings(Some(why));
-        }
-    };
     while let Some(event) = changes.next().await {
         let policy = match event {
-            Ok(watcher::Event::Apply(policy) | watcher::Event::InitApply(policy)) => policy,
-            Ok(watcher::Event::Init) => {
-                listed = false;
+            Ok(Some(policy)) => policy,
+            Ok(None) if read => {
+                error!("no {KIND} {name} in the cluster any more: keeping the settings last read");
                 continue;
             }
-            Ok(watcher::Event::Delete(_)) => {
-                listed = false;
-                absent(read);
-                continue;
-            }
-            Ok(watcher::Event::InitDone) => {
-                if !listed {
-                    absent(read);
-                }
+            Ok(None) => {
+                let why = format!("no {KIND} {name} in the cluster");
+                warn!("{why}: not standing for the Lease until it is created");
+                health.waiting_for_settings(Some(why));
                 continue;
             }
             Err(e) => {
@@ -146,7 +131,6 @@ pub async fn follow(
                 continue;
             }
         };
-        listed = true;
         let parsed = serde_json::to_value(&policy)
             .map_err(|e| e.to_string())
             .and_then(|policy| {

@@ -1,16 +1,29 @@
 //! Rebalance in the controller (docs/rebalance.md): the mode in effect for an
 //! InferenceService and, from `recommend` up, the plan's first move as an Event and the moves
-//! still needed as a metric; in `migrate`, the move requested of OME ([`crate::migrate`]) or
-//! why it is held back.
+//! still needed as a metric; in `migrate`, the move requested of OME or why it is held back.
+//!
+//! `migrate` writes the plan's first move as OME's migration request on the InferenceService,
+//! one at a time cluster-wide, when no guardrail of the core's [`hold`] holds it back. The
+//! request and ome-spread's ledger go in one merge patch, guarded by the cached resourceVersion,
+//! so a stale cache writes nothing (409) rather than lose a ledger entry. A request OME's webhook
+//! refuses is recorded in the ledger as rejected, so its backoff and tries survive a restart too.
 
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use ome_spread_core::rebalance::{NoPlan, Plan};
+use ome_spread_core::migration::{
+    Entry, Hold, LEDGER, Records, Request, Requests, Situation, Unconfigured, hold, ledger, ledger_with, request_key,
+};
+use ome_spread_core::rebalance::{Move, NoPlan, Plan};
+use serde_json::{Value, json};
+use tracing::info;
 
-use crate::context::{ANNOTATION, Announcement, Context, Mode, Objects, recommendation};
+use crate::context::{ANNOTATION, Context, Mode, Objects};
 use crate::error::{Error, within_timeout};
-use crate::migrate;
+use crate::reflected::key;
 use ome_spread_core::ome::{InferenceReplica, InferenceService};
 
 /// Shows the plan as far as the mode allows: the moves still needed as a metric, and the first
@@ -18,15 +31,10 @@ use ome_spread_core::ome::{InferenceReplica, InferenceService};
 /// resync); in `migrate`, the move requested or why it is held, said once per change. An
 /// unknown mode annotation gets a Warning Event naming it, and counts as off; a pod whose
 /// Instance index is not a number, a Warning Event naming the pod and the value.
-pub async fn recommend(
-    replica: &InferenceReplica,
-    service: &InferenceService,
-    plan: &Result<Plan, NoPlan>,
-    objects: &Objects,
-    ctx: &Context,
-) -> Result<(), Error> {
+pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Context) -> Result<(), Error> {
+    let (replica, service) = (&objects.replica, &*objects.service);
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
-    let mode = ctx.rebalance.mode.for_service(service);
+    let mode = ctx.rebalance.for_service(service);
     let moves = match (&mode, plan) {
         (Ok(Mode::Off) | Err(_), _) => None,
         (Ok(_), plan) => Some(plan.as_ref().map_or(0, |p| p.moves.len())),
@@ -51,17 +59,8 @@ pub async fn recommend(
             regarding: replica.object_ref(&()),
         }),
         (_, Err(_)) => None,
-        (Ok(mode), Ok(plan)) if ctx.rebalance.mode == Mode::Migrate => match plan.moves.first() {
-            Some(next) => {
-                let asked = migrate::Next {
-                    replica,
-                    service,
-                    step: next,
-                    objects,
-                    lowered_to: (mode < Mode::Migrate).then(|| mode.name()),
-                };
-                Some(migrate::request(&asked, ctx).await?)
-            }
+        (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
+            Some(next) => Some(migrate(next, (mode < Mode::Migrate).then(|| mode.name()), objects, ctx).await?),
             None => None,
         },
         (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
@@ -94,11 +93,154 @@ async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>
     };
     within_timeout(
         "the rebalance Event",
-        ctx.api.recorder.publish(&event, &announcement.regarding),
+        ctx.recorder.publish(&event, &announcement.regarding),
     )
     .await?;
     ctx.replicas.with(&key, |kept| kept.announced = Some(announcement.note));
     Ok(())
+}
+
+/// The next move of a component, and what the guardrails read of it.
+/// What `migrate` does with the next move, as the Event that says it; `lowered_to`: the mode the
+/// InferenceService's annotation lowers `migrate` to, if it does.
+async fn migrate(
+    next: &Move,
+    lowered_to: Option<&str>,
+    objects: &Objects,
+    ctx: &Context,
+) -> Result<Announcement, Error> {
+    let (replica, service) = (&objects.replica, &*objects.service);
+    let service_name = key(service);
+    let described = objects.describe(next);
+    // The gate: from here to the write, no other reconcile checks or writes.
+    let mut written = ctx.migrations.lock().await;
+    let now = Timestamp::now();
+    written.retain(|(_, e)| now.duration_since(e.at) < ome_spread_core::migration::ACKNOWLEDGE_WITHIN);
+    // The core's guardrails over the component's objects (its replica the freshest copy of
+    // itself), and every InferenceService's requests and InferenceReplica's records as the caches
+    // hold them: read here alone, for a move the plan asks for, behind the gate.
+    let held = hold(&Situation {
+        component: &objects.component(),
+        lowered_to,
+        next,
+        requests: &Requests::read(ctx.caches.services.state().iter().map(|s| &**s)),
+        records: &Records::read(ctx.caches.replicas.state().iter().map(|r| &**r)),
+        written: &written,
+        now,
+        max_per_hour: ctx.max_per_hour,
+    });
+    if let Err(held) = held {
+        return Ok(say_held(&held, described, objects));
+    }
+    let request = Request::new(&replica.spec.component, next, now);
+    let uuid = uuid::Uuid::new_v4().to_string();
+    let entry = Entry::new(&uuid, &request, now);
+    // The guardrails read this ledger already: it is well-formed.
+    let entries = ledger(&service_name, service.annotations()).unwrap_or_default();
+    let key = request_key(&uuid);
+    let annotations = json!({&key: request.value(), LEDGER: ledger_with(&entries, entry.clone(), now)});
+    match write(service, annotations, ctx).await {
+        Ok(()) => {
+            info!(service = %service_name, %key, "migration requested");
+            written.push((service_name.clone(), entry));
+            Ok(Announcement {
+                type_: EventType::Normal,
+                reason: "RebalanceRequested",
+                note: format!("Requested {key} on InferenceService {service_name}: {described}"),
+                regarding: replica.object_ref(&()),
+            })
+        }
+        Err(Error::Api(kube::Error::Api(status))) if rejected(&status.message) => {
+            let refused = Entry {
+                rejected: Some(status.message.clone()),
+                ..entry
+            };
+            let annotations = json!({LEDGER: ledger_with(&entries, refused.clone(), now)});
+            write(service, annotations, ctx).await?;
+            written.push((service_name.clone(), refused));
+            Ok(Announcement {
+                type_: EventType::Warning,
+                reason: "RebalanceRejected",
+                note: format!(
+                    "OME rejected {key}: {} on InferenceService {service_name}: {}",
+                    request.value(),
+                    status.message
+                ),
+                regarding: service.object_ref(&()),
+            })
+        }
+        Err(other) => {
+            // Unless the API server refused it as stale (409), the request may have landed (a
+            // timeout, a lost answer): it holds the next one back as if it had.
+            if !matches!(&other, Error::Api(kube::Error::Api(status)) if status.code == 409) {
+                written.push((service_name, entry));
+            }
+            Err(other)
+        }
+    }
+}
+
+/// A held request: the recommendation when the InferenceService lowers the mode, else why it
+/// waits and the move it waits to request (a Warning when something is wrong: OME's caps unset
+/// among them, which only the operator can fix).
+fn say_held(held: &Hold, described: String, objects: &Objects) -> Announcement {
+    let (type_, reason, note) = match held {
+        Hold::ModeLowered { .. } => (
+            EventType::Normal,
+            "RebalanceRecommended",
+            recommendation(described, objects),
+        ),
+        held if held.is_warning() => (
+            EventType::Warning,
+            "RebalanceHeld",
+            format!("{held}. Next: {described}"),
+        ),
+        held => (EventType::Normal, "RebalanceHeld", format!("{held}. Next: {described}")),
+    };
+    Announcement {
+        type_,
+        reason,
+        note,
+        regarding: objects.replica.object_ref(&()),
+    }
+}
+
+/// A merge patch of the InferenceService's annotations, only if the cache saw its latest version.
+async fn write(service: &InferenceService, annotations: Value, ctx: &Context) -> Result<(), Error> {
+    let api: Api<InferenceService> = Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
+    let mut patch = json!({"metadata": {"annotations": annotations}});
+    if let Some(version) = service.resource_version() {
+        patch["metadata"]["resourceVersion"] = version.into();
+    }
+    within_timeout(
+        "the migration request",
+        api.patch(&service.name_any(), &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await
+    .map(drop)
+}
+
+/// OME's webhook refuses a malformed request with a message starting `migration request`; the
+/// API server puts its own words before it.
+fn rejected(message: &str) -> bool {
+    message.starts_with("migration request") || message.contains("denied the request: migration request")
+}
+
+/// What the rebalance says of a replica once: the Event, and the object it is about.
+struct Announcement {
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub note: String,
+    pub regarding: ObjectReference,
+}
+
+/// A recommended move as its Event says it: the move and its command, then, when OME would hold
+/// the request for its caps, why and what to set (as `explain`'s "What to do" says it).
+pub(crate) fn recommendation(described: String, objects: &Objects) -> String {
+    match Unconfigured::of(objects.component().replica) {
+        Some(unconfigured) => format!("{described}. {unconfigured}"),
+        None => described,
+    }
 }
 
 #[cfg(test)]
@@ -140,5 +282,21 @@ mod tests {
                 "the flag's spelling"
             );
         }
+    }
+
+    #[test]
+    fn omes_refusal_is_told_from_other_errors() {
+        assert!(rejected(
+            "migration request: from_node gpu-node-9 hosts no pod of Instance 2"
+        ));
+        assert!(rejected(
+            r#"admission webhook "inferenceservice.ome.io" denied the request: migration request: instance 7 does not exist"#
+        ));
+        assert!(!rejected(
+            "the object has been modified; please apply your changes to the latest version"
+        ));
+        assert!(!rejected(
+            r#"admission webhook "x" denied the request: spec.engine is immutable"#
+        ));
     }
 }

@@ -21,14 +21,14 @@ use tokio::time::Instant;
 use tracing::{Span, debug, field, info, instrument, warn};
 
 use crate::cache::{Caches, Fill};
-use crate::context::{Context, Mode, Objects, recommendation};
+use crate::context::{Context, Mode, Objects};
 use crate::error::{Error, FILL_TIMEOUT, within_timeout};
-use crate::rebalance;
+use crate::rebalance::{self, recommendation};
 use crate::reflected::key;
 use crate::report::Found;
 use crate::resources::{CONDITION, FIELD_MANAGER};
 use crate::state::lock;
-use ome_spread_core::ome::{InferenceReplica, InferenceService};
+use ome_spread_core::ome::InferenceReplica;
 
 /// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
 const RESYNC: Duration = Duration::from_secs(600);
@@ -72,10 +72,7 @@ pub fn error_policy(replica: Arc<InferenceReplica>, error: &Error, ctx: Arc<Cont
 }
 
 pub fn retry_after(failures: u32) -> Duration {
-    Duration::from_secs(
-        5u64.saturating_mul(1 << failures.clamp(1, 7).saturating_sub(1))
-            .min(300),
-    )
+    Duration::from_secs((5 << (failures.clamp(1, 7) - 1)).min(300))
 }
 
 /// `arrived`: when the earliest event it acts on arrived, taken once the condition is written.
@@ -90,11 +87,7 @@ async fn reconcile_replica(
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
         let key = ObjectRef::from_obj(replica);
         if ctx.replicas.with(&key, |kept| kept.reported.is_some()) {
-            within_timeout(
-                "the report's deletion",
-                ctx.api.reports.delete(&ctx.api.client, replica),
-            )
-            .await?;
+            within_timeout("the report's deletion", ctx.reports.delete(&ctx.client, replica)).await?;
         }
         ctx.forget(&key);
         return Ok(Action::await_change());
@@ -106,7 +99,7 @@ async fn reconcile_replica(
     ctx.metrics
         .show(&namespace, &name, report, diagnosis.worst_loss.as_ref());
     record(replica, report, &diagnosis.action, ctx, arrived).await?;
-    let moves = match (ctx.rebalance.mode.for_service(&diagnosis.service), plan) {
+    let moves = match (ctx.rebalance.for_service(&objects.service), plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan
             .moves
             .iter()
@@ -121,18 +114,18 @@ async fn reconcile_replica(
         moves,
     };
     show_report(replica, &found, ctx).await?;
-    rebalance::recommend(replica, &diagnosis.service, plan, objects, ctx).await?;
+    rebalance::recommend(plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
 /// The replica's policy report, written when its results change.
 async fn show_report(replica: &InferenceReplica, found: &Found<'_>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
-    let results = ctx.api.reports.results(found);
+    let results = ctx.reports.results(found);
     if ctx.replicas.with(&key, |kept| kept.reported.as_ref() == Some(&results)) {
         return Ok(());
     }
-    if within_timeout("the report", ctx.api.reports.write(&ctx.api.client, replica, &results)).await? {
+    if within_timeout("the report", ctx.reports.write(&ctx.client, replica, &results)).await? {
         ctx.replicas.with(&key, |kept| kept.reported = Some(results));
     }
     Ok(())
@@ -152,7 +145,6 @@ async fn filled(caches: &Caches) -> Result<(), Error> {
 
 /// A replica's diagnosis, the rebalance plan from it, and the objects both read.
 struct Diagnosed {
-    service: Arc<InferenceService>,
     report: Report,
     /// What to do, knowing the plan (`explain`'s words).
     action: String,
@@ -214,7 +206,6 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         (plan, action, worst_loss)
     });
     Ok(Some(Diagnosed {
-        service,
         report,
         action,
         plan,
@@ -267,15 +258,15 @@ async fn record(
             action: "Diagnose".into(),
             secondary: None,
         };
-        within_timeout("the Event", ctx.api.recorder.publish(&event, &reference)).await?;
+        within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
     }
-    if lock(&ctx.api.no_condition).is_some() {
+    if lock(&ctx.no_condition).is_some() {
         ctx.replicas.with(&key, |kept| kept.held = Some(condition.reason));
         return Ok(());
     }
     ctx.replicas.with(&key, |kept| kept.held = None);
     if previous.is_none_or(|p| !same(p, &condition)) {
-        let api: Api<InferenceReplica> = Api::namespaced(ctx.api.client.clone(), &namespace);
+        let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         within_timeout(
             "the status patch",

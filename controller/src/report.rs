@@ -53,39 +53,21 @@ impl Format {
     }
 }
 
-/// The ClusterAdmissionPolicy as each result names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyShown {
-    /// Kubewarden's unique name of a ClusterAdmissionPolicy: `clusterwide-NAME`.
-    pub name: String,
-    pub severity: Option<String>,
-    pub category: Option<String>,
-}
-
-impl PolicyShown {
-    /// A policy not read (yet): its name only.
-    pub fn named(name: &str) -> Self {
-        Self {
-            name: format!("clusterwide-{name}"),
-            severity: None,
-            category: None,
-        }
+/// The fields each result names the ClusterAdmissionPolicy by, as the audit scanner writes them:
+/// `policy` its unique name, `clusterwide-NAME`; `severity` `info` in monitor mode, else its
+/// annotation's; `category` its annotation's; each only when it has one.
+fn policy_fields(policy: &Value) -> Value {
+    let annotation = |key: &str| policy["metadata"]["annotations"][key].clone();
+    let monitor = policy["spec"]["mode"] == "monitor";
+    let mut fields = json!({
+        "policy": format!("clusterwide-{}", policy["metadata"]["name"].as_str().unwrap_or_default()),
+        "severity": if monitor { json!("info") } else { annotation(SEVERITY) },
+        "category": annotation(CATEGORY),
+    });
+    if let Some(fields) = fields.as_object_mut() {
+        fields.retain(|_, value| value.is_string());
     }
-
-    /// As the audit scanner reads a policy: severity `info` in monitor mode, else its annotation.
-    pub fn of(policy: &Value) -> Self {
-        let annotation = |key: &str| policy["metadata"]["annotations"][key].as_str().map(str::to_owned);
-        let monitor = policy["spec"]["mode"] == "monitor";
-        Self {
-            severity: if monitor {
-                Some("info".into())
-            } else {
-                annotation(SEVERITY)
-            },
-            category: annotation(CATEGORY),
-            ..Self::named(policy["metadata"]["name"].as_str().unwrap_or_default())
-        }
-    }
+    fields
 }
 
 /// What a reconcile found, as its report says it.
@@ -101,7 +83,8 @@ pub struct Found<'a> {
 /// The reports, as `--reports` chose them, and the policy their results name.
 pub struct Reports {
     format: Format,
-    policy: Mutex<PolicyShown>,
+    /// What names the policy in each result: [`policy_fields`].
+    policy: Mutex<Value>,
     /// When a write last found no CRD for the format.
     missing: Mutex<Option<Instant>>,
     health: Arc<Health>,
@@ -113,7 +96,7 @@ impl Reports {
     pub fn new(format: Format, policy: &str, health: Arc<Health>) -> Arc<Self> {
         Arc::new(Self {
             format,
-            policy: Mutex::new(PolicyShown::named(policy)),
+            policy: Mutex::new(policy_fields(&json!({"metadata": {"name": policy}}))),
             missing: Mutex::default(),
             health,
         })
@@ -121,7 +104,7 @@ impl Reports {
 
     /// The ClusterAdmissionPolicy read again: its name, severity and category.
     pub fn policy_read(&self, policy: &Value) {
-        *lock(&self.policy) = PolicyShown::of(policy);
+        *lock(&self.policy) = policy_fields(policy);
     }
 
     /// The results of a diagnosis, without their time: what a change is told by.
@@ -129,13 +112,11 @@ impl Reports {
         let policy = lock(&self.policy).clone();
         let result = |rule: &str, outcome: &str, message: String, properties: Value| {
             let mut result = json!({
-                "source": SOURCE, "policy": policy.name, "rule": rule, "result": outcome,
+                "source": SOURCE, "rule": rule, "result": outcome,
                 "scored": true, "message": message, "properties": properties,
             });
-            for (field, value) in [("severity", &policy.severity), ("category", &policy.category)] {
-                if let Some(value) = value {
-                    result[field] = json!(value);
-                }
+            if let (Some(result), Some(policy)) = (result.as_object_mut(), policy.as_object()) {
+                result.extend(policy.clone());
             }
             result
         };
@@ -198,11 +179,21 @@ impl Reports {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         match api.patch(&name(replica), &params, &Patch::Apply(report)).await {
             Ok(_) => {
-                self.found(&resource);
+                if lock(&self.missing).take().is_some() {
+                    info!("the {} CRD is installed: writing reports", resource.kind);
+                    self.health.note(None);
+                }
                 Ok(true)
             }
             Err(kube::Error::Api(status)) if status.code == 404 => {
-                self.not_found(&resource);
+                if lock(&self.missing).replace(Instant::now()).is_none() {
+                    let why = format!(
+                        "no {} CRD ({}) in the cluster: no reports are written; install it, or set --reports",
+                        resource.kind, resource.api_version
+                    );
+                    warn!("{why}");
+                    self.health.note(Some(why));
+                }
                 Ok(false)
             }
             Err(e) => Err(e),
@@ -219,24 +210,6 @@ impl Reports {
         match api.delete(&name(replica), &DeleteParams::default()).await {
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             deleted => deleted.map(|_| ()),
-        }
-    }
-
-    fn not_found(&self, resource: &ApiResource) {
-        if lock(&self.missing).replace(Instant::now()).is_none() {
-            let why = format!(
-                "no {} CRD ({}) in the cluster: no reports are written; install it, or set --reports",
-                resource.kind, resource.api_version
-            );
-            warn!("{why}");
-            self.health.note(Some(why));
-        }
-    }
-
-    fn found(&self, resource: &ApiResource) {
-        if lock(&self.missing).take().is_some() {
-            info!("the {} CRD is installed: writing reports", resource.kind);
-            self.health.note(None);
         }
     }
 }
@@ -341,28 +314,19 @@ mod tests {
         let cases = [
             (
                 annotated.clone(),
-                ("clusterwide-spread", Some("high"), Some("Scheduling")),
+                json!({"policy": "clusterwide-spread", "severity": "high", "category": "Scheduling"}),
             ),
             (
                 json!({"metadata": annotated["metadata"], "spec": {"mode": "monitor"}}),
-                ("clusterwide-spread", Some("info"), Some("Scheduling")),
+                json!({"policy": "clusterwide-spread", "severity": "info", "category": "Scheduling"}),
             ),
             (
                 json!({"metadata": {"name": "plain"}, "spec": {}}),
-                ("clusterwide-plain", None, None),
+                json!({"policy": "clusterwide-plain"}),
             ),
         ];
-        for (policy, (name, severity, category)) in cases {
-            let shown = PolicyShown::of(&policy);
-            assert_eq!(
-                (
-                    shown.name.as_str(),
-                    shown.severity.as_deref(),
-                    shown.category.as_deref()
-                ),
-                (name, severity, category),
-                "{policy}"
-            );
+        for (policy, named) in cases {
+            assert_eq!(policy_fields(&policy), named, "{policy}");
         }
     }
 

@@ -1,12 +1,10 @@
 //! `/metrics`, `/healthz` and `/readyz`.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -24,37 +22,27 @@ pub const STALLED_AFTER: Duration = Duration::from_secs(600);
 /// Ready: the policy's settings read, and standing by for the Lease or leading with every cache
 /// filled. Live: the Lease's watch brought an event within the bound (once it started), and no
 /// reconcile has run longer than the bound.
+#[derive(Default)]
 pub struct Health {
     ready: AtomicBool,
     /// Why the settings are not read yet, or None.
     settings: Mutex<Option<String>>,
     /// What a ready controller does not do, said beside `ok` (the reports' CRD missing).
     note: Mutex<Option<String>>,
-    bound: Duration,
+    /// None: [`STALLED_AFTER`].
+    bound: Option<Duration>,
     /// The last event of the Lease's watch; None until the watch starts.
     watched: Mutex<Option<Instant>>,
-    /// The reconciles running, by when each started.
-    running: Mutex<HashMap<u64, Instant>>,
-    next: AtomicU64,
-}
-
-impl Default for Health {
-    fn default() -> Self {
-        Self::new(STALLED_AFTER)
-    }
+    /// When each reconcile running started.
+    running: Mutex<Vec<Instant>>,
 }
 
 impl Health {
     /// Unhealthy after `bound` without an event of the Lease's watch, or with a reconcile running.
     pub fn new(bound: Duration) -> Self {
         Self {
-            ready: AtomicBool::new(false),
-            settings: Mutex::default(),
-            note: Mutex::default(),
-            bound,
-            watched: Mutex::default(),
-            running: Mutex::default(),
-            next: AtomicU64::new(0),
+            bound: Some(bound),
+            ..Self::default()
         }
     }
 
@@ -95,17 +83,17 @@ impl Health {
 
     /// A reconcile runs until the guard is dropped.
     pub fn reconciling(self: &Arc<Self>) -> Reconciling {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        lock(&self.running).insert(id, Instant::now());
+        let started = Instant::now();
+        lock(&self.running).push(started);
         Reconciling {
             health: self.clone(),
-            id,
+            started,
         }
     }
 
     /// Ok while the controller makes progress, else why not.
     pub fn live(&self) -> Result<(), String> {
-        let bound = self.bound;
+        let bound = self.bound.unwrap_or(STALLED_AFTER);
         if let Some(at) = *lock(&self.watched)
             && at.elapsed() > bound
         {
@@ -116,7 +104,7 @@ impl Health {
             ));
         }
         let running = lock(&self.running);
-        if let Some(oldest) = running.values().min()
+        if let Some(oldest) = running.iter().min()
             && oldest.elapsed() > bound
         {
             return Err(format!(
@@ -132,42 +120,32 @@ impl Health {
 /// A reconcile running: [`Health::reconciling`].
 pub struct Reconciling {
     health: Arc<Health>,
-    id: u64,
+    started: Instant,
 }
 
 impl Drop for Reconciling {
     fn drop(&mut self) {
-        lock(&self.health.running).remove(&self.id);
+        // Any one that started at the same instant: only the oldest start is read.
+        let mut running = lock(&self.health.running);
+        if let Some(at) = running.iter().position(|started| *started == self.started) {
+            running.swap_remove(at);
+        }
     }
 }
 
 pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
+    const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    let ready = health.clone();
     Router::new()
         .route(
             "/metrics",
-            get(|State((metrics, _)): State<(Arc<Metrics>, Arc<Health>)>| async move {
-                (
-                    [(
-                        header::CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    metrics.encode(),
-                )
-            }),
+            get(|| async move { ([(header::CONTENT_TYPE, OPENMETRICS)], metrics.encode()) }),
         )
-        .route(
-            "/healthz",
-            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move {
-                answer(health.live().map(|()| None))
-            }),
-        )
+        .route("/healthz", get(|| async move { answer(health.live().map(|()| None)) }))
         .route(
             "/readyz",
-            get(|State((_, health)): State<(Arc<Metrics>, Arc<Health>)>| async move {
-                answer(health.ready().map(|()| health.note_now()))
-            }),
+            get(|| async move { answer(ready.ready().map(|()| ready.note_now())) }),
         )
-        .with_state((metrics, health))
 }
 
 /// 200 `ok` (and a note on the next line), or 503 with the reason on one line.

@@ -14,7 +14,7 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use ome_spread_controller::cache::{Caches, Fill};
-use ome_spread_controller::context::{Context, Mode, Rebalance, Writes};
+use ome_spread_controller::context::{Context, Mode};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::pods;
 use ome_spread_controller::policy::DEFAULT_NAME;
@@ -126,25 +126,21 @@ pub fn harness_reporting(objects: &[Value], rebalance: Mode, reports: Arc<Report
     );
     caches.filled.send_replace(Fill::Filled);
     let ctx = Context {
-        api: Writes {
-            recorder: Recorder::new(
-                client.clone(),
-                Reporter {
-                    controller: "ome-spread".into(),
-                    instance: Some("ome-spread-controller-0".into()),
-                },
-            ),
-            client,
-            no_condition: std::sync::Mutex::new(None),
-            reports,
-        },
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "ome-spread".into(),
+                instance: Some("ome-spread-controller-0".into()),
+            },
+        ),
+        client,
+        no_condition: std::sync::Mutex::new(None),
+        reports,
         caches,
         replicas: ReplicaStates::default(),
-        rebalance: Rebalance {
-            mode: rebalance,
-            max_per_hour: 10,
-            written: tokio::sync::Mutex::default(),
-        },
+        rebalance,
+        max_per_hour: 10,
+        migrations: tokio::sync::Mutex::default(),
         metrics: Arc::new(Metrics::default()),
         health: Arc::default(),
     };
