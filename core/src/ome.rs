@@ -228,13 +228,6 @@ pub fn namespace<K: Resource>(object: &K) -> &str {
     object.meta().namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE)
 }
 
-/// An object of OME's written as JSON, read into the model: the core's tests write their
-/// objects as the API server gives them.
-#[cfg(test)]
-pub(crate) fn typed<K: serde::de::DeserializeOwned>(object: &Value) -> K {
-    serde_json::from_value(object.clone()).expect("an object of the model")
-}
-
 /// What OME's CRD says of a replica's spec that the model reads more leniently, so that a value
 /// the API server never validated (saved objects, another CRD) reaches the diagnosis, which names
 /// it: `component` is required, and `topologySpread` only `Preferred` or `Required`.
@@ -265,4 +258,11 @@ fn any_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// Any object, kept as written.
 pub(crate) fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// An object of OME's written as JSON, read into the model: the core's tests write their
+/// objects as the API server gives them.
+#[cfg(test)]
+pub(crate) fn typed<K: serde::de::DeserializeOwned>(object: &Value) -> K {
+    serde_json::from_value(object.clone()).expect("an object of the model")
 }
