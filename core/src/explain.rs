@@ -13,7 +13,7 @@ use crate::action;
 use crate::alfred;
 use crate::columns;
 use crate::diagnosis::{self, DiagnosisError, Report};
-use crate::instance::{COMPONENTS, component_of, domain_of, same_instance};
+use crate::instance::{self, COMPONENTS, component_of, domain_of, same_instance};
 use crate::loss::{self, Loss};
 use crate::nodes::{Node, Nodes, Selection};
 use crate::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, Runtime, ServingRuntime, namespace};
@@ -351,7 +351,7 @@ pub fn text(explained: &[Explained]) -> String {
 fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) -> Vec<Drawn<'a>> {
     let key = report.in_effect.domain_key();
     // Each counted anchor is its own Instance's: never another's member.
-    let counted = component.anchors(kind);
+    let counted = instance::anchors(&component.pods, component.service_name(), kind);
     let is_counted: HashSet<*const Pod> = counted.iter().map(|anchor| ptr::from_ref(*anchor)).collect();
     let mut unclaimed: Vec<&Pod> = (component.pods.iter().copied())
         .filter(|pod| !is_counted.contains(&ptr::from_ref(*pod)))

@@ -8,7 +8,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use crate::diagnosis::{Component, Report, honors_taints};
+use crate::diagnosis::{Component, Report};
 use crate::instance::{domain_of, workers_of};
 use crate::nodes::Node;
 use crate::pod::Pod;
@@ -238,11 +238,11 @@ impl<'a, 'r> Failures<'a, 'r> {
         settings: &Settings,
     ) -> Option<Self> {
         let key = report.in_effect.domain_key()?;
-        let kind = component.kind();
-        let anchors = component.anchors(kind);
-        let instances: Vec<Placed> = anchors.iter().map(|anchor| placed(component, anchor, key)).collect();
+        let instances: Vec<Placed> = (component.anchors.iter())
+            .map(|anchor| placed(component, anchor, key))
+            .collect();
         let rack = report.in_effect.topology_key.as_deref().filter(|rack| *rack != key);
-        let counted_under_honor = honors_taints(&anchors, key);
+        let counted_under_honor = component.honors_taints(key);
         let candidates = Candidates::of(component, report, requested);
         Some(Failures {
             key,

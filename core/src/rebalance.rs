@@ -9,7 +9,7 @@ use std::cell::OnceCell;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use crate::diagnosis::{Component, Reason, Report, eligible_nodes};
+use crate::diagnosis::{Component, Reason, Report};
 use crate::instance::{domain_of, workers_of};
 use crate::labels;
 use crate::nodes::{Node, Selection};
@@ -141,9 +141,7 @@ pub fn recommend(
             component: kind.to_owned(),
         });
     }
-    let anchors = component.anchors(kind);
-    let instances = anchors
-        .iter()
+    let instances = (component.anchors.iter())
         .map(|pod| instance(component, pod, key))
         .collect::<Result<Vec<_>, _>>()?;
     // No domain takes more Instances than there are.
@@ -187,7 +185,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
     }
 
     pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
-        let anchors = component.anchors(component.kind());
+        let anchors = &component.anchors;
         let key = report.in_effect.domain_key();
         // Requests that cannot be read (never served: the API server refuses them; refused in
         // explain's saved objects before this) leave no room anywhere, as no key or no Instance.
@@ -199,7 +197,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
             let selection = Selection::of_pod(anchor);
             // A single pod keeps to no rack: the domain is its one rack.
             let rack_key = (report.in_effect.topology_key.as_deref()).filter(|_| candidates.pods.len() > 1);
-            for &node in eligible_nodes(component, &anchors, key) {
+            for &node in component.eligible(key) {
                 let Some(domain) = node.labels.get(key) else {
                     continue;
                 };
