@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use crate::instance::{self, anchor_labels, workers_of};
+use crate::instance::{self, anchor_labels, members};
 use crate::labels;
 use crate::nodes::{Node, Nodes, Selected, Selection};
 use crate::ome::{InferenceReplica, InferenceService, Runtime, named};
@@ -244,19 +244,15 @@ fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings
 fn instance_split(component: &Component, rack: &str) -> Option<Finding> {
     let mut split = Vec::new();
     for anchor in &component.anchors {
-        // Pods on a node the objects do not hold are left out: their rack is not known.
-        // The anchor counted and its workers: the other slot's anchor is being drained.
-        let mut placed: Vec<(&str, &str, Option<&String>)> = std::iter::once(*anchor)
-            .chain(workers_of(&component.pods, anchor))
+        // The anchor counted and its workers (the other slot's anchor is being drained), in the
+        // same words whatever order the pods come in. Pods on a node the objects do not hold are
+        // left out: their rack is not known.
+        let placed: Vec<(&str, &str, Option<&String>)> = (members(&component.pods, anchor).into_iter())
             .filter_map(|pod| {
                 let node = component.nodes.get(pod.node()?)?;
-                let name = pod.name();
-                Some((name, node.name.as_str(), node.labels.get(rack)))
+                Some((pod.name(), node.name.as_str(), node.labels.get(rack)))
             })
             .collect();
-        // The same words whatever order the pods come in: the leader, then its workers by name.
-        let leader = anchor.name();
-        placed.sort_by_key(|(pod, _, _)| (*pod != leader, *pod));
         let first = placed.first().and_then(|(_, _, rack)| *rack);
         let one_rack = first.is_some() && placed.iter().all(|(_, _, rack)| *rack == first);
         if placed.len() > 1 && !one_rack {

@@ -171,12 +171,15 @@ pub(crate) fn same_instance(pod: &Pod, other: &Pod) -> bool {
         .all(|l| pod.label(l) == other.label(l))
 }
 
-/// The workers of `anchor`'s Instance among `pods`. Only workers: the leader of the Instance's
-/// other slot (a SurgeThenDrain update's) is the same Instance, counted once by [`anchors`].
-pub(crate) fn workers_of<'a>(pods: &[&'a Pod], anchor: &Pod) -> impl Iterator<Item = &'a Pod> {
-    pods.iter()
-        .copied()
-        .filter(move |pod| pod.label(labels::RUNNER) == Some("worker") && same_instance(pod, anchor))
+/// The pods of `anchor`'s Instance among `pods`: the anchor, then its workers by name, the order
+/// in which OME creates them and the scheduler places them. Only workers join it: the leader of
+/// the Instance's other slot (a SurgeThenDrain update's) is the same Instance, counted once by
+/// [`anchors`].
+pub(crate) fn members<'a>(pods: &[&'a Pod], anchor: &'a Pod) -> Vec<&'a Pod> {
+    let is_worker = |pod: &&Pod| pod.label(labels::RUNNER) == Some("worker") && same_instance(pod, anchor);
+    let mut workers: Vec<&Pod> = pods.iter().copied().filter(is_worker).collect();
+    workers.sort_by_key(|pod| pod.name());
+    std::iter::once(anchor).chain(workers).collect()
 }
 
 /// The domain of the node a pod runs on, if it runs on a known node with the key's label.

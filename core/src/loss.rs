@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::diagnosis::{Component, Report};
-use crate::instance::{domain_of, workers_of};
+use crate::instance::{domain_of, members};
 use crate::nodes::Node;
 use crate::pod::Pod;
 use crate::rebalance::Candidates;
@@ -408,9 +408,8 @@ fn domains_of<'t, 'a>(tallies: &'t Tallies<'a>) -> impl Iterator<Item = (&'t &'a
 
 /// The Instance of `anchor`: itself and its workers.
 fn placed<'a>(component: &Component<'a>, anchor: &'a Pod, key: &str) -> Placed<'a> {
-    let pods = std::iter::once(anchor).chain(workers_of(&component.pods, anchor));
     let (mut nodes, mut pending) = (Vec::new(), false);
-    for pod in pods {
+    for pod in members(&component.pods, anchor) {
         match pod.node() {
             Some(name) => nodes.extend(component.nodes.get(name)),
             None => pending = true,

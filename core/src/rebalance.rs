@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use crate::diagnosis::{Component, Reason, Report};
-use crate::instance::{domain_of, workers_of};
+use crate::instance::{domain_of, members};
 use crate::labels;
 use crate::nodes::{Node, Selection};
 use crate::pod::Pod;
@@ -308,10 +308,8 @@ fn instance(component: &Component, pod: &Pod, key: &str) -> Result<Instance, NoP
 /// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
 /// the order in which OME creates them and the scheduler places them.
 fn instance_requests(component: &Component, anchor: &Pod) -> Option<Vec<Resources>> {
-    let mut workers: Vec<&Pod> = workers_of(&component.pods, anchor).collect();
-    workers.sort_by_key(|pod| pod.name());
-    let pods = std::iter::once(anchor).chain(workers);
-    pods.map(|pod| Resources::of_pod(pod).ok()).collect()
+    let pods = members(&component.pods, anchor);
+    pods.into_iter().map(|pod| Resources::of_pod(pod).ok()).collect()
 }
 
 /// The whole Instances (the requests of their `pods`) that `nodes` can start one after another,
