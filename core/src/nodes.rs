@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::pod::{Pod, or_default};
+use crate::pod::{Pod, or_default, watched_as};
 use crate::read::{self, Unusable};
 use crate::room::{Resources, Unreadable};
 
@@ -97,26 +97,7 @@ impl Served {
 }
 
 // The controller watches nodes into this model directly.
-impl k8s_openapi::Resource for Served {
-    const API_VERSION: &'static str = <KubeNode as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <KubeNode as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <KubeNode as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <KubeNode as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <KubeNode as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = k8s_openapi::ClusterResourceScope;
-}
-
-impl k8s_openapi::Metadata for Served {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+watched_as!(Served, KubeNode);
 
 /// The nodes some selections select: taints ignored (`nodeTaintsPolicy: Ignore`) and honoured.
 #[derive(Debug, Default, PartialEq)]
