@@ -90,36 +90,24 @@ pub fn table(losses: &[Loss]) -> Vec<Vec<String>> {
 /// an Instance.
 pub fn sentence(losses: &[Loss]) -> Option<String> {
     let worst = losses.first().filter(|loss| !loss.lost.is_empty())?;
-    let Loss {
-        domain,
-        left_serving,
-        instances,
-        still_counts,
-        ..
-    } = worst;
     let (replaceable, lost) = (worst.placed_again.len(), worst.lost.len());
+    let (domain, left_serving, instances) = (&worst.domain, worst.left_serving, worst.instances);
     let left = format!("Losing {domain} leaves {left_serving} of {instances} Instances serving");
     // Absorbed only while Instances stay serving: with none left, nothing serves until the lost
     // ones have started again elsewhere (a model's load takes minutes).
-    let verdict = if *left_serving == 0 {
-        "an outage"
-    } else if replaceable == lost {
-        "the loss is absorbed"
-    } else {
-        "the loss is not absorbed"
+    let verdict = match (replaceable == lost, left_serving > 0) {
+        (true, true) => "the loss is absorbed",
+        (true, false) => "an outage until they have started there",
+        (false, true) => "the loss is not absorbed",
+        (false, false) => "an outage",
     };
     if replaceable == lost {
-        let until = if *left_serving == 0 {
-            " until they have started there"
-        } else {
-            ""
-        };
         return Some(format!(
-            "{left}, and every lost Instance ({lost}) can be placed again elsewhere: {verdict}{until}."
+            "{left}, and every lost Instance ({lost}) can be placed again elsewhere: {verdict}."
         ));
     }
     // Say so only when Honor would change the answer: it is the reason to set it.
-    let honor = match still_counts {
+    let honor = match &worst.still_counts {
         Some(still) if still.with_honor != replaceable => format!(
             " ({} for the spread, so Required keeps the repairs Pending; \
              with nodeTaintsPolicy: Honor in the policy's settings, {} of {lost} could be)",
