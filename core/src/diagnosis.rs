@@ -184,8 +184,16 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
         split
     } else {
         match (in_effect.spread, in_effect.domain_key()) {
-            (None, _) => not_requested(),
-            (Some(_), None) => no_key(),
+            (None, _) => (
+                Reason::NotRequested,
+                "SPREAD is <none>: nothing sets topologySpread".into(),
+                "Set topologySpread on the engine or decoder, or in its runtime, to spread its Instances.",
+            ),
+            (Some(_), None) => (
+                Reason::NoKey,
+                "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on".into(),
+                "Set topologySpreadKey.",
+            ),
             (Some(spread), Some(key)) => preferred_under_ome_scheduler(&component.anchors, spread)
                 .or_else(|| pods_predate_or_conflict(component, spread, key, settings))
                 .unwrap_or_else(|| placement(component, key, settings, &mut report)),
@@ -279,22 +287,6 @@ fn instance_split(component: &Component, rack: &str) -> Option<Finding> {
             "Request an Instance migration of each split Instance: OME makes it anew, its workers in its leader's rack.",
         )
     })
-}
-
-fn not_requested() -> Finding {
-    (
-        Reason::NotRequested,
-        "SPREAD is <none>: nothing sets topologySpread".into(),
-        "Set topologySpread on the engine or decoder, or in its runtime, to spread its Instances.",
-    )
-}
-
-fn no_key() -> Finding {
-    (
-        Reason::NoKey,
-        "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on".into(),
-        "Set topologySpreadKey.",
-    )
 }
 
 fn preferred_under_ome_scheduler(anchors: &[&Pod], spread: Spread) -> Option<Finding> {
