@@ -113,7 +113,12 @@ pub fn component_of(pod: &Pod) -> Option<(&str, &str, &str)> {
 pub(crate) fn anchors<'a>(pods: &[&'a Pod], service: &str, kind: &str) -> Vec<&'a Pod> {
     let mut anchors: Vec<&'a Pod> = Vec::new();
     let mut at: HashMap<&str, usize> = HashMap::new();
-    for pod in pods.iter().copied().filter(|pod| is_anchor(pod, service, kind)) {
+    let is_anchor = |pod: &&Pod| {
+        pod.label(labels::INFERENCE_SERVICE) == Some(service)
+            && pod.label(labels::COMPONENT) == Some(kind)
+            && matches!(pod.label(labels::RUNNER), Some("default" | "leader"))
+    };
+    for pod in pods.iter().copied().filter(is_anchor) {
         // A pod without an index is an Instance of its own: nothing says which it shares.
         let Some(index) = pod.label(labels::INSTANCE_INDEX) else {
             anchors.push(pod);
@@ -142,13 +147,6 @@ fn counted_before(pod: &Pod, other: &Pod) -> bool {
         )
     };
     rank(pod) > rank(other)
-}
-
-/// Is `pod` a leader or only pod of the `kind` component of `service`?
-pub(crate) fn is_anchor(pod: &Pod, service: &str, kind: &str) -> bool {
-    pod.label(labels::INFERENCE_SERVICE) == Some(service)
-        && pod.label(labels::COMPONENT) == Some(kind)
-        && matches!(pod.label(labels::RUNNER), Some("default" | "leader"))
 }
 
 /// The Instance labels of an anchor pod (leader or only pod) of the `kind` component of `service`.

@@ -175,18 +175,20 @@ pub enum Runtime<'a> {
 }
 
 impl<'a> Runtime<'a> {
-    pub fn kind(self) -> &'static str {
+    /// Its kind, metadata and spread defaults, whichever kind it is.
+    fn parts(self) -> (&'static str, &'a ObjectMeta, &'a RuntimeSpread) {
         match self {
-            Self::Namespaced(_) => "ServingRuntime",
-            Self::Cluster(_) => "ClusterServingRuntime",
+            Self::Namespaced(runtime) => ("ServingRuntime", &runtime.metadata, &runtime.spec.spread),
+            Self::Cluster(runtime) => ("ClusterServingRuntime", &runtime.metadata, &runtime.spec.spread),
         }
     }
 
+    pub fn kind(self) -> &'static str {
+        self.parts().0
+    }
+
     pub fn meta(self) -> &'a ObjectMeta {
-        match self {
-            Self::Namespaced(runtime) => &runtime.metadata,
-            Self::Cluster(runtime) => &runtime.metadata,
-        }
+        self.parts().1
     }
 
     /// Named as kubectl names it.
@@ -196,10 +198,7 @@ impl<'a> Runtime<'a> {
 
     /// The defaults it gives the `engine` or `decoder` (its `engineConfig` or `decoderConfig`).
     pub fn config(self, kind: &str) -> Option<&'a SpreadFields> {
-        let spread = match self {
-            Self::Namespaced(runtime) => &runtime.spec.spread,
-            Self::Cluster(runtime) => &runtime.spec.spread,
-        };
+        let spread = self.parts().2;
         match kind {
             "engine" => spread.engine_config.as_ref(),
             "decoder" => spread.decoder_config.as_ref(),
