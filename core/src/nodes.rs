@@ -548,6 +548,10 @@ mod tests {
         let other_field =
             json!([{"matchFields": [{"key": "spec.unschedulable", "operator": "In", "values": ["false"]}]}]);
         assert!(!pod_with_terms(other_field).selects(&n));
+        // Any other field matches no node, even one that would hold of its name.
+        let other_field_naming_it =
+            json!([{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["n"]}]}]);
+        assert!(!pod_with_terms(other_field_naming_it).selects(&n));
     }
 
     #[test]
