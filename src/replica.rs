@@ -104,7 +104,15 @@ fn host_reason(error: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::host_reason;
+    use serde_json::json;
+
+    use super::{host_reason, spec};
+
+    #[test]
+    fn p3_an_answer_whose_kind_is_null_is_read_as_one_without_a_kind() {
+        let answer = br#"{"kind": null, "spec": {"topologySpread": "Required"}}"#;
+        assert_eq!(spec(answer), Ok(json!({"topologySpread": "Required"})));
+    }
 
     #[test]
     fn p3_the_host_reason_is_one_short_line() {
