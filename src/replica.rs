@@ -33,15 +33,6 @@ pub fn get_resource_request(replica: &ReplicaRef) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&request).map_err(|e| format!("internal error: the host call cannot be written: {e}"))
 }
 
-/// What the policy reads of the host's answer.
-#[derive(Deserialize)]
-struct ReplicaAnswer {
-    #[serde(default)]
-    kind: Option<Value>,
-    #[serde(default)]
-    spec: Option<Value>,
-}
-
 /// P3, P4: the replica's settings in effect from the host's `answer`. A replica that could not be
 /// read is [`Rejection::ReplicaUnreadable`], which `onMissingReplica: Accept` turns into a warning.
 pub fn settings_in_effect(replica: &ReplicaRef, answer: Result<Vec<u8>, String>) -> Result<SpreadSettings, Rejection> {
@@ -71,23 +62,20 @@ pub fn settings_in_effect(replica: &ReplicaRef, answer: Result<Vec<u8>, String>)
 /// The host's answer, checked to be an InferenceReplica, and its spec.
 fn spec(answer: &[u8]) -> Result<Value, String> {
     let answer: Value = serde_json::from_slice(answer).map_err(|e| format!("the host's answer is not JSON: {e}"))?;
-    if !answer.is_object() {
+    let Value::Object(mut replica) = answer else {
         return Err("the host's answer is not an InferenceReplica: not a JSON object".to_owned());
-    }
-    let replica: ReplicaAnswer =
-        serde_json::from_value(answer).map_err(|e| format!("the host's answer is not an InferenceReplica: {e}"))?;
-    match replica.kind {
-        None => {}
+    };
+    match replica.get("kind") {
+        None | Some(Value::Null) => {}
         Some(Value::String(kind)) if kind == "InferenceReplica" => {}
         Some(other) => {
             return Err(format!(
                 "the host answered with kind {}, not InferenceReplica",
-                shown(&other)
+                shown(other)
             ));
         }
     }
-    replica
-        .spec
+    (replica.remove("spec"))
         .filter(|spec| !spec.is_null())
         .ok_or_else(|| "the host's answer has no spec".to_owned())
 }
@@ -116,7 +104,15 @@ fn host_reason(error: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::host_reason;
+    use serde_json::json;
+
+    use super::{host_reason, spec};
+
+    #[test]
+    fn p3_an_answer_whose_kind_is_null_is_read_as_one_without_a_kind() {
+        let answer = br#"{"kind": null, "spec": {"topologySpread": "Required"}}"#;
+        assert_eq!(spec(answer), Ok(json!({"topologySpread": "Required"})));
+    }
 
     #[test]
     fn p3_the_host_reason_is_one_short_line() {

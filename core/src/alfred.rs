@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::diagnosis::{Component, service_name};
+use crate::diagnosis::Component;
 use crate::instance::anchor_labels;
 use crate::labels;
 use crate::ome::InferenceReplica;
@@ -47,10 +47,9 @@ fn empty_key(replica: &InferenceReplica) -> Option<String> {
 /// constraint with OME's selector for their runner and a `maxSkew` other than 1; None when Alfred
 /// refuses none.
 fn refused(component: &Component) -> Option<String> {
-    let (service, kind) = (service_name(component), component.kind());
     let mut named = Vec::new();
-    for pod in component.anchors(kind) {
-        let instance = anchor_labels(pod, service, kind);
+    for pod in &component.anchors {
+        let instance = anchor_labels(pod, component.service_name(), component.kind());
         let omes = spread_selector(&instance);
         let other = (pod.constraints().iter())
             .filter(|c| omes.is_exactly_in(c))

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use crate::instance::{self, anchor_labels, workers_of};
+use crate::instance::{self, anchor_labels, members};
 use crate::labels;
 use crate::nodes::{Node, Nodes, Selected, Selection};
 use crate::ome::{InferenceReplica, InferenceService, Runtime, named};
@@ -26,6 +26,8 @@ pub struct Component<'a> {
     /// Its pods, borrowed from wherever the caller keeps them (a list of objects, an index).
     pub pods: Vec<&'a Pod>,
     pub nodes: &'a Nodes,
+    /// Its Instances' anchors, one per Instance ([`instance::anchors`]), found once as it is built.
+    pub anchors: Vec<&'a Pod>,
     /// The nodes its anchors select, taints ignored and honoured, selected once as it is built:
     /// the diagnosis, the plan and the losses each read them.
     selected: Selected<'a>,
@@ -39,16 +41,19 @@ impl<'a> Component<'a> {
         pods: impl IntoIterator<Item = &'a Pod>,
         nodes: &'a Nodes,
     ) -> Self {
-        let mut component = Self {
+        let pods: Vec<&Pod> = pods.into_iter().collect();
+        let name = service.meta().name.as_deref().unwrap_or_default();
+        let anchors = instance::anchors(&pods, name, &replica.spec.component);
+        let selected = nodes.selected(&selections(&anchors));
+        Self {
             service,
             runtime,
             replica,
-            pods: pods.into_iter().collect(),
+            pods,
             nodes,
-            selected: Selected::default(),
-        };
-        component.selected = nodes.selected(&selections(&component.anchors(component.kind())));
-        component
+            anchors,
+            selected,
+        }
     }
 
     /// `engine` or `decoder`: the replica's component.
@@ -56,9 +61,8 @@ impl<'a> Component<'a> {
         &self.replica.spec.component
     }
 
-    /// Its Instances' anchors, one per Instance ([`instance::anchors`]).
-    pub(crate) fn anchors(&self, kind: &str) -> Vec<&'a Pod> {
-        instance::anchors(&self.pods, service_name(self), kind)
+    pub(crate) fn service_name(&self) -> &'a str {
+        self.service.meta().name.as_deref().unwrap_or_default()
     }
 
     /// The nodes the anchors select, and under `honor_taints` only those they tolerate.
@@ -68,6 +72,21 @@ impl<'a> Component<'a> {
         } else {
             &self.selected.any
         }
+    }
+
+    /// The nodes whose domains count, by Kubernetes' rules: those the anchors select, and under
+    /// their constraint's `nodeTaintsPolicy: Honor` only those they tolerate.
+    pub(crate) fn eligible(&self, key: &str) -> &[&'a Node] {
+        self.selected(self.honors_taints(key))
+    }
+
+    /// Does the anchors' constraint on `key` say `nodeTaintsPolicy: Honor`?
+    pub(crate) fn honors_taints(&self, key: &str) -> bool {
+        self.anchors.iter().any(|pod| {
+            pod.constraints()
+                .iter()
+                .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
+        })
     }
 }
 
@@ -158,34 +177,30 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
         instances_per_domain: BTreeMap::new(),
         skew: 0,
     };
-    let split = || {
-        let rack = in_effect.topology_key.as_deref()?;
-        instance_split(component, &component.anchors(kind), rack)
-    };
+    let split = || instance_split(component, in_effect.topology_key.as_deref()?);
     let finding = if projected != in_effect {
         settings_not_projected(&projected, &in_effect)
     } else if let Some(split) = split() {
         split
     } else {
         match (in_effect.spread, in_effect.domain_key()) {
-            (None, _) => not_requested(),
-            (Some(_), None) => no_key(),
-            (Some(spread), Some(key)) => {
-                let anchors = component.anchors(kind);
-                preferred_under_ome_scheduler(&anchors, spread)
-                    .or_else(|| {
-                        pods_predate_or_conflict(&anchors, service_name(component), kind, spread, key, settings)
-                    })
-                    .unwrap_or_else(|| placement(component, &anchors, key, settings, &mut report))
-            }
+            (None, _) => (
+                Reason::NotRequested,
+                "SPREAD is <none>: nothing sets topologySpread".into(),
+                "Set topologySpread on the engine or decoder, or in its runtime, to spread its Instances.",
+            ),
+            (Some(_), None) => (
+                Reason::NoKey,
+                "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on".into(),
+                "Set topologySpreadKey.",
+            ),
+            (Some(spread), Some(key)) => preferred_under_ome_scheduler(&component.anchors, spread)
+                .or_else(|| pods_predate_or_conflict(component, spread, key, settings))
+                .unwrap_or_else(|| placement(component, key, settings, &mut report)),
         }
     };
     (report.reason, report.message, report.action) = finding;
     Ok(report)
-}
-
-pub(crate) fn service_name<'a>(component: &Component<'a>) -> &'a str {
-    component.service.meta().name.as_deref().unwrap_or_default()
 }
 
 /// The three fields checked (P4), a bad one named with its `object`.
@@ -234,22 +249,18 @@ fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings
 /// `rack`, the `topologyKey`), or on a node without it, so that it is not inside one NVLink
 /// domain. Its pods from before `topologyKey` was set, or a leader placed apart from workers that
 /// stayed, keep running there; a migration makes the Instance anew, its workers beside its leader.
-fn instance_split(component: &Component, anchors: &[&Pod], rack: &str) -> Option<Finding> {
+fn instance_split(component: &Component, rack: &str) -> Option<Finding> {
     let mut split = Vec::new();
-    for anchor in anchors {
-        // Pods on a node the objects do not hold are left out: their rack is not known.
-        // The anchor counted and its workers: the other slot's anchor is being drained.
-        let mut placed: Vec<(&str, &str, Option<&String>)> = std::iter::once(*anchor)
-            .chain(workers_of(&component.pods, anchor))
+    for anchor in &component.anchors {
+        // The anchor counted and its workers (the other slot's anchor is being drained), in the
+        // same words whatever order the pods come in. Pods on a node the objects do not hold are
+        // left out: their rack is not known.
+        let placed: Vec<(&str, &str, Option<&String>)> = (members(&component.pods, anchor).into_iter())
             .filter_map(|pod| {
                 let node = component.nodes.get(pod.node()?)?;
-                let name = pod.name();
-                Some((name, node.name.as_str(), node.labels.get(rack)))
+                Some((pod.name(), node.name.as_str(), node.labels.get(rack)))
             })
             .collect();
-        // The same words whatever order the pods come in: the leader, then its workers by name.
-        let leader = anchor.name();
-        placed.sort_by_key(|(pod, _, _)| (*pod != leader, *pod));
         let first = placed.first().and_then(|(_, _, rack)| *rack);
         let one_rack = first.is_some() && placed.iter().all(|(_, _, rack)| *rack == first);
         if placed.len() > 1 && !one_rack {
@@ -278,22 +289,6 @@ fn instance_split(component: &Component, anchors: &[&Pod], rack: &str) -> Option
     })
 }
 
-fn not_requested() -> Finding {
-    (
-        Reason::NotRequested,
-        "SPREAD is <none>: nothing sets topologySpread".into(),
-        "Set topologySpread on the engine or decoder, or in its runtime, to spread its Instances.",
-    )
-}
-
-fn no_key() -> Finding {
-    (
-        Reason::NoKey,
-        "SPREAD-KEY and TOPOLOGY-KEY are both <none>: OME has no key to spread on".into(),
-        "Set topologySpreadKey.",
-    )
-}
-
 fn preferred_under_ome_scheduler(anchors: &[&Pod], spread: Spread) -> Option<Finding> {
     let under_ome = anchors
         .iter()
@@ -311,17 +306,10 @@ fn preferred_under_ome_scheduler(anchors: &[&Pod], spread: Spread) -> Option<Fin
 /// PodsPredateChange, then ConflictingConstraint. The constraint in effect is OME's own on the
 /// key, as P12 completes it. OME's own on another key is from before a change (P6 keeps it);
 /// anyone else's on the key is kept, and conflicts when its WHEN differs.
-fn pods_predate_or_conflict(
-    anchors: &[&Pod],
-    service: &str,
-    kind: &str,
-    spread: Spread,
-    key: &str,
-    settings: &Settings,
-) -> Option<Finding> {
+fn pods_predate_or_conflict(component: &Component, spread: Spread, key: &str, settings: &Settings) -> Option<Finding> {
     let (mut predating, mut conflicting) = (Vec::new(), Vec::new());
-    for pod in anchors {
-        let instance = anchor_labels(pod, service, kind);
+    for pod in &component.anchors {
+        let instance = anchor_labels(pod, component.service_name(), component.kind());
         let expected = spread_constraint(&instance, spread, key, settings);
         let constraints = pod.constraints();
         let ours = |c: &&Value| expected.label_selector.is_exactly_in(c);
@@ -360,8 +348,8 @@ fn pods_predate_or_conflict(
 
 /// MissingLabel, DomainsFull, then where the Instances run: SingleDomain, Skewed or Satisfied.
 /// Counts the Instances per eligible domain into `report`.
-fn placement(component: &Component, anchors: &[&Pod], key: &str, settings: &Settings, report: &mut Report) -> Finding {
-    let selected = eligible_nodes(component, anchors, key);
+fn placement(component: &Component, key: &str, settings: &Settings, report: &mut Report) -> Finding {
+    let (anchors, selected) = (&component.anchors, component.eligible(key));
     let unlabelled: Vec<&str> = selected
         .iter()
         .filter(|n| !n.labels.contains_key(key))
@@ -398,14 +386,13 @@ fn placement(component: &Component, anchors: &[&Pod], key: &str, settings: &Sett
 /// and those its anchors' node selection names. A change of any other label of a node (a GPU
 /// Feature Discovery timestamp) changes nothing they say.
 pub fn node_keys(component: &Component, report: &Report) -> BTreeSet<String> {
-    let kind = component.kind();
     let in_effect = &report.in_effect;
     let mut keys: BTreeSet<String> = [&in_effect.spread_key, &in_effect.topology_key]
         .into_iter()
         .flatten()
         .cloned()
         .collect();
-    for selection in selections(&component.anchors(kind)) {
+    for selection in selections(&component.anchors) {
         keys.extend(selection.label_keys().map(str::to_owned));
     }
     keys
@@ -421,22 +408,6 @@ fn selections(anchors: &[&Pod]) -> Vec<Selection> {
         }
     }
     selections
-}
-
-/// The nodes whose domains count, by Kubernetes' rules: those the anchors select, and under
-/// their constraint's `nodeTaintsPolicy: Honor` only those they tolerate. The component's own
-/// anchors select them; `anchors` (those same ones) only say whether taints are honoured.
-pub(crate) fn eligible_nodes<'c, 'a>(component: &'c Component<'a>, anchors: &[&Pod], key: &str) -> &'c [&'a Node] {
-    component.selected(honors_taints(anchors, key))
-}
-
-/// Does the anchors' constraint on `key` say `nodeTaintsPolicy: Honor`?
-pub(crate) fn honors_taints(anchors: &[&Pod], key: &str) -> bool {
-    anchors.iter().any(|pod| {
-        pod.constraints()
-            .iter()
-            .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
-    })
 }
 
 /// Placed Instances (their anchors' nodes) per eligible domain, empty domains included.

@@ -2,7 +2,7 @@
 //! the seed's Step 2 tables, then the diagnosis' reason, why, and what to do. From saved objects
 //! (`kubectl get -o yaml`, Lists included) or a live cluster's, the same way.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::ptr;
 
@@ -293,7 +293,7 @@ pub fn explain<'a>(
             tables: tables(replica, &pods, nodes, &report, &rooms, every_node),
             plan: rebalance::recommend(&diagnosed, &report, requested, settings),
             losses: loss::losses(&diagnosed, &report, requested, settings),
-            instances: drawn(&diagnosed, component, &report),
+            instances: drawn(&diagnosed, &report),
             alfred: alfred::remarks(&diagnosed),
             pods,
             report,
@@ -348,16 +348,15 @@ pub fn text(explained: &[Explained]) -> String {
 /// Each Instance, in the pods' order: the anchor counted, then the other pods of its Instance
 /// (workers, and its other slot's anchor during a SurgeThenDrain update), drawn where the
 /// counted anchor runs; then the pods no Instance here claims, one by one.
-fn drawn<'a>(component: &diagnosis::Component<'a>, kind: &str, report: &Report) -> Vec<Drawn<'a>> {
+fn drawn<'a>(component: &diagnosis::Component<'a>, report: &Report) -> Vec<Drawn<'a>> {
     let key = report.in_effect.domain_key();
     // Each counted anchor is its own Instance's: never another's member.
-    let counted = component.anchors(kind);
-    let is_counted: HashSet<*const Pod> = counted.iter().map(|anchor| ptr::from_ref(*anchor)).collect();
+    let counted = &component.anchors;
     let mut unclaimed: Vec<&Pod> = (component.pods.iter().copied())
-        .filter(|pod| !is_counted.contains(&ptr::from_ref(*pod)))
+        .filter(|pod| !counted.iter().any(|anchor| ptr::eq(*anchor, *pod)))
         .collect();
     let mut instances = Vec::new();
-    for anchor in counted {
+    for &anchor in counted {
         let members: Vec<&Pod>;
         (members, unclaimed) = unclaimed.into_iter().partition(|pod| same_instance(pod, anchor));
         let domain = key

@@ -113,7 +113,12 @@ pub fn component_of(pod: &Pod) -> Option<(&str, &str, &str)> {
 pub(crate) fn anchors<'a>(pods: &[&'a Pod], service: &str, kind: &str) -> Vec<&'a Pod> {
     let mut anchors: Vec<&'a Pod> = Vec::new();
     let mut at: HashMap<&str, usize> = HashMap::new();
-    for pod in pods.iter().copied().filter(|pod| is_anchor(pod, service, kind)) {
+    let is_anchor = |pod: &&Pod| {
+        pod.label(labels::INFERENCE_SERVICE) == Some(service)
+            && pod.label(labels::COMPONENT) == Some(kind)
+            && matches!(pod.label(labels::RUNNER), Some("default" | "leader"))
+    };
+    for pod in pods.iter().copied().filter(is_anchor) {
         // A pod without an index is an Instance of its own: nothing says which it shares.
         let Some(index) = pod.label(labels::INSTANCE_INDEX) else {
             anchors.push(pod);
@@ -144,13 +149,6 @@ fn counted_before(pod: &Pod, other: &Pod) -> bool {
     rank(pod) > rank(other)
 }
 
-/// Is `pod` a leader or only pod of the `kind` component of `service`?
-pub(crate) fn is_anchor(pod: &Pod, service: &str, kind: &str) -> bool {
-    pod.label(labels::INFERENCE_SERVICE) == Some(service)
-        && pod.label(labels::COMPONENT) == Some(kind)
-        && matches!(pod.label(labels::RUNNER), Some("default" | "leader"))
-}
-
 /// The Instance labels of an anchor pod (leader or only pod) of the `kind` component of `service`.
 pub(crate) fn anchor_labels<'a>(pod: &Pod, service: &'a str, kind: &'a str) -> InstanceLabels<'a> {
     let runner = match pod.label(labels::RUNNER) {
@@ -171,12 +169,15 @@ pub(crate) fn same_instance(pod: &Pod, other: &Pod) -> bool {
         .all(|l| pod.label(l) == other.label(l))
 }
 
-/// The workers of `anchor`'s Instance among `pods`. Only workers: the leader of the Instance's
-/// other slot (a SurgeThenDrain update's) is the same Instance, counted once by [`anchors`].
-pub(crate) fn workers_of<'a>(pods: &[&'a Pod], anchor: &Pod) -> impl Iterator<Item = &'a Pod> {
-    pods.iter()
-        .copied()
-        .filter(move |pod| pod.label(labels::RUNNER) == Some("worker") && same_instance(pod, anchor))
+/// The pods of `anchor`'s Instance among `pods`: the anchor, then its workers by name, the order
+/// in which OME creates them and the scheduler places them. Only workers join it: the leader of
+/// the Instance's other slot (a SurgeThenDrain update's) is the same Instance, counted once by
+/// [`anchors`].
+pub(crate) fn members<'a>(pods: &[&'a Pod], anchor: &'a Pod) -> Vec<&'a Pod> {
+    let is_worker = |pod: &&Pod| pod.label(labels::RUNNER) == Some("worker") && same_instance(pod, anchor);
+    let mut workers: Vec<&Pod> = pods.iter().copied().filter(is_worker).collect();
+    workers.sort_by_key(|pod| pod.name());
+    std::iter::once(anchor).chain(workers).collect()
 }
 
 /// The domain of the node a pod runs on, if it runs on a known node with the key's label.

@@ -8,8 +8,8 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use crate::diagnosis::{Component, Report, honors_taints};
-use crate::instance::{domain_of, workers_of};
+use crate::diagnosis::{Component, Report};
+use crate::instance::{domain_of, members};
 use crate::nodes::Node;
 use crate::pod::Pod;
 use crate::rebalance::Candidates;
@@ -90,36 +90,24 @@ pub fn table(losses: &[Loss]) -> Vec<Vec<String>> {
 /// an Instance.
 pub fn sentence(losses: &[Loss]) -> Option<String> {
     let worst = losses.first().filter(|loss| !loss.lost.is_empty())?;
-    let Loss {
-        domain,
-        left_serving,
-        instances,
-        still_counts,
-        ..
-    } = worst;
     let (replaceable, lost) = (worst.placed_again.len(), worst.lost.len());
+    let (domain, left_serving, instances) = (&worst.domain, worst.left_serving, worst.instances);
     let left = format!("Losing {domain} leaves {left_serving} of {instances} Instances serving");
     // Absorbed only while Instances stay serving: with none left, nothing serves until the lost
     // ones have started again elsewhere (a model's load takes minutes).
-    let verdict = if *left_serving == 0 {
-        "an outage"
-    } else if replaceable == lost {
-        "the loss is absorbed"
-    } else {
-        "the loss is not absorbed"
+    let verdict = match (replaceable == lost, left_serving > 0) {
+        (true, true) => "the loss is absorbed",
+        (true, false) => "an outage until they have started there",
+        (false, true) => "the loss is not absorbed",
+        (false, false) => "an outage",
     };
     if replaceable == lost {
-        let until = if *left_serving == 0 {
-            " until they have started there"
-        } else {
-            ""
-        };
         return Some(format!(
-            "{left}, and every lost Instance ({lost}) can be placed again elsewhere: {verdict}{until}."
+            "{left}, and every lost Instance ({lost}) can be placed again elsewhere: {verdict}."
         ));
     }
     // Say so only when Honor would change the answer: it is the reason to set it.
-    let honor = match still_counts {
+    let honor = match &worst.still_counts {
         Some(still) if still.with_honor != replaceable => format!(
             " ({} for the spread, so Required keeps the repairs Pending; \
              with nodeTaintsPolicy: Honor in the policy's settings, {} of {lost} could be)",
@@ -238,11 +226,11 @@ impl<'a, 'r> Failures<'a, 'r> {
         settings: &Settings,
     ) -> Option<Self> {
         let key = report.in_effect.domain_key()?;
-        let kind = component.kind();
-        let anchors = component.anchors(kind);
-        let instances: Vec<Placed> = anchors.iter().map(|anchor| placed(component, anchor, key)).collect();
+        let instances: Vec<Placed> = (component.anchors.iter())
+            .map(|anchor| placed(component, anchor, key))
+            .collect();
         let rack = report.in_effect.topology_key.as_deref().filter(|rack| *rack != key);
-        let counted_under_honor = honors_taints(&anchors, key);
+        let counted_under_honor = component.honors_taints(key);
         let candidates = Candidates::of(component, report, requested);
         Some(Failures {
             key,
@@ -408,9 +396,8 @@ fn domains_of<'t, 'a>(tallies: &'t Tallies<'a>) -> impl Iterator<Item = (&'t &'a
 
 /// The Instance of `anchor`: itself and its workers.
 fn placed<'a>(component: &Component<'a>, anchor: &'a Pod, key: &str) -> Placed<'a> {
-    let pods = std::iter::once(anchor).chain(workers_of(&component.pods, anchor));
     let (mut nodes, mut pending) = (Vec::new(), false);
-    for pod in pods {
+    for pod in members(&component.pods, anchor) {
         match pod.node() {
             Some(name) => nodes.extend(component.nodes.get(name)),
             None => pending = true,

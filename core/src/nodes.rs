@@ -7,12 +7,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSelectorRequirement, Toleration};
+use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::pod::{Pod, or_default};
+use crate::pod::{Pod, or_default, watched_as};
 use crate::read::{self, Unusable};
 use crate::room::{Resources, Unreadable};
 
@@ -97,26 +97,7 @@ impl Served {
 }
 
 // The controller watches nodes into this model directly.
-impl k8s_openapi::Resource for Served {
-    const API_VERSION: &'static str = <KubeNode as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <KubeNode as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <KubeNode as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <KubeNode as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <KubeNode as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = k8s_openapi::ClusterResourceScope;
-}
-
-impl k8s_openapi::Metadata for Served {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+watched_as!(Served, KubeNode);
 
 /// The nodes some selections select: taints ignored (`nodeTaintsPolicy: Ignore`) and honoured.
 #[derive(Debug, Default, PartialEq)]
@@ -131,24 +112,8 @@ pub struct Selected<'a> {
 pub struct Selection {
     node_selector: BTreeMap<String, String>,
     /// ORed; within a term, every expression must match. None: no required node affinity.
-    terms: Option<Vec<Vec<Expression>>>,
+    terms: Option<Vec<NodeSelectorTerm>>,
     tolerations: Vec<Toleration>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Expression {
-    subject: Subject,
-    operator: String,
-    values: Vec<String>,
-}
-
-/// What an expression reads of a node: a label (`matchExpressions`), or a field (`matchFields`,
-/// where Kubernetes supports `metadata.name` only; any other field matches no node).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Subject {
-    Label(String),
-    Name,
-    OtherField,
 }
 
 /// A node's labels, by key. Hashed: a reconcile looks up a few keys on each of many nodes, and
@@ -335,7 +300,12 @@ impl Eq for Selection {}
 
 impl Hash for Selection {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        (&self.node_selector, &self.terms).hash(state);
+        self.node_selector.hash(state);
+        for term in self.terms.iter().flatten() {
+            for e in term.match_expressions.iter().chain(&term.match_fields).flatten() {
+                (&e.key, &e.operator, &e.values).hash(state);
+            }
+        }
         for t in &self.tolerations {
             (&t.key, &t.operator, &t.value, &t.effect, t.toleration_seconds).hash(state);
         }
@@ -345,44 +315,22 @@ impl Hash for Selection {
 impl Selection {
     /// The node labels it reads: its node selector's keys and its node affinity's.
     pub fn label_keys(&self) -> impl Iterator<Item = &str> {
-        let terms = self.terms.iter().flatten().flatten();
-        let affinity = terms.filter_map(|expression| match &expression.subject {
-            Subject::Label(key) => Some(key.as_str()),
-            Subject::Name | Subject::OtherField => None,
-        });
-        self.node_selector.keys().map(String::as_str).chain(affinity)
+        let terms = self.terms.iter().flatten();
+        let affinity = terms.flat_map(|term| term.match_expressions.iter().flatten());
+        self.node_selector
+            .keys()
+            .chain(affinity.map(|e| &e.key))
+            .map(String::as_str)
     }
 
     pub fn of_pod(pod: &Pod) -> Self {
-        let spec = &pod.spec;
-        let required = spec.affinity.node_affinity.as_ref();
-        let terms = required
-            .and_then(|affinity| affinity.required_during_scheduling_ignored_during_execution.as_ref())
-            .map(|required| {
-                required
-                    .node_selector_terms
-                    .iter()
-                    .map(|term| {
-                        let labels = expressions(&term.match_expressions).map(|(key, e)| Expression {
-                            subject: Subject::Label(key.to_owned()),
-                            ..e
-                        });
-                        let fields = expressions(&term.match_fields).map(|(key, e)| Expression {
-                            subject: if key == "metadata.name" {
-                                Subject::Name
-                            } else {
-                                Subject::OtherField
-                            },
-                            ..e
-                        });
-                        labels.chain(fields).collect()
-                    })
-                    .collect()
-            });
+        let affinity = pod.spec.affinity.node_affinity.as_ref();
+        let required =
+            affinity.and_then(|affinity| affinity.required_during_scheduling_ignored_during_execution.as_ref());
         Self {
-            node_selector: spec.node_selector.clone(),
-            terms,
-            tolerations: spec.tolerations.clone(),
+            node_selector: pod.spec.node_selector.clone(),
+            terms: required.map(|required| required.node_selector_terms.clone()),
+            tolerations: pod.spec.tolerations.clone(),
         }
     }
 
@@ -390,11 +338,10 @@ impl Selection {
     /// selects no node, as in Kubernetes)?
     pub fn selects(&self, node: &Node) -> bool {
         self.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
-            && self.terms.as_ref().is_none_or(|terms| {
-                terms
-                    .iter()
-                    .any(|term| !term.is_empty() && term.iter().all(|e| e.matches(node)))
-            })
+            && self
+                .terms
+                .as_ref()
+                .is_none_or(|terms| terms.iter().any(|term| selects(term, node)))
     }
 
     /// Does the pod tolerate every NoSchedule and NoExecute taint of `node`?
@@ -417,46 +364,33 @@ fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     (effect.is_empty() || effect == taint.effect) && key_matches && value_matches
 }
 
-/// A term's `matchExpressions` or `matchFields`: each with its key, the subject still to set.
-fn expressions(list: &Option<Vec<NodeSelectorRequirement>>) -> impl Iterator<Item = (&str, Expression)> {
-    list.iter().flatten().map(|e| {
-        let expression = Expression {
-            subject: Subject::OtherField,
-            operator: e.operator.clone(),
-            values: e.values.clone().unwrap_or_default(),
-        };
-        (e.key.as_str(), expression)
-    })
+/// Does a required node-affinity term select `node`: every expression of its labels, and every
+/// field one of its name (`matchFields` reads `metadata.name` only: any other field matches no
+/// node)? An empty term selects no node, as in Kubernetes.
+fn selects(term: &NodeSelectorTerm, node: &Node) -> bool {
+    let labels = term.match_expressions.iter().flatten();
+    let fields = term.match_fields.iter().flatten();
+    let labels = labels.map(|e| matches(e, node.labels.get(&e.key)));
+    let fields = fields.map(|e| e.key == "metadata.name" && matches(e, Some(&node.name)));
+    let mut all = labels.chain(fields).peekable();
+    all.peek().is_some() && all.all(|matched| matched)
 }
 
-impl Expression {
-    fn matches(&self, node: &Node) -> bool {
-        let label = match &self.subject {
-            Subject::Label(key) => node.labels.get(key),
-            Subject::Name => Some(&node.name),
-            Subject::OtherField => return false,
-        };
-        let number = |s: &str| s.parse::<i64>().ok();
-        match self.operator.as_str() {
-            "In" => label.is_some_and(|l| self.values.contains(l)),
-            "NotIn" => label.is_none_or(|l| !self.values.contains(l)),
-            "Exists" => label.is_some(),
-            "DoesNotExist" => label.is_none(),
-            "Gt" | "Lt" => {
-                let (Some(have), Some(bound)) = (
-                    label.and_then(|l| number(l)),
-                    self.values.first().and_then(|v| number(v)),
-                ) else {
-                    return false;
-                };
-                if self.operator == "Gt" {
-                    have > bound
-                } else {
-                    have < bound
-                }
-            }
+/// Does the expression hold of a node's `value` of its key (None: the node has none)?
+fn matches(expression: &NodeSelectorRequirement, value: Option<&String>) -> bool {
+    let values = expression.values.as_deref().unwrap_or_default();
+    let number = |s: &String| s.parse::<i64>().ok();
+    match expression.operator.as_str() {
+        "In" => value.is_some_and(|v| values.contains(v)),
+        "NotIn" => value.is_none_or(|v| !values.contains(v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        operator @ ("Gt" | "Lt") => match (value.and_then(number), values.first().and_then(number)) {
+            (Some(have), Some(bound)) if operator == "Gt" => have > bound,
+            (Some(have), Some(bound)) => have < bound,
             _ => false,
-        }
+        },
+        _ => false,
     }
 }
 
@@ -614,6 +548,10 @@ mod tests {
         let other_field =
             json!([{"matchFields": [{"key": "spec.unschedulable", "operator": "In", "values": ["false"]}]}]);
         assert!(!pod_with_terms(other_field).selects(&n));
+        // Any other field matches no node, even one that would hold of its name.
+        let other_field_naming_it =
+            json!([{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["n"]}]}]);
+        assert!(!pod_with_terms(other_field_naming_it).selects(&n));
     }
 
     #[test]

@@ -175,18 +175,20 @@ pub enum Runtime<'a> {
 }
 
 impl<'a> Runtime<'a> {
-    pub fn kind(self) -> &'static str {
+    /// Its kind, metadata and spread defaults, whichever kind it is.
+    fn parts(self) -> (&'static str, &'a ObjectMeta, &'a RuntimeSpread) {
         match self {
-            Self::Namespaced(_) => "ServingRuntime",
-            Self::Cluster(_) => "ClusterServingRuntime",
+            Self::Namespaced(runtime) => ("ServingRuntime", &runtime.metadata, &runtime.spec.spread),
+            Self::Cluster(runtime) => ("ClusterServingRuntime", &runtime.metadata, &runtime.spec.spread),
         }
     }
 
+    pub fn kind(self) -> &'static str {
+        self.parts().0
+    }
+
     pub fn meta(self) -> &'a ObjectMeta {
-        match self {
-            Self::Namespaced(runtime) => &runtime.metadata,
-            Self::Cluster(runtime) => &runtime.metadata,
-        }
+        self.parts().1
     }
 
     /// Named as kubectl names it.
@@ -196,10 +198,7 @@ impl<'a> Runtime<'a> {
 
     /// The defaults it gives the `engine` or `decoder` (its `engineConfig` or `decoderConfig`).
     pub fn config(self, kind: &str) -> Option<&'a SpreadFields> {
-        let spread = match self {
-            Self::Namespaced(runtime) => &runtime.spec.spread,
-            Self::Cluster(runtime) => &runtime.spec.spread,
-        };
+        let spread = self.parts().2;
         match kind {
             "engine" => spread.engine_config.as_ref(),
             "decoder" => spread.decoder_config.as_ref(),
@@ -226,13 +225,6 @@ fn described(kind: &str, meta: &ObjectMeta) -> String {
 /// file).
 pub fn namespace<K: Resource>(object: &K) -> &str {
     object.meta().namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE)
-}
-
-/// An object of OME's written as JSON, read into the model: the core's tests write their
-/// objects as the API server gives them.
-#[cfg(test)]
-pub(crate) fn typed<K: serde::de::DeserializeOwned>(object: &Value) -> K {
-    serde_json::from_value(object.clone()).expect("an object of the model")
 }
 
 /// What OME's CRD says of a replica's spec that the model reads more leniently, so that a value
@@ -265,4 +257,11 @@ fn any_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// Any object, kept as written.
 pub(crate) fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// An object of OME's written as JSON, read into the model: the core's tests write their
+/// objects as the API server gives them.
+#[cfg(test)]
+pub(crate) fn typed<K: serde::de::DeserializeOwned>(object: &Value) -> K {
+    serde_json::from_value(object.clone()).expect("an object of the model")
 }

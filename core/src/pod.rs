@@ -148,27 +148,36 @@ fn read_conditions<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Con
     Ok(conditions.into_iter().filter(read).collect())
 }
 
-// A pod as the API server serves it: the controller watches pods into this model directly.
-impl k8s_openapi::Resource for Pod {
-    const API_VERSION: &'static str = <k8s_openapi::api::core::v1::Pod as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <k8s_openapi::api::core::v1::Pod as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <k8s_openapi::api::core::v1::Pod as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <k8s_openapi::api::core::v1::Pod as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <k8s_openapi::api::core::v1::Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = k8s_openapi::NamespaceResourceScope;
+/// A model of a Kubernetes kind that reads only part of it, watched as that kind: the kind's
+/// API, and the model's metadata.
+macro_rules! watched_as {
+    ($model:ty, $kind:ty) => {
+        impl k8s_openapi::Resource for $model {
+            const API_VERSION: &'static str = <$kind as k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$kind as k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$kind as k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$kind as k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str = <$kind as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = <$kind as k8s_openapi::Resource>::Scope;
+        }
+
+        impl k8s_openapi::Metadata for $model {
+            type Ty = ObjectMeta;
+
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
 }
+pub(crate) use watched_as;
 
-impl k8s_openapi::Metadata for Pod {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+// The controller watches pods into this model directly.
+watched_as!(Pod, k8s_openapi::api::core::v1::Pod);
 
 #[cfg(test)]
 mod tests {

@@ -9,8 +9,8 @@ use std::cell::OnceCell;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use crate::diagnosis::{Component, Reason, Report, eligible_nodes};
-use crate::instance::{domain_of, workers_of};
+use crate::diagnosis::{Component, Reason, Report};
+use crate::instance::{domain_of, members};
 use crate::labels;
 use crate::nodes::{Node, Selection};
 use crate::pod::Pod;
@@ -141,9 +141,7 @@ pub fn recommend(
             component: kind.to_owned(),
         });
     }
-    let anchors = component.anchors(kind);
-    let instances = anchors
-        .iter()
+    let instances = (component.anchors.iter())
         .map(|pod| instance(component, pod, key))
         .collect::<Result<Vec<_>, _>>()?;
     // No domain takes more Instances than there are.
@@ -187,7 +185,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
     }
 
     pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
-        let anchors = component.anchors(component.kind());
+        let anchors = &component.anchors;
         let key = report.in_effect.domain_key();
         // Requests that cannot be read (never served: the API server refuses them; refused in
         // explain's saved objects before this) leave no room anywhere, as no key or no Instance.
@@ -199,7 +197,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
             let selection = Selection::of_pod(anchor);
             // A single pod keeps to no rack: the domain is its one rack.
             let rack_key = (report.in_effect.topology_key.as_deref()).filter(|_| candidates.pods.len() > 1);
-            for &node in eligible_nodes(component, &anchors, key) {
+            for &node in component.eligible(key) {
                 let Some(domain) = node.labels.get(key) else {
                     continue;
                 };
@@ -310,10 +308,8 @@ fn instance(component: &Component, pod: &Pod, key: &str) -> Result<Instance, NoP
 /// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
 /// the order in which OME creates them and the scheduler places them.
 fn instance_requests(component: &Component, anchor: &Pod) -> Option<Vec<Resources>> {
-    let mut workers: Vec<&Pod> = workers_of(&component.pods, anchor).collect();
-    workers.sort_by_key(|pod| pod.name());
-    let pods = std::iter::once(anchor).chain(workers);
-    pods.map(|pod| Resources::of_pod(pod).ok()).collect()
+    let pods = members(&component.pods, anchor);
+    pods.into_iter().map(|pod| Resources::of_pod(pod).ok()).collect()
 }
 
 /// The whole Instances (the requests of their `pods`) that `nodes` can start one after another,
