@@ -140,14 +140,15 @@ impl StandIn {
     async fn pass(&mut self) -> Result<(), ApiError> {
         let now = api::now();
         let mut objects = Vec::new();
-        for kind in [
+        let kinds = [
             INFERENCE_SERVICE,
             INFERENCE_REPLICA,
             CLUSTER_SERVING_RUNTIME,
             SERVING_RUNTIME,
             POD,
             NODE,
-        ] {
+        ];
+        for kind in kinds {
             objects.extend(api::list(&self.client, kind).await?);
         }
         let seen = match Objects::new(objects.clone()) {
@@ -165,15 +166,13 @@ impl StandIn {
         for service in services {
             self.reconcile(service, &seen, &objects, now).await;
         }
+        let (deadline, caps, terms) = (self.options.deadline, self.options.caps, self.options.terms);
         let ome = Ome {
             settings: json!({}),
-            deadline: self.options.deadline,
-            caps: self.options.caps,
+            deadline,
+            caps,
         };
-        let world = cluster::Cluster {
-            terms: self.options.terms,
-        };
-        let (changes, events) = ome.step_in(&world, &objects, now);
+        let (changes, events) = ome.step_in(&cluster::Cluster { terms }, &objects, now);
         cluster::apply(&self.client, changes).await;
         for event in events {
             cluster::record_event(&self.client, &event, &objects).await;
@@ -227,16 +226,11 @@ impl StandIn {
         let (_, replica_name) = api::identity(&wanted);
         let existing = raw(objects, INFERENCE_REPLICA.kind, Some(namespace), replica_name);
         if existing.is_none_or(|r| spec_differs(&r["spec"], &wanted["spec"])) {
-            match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER, false).await {
-                Ok(()) => api::log(
-                    WHO,
-                    format!(
-                        "InferenceReplica {namespace}/{replica_name} written: {}",
-                        shown(&wanted["spec"])
-                    ),
-                ),
-                Err(e) => api::log(WHO, format!("InferenceReplica {namespace}/{replica_name}: {e}")),
-            }
+            let said = match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER, false).await {
+                Ok(()) => format!(" written: {}", shown(&wanted["spec"])),
+                Err(e) => format!(": {e}"),
+            };
+            api::log(WHO, format!("InferenceReplica {namespace}/{replica_name}{said}"));
         }
         let mut replica = existing?.clone();
         replica["spec"] = wanted["spec"].clone();
@@ -333,14 +327,7 @@ pub fn status_differs(stored: &Value, wanted: &Value) -> bool {
 }
 
 fn same_conditions(stored: &Value, wanted: &Value) -> bool {
-    let key = |c: &Value| {
-        (
-            c["type"].clone(),
-            c["status"].clone(),
-            c["reason"].clone(),
-            c["message"].clone(),
-        )
-    };
+    let key = |c: &Value| ["type", "status", "reason", "message"].map(|field| c[field].clone());
     let keys = |cs: &Value| cs.as_array().map(|cs| cs.iter().map(key).collect::<Vec<_>>());
     keys(stored).unwrap_or_default() == keys(wanted).unwrap_or_default()
 }
