@@ -58,9 +58,6 @@ pub struct Options {
     pub interval: Duration,
     /// How long a migration record may stay under way (upstream's `deadline`).
     pub deadline: SignedDuration,
-    /// OME's migration caps (`lifecycle.audit`) are configured, as its chart sets them; without
-    /// them (its kustomize manifests) every migration request is held in Accepted.
-    pub caps: bool,
     /// Stop when the API server has not answered for this long: its cluster is gone, and a
     /// stand-in a test left behind does not run on for ever.
     pub give_up: Option<Duration>,
@@ -72,7 +69,6 @@ impl Default for Options {
             terms: Terms::InTree,
             interval: Duration::from_secs(1),
             deadline: SignedDuration::from_mins(10),
-            caps: true,
             give_up: Some(Duration::from_secs(300)),
         }
     }
@@ -166,11 +162,12 @@ impl StandIn {
         for service in services {
             self.reconcile(service, &seen, &objects, now).await;
         }
-        let (deadline, caps, terms) = (self.options.deadline, self.options.caps, self.options.terms);
+        let (deadline, terms) = (self.options.deadline, self.options.terms);
+        // OME's migration caps (`lifecycle.audit`) configured, as its chart sets them.
         let ome = Ome {
             settings: json!({}),
             deadline,
-            caps,
+            caps: true,
         };
         let (changes, events) = ome.step_in(&cluster::Cluster { terms }, &objects, now);
         cluster::apply(&self.client, changes).await;
