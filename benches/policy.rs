@@ -69,14 +69,8 @@ fn bytes(value: &Value) -> Vec<u8> {
 fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for spread in ["Required", "Preferred"] {
-        let qwen = bytes(&with_spec(
-            replica("qwen3-0-6b-engine"),
-            json!({"topologySpread": spread}),
-        ));
-        let deepseek = bytes(&with_spec(
-            replica("deepseek-v3-engine"),
-            json!({"topologySpread": spread}),
-        ));
+        let spreading = |name: &str| bytes(&with_spec(replica(name), json!({"topologySpread": spread})));
+        let (qwen, deepseek) = (spreading("qwen3-0-6b-engine"), spreading("deepseek-v3-engine"));
         let single = review("qwen3-0-6b-engine-0-default-0");
         for (kind, pod, replica) in [
             ("single", single.clone(), &qwen),
@@ -212,16 +206,15 @@ fn case_tables(criterion: &mut Criterion) -> (Vec<String>, Vec<String>) {
             of(|s| s.mutating),
             ratio(|s| s.mutating),
         ));
+        let met = if to_baseline <= BASELINE_TARGET {
+            "met"
+        } else {
+            "MISSED"
+        };
+        let (policy, baseline) = (of(|s| s.policy), of(|s| s.baseline));
         against_baseline.push(format!(
-            "| {} | {} | {} | {to_baseline:.2}x | {} |",
-            case.name,
-            of(|s| s.policy),
-            of(|s| s.baseline),
-            if to_baseline <= BASELINE_TARGET {
-                "met"
-            } else {
-                "MISSED"
-            },
+            "| {} | {policy} | {baseline} | {to_baseline:.2}x | {met} |",
+            case.name
         ));
     }
     (table, against_baseline)

@@ -62,86 +62,58 @@ fn main() {
     for scenario in SCENARIOS {
         println!("\n## {}\n", scenario.title);
         if !scenario.replica.is_empty() {
-            print_replica(&fixture(&format!("replicas/{}.json", scenario.replica)));
+            let replica = fixture(&format!("replicas/{}.json", scenario.replica));
+            let field = |name: &str| replica["spec"][name].as_str().unwrap_or("<none>").to_owned();
+            let name = replica["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            let fields = ["topologySpread", "topologySpreadKey", "topologyKey"].map(field);
+            let header = row(["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"]);
+            println!("{}", columns::table(&[header, [vec![name], fields.to_vec()].concat()]));
         }
-        let mut rows = vec![
-            ["NAME", "SPREAD-KEY", "WHEN", "AFFINITY-KEY", "LEADER"]
-                .map(String::from)
-                .to_vec(),
-        ];
+        let mut rows = vec![row(["NAME", "SPREAD-KEY", "WHEN", "AFFINITY-KEY", "LEADER"])];
         for pod in scenario.pods {
             let review = fixture(&format!("{pod}.json"));
             let response = Wasm.validate(&validation_request(&review, json!({})), &cluster);
             rows.push(pod_row(&review["request"]["object"], &response));
         }
-        print_table(&rows);
+        print!("{}", columns::table(&rows));
     }
 }
 
-fn print_replica(replica: &Value) {
-    let field = |name: &str| replica["spec"][name].as_str().unwrap_or("<none>").to_owned();
-    print_table(&[
-        ["NAME", "SPREAD", "SPREAD-KEY", "TOPOLOGY-KEY"]
-            .map(String::from)
-            .to_vec(),
-        vec![
-            replica["metadata"]["name"].as_str().unwrap_or("").to_owned(),
-            field("topologySpread"),
-            field("topologySpreadKey"),
-            field("topologyKey"),
-        ],
-    ]);
-    println!();
+fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
+    cells.map(String::from).to_vec()
 }
 
 /// The pod as admitted: the mutated object, or the one that came in when it passed unchanged.
 fn pod_row(submitted: &Value, response: &Value) -> Vec<String> {
-    let name = submitted["metadata"]["name"]
+    let metadata = &submitted["metadata"];
+    let name = metadata["name"]
         .as_str()
-        .or(submitted["metadata"]["generateName"].as_str())
-        .unwrap_or("")
-        .to_owned();
-    if response["accepted"] != json!(true) {
-        let message = response["message"].as_str().unwrap_or("");
-        return vec![
-            name,
-            format!("REJECTED: {message}"),
-            String::new(),
-            String::new(),
-            String::new(),
-        ];
+        .or(metadata["generateName"].as_str())
+        .unwrap_or_default();
+    if response["accepted"] != true {
+        let message = response["message"].as_str().unwrap_or_default();
+        return row([name, &format!("REJECTED: {message}"), "", "", ""]);
     }
     let pod = response.get("mutated_object").unwrap_or(submitted);
-    let constraints = pod["spec"]["topologySpreadConstraints"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let terms = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let list = |list: &Value| list.as_array().cloned().unwrap_or_default();
+    let constraints = list(&pod["spec"]["topologySpreadConstraints"]);
+    let terms = list(&pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]);
+    let field = |name: &'static str| move |item: &Value| item[name].as_str().unwrap_or_default().to_owned();
     let leader = |term: &Value| {
         let labels = term["labelSelector"]["matchLabels"]
             .as_object()
             .cloned()
             .unwrap_or_default();
-        labels
+        let labels = labels
             .iter()
-            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-            .collect::<Vec<_>>()
-            .join(",")
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()));
+        labels.collect::<Vec<_>>().join(",")
     };
     vec![
-        name,
-        columns::joined(&constraints, |c| c["topologyKey"].as_str().unwrap_or("").to_owned()),
-        columns::joined(&constraints, |c| {
-            c["whenUnsatisfiable"].as_str().unwrap_or("").to_owned()
-        }),
-        columns::joined(&terms, |t| t["topologyKey"].as_str().unwrap_or("").to_owned()),
+        name.to_owned(),
+        columns::joined(&constraints, field("topologyKey")),
+        columns::joined(&constraints, field("whenUnsatisfiable")),
+        columns::joined(&terms, field("topologyKey")),
         columns::joined(&terms, leader),
     ]
-}
-
-fn print_table(rows: &[Vec<String>]) {
-    print!("{}", columns::table(rows));
 }

@@ -26,7 +26,6 @@ async fn a_surge_kube_scheduler_cannot_place_fails_at_the_deadline_with_its_mess
             terms: Terms::InTree,
             interval: Duration::from_millis(500),
             deadline: SignedDuration::from_secs(15),
-            caps: true,
             give_up: None,
         };
         let cluster = support::cluster_with(&layout("two-zones").expect("a layout"), options).await;

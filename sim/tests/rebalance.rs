@@ -89,7 +89,7 @@ fn replica() -> Value {
 fn bare_pod(index: usize, runner: &str, ordinal: usize) -> Value {
     Pod::instance(NAMESPACE, SERVICE, "engine", index, runner, ordinal)
         .with("nodeSelector", json!({"gpu": "true"}))
-        .requests(json!({"nvidia.com/gpu": "1", "cpu": "4"}))
+        .container("engine", json!({"nvidia.com/gpu": "1", "cpu": "4"}))
         .json()
 }
 

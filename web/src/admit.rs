@@ -102,11 +102,10 @@ fn projected(objects: &Objects, service: &InferenceService, component: &str) -> 
     let runtime = match service.runtime() {
         None => None,
         Some(reference) => Some(objects.runtime_of(service).ok_or_else(|| {
+            let (kind, name) = (reference.kind(), reference.name());
             format!(
-                "objects: {} spec.runtime names {} {}, which is not among them: paste it too",
-                named(service),
-                reference.kind(),
-                reference.name()
+                "objects: {} spec.runtime names {kind} {name}, which is not among them: paste it too",
+                named(service)
             )
         })?),
     };
@@ -128,15 +127,9 @@ fn projected(objects: &Objects, service: &InferenceService, component: &str) -> 
         }
     }
     let (namespace, name) = (namespace(service), service.metadata.name.clone().unwrap_or_default());
-    Ok(Some(json!({
-        "apiVersion": "ome.io/v1beta1",
-        "kind": "InferenceReplica",
-        "metadata": {
-            "name": ReplicaRef::for_component(namespace, &name, component).name,
-            "namespace": namespace,
-        },
-        "spec": spec,
-    })))
+    let name = ReplicaRef::for_component(namespace, &name, component).name;
+    Ok(Some(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+        "metadata": {"name": name, "namespace": namespace}, "spec": spec})))
 }
 
 /// The pod after the policy, as YAML lines, each marked when the policy added or changed it.
@@ -146,11 +139,8 @@ fn lines(before: &Value, after: &Value) -> Result<Vec<Value>, String> {
     Ok(TextDiff::from_lines(&before, &after)
         .iter_all_changes()
         .filter(|change| change.tag() != ChangeTag::Delete)
-        .map(|change| {
-            json!({
-                "text": change.value().trim_end_matches('\n'),
-                "added": change.tag() == ChangeTag::Insert,
-            })
-        })
+        .map(
+            |change| json!({"text": change.value().trim_end_matches('\n'), "added": change.tag() == ChangeTag::Insert}),
+        )
         .collect())
 }

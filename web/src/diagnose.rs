@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 
 use ome_spread_core::explain::{Explained, explain, text};
 use ome_spread_core::labels;
-use ome_spread_core::loss;
+use ome_spread_core::loss::{self, Loss};
 use ome_spread_core::ome::namespace;
+use ome_spread_core::pod::Pod;
+use ome_spread_core::rebalance::Move;
 use ome_spread_core::settings::Settings;
 use serde_json::{Value, json};
 
@@ -77,11 +79,8 @@ fn losses(explained: &Explained) -> Value {
     if explained.losses.is_empty() {
         return Value::Null;
     }
-    let domains: Vec<Value> = explained
-        .losses
-        .iter()
-        .map(|l| json!({ "domain": l.domain, "lost": l.lost, "placedAgain": l.placed_again }))
-        .collect();
+    let lost = |l: &Loss| json!({ "domain": l.domain, "lost": l.lost, "placedAgain": l.placed_again });
+    let domains: Vec<Value> = explained.losses.iter().map(lost).collect();
     json!({
         "table": loss::table(&explained.losses),
         "sentence": loss::sentence(&explained.losses),
@@ -101,17 +100,8 @@ fn picture(explained: &Explained) -> Vec<Value> {
         .collect();
     for instance in &explained.instances {
         let anchor = instance.pods[0];
-        let pods: Vec<Value> = instance
-            .pods
-            .iter()
-            .map(|p| {
-                json!({
-                    "name": p.metadata.name,
-                    "runner": p.label(labels::RUNNER),
-                    "node": p.node(),
-                })
-            })
-            .collect();
+        let pod = |p: &&Pod| json!({"name": p.metadata.name, "runner": p.label(labels::RUNNER), "node": p.node()});
+        let pods: Vec<Value> = instance.pods.iter().map(pod).collect();
         let index = anchor.label(labels::INSTANCE_INDEX);
         let box_ = json!({ "index": index, "pods": pods });
         domains.entry(instance.domain.as_deref()).or_default().push(box_);
@@ -132,17 +122,10 @@ fn moves(explained: &Explained) -> Vec<Value> {
     let Ok(plan) = &explained.plan else {
         return Vec::new();
     };
-    plan.moves
-        .iter()
-        .map(|m| {
-            json!({
-                "instance": m.instance,
-                "fromNode": m.from_node,
-                "fromDomain": m.from_domain,
-                "toDomain": m.to_domain,
-                "hintNodes": m.hint_nodes,
-                "command": m.command(explained.service, explained.component, explained.namespace),
-            })
-        })
-        .collect()
+    let command = |m: &Move| m.command(explained.service, explained.component, explained.namespace);
+    let moved = |m: &Move| {
+        json!({"instance": m.instance, "fromNode": m.from_node, "fromDomain": m.from_domain,
+        "toDomain": m.to_domain, "hintNodes": m.hint_nodes, "command": command(m)})
+    };
+    plan.moves.iter().map(moved).collect()
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ome_spread_sim::stand_in::admission_host::{Options, StartError, client, start, webhook};
+use ome_spread_sim::stand_in::admission_host::{Options, client, start, webhook};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -59,7 +59,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<(), StartError> {
+async fn run(args: Args) -> Result<(), String> {
     let policy = webhook::read_policy(&args.policy)?;
     let settings = match &args.settings {
         Some(arg) => read_settings(arg)?,
@@ -77,49 +77,36 @@ async fn run(args: Args) -> Result<(), StartError> {
     })
     .await?;
     if let (true, Some(ca), Some(admin)) = (args.apply_webhook, &args.ca, &args.admin_kubeconfig) {
-        let ca = std::fs::read(ca).map_err(|e| StartError::Tls(format!("{}: {e}", ca.display())))?;
+        let ca = std::fs::read(ca).map_err(|e| format!("TLS: {}: {e}", ca.display()))?;
         let config = webhook::render(&policy, &running.url(), &ca, args.naming)?;
         let admin = client(admin).await?;
-        webhook::apply(&admin, &config).await.map_err(StartError::Apply)?;
+        let applied = webhook::apply(&admin, &config).await;
+        applied.map_err(|e| format!("cannot apply the MutatingWebhookConfiguration: {e}"))?;
         // Ready means the API server calls the host: pods created before then pass without it.
-        webhook::await_in_effect(&admin, &policy, "default", &running.reviews, IN_EFFECT_WITHIN)
-            .await
-            .map_err(StartError::NotInEffect)?;
+        webhook::await_in_effect(&admin, &policy, "default", &running.reviews, IN_EFFECT_WITHIN).await?;
         eprintln!(
             "admission host: applied MutatingWebhookConfiguration {}, and the API server calls it",
             config.metadata.name.unwrap_or_default()
         );
     }
     println!("admission host: listening on {}", running.url());
-    stopped().await;
-    running.stop().await;
+    // Serves until a signal (SIGINT, SIGTERM) ends the process: nothing to clean up, and the
+    // webhook configuration stays.
+    std::future::pending::<()>().await;
     Ok(())
 }
 
 /// How long the API server may take to call a webhook configuration just applied.
 const IN_EFFECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// SIGINT or SIGTERM (how a test harness stops a child).
-async fn stopped() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => drop(term.recv().await),
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
-}
-
 /// `--settings`: JSON text if it looks like an object, else a file (JSON is YAML too).
-fn read_settings(arg: &str) -> Result<Value, StartError> {
+fn read_settings(arg: &str) -> Result<Value, String> {
     let settings: Value = if arg.trim_start().starts_with('{') {
-        serde_json::from_str(arg).map_err(|e| StartError::Settings(format!("--settings is not JSON: {e}")))?
+        serde_json::from_str(arg).map_err(|e| format!("Policy settings are invalid: --settings is not JSON: {e}"))?
     } else {
-        let text = std::fs::read_to_string(arg).map_err(|e| StartError::Settings(format!("{arg}: {e}")))?;
-        serde_saphyr::from_str(&text).map_err(|e| StartError::Settings(format!("{arg}: {e}")))?
+        let invalid = |e: &dyn std::fmt::Display| format!("Policy settings are invalid: {arg}: {e}");
+        let text = std::fs::read_to_string(arg).map_err(|e| invalid(&e))?;
+        serde_saphyr::from_str(&text).map_err(|e| invalid(&e))?
     };
     // A `settings:` key with only comments under it is null; policy-server then passes `{}`.
     Ok(if settings.is_null() { json!({}) } else { settings })

@@ -74,12 +74,10 @@ async fn run_ome(kubeconfig: Option<&Path>, options: ome::Options) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Ready: each pass reads the cluster afresh, the first one included.
+    // Ready: each pass reads the cluster afresh, the first one included. It runs until a signal
+    // ends the process, or until it gives up on an API server gone.
     println!("ome: ready");
-    tokio::select! {
-        () = ome::run(client, options) => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    ome::run(client, options).await;
     ExitCode::SUCCESS
 }
 

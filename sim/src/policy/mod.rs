@@ -74,8 +74,13 @@ pub struct Cluster {
 
 /// The runtime's reason when the API server refuses a read with 403 and `message`.
 pub fn forbidden(message: &str) -> String {
+    refused(message, "Forbidden", 403)
+}
+
+/// The runtime's reason when the API server refuses a read: its kube client's `ErrorResponse`.
+pub fn refused(message: &str, reason: &str, code: u16) -> String {
     format!(
-        "ApiError: {message}: Forbidden (ErrorResponse {{ status: \"Failure\", message: {message:?}, reason: \"Forbidden\", code: 403 }})"
+        "ApiError: {message}: {reason} (ErrorResponse {{ status: \"Failure\", message: {message:?}, reason: {reason:?}, code: {code} }})"
     )
 }
 
@@ -179,9 +184,13 @@ impl Policy for Native {
 /// A ValidationResponse as JSON, without the members the SDK writes as null: the policy-server
 /// reads a null member as an absent one.
 pub fn answer(response: &[u8]) -> Value {
-    let mut answer: Value = serde_json::from_slice(response).expect("the policy answers JSON");
-    if let Some(members) = answer.as_object_mut() {
+    without_nulls(serde_json::from_slice(response).expect("the policy answers JSON"))
+}
+
+/// An object without its null members.
+pub fn without_nulls(mut object: Value) -> Value {
+    if let Some(members) = object.as_object_mut() {
         members.retain(|_, value| !value.is_null());
     }
-    answer
+    object
 }

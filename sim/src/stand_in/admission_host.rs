@@ -49,28 +49,6 @@ use tokio_rustls::rustls::{self, ServerConfig};
 
 use crate::policy::wasm::Module;
 
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error("{0}")]
-    Policy(#[from] webhook::PolicyFileError),
-    #[error("Policy settings are invalid: {0}")]
-    Settings(String),
-    #[error("{0}")]
-    Module(String),
-    #[error("TLS: {0}")]
-    Tls(String),
-    #[error("kubeconfig {path}: {reason}")]
-    Kubeconfig { path: PathBuf, reason: String },
-    #[error("--listen {0}: this host listens on 127.0.0.1 only")]
-    NotLoopback(SocketAddr),
-    #[error("listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
-    #[error("cannot apply the MutatingWebhookConfiguration: {0}")]
-    Apply(kube::Error),
-    #[error("{0}")]
-    NotInEffect(String),
-}
-
 /// What the host needs to serve one policy.
 pub struct Options {
     pub wasm: PathBuf,
@@ -115,24 +93,21 @@ impl Drop for Running {
 }
 
 /// Compiles the policy, checks its settings as policy-server does before it serves, and listens.
-pub async fn start(options: Options) -> Result<Running, StartError> {
+/// Errors are said in a line each, naming the file or the address.
+pub async fn start(options: Options) -> Result<Running, String> {
     if !options.listen.ip().is_loopback() {
-        return Err(StartError::NotLoopback(options.listen));
+        return Err(format!(
+            "--listen {}: this host listens on 127.0.0.1 only",
+            options.listen
+        ));
     }
-    let module = Module::load(&options.wasm, None).map_err(StartError::Module)?;
+    let module = Module::load(&options.wasm, None)?;
     policy::validate_settings(&module, &options.settings)?;
     let reader = lookup::Reader::new(client(&options.kubeconfig).await?);
     let acceptor = TlsAcceptor::from(Arc::new(tls(&options.cert, &options.key)?));
-    let listener = TcpListener::bind(options.listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: options.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Listen {
-        addr: options.listen,
-        source,
-    })?;
+    let listen = |e| format!("listen on {}: {e}", options.listen);
+    let listener = TcpListener::bind(options.listen).await.map_err(listen)?;
+    let addr = listener.local_addr().map_err(listen)?;
     let (reviews, connections) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let host = Arc::new(Host {
         policy_id: options.policy_id,
@@ -155,37 +130,31 @@ pub async fn start(options: Options) -> Result<Running, StartError> {
     })
 }
 
-pub async fn client(kubeconfig: &Path) -> Result<kube::Client, StartError> {
-    let error = |reason: String| StartError::Kubeconfig {
-        path: kubeconfig.to_owned(),
-        reason,
-    };
-    let config = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| error(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| error(e.to_string()))?;
-    kube::Client::try_from(config).map_err(|e| error(e.to_string()))
+/// A client of the kubeconfig's cluster, as whom it names.
+pub async fn client(kubeconfig: &Path) -> Result<kube::Client, String> {
+    let client = crate::support::api::client(Some(kubeconfig)).await;
+    client.map_err(|e| format!("kubeconfig {}: {e}", kubeconfig.display()))
 }
 
 /// The serving certificate, with ring as the workspace's other TLS users have it.
-fn tls(cert: &Path, key: &Path) -> Result<ServerConfig, StartError> {
+fn tls(cert: &Path, key: &Path) -> Result<ServerConfig, String> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let read = |path: &Path| std::fs::read(path).map_err(|e| StartError::Tls(format!("{}: {e}", path.display())));
+    let failed = |path: &Path, e: &dyn std::fmt::Display| format!("TLS: {}: {e}", path.display());
+    let read = |path: &Path| std::fs::read(path).map_err(|e| failed(path, &e));
     let certs = CertificateDer::pem_slice_iter(&read(cert)?)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| StartError::Tls(format!("{}: {e}", cert.display())))?;
+        .map_err(|e| failed(cert, &e))?;
     if certs.is_empty() {
-        return Err(StartError::Tls(format!("{}: no PEM certificate in it", cert.display())));
+        return Err(failed(cert, &"no PEM certificate in it"));
     }
-    let key_der =
-        PrivateKeyDer::from_pem_slice(&read(key)?).map_err(|e| StartError::Tls(format!("{}: {e}", key.display())))?;
+    let key_der = PrivateKeyDer::from_pem_slice(&read(key)?).map_err(|e| failed(key, &e))?;
     let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| StartError::Tls(e.to_string()))?
+        .map_err(|e| format!("TLS: {e}"))?
         .with_no_client_auth()
         .with_single_cert(certs, key_der)
-        .map_err(|e| StartError::Tls(e.to_string()))?;
+        .map_err(|e| format!("TLS: {e}"))?;
     // The API server's webhook client speaks HTTP/2 when offered; this host serves HTTP/1.1.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
@@ -280,7 +249,7 @@ impl Host {
                     serde_json::to_vec(&review).unwrap_or_default(),
                 )
             }
-            Err(e) => text(StatusCode::BAD_REQUEST, &e.to_string()),
+            Err(e) => text(StatusCode::BAD_REQUEST, &e),
         }
     }
 }
@@ -318,12 +287,13 @@ pub mod policy {
     use std::sync::Arc;
 
     use base64::Engine as _;
-    use serde::Deserialize;
-    use serde_json::{Map, Value, json};
+    use kubewarden_policy_sdk::response::ValidationResponse;
+    use kubewarden_policy_sdk::settings::SettingsValidationResponse;
+    use serde_json::{Value, json};
 
-    use super::StartError;
     use super::lookup::Reader;
     use crate::policy::wasm::Module;
+    use crate::policy::without_nulls;
 
     pub struct Policy {
         pub module: Arc<Module>,
@@ -331,60 +301,38 @@ pub mod policy {
         pub reader: Arc<Reader>,
     }
 
-    /// An AdmissionReview the host cannot read: answered with a 400 and this message.
-    #[derive(Debug, thiserror::Error)]
-    pub enum BadReview {
-        #[error("cannot read the AdmissionReview: {0}")]
-        NotJson(serde_json::Error),
-        #[error("cannot read the AdmissionReview: {0}")]
-        Shape(&'static str),
-    }
-
-    /// What the policy answers `validate` (kubewarden-policy-sdk's `ValidationResponse`).
-    #[derive(Deserialize)]
-    struct ValidationResponse {
-        accepted: bool,
-        message: Option<String>,
-        code: Option<u16>,
-        mutated_object: Option<Value>,
-        audit_annotations: Option<Map<String, Value>>,
-        warnings: Option<Vec<String>>,
-    }
-
     /// policy-server refuses to start on settings the policy's `validate_settings` refuses.
-    pub fn validate_settings(module: &Module, settings: &Value) -> Result<(), StartError> {
-        #[derive(Deserialize)]
-        struct SettingsValidation {
-            valid: bool,
-            message: Option<String>,
-        }
-        let instance = module
-            .try_instance(|_| Err("no host call while settings are validated".into()))
-            .map_err(StartError::Module)?;
-        let payload = serde_json::to_vec(settings).map_err(|e| StartError::Settings(e.to_string()))?;
+    pub fn validate_settings(module: &Module, settings: &Value) -> Result<(), String> {
+        let instance = module.try_instance(|_| Err("no host call while settings are validated".into()))?;
+        let payload = serde_json::to_vec(settings).map_err(|e| e.to_string())?;
         let answer = instance
             .call("validate_settings", &payload)
-            .map_err(|e| StartError::Module(format!("validate_settings: {e}")))?;
-        let validation: SettingsValidation = serde_json::from_slice(&answer)
-            .map_err(|e| StartError::Module(format!("validate_settings answered what is not a validation: {e}")))?;
+            .map_err(|e| format!("validate_settings: {e}"))?;
+        let validation: SettingsValidationResponse = serde_json::from_slice(&answer)
+            .map_err(|e| format!("validate_settings answered what is not a validation: {e}"))?;
         match validation.valid {
             true => Ok(()),
-            false => Err(StartError::Settings(validation.message.unwrap_or_default())),
+            false => Err(format!(
+                "Policy settings are invalid: {}",
+                validation.message.unwrap_or_default()
+            )),
         }
     }
 
     impl Policy {
-        /// The AdmissionReview v1 answering `review`.
-        pub async fn review(&self, review: &[u8]) -> Result<Value, BadReview> {
-            let review: Value = serde_json::from_slice(review).map_err(BadReview::NotJson)?;
+        /// The AdmissionReview v1 answering `review`; one the host cannot read is answered with a
+        /// 400 and the reason.
+        pub async fn review(&self, review: &[u8]) -> Result<Value, String> {
+            let unreadable = |reason: &dyn std::fmt::Display| format!("cannot read the AdmissionReview: {reason}");
+            let review: Value = serde_json::from_slice(review).map_err(|e| unreadable(&e))?;
             let request = review
                 .get("request")
                 .filter(|request| request.is_object())
-                .ok_or(BadReview::Shape("no `request` object"))?;
+                .ok_or_else(|| unreadable(&"no `request` object"))?;
             let uid = request
                 .get("uid")
                 .and_then(Value::as_str)
-                .ok_or(BadReview::Shape("`request.uid` is not a string"))?
+                .ok_or_else(|| unreadable(&"`request.uid` is not a string"))?
                 .to_owned();
             let object = request.get("object").filter(|object| !object.is_null()).cloned();
             let response = match self.validate(request).await {
@@ -436,38 +384,17 @@ pub mod policy {
         verdict(uid, validation, patch)
     }
 
+    /// The AdmissionResponse, its unset fields left out rather than written as null.
     fn verdict(uid: &str, validation: ValidationResponse, patch: Option<String>) -> Value {
-        let mut response = Map::new();
-        response.insert("uid".into(), json!(uid));
-        response.insert("allowed".into(), json!(validation.accepted));
-        if let Some(patch) = patch {
-            response.insert("patchType".into(), json!("JSONPatch"));
-            response.insert("patch".into(), json!(patch));
-        }
-        if validation.message.is_some() || validation.code.is_some() {
-            let mut status = Map::new();
-            if let Some(message) = validation.message {
-                status.insert("message".into(), json!(message));
-            }
-            if let Some(code) = validation.code {
-                status.insert("code".into(), json!(code));
-            }
-            response.insert("status".into(), Value::Object(status));
-        }
-        if let Some(warnings) = validation.warnings {
-            response.insert("warnings".into(), json!(warnings));
-        }
-        if let Some(annotations) = validation.audit_annotations {
-            response.insert("auditAnnotations".into(), Value::Object(annotations));
-        }
-        Value::Object(response)
+        let status = without_nulls(json!({"message": validation.message, "code": validation.code}));
+        let status = if status == json!({}) { Value::Null } else { status };
+        without_nulls(json!({"uid": uid, "allowed": validation.accepted, "status": status,
+            "patchType": patch.as_ref().map(|_| "JSONPatch"), "patch": patch,
+            "warnings": validation.warnings, "auditAnnotations": validation.audit_annotations}))
     }
 
     fn reject(uid: &str, message: &str, code: Option<u16>) -> Value {
-        let mut status = json!({"message": message});
-        if let Some(code) = code {
-            status["code"] = json!(code);
-        }
+        let status = without_nulls(json!({"message": message, "code": code}));
         json!({"uid": uid, "allowed": false, "status": status})
     }
 }
@@ -480,7 +407,8 @@ pub mod lookup {
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
-    use kube::api::{Api, ApiResource, DynamicObject};
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+    use kube::discovery::{Scope, pinned_kind};
     use serde::Deserialize;
 
     /// policy-evaluator's `get_resource_cached`: `#[cached(time = 5, result = true)]`, so a read
@@ -581,57 +509,28 @@ pub mod lookup {
         /// The kind's resource name and scope, asked of the API server once per kind.
         async fn resource(&self, api_version: &str, kind: &str) -> Result<(ApiResource, bool), String> {
             let key = (api_version.to_owned(), kind.to_owned());
-            if let Some(known) = self
-                .kinds
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .get(&key)
-            {
+            if let Some(known) = self.kinds.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
                 return Ok(known.clone());
             }
-            let (group, version) = match api_version.split_once('/') {
-                Some((group, version)) => (group, version),
-                None => ("", api_version),
-            };
-            let resources = match group {
-                "" => self.client.list_core_api_resources(version).await,
-                _ => self.client.list_api_group_resources(api_version).await,
-            }
-            .map_err(|e| format!("error finding resource {api_version} / {kind}: {}", api_error(&e)))?;
-            let found = resources
-                .resources
-                .iter()
-                .find(|resource| resource.kind == kind)
-                .ok_or_else(|| format!("Cannot find resource {api_version}/{kind}"))?;
-            let known = (
-                ApiResource {
-                    group: group.to_owned(),
-                    version: version.to_owned(),
-                    api_version: api_version.to_owned(),
-                    kind: kind.to_owned(),
-                    plural: found.name.clone(),
-                },
-                found.namespaced,
-            );
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let gvk = GroupVersionKind::gvk(group, version, kind);
+            let (resource, capabilities) = pinned_kind(&self.client, &gvk).await.map_err(|e| match e {
+                kube::Error::Discovery(_) => format!("Cannot find resource {api_version}/{kind}"),
+                e => format!("error finding resource {api_version} / {kind}: {}", api_error(&e)),
+            })?;
+            let known = (resource, capabilities.scope == Scope::Namespaced);
             self.kinds
                 .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .unwrap_or_else(|p| p.into_inner())
                 .insert(key, known.clone());
             Ok(known)
         }
     }
 
-    /// An API server's refusal in the words policy-server 1.31 gives it (its kube client's
-    /// `ErrorResponse`, recorded in tests/support/mod.rs's `forbidden`), whatever this kube says.
+    /// An API server's refusal in the words policy-server 1.31 gives it, whatever this kube says.
     fn api_error(error: &kube::Error) -> String {
         match error {
-            kube::Error::Api(status) => format!(
-                "ApiError: {message}: {reason} (ErrorResponse {{ status: {summary:?}, message: {message:?}, reason: {reason:?}, code: {code} }})",
-                message = status.message,
-                reason = status.reason,
-                code = status.code,
-                summary = if status.is_failure() { "Failure" } else { "Success" },
-            ),
+            kube::Error::Api(status) => crate::policy::refused(&status.message, &status.reason, status.code),
             other => other.to_string(),
         }
     }
@@ -678,46 +577,17 @@ pub mod webhook {
         Kw,
     }
 
-    #[derive(Debug, thiserror::Error)]
-    pub enum PolicyFileError {
-        #[error("{path}: {reason}")]
-        Read { path: String, reason: String },
-        #[error("policy file: no ClusterAdmissionPolicy in it")]
-        NoPolicy,
-        #[error(
-            "ClusterAdmissionPolicy: spec.mutating is not true: kubewarden-controller would write a ValidatingWebhookConfiguration, which this host does not render"
-        )]
-        NotMutating,
-        #[error("ClusterAdmissionPolicy: {field}: {reason}")]
-        Field { field: &'static str, reason: String },
-    }
-
-    pub fn read_policy(path: &Path) -> Result<Value, PolicyFileError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PolicyFileError::Read {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        cluster_admission_policy(&text).map_err(|e| match e {
-            PolicyFileError::Read { reason, .. } => PolicyFileError::Read {
-                path: path.display().to_string(),
-                reason,
-            },
-            other => other,
-        })
-    }
-
     /// The ClusterAdmissionPolicy among the documents of a file such as policy.yaml.
-    pub fn cluster_admission_policy(yaml: &str) -> Result<Value, PolicyFileError> {
-        let documents = serde_saphyr::from_multiple::<Value>(yaml).map_err(|e| PolicyFileError::Read {
-            path: "policy file".into(),
-            reason: e.to_string(),
-        })?;
+    pub fn read_policy(path: &Path) -> Result<Value, String> {
+        let read = |reason: String| format!("{}: {reason}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| read(e.to_string()))?;
+        let documents = serde_saphyr::from_multiple::<Value>(&text).map_err(|e| read(e.to_string()))?;
         documents
             .into_iter()
             .find(|document| {
                 document["apiVersion"] == "policies.kubewarden.io/v1" && document["kind"] == "ClusterAdmissionPolicy"
             })
-            .ok_or(PolicyFileError::NoPolicy)
+            .ok_or_else(|| "policy file: no ClusterAdmissionPolicy in it".to_owned())
     }
 
     /// `spec.settings`, `{}` where unset.
@@ -729,29 +599,23 @@ pub mod webhook {
     }
 
     /// `GetUniqueName`: the webhook configuration's name, and the policy's id in the admission path.
-    pub fn policy_id(policy: &Value, naming: Naming) -> Result<String, PolicyFileError> {
+    pub fn policy_id(policy: &Value, naming: Naming) -> Result<String, String> {
         let name = policy["metadata"]["name"]
             .as_str()
             .filter(|name| !name.is_empty())
-            .ok_or(PolicyFileError::Field {
-                field: "metadata.name",
-                reason: "missing".into(),
-            })?;
+            .ok_or("ClusterAdmissionPolicy: metadata.name: missing")?;
         Ok(match naming {
             Naming::Clusterwide => format!("clusterwide-{name}"),
             Naming::Kw => format!("kw.cap.{name}"),
         })
     }
 
-    fn field<T: DeserializeOwned>(policy: &Value, field: &'static str) -> Result<Option<T>, PolicyFileError> {
+    fn field<T: DeserializeOwned>(policy: &Value, field: &str) -> Result<Option<T>, String> {
         match &policy["spec"][field] {
             Value::Null => Ok(None),
             value => serde_json::from_value(value.clone())
                 .map(Some)
-                .map_err(|e| PolicyFileError::Field {
-                    field,
-                    reason: e.to_string(),
-                }),
+                .map_err(|e| format!("ClusterAdmissionPolicy: {field}: {e}")),
         }
     }
 
@@ -765,7 +629,7 @@ pub mod webhook {
         base_url: &str,
         ca_bundle: &[u8],
         naming: Naming,
-    ) -> Result<MutatingWebhookConfiguration, PolicyFileError> {
+    ) -> Result<MutatingWebhookConfiguration, String> {
         let client_config = WebhookClientConfig {
             url: Some(format!("{base_url}/validate/{}", policy_id(policy, naming)?)),
             ca_bundle: Some(ByteString(ca_bundle.to_vec())),
@@ -782,7 +646,7 @@ pub mod webhook {
         policy: &Value,
         ca_bundle: &[u8],
         naming: Naming,
-    ) -> Result<MutatingWebhookConfiguration, PolicyFileError> {
+    ) -> Result<MutatingWebhookConfiguration, String> {
         // The CRD's default PolicyServer.
         let server = policy["spec"]["policyServer"].as_str().unwrap_or("default");
         let client_config = WebhookClientConfig {
@@ -802,9 +666,9 @@ pub mod webhook {
         policy: &Value,
         client_config: WebhookClientConfig,
         naming: Naming,
-    ) -> Result<MutatingWebhookConfiguration, PolicyFileError> {
+    ) -> Result<MutatingWebhookConfiguration, String> {
         if policy["spec"]["mutating"] != true {
-            return Err(PolicyFileError::NotMutating);
+            return Err("ClusterAdmissionPolicy: spec.mutating is not true: kubewarden-controller would write a ValidatingWebhookConfiguration, which this host does not render".into());
         }
         let id = policy_id(policy, naming)?;
         let name = policy["metadata"]["name"].as_str().unwrap_or_default();

@@ -255,35 +255,29 @@ impl ApiServer {
 
     /// The status conditions applied so far, as (reason, message).
     pub fn spread_conditions(&self) -> Vec<(String, String)> {
-        self.writes
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|w| w.method == "PATCH" && w.path.ends_with("/status"))
-            .map(|w| {
-                let c = &w.body["status"]["conditions"][0];
-                (
-                    c["reason"].as_str().unwrap_or_default().into(),
-                    c["message"].as_str().unwrap_or_default().into(),
-                )
-            })
-            .collect()
+        let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+        let conditions = self.patches(|path| path.ends_with("/status"));
+        let first = conditions.iter().map(|body| &body["status"]["conditions"][0]);
+        first.map(|c| (text(&c["reason"]), text(&c["message"]))).collect()
     }
 
     /// The reason of each report applied so far, in order.
     pub fn report_reasons(&self) -> Vec<String> {
-        self.writes
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|w| w.method == "PATCH" && w.path.contains("/reports/"))
-            .map(|w| {
-                w.body["results"][0]["properties"]["reason"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .into()
-            })
-            .collect()
+        let reports = self.patches(|path| path.contains("/reports/"));
+        let reason = |body: &Value| {
+            body["results"][0]["properties"]["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .into()
+        };
+        reports.iter().map(reason).collect()
+    }
+
+    /// The bodies of the PATCHes so far whose path `matching` accepts, in order.
+    fn patches(&self, matching: impl Fn(&str) -> bool) -> Vec<Value> {
+        let writes = self.writes.lock().unwrap();
+        let patches = writes.iter().filter(|w| w.method == "PATCH" && matching(&w.path));
+        patches.map(|w| w.body.clone()).collect()
     }
 
     fn wrote(&self, method: &str, path: String, body: &Value) {

@@ -49,6 +49,8 @@ pub struct Ome {
 /// OME's condition on an InferenceReplica, `True` while a request of it waits for caps (upstream
 /// `workload/types/conditions.go`).
 const POLICY_UNCONFIGURED: &str = "MigrationPolicyUnconfigured";
+/// The message of [`POLICY_UNCONFIGURED`] while caps are unset (upstream's condition message).
+const UNCONFIGURED: &str = "lifecycle.audit is not configured; migration requests wait instead of executing";
 /// What a record OME holds for caps says (upstream `migrationCapacityUnconfiguredMessage`).
 const HELD_FOR_CAPS: &str = "waiting for migration capacity policy (no lifecycle.audit configured)";
 
@@ -87,13 +89,10 @@ impl Ome {
     /// of each component moves one phase, then each pending request is queued as an Accepted
     /// record (upstream queues them all, and runs them oldest first, one at a time).
     pub fn step(&self, objects: &[Value], now: Timestamp) -> (Vec<Change>, Vec<Event>) {
-        self.step_in(
-            &Models {
-                settings: &self.settings,
-            },
-            objects,
-            now,
-        )
+        let models = Models {
+            settings: &self.settings,
+        };
+        self.step_in(&models, objects, now)
     }
 
     /// [`Ome::step`] with the surge's pods admitted and placed by `world`.
@@ -116,11 +115,8 @@ impl Ome {
                     "deadline": (now + self.deadline).to_string(),
                 }));
                 let service = parent(replica);
-                step.event(
-                    "MigrationRequestAccepted",
-                    service,
-                    format!("migration request {uuid} accepted"),
-                );
+                let accepted = format!("migration request {uuid} accepted");
+                step.event("MigrationRequestAccepted", service, accepted);
                 step.unannotate(namespace_of(replica), service, key);
                 taken.push(key);
             }
@@ -131,12 +127,8 @@ impl Ome {
         // A request no component of its InferenceService takes: refused.
         for service in objects.iter().filter(|o| o["kind"] == "InferenceService") {
             for (key, _) in requests_on(service).filter(|(key, _)| !taken.contains(key)) {
-                let uuid = &key[REQUEST_PREFIX.len()..];
-                step.event(
-                    "MigrationRequestRejected",
-                    name(service),
-                    format!("migration request {uuid}: no such component"),
-                );
+                let rejected = format!("migration request {}: no such component", &key[REQUEST_PREFIX.len()..]);
+                step.event("MigrationRequestRejected", name(service), rejected);
                 step.unannotate(namespace_of(service), name(service), key);
             }
         }
@@ -164,16 +156,10 @@ impl Ome {
         };
         let uuid = record["requestUUID"].as_str().unwrap_or_default().to_owned();
         let outcome = match record["phase"].as_str() {
-            Some("Accepted") => self.start_surge(
-                world,
-                replica,
-                record,
-                &instance(&record["sourceInstance"]),
-                &pods,
-                objects,
-                now,
-                step,
-            ),
+            Some("Accepted") => {
+                let source = instance(&record["sourceInstance"]);
+                self.start_surge(world, replica, record, &source, &pods, objects, now, step)
+            }
             Some("SurgePending") => place_surge(world, record, &instance(&record["surgeInstance"]), objects, now, step),
             Some("SurgeReady") => {
                 let source = instance(&record["sourceInstance"]);
@@ -258,8 +244,8 @@ impl Ome {
         ordered.sort_by_key(|p| (p["metadata"]["labels"][RUNNER] == "worker", name(p).to_owned()));
         let hints = hints(record);
         for pod in ordered {
-            step.changes
-                .push(Change::Pod(world.admit(surge_pod(pod, surge), replica, &hints)?));
+            let admitted = world.admit(surge_pod(pod, surge), replica, &hints)?;
+            step.changes.push(Change::Pod(admitted));
         }
         record["surgeInstance"] = json!(surge);
         record["allocatedAt"] = json!(now.to_string());
@@ -276,11 +262,8 @@ fn hold_for_caps(record: &mut Value, now: Timestamp, step: &mut Step, service: &
     if record["message"] != HELD_FOR_CAPS {
         record["message"] = json!(HELD_FOR_CAPS);
         let uuid = record["requestUUID"].as_str().unwrap_or_default();
-        step.event(
-            POLICY_UNCONFIGURED,
-            service,
-            format!("OMENative migration uuid={uuid} held: {HELD_FOR_CAPS}"),
-        );
+        let held = format!("OMENative migration uuid={uuid} held: {HELD_FOR_CAPS}");
+        step.event(POLICY_UNCONFIGURED, service, held);
     }
     Ok("Accepted")
 }
@@ -338,18 +321,13 @@ impl World for Models<'_> {
             }
             placed.push(pod);
         }
+        let running = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+        for pod in &mut placed {
+            pod["status"] = running.clone();
+        }
         match unplaced {
             Some(why) => Placement::Waiting { why, bound },
-            None => Placement::Ready(
-                placed
-                    .into_iter()
-                    .map(|mut pod| {
-                        pod["status"] =
-                            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
-                        pod
-                    })
-                    .collect(),
-            ),
+            None => Placement::Ready(placed),
         }
     }
 }
@@ -357,14 +335,13 @@ impl World for Models<'_> {
 /// The request annotations on an InferenceService: (key, the request's JSON, or null).
 fn requests_on(service: &Value) -> impl Iterator<Item = (&String, Value)> {
     let annotations = service["metadata"]["annotations"].as_object().into_iter().flatten();
-    annotations
-        .filter(|(key, _)| key.starts_with(REQUEST_PREFIX))
-        .map(|(key, value)| {
-            (
-                key,
-                serde_json::from_str(value.as_str().unwrap_or_default()).unwrap_or(Value::Null),
-            )
-        })
+    let requests = annotations.filter(|(key, _)| key.starts_with(REQUEST_PREFIX));
+    requests.map(|(key, value)| {
+        (
+            key,
+            serde_json::from_str(value.as_str().unwrap_or_default()).unwrap_or(Value::Null),
+        )
+    })
 }
 
 /// The requests pending for a replica's component, on its InferenceService.
@@ -425,13 +402,12 @@ pub fn surge_pod(source: &Value, surge: u64) -> Value {
     let mut pod = source.clone();
     let labels = &source["metadata"]["labels"];
     let service = labels["ome.io/inferenceservice"].as_str().unwrap_or_default();
-    let (component, runner) = (
-        labels["component"].as_str().unwrap_or_default(),
-        labels[RUNNER].as_str().unwrap_or_default(),
-    );
-    let ordinal = match runner {
-        "worker" => name(source).rsplit('-').next().unwrap_or("0"),
-        _ => "0",
+    let component = labels["component"].as_str().unwrap_or_default();
+    let runner = labels[RUNNER].as_str().unwrap_or_default();
+    let ordinal = if runner == "worker" {
+        name(source).rsplit('-').next().unwrap_or("0")
+    } else {
+        "0"
     };
     pod["metadata"] = json!({
         "name": format!("{service}-{component}-{surge}-{runner}-{ordinal}"),
@@ -519,18 +495,13 @@ impl Step {
     /// The replica's `MigrationPolicyUnconfigured` as a pass that judged a request under caps
     /// (`caps`) or without them leaves it, written when its status changes.
     fn condition(&mut self, replica: &Value, caps: bool, now: Timestamp) {
-        let (status, reason, message) = if caps {
-            (
+        let (status, reason, message) = match caps {
+            true => (
                 "False",
                 "MigrationCapacityConfigured",
                 "Migration capacity policy is configured",
-            )
-        } else {
-            (
-                "True",
-                "MigrationCapacityUnconfigured",
-                "lifecycle.audit is not configured; migration requests wait instead of executing",
-            )
+            ),
+            false => ("True", "MigrationCapacityUnconfigured", UNCONFIGURED),
         };
         let conditions = replica["status"]["conditions"].as_array().into_iter().flatten();
         if conditions
@@ -545,9 +516,10 @@ impl Step {
     }
 
     fn event(&mut self, reason: &'static str, service: &str, message: String) {
+        let service = service.into();
         self.events.push(Event {
             reason,
-            service: service.into(),
+            service,
             message,
         });
     }

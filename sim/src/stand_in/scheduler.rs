@@ -100,12 +100,8 @@ fn selects(pod: &Value, node: &Value) -> bool {
 
 fn expression_matches(expression: &Value, node: &Value) -> bool {
     let value = label(node, expression["key"].as_str().unwrap_or_default());
-    let values: Vec<&str> = expression["values"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let listed = expression["values"].as_array().into_iter().flatten();
+    let values: Vec<&str> = listed.filter_map(Value::as_str).collect();
     let listed = value.is_some_and(|v| values.contains(&v));
     let number = |text: Option<&str>| text.and_then(|t| t.parse::<i64>().ok());
     let compared = number(value).zip(number(values.first().copied()));
@@ -137,11 +133,7 @@ fn untolerated(pod: &Value, node: &Value) -> Option<String> {
     }
     let taints = node["spec"]["taints"].as_array().into_iter().flatten();
     taints.into_iter().find_map(|taint| {
-        let (key, value) = (
-            taint["key"].as_str().unwrap_or_default(),
-            taint["value"].as_str().unwrap_or_default(),
-        );
-        let effect = taint["effect"].as_str().unwrap_or_default();
+        let [key, value, effect] = ["key", "value", "effect"].map(|field| taint[field].as_str().unwrap_or_default());
         let blocks = matches!(effect, "NoSchedule" | "NoExecute") && !tolerated(key, value, effect);
         blocks.then(|| format!("node(s) had untolerated taint {{{key}: {value}}}"))
     })
@@ -251,10 +243,8 @@ fn spread_allows(pod: &Value, node: &Value, spreads: &[Spread]) -> bool {
         .all(|s| {
             let Some(domain) = label(node, s.key) else { return false };
             let min_domains = s.constraint["minDomains"].as_u64().unwrap_or(1) as usize;
-            let emptiest = match s.counts.len() < min_domains {
-                true => 0,
-                false => s.counts.values().copied().min().unwrap_or(0),
-            };
+            let fewest = s.counts.values().copied().min().unwrap_or(0);
+            let emptiest = if s.counts.len() < min_domains { 0 } else { fewest };
             let own = usize::from(matches(&s.constraint["labelSelector"], pod));
             let count = s.counts.get(domain).copied().unwrap_or(0);
             count + own <= emptiest + s.constraint["maxSkew"].as_u64().unwrap_or(1) as usize
@@ -276,14 +266,14 @@ fn spread_score(node: &Value, spreads: &[Spread]) -> usize {
 fn affinity_allows(pod: &Value, node: &Value, nodes: &[Value], bound: &[&Value]) -> bool {
     let terms = &pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
     let terms = terms.as_array().map_or(&[][..], Vec::as_slice);
+    let namespace = &pod["metadata"]["namespace"];
     let same_namespace: Vec<&&Value> = bound
         .iter()
-        .filter(|p| p["metadata"]["namespace"] == pod["metadata"]["namespace"])
+        .filter(|p| p["metadata"]["namespace"] == *namespace)
         .collect();
-    let first_of_its_group = terms.iter().all(|term| matches(&term["labelSelector"], pod))
-        && !terms
-            .iter()
-            .any(|term| same_namespace.iter().any(|p| matches(&term["labelSelector"], p)));
+    let matched = |term: &Value| same_namespace.iter().any(|p| matches(&term["labelSelector"], p));
+    let first_of_its_group =
+        terms.iter().all(|term| matches(&term["labelSelector"], pod)) && !terms.iter().any(matched);
     terms.iter().all(|term| {
         let key = term["topologyKey"].as_str().unwrap_or_default();
         let Some(domain) = label(node, key) else {

@@ -75,6 +75,14 @@ impl Kind {
         }
     }
 
+    /// An object of the kind as JSON, with the `apiVersion` and `kind` a list's items lack.
+    fn json(&self, object: DynamicObject) -> Result<Value, ApiError> {
+        let mut object = serde_json::to_value(object)?;
+        object["apiVersion"] = self.api_version().into();
+        object["kind"] = self.kind.into();
+        Ok(object)
+    }
+
     /// The kind's objects across namespaces (or cluster-scoped).
     pub fn all(&self, client: &Client) -> Api<DynamicObject> {
         Api::all_with(client.clone(), &self.resource())
@@ -149,23 +157,12 @@ pub async fn list(client: &Client, kind: Kind) -> Result<Vec<Value>, ApiError> {
         Err(e) if e.code() == Some(404) => return Ok(Vec::new()),
         listed => listed?,
     };
-    let mut objects = Vec::with_capacity(listed.items.len());
-    for item in listed.items {
-        let mut object = serde_json::to_value(item)?;
-        object["apiVersion"] = kind.api_version().into();
-        object["kind"] = kind.kind.into();
-        objects.push(object);
-    }
-    Ok(objects)
+    listed.items.into_iter().map(|item| kind.json(item)).collect()
 }
 
 pub async fn get(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<Option<Value>, ApiError> {
     let found = bounded(kind.within(client, namespace).get_opt(name)).await?;
-    let Some(found) = found else { return Ok(None) };
-    let mut object = serde_json::to_value(found)?;
-    object["apiVersion"] = kind.api_version().into();
-    object["kind"] = kind.kind.into();
-    Ok(Some(object))
+    found.map(|found| kind.json(found)).transpose()
 }
 
 pub async fn create(client: &Client, kind: Kind, object: &Value) -> Result<(), ApiError> {
@@ -253,10 +250,6 @@ pub fn now() -> jiff::Timestamp {
 
 /// One line per action, with the time, as the stand-in's logs show them.
 pub fn log(who: &str, line: impl std::fmt::Display) {
-    println!(
-        "{} {who}: {line}",
-        jiff::Timestamp::now()
-            .round(jiff::Unit::Millisecond)
-            .unwrap_or_default()
-    );
+    let now = jiff::Timestamp::now().round(jiff::Unit::Millisecond);
+    println!("{} {who}: {line}", now.unwrap_or_default());
 }

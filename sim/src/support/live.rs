@@ -179,15 +179,11 @@ pub async fn helm(kubeconfig: &Path, args: &[&str]) {
 /// The chart's release (`ome-spread` in namespace ome-spread) uninstalled where installed, its
 /// objects gone.
 pub async fn uninstall_chart(kubeconfig: &Path) {
-    let uninstall = [
-        "uninstall",
-        "ome-spread",
-        "-n",
-        "ome-spread",
-        "--ignore-not-found",
-        "--wait",
-    ];
-    helm(kubeconfig, &uninstall).await;
+    helm(
+        kubeconfig,
+        &words("uninstall ome-spread -n ome-spread --ignore-not-found --wait"),
+    )
+    .await;
 }
 
 /// `kubectl apply -f -` of a manifest, which must succeed.
@@ -222,18 +218,8 @@ pub async fn install_openreports_crd(admin: &Path) {
 /// No Report CRD on the cluster: what a suite that runs after one that installed it (seed's) and
 /// holds a cluster without it starts from.
 pub async fn remove_openreports_crd(admin: &Path) {
-    kubectl(
-        admin,
-        &[
-            "delete",
-            "crd",
-            "reports.openreports.io",
-            "--ignore-not-found",
-            "--wait",
-            "--timeout=60s",
-        ],
-    )
-    .await;
+    let delete = "delete crd reports.openreports.io --ignore-not-found --wait --timeout=60s";
+    kubectl(admin, &words(delete)).await;
 }
 
 /// policy.yaml whole, on Kubewarden's CRD (its ClusterAdmissionPolicy is where `explain` reads the
@@ -305,16 +291,8 @@ spec:
 
 /// Who holds the controller's Lease, if anyone.
 pub async fn lease_holder(admin: &Path) -> Option<String> {
-    let args = [
-        "get",
-        "lease",
-        LEASE,
-        "-n",
-        LEASE_NAMESPACE,
-        "-o",
-        "jsonpath={.spec.holderIdentity}",
-    ];
-    let printed = kubectl_with(admin, &args, None).await;
+    let args = format!("get lease {LEASE} -n {LEASE_NAMESPACE} -o jsonpath={{.spec.holderIdentity}}");
+    let printed = kubectl_with(admin, &words(&args), None).await;
     (printed.ok && !printed.stdout.is_empty()).then_some(printed.stdout)
 }
 
@@ -325,16 +303,8 @@ const LEASE_NAMESPACE: &str = "ome-spread";
 /// qwen3-0-6b-engine (the how-to's example) in `namespace` as the API server stores it, if it
 /// could be read.
 pub async fn replica(admin: &Path, namespace: &str) -> Option<serde_json::Value> {
-    let args = [
-        "get",
-        "inferencereplica",
-        "qwen3-0-6b-engine",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-    ];
-    let printed = kubectl_with(admin, &args, None).await;
+    let args = format!("get inferencereplica qwen3-0-6b-engine -n {namespace} -o json");
+    let printed = kubectl_with(admin, &words(&args), None).await;
     printed.ok.then(|| serde_json::from_str(&printed.stdout).ok()).flatten()
 }
 
@@ -399,19 +369,14 @@ pub async fn namespace_for_pods(admin: &Path, name: &str) {
 /// (no kubelet confirms their end), then the namespace. A guard's `Drop` runs them with
 /// [`kubectl_blocking`].
 pub fn namespace_removal(name: &str) -> [Vec<&str>; 2] {
-    [
-        vec![
-            "delete",
-            "pods",
-            "--all",
-            "-n",
-            name,
-            "--force",
-            "--grace-period=0",
-            "--wait=false",
-        ],
-        vec!["delete", "namespace", name, "--ignore-not-found", "--wait=false"],
-    ]
+    let pods = words("delete pods --all --force --grace-period=0 --wait=false -n");
+    let namespace = words("delete namespace --ignore-not-found --wait=false");
+    [[&pods[..], &[name]].concat(), [&namespace[..], &[name]].concat()]
+}
+
+/// A command line's words: for the calls none of whose arguments holds a space.
+fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
 }
 
 /// A kubeconfig whose user is a ServiceAccount, by a token of the TokenRequest API: what a pod
@@ -420,14 +385,7 @@ pub async fn service_account_kubeconfig(admin: &Path, namespace: &str, name: &st
     let token = kubectl(admin, &["create", "token", name, "-n", namespace, "--duration", "2h"]).await;
     let view = kubectl(
         admin,
-        &[
-            "config",
-            "view",
-            "--raw",
-            "--minify",
-            "-o",
-            "jsonpath={.clusters[0].cluster}",
-        ],
+        &words("config view --raw --minify -o jsonpath={.clusters[0].cluster}"),
     )
     .await;
     let cluster: serde_json::Value = serde_json::from_str(&view).expect("the cluster of the kubeconfig");

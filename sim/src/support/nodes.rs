@@ -40,11 +40,6 @@ pub struct NodeShape {
     pub cpus: u32,
     /// A Kubernetes quantity, such as `64Gi`.
     pub memory: String,
-    pub pods: u32,
-    /// Further labels.
-    pub labels: BTreeMap<String, String>,
-    /// `spec.taints`, as JSON.
-    pub taints: Vec<Value>,
     /// Cordoned.
     pub unschedulable: bool,
 }
@@ -61,15 +56,12 @@ impl NodeShape {
             gpus: 1,
             cpus: 16,
             memory: "64Gi".into(),
-            pods: 110,
-            labels: BTreeMap::new(),
-            taints: Vec::new(),
             unschedulable: false,
         }
     }
 
     fn labels(&self) -> BTreeMap<String, String> {
-        let mut labels = self.labels.clone();
+        let mut labels = BTreeMap::new();
         labels.insert(HOSTNAME.into(), self.name.clone());
         labels.insert(SUITE_NODE.into(), "true".into());
         if let Some(zone) = &self.zone {
@@ -108,15 +100,13 @@ pub fn layout(name: &str) -> Option<Vec<NodeShape>> {
 
 /// The Node, its room in `status` (capacity and allocatable, which kwok keeps), annotated for kwok.
 pub fn node(shape: &NodeShape) -> Value {
-    let mut spec = json!({});
-    if !shape.taints.is_empty() {
-        spec["taints"] = json!(shape.taints);
-    }
-    if shape.unschedulable {
-        spec["unschedulable"] = json!(true);
-    }
-    let room = json!({GPU: shape.gpus.to_string(), "cpu": shape.cpus.to_string(),
-        "memory": shape.memory, "pods": shape.pods.to_string()});
+    let spec = if shape.unschedulable {
+        json!({"unschedulable": true})
+    } else {
+        json!({})
+    };
+    let room =
+        json!({GPU: shape.gpus.to_string(), "cpu": shape.cpus.to_string(), "memory": shape.memory, "pods": "110"});
     json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": shape.name, "labels": shape.labels(), "annotations": {KWOK_NODE: "fake"}},
         "spec": spec, "status": {"capacity": room, "allocatable": room}})

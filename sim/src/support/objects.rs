@@ -80,15 +80,6 @@ impl Pod {
         self.with("nodeName", json!(node))
     }
 
-    /// One container, named for the Instance's component, asking for `requests`.
-    pub fn requests(self, requests: Value) -> Self {
-        let name = self.0["metadata"]["labels"]["component"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        self.container(&name, requests)
-    }
-
     /// One container, `name`, asking for `requests`.
     pub fn container(self, name: &str, requests: Value) -> Self {
         self.with(

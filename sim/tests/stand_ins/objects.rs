@@ -5,7 +5,7 @@ use serde_json::json;
 fn a_leaders_pod_is_named_and_labelled_as_ome_names_and_labels_it() {
     let pod = Pod::instance("spread-demo", "qwen3", "engine", 2, "leader", 0)
         .on("gpu-node-1")
-        .requests(json!({"nvidia.com/gpu": "1"}))
+        .container("engine", json!({"nvidia.com/gpu": "1"}))
         .json();
     assert_eq!(
         pod,

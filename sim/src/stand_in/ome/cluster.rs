@@ -103,26 +103,17 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
             }
             Change::Records((namespace, replica), migrations) => {
                 let patch = json!({"status": {"migrations": migrations}});
-                let phases: Vec<String> = migrations
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|r| {
-                        format!(
-                            "{} {}",
-                            r["requestUUID"].as_str().unwrap_or_default(),
-                            r["phase"].as_str().unwrap_or_default()
-                        )
-                    })
+                let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+                let records = migrations.as_array().into_iter().flatten();
+                let phases: Vec<String> = records
+                    .map(|r| format!("{} {}", text(&r["requestUUID"]), text(&r["phase"])))
                     .collect();
-                api::merge(client, INFERENCE_REPLICA, (namespace, replica), &patch, MANAGER, true)
-                    .await
-                    .map(|()| {
-                        format!(
-                            "InferenceReplica {namespace}/{replica} migrations: {}",
-                            phases.join(", ")
-                        )
-                    })
+                let said = format!(
+                    "InferenceReplica {namespace}/{replica} migrations: {}",
+                    phases.join(", ")
+                );
+                let merged = api::merge(client, INFERENCE_REPLICA, (namespace, replica), &patch, MANAGER, true).await;
+                merged.map(|()| said)
             }
             Change::Condition((namespace, replica), condition) => {
                 write_condition(client, namespace, replica, condition).await
@@ -160,15 +151,14 @@ async fn write_condition(
     let conditions = with_condition(&stored["status"]["conditions"], condition.clone());
     let patch = json!({"metadata": {"resourceVersion": stored["metadata"]["resourceVersion"]},
         "status": {"conditions": conditions}});
-    api::merge(client, INFERENCE_REPLICA, (namespace, replica), &patch, MANAGER, true)
-        .await
-        .map(|()| {
-            format!(
-                "InferenceReplica {namespace}/{replica} {}: {}",
-                condition["type"].as_str().unwrap_or_default(),
-                condition["status"].as_str().unwrap_or_default()
-            )
-        })
+    let (kind, status) = (condition["type"].as_str(), condition["status"].as_str());
+    let said = format!(
+        "InferenceReplica {namespace}/{replica} {}: {}",
+        kind.unwrap_or_default(),
+        status.unwrap_or_default()
+    );
+    let merged = api::merge(client, INFERENCE_REPLICA, (namespace, replica), &patch, MANAGER, true).await;
+    merged.map(|()| said)
 }
 
 /// An Event OME records on the InferenceService, as a core/v1 Event.
@@ -177,11 +167,10 @@ pub async fn record_event(client: &Client, event: &Event, objects: &[Value]) {
         .iter()
         .find(|o| o["kind"] == "InferenceService" && o["metadata"]["name"] == event.service);
     let Some(service) = service else {
-        api::log(
+        return api::log(
             WHO,
             format!("event {} {}: {}", event.reason, event.service, event.message),
         );
-        return;
     };
     let (namespace, name) = api::identity(service);
     let now = api::now();
@@ -197,14 +186,9 @@ pub async fn record_event(client: &Client, event: &Event, objects: &[Value]) {
         "reason": event.reason, "message": event.message, "type": kind,
         "source": {"component": MANAGER}, "reportingComponent": MANAGER, "reportingInstance": MANAGER,
         "firstTimestamp": now.to_string(), "lastTimestamp": now.to_string(), "count": 1});
-    match api::create(client, api::EVENT, &record).await {
-        Ok(()) => api::log(
-            WHO,
-            format!("event {} on {namespace}/{name}: {}", event.reason, event.message),
-        ),
-        Err(e) => api::log(
-            WHO,
-            format!("event {} on {namespace}/{name} not recorded: {e}", event.reason),
-        ),
-    }
+    let said = match api::create(client, api::EVENT, &record).await {
+        Ok(()) => format!("event {} on {namespace}/{name}: {}", event.reason, event.message),
+        Err(e) => format!("event {} on {namespace}/{name} not recorded: {e}", event.reason),
+    };
+    api::log(WHO, said);
 }

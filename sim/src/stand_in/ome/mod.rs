@@ -58,9 +58,6 @@ pub struct Options {
     pub interval: Duration,
     /// How long a migration record may stay under way (upstream's `deadline`).
     pub deadline: SignedDuration,
-    /// OME's migration caps (`lifecycle.audit`) are configured, as its chart sets them; without
-    /// them (its kustomize manifests) every migration request is held in Accepted.
-    pub caps: bool,
     /// Stop when the API server has not answered for this long: its cluster is gone, and a
     /// stand-in a test left behind does not run on for ever.
     pub give_up: Option<Duration>,
@@ -72,7 +69,6 @@ impl Default for Options {
             terms: Terms::InTree,
             interval: Duration::from_secs(1),
             deadline: SignedDuration::from_mins(10),
-            caps: true,
             give_up: Some(Duration::from_secs(300)),
         }
     }
@@ -140,14 +136,15 @@ impl StandIn {
     async fn pass(&mut self) -> Result<(), ApiError> {
         let now = api::now();
         let mut objects = Vec::new();
-        for kind in [
+        let kinds = [
             INFERENCE_SERVICE,
             INFERENCE_REPLICA,
             CLUSTER_SERVING_RUNTIME,
             SERVING_RUNTIME,
             POD,
             NODE,
-        ] {
+        ];
+        for kind in kinds {
             objects.extend(api::list(&self.client, kind).await?);
         }
         let seen = match Objects::new(objects.clone()) {
@@ -165,15 +162,14 @@ impl StandIn {
         for service in services {
             self.reconcile(service, &seen, &objects, now).await;
         }
+        let (deadline, terms) = (self.options.deadline, self.options.terms);
+        // OME's migration caps (`lifecycle.audit`) configured, as its chart sets them.
         let ome = Ome {
             settings: json!({}),
-            deadline: self.options.deadline,
-            caps: self.options.caps,
+            deadline,
+            caps: true,
         };
-        let world = cluster::Cluster {
-            terms: self.options.terms,
-        };
-        let (changes, events) = ome.step_in(&world, &objects, now);
+        let (changes, events) = ome.step_in(&cluster::Cluster { terms }, &objects, now);
         cluster::apply(&self.client, changes).await;
         for event in events {
             cluster::record_event(&self.client, &event, &objects).await;
@@ -227,16 +223,11 @@ impl StandIn {
         let (_, replica_name) = api::identity(&wanted);
         let existing = raw(objects, INFERENCE_REPLICA.kind, Some(namespace), replica_name);
         if existing.is_none_or(|r| spec_differs(&r["spec"], &wanted["spec"])) {
-            match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER, false).await {
-                Ok(()) => api::log(
-                    WHO,
-                    format!(
-                        "InferenceReplica {namespace}/{replica_name} written: {}",
-                        shown(&wanted["spec"])
-                    ),
-                ),
-                Err(e) => api::log(WHO, format!("InferenceReplica {namespace}/{replica_name}: {e}")),
-            }
+            let said = match api::apply(&self.client, INFERENCE_REPLICA, &wanted, MANAGER, false).await {
+                Ok(()) => format!(" written: {}", shown(&wanted["spec"])),
+                Err(e) => format!(": {e}"),
+            };
+            api::log(WHO, format!("InferenceReplica {namespace}/{replica_name}{said}"));
         }
         let mut replica = existing?.clone();
         replica["spec"] = wanted["spec"].clone();
@@ -333,14 +324,7 @@ pub fn status_differs(stored: &Value, wanted: &Value) -> bool {
 }
 
 fn same_conditions(stored: &Value, wanted: &Value) -> bool {
-    let key = |c: &Value| {
-        (
-            c["type"].clone(),
-            c["status"].clone(),
-            c["reason"].clone(),
-            c["message"].clone(),
-        )
-    };
+    let key = |c: &Value| ["type", "status", "reason", "message"].map(|field| c[field].clone());
     let keys = |cs: &Value| cs.as_array().map(|cs| cs.iter().map(key).collect::<Vec<_>>());
     keys(stored).unwrap_or_default() == keys(wanted).unwrap_or_default()
 }

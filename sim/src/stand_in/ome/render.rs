@@ -130,10 +130,8 @@ fn merged<'a>(own: &'a Value, config: &'a Value, path: &[&str]) -> &'a Value {
 /// one where it is unset, 0 or less. So the InferenceService's `0` gives one Instance, and its
 /// unset `minReplicas` the runtime's.
 fn instance_count(own: &Value, config: &Value) -> u64 {
-    merged(own, config, &["minReplicas"])
-        .as_u64()
-        .filter(|count| *count > 0)
-        .unwrap_or(1)
+    let count = merged(own, config, &["minReplicas"]).as_u64();
+    count.filter(|count| *count > 0).unwrap_or(1)
 }
 
 /// `default` (size 1), or `leader` (1) and `worker` (N) when the merged spec declares both a
@@ -154,14 +152,8 @@ fn runners(service: &Value, own: &Value, config: &Value, component: &str) -> Res
             Some(section) if from[section]["runner"].is_object() => from[section]["runner"].clone(),
             _ => from["runner"].clone(),
         };
-        template(
-            service,
-            own,
-            config,
-            component,
-            runner,
-            over(&container(config), &container(own)),
-        )
+        let container = over(&container(config), &container(own));
+        template(service, own, config, component, runner, container)
     };
     Ok(if workers == 0 {
         json!([{"name": "default", "size": 1, "template": template("default", None)}])
@@ -183,15 +175,8 @@ fn over(base: &Value, top: &Value) -> Value {
 }
 
 /// The pod fields an engine or decoder (or its runtime's config) may set, taken as they are.
-const POD_FIELDS: [&str; 7] = [
-    "tolerations",
-    "affinity",
-    "topologySpreadConstraints",
-    "schedulerName",
-    "priorityClassName",
-    "serviceAccountName",
-    "volumes",
-];
+const POD_FIELDS: &str =
+    "tolerations affinity topologySpreadConstraints schedulerName priorityClassName serviceAccountName volumes";
 
 fn template(service: &Value, own: &Value, config: &Value, component: &str, runner: &str, container: Value) -> Value {
     let mut container = container;
@@ -212,7 +197,7 @@ fn template(service: &Value, own: &Value, config: &Value, component: &str, runne
         "nodeSelector": node_selector,
         "readinessGates": [{"conditionType": SERVING_GATE}],
     });
-    for field in POD_FIELDS {
+    for field in POD_FIELDS.split(' ') {
         for from in [config, own] {
             if !from[field].is_null() {
                 spec[field] = from[field].clone();
@@ -254,10 +239,11 @@ pub struct Instance {
 impl Instance {
     /// A new Instance at `index`: its first incarnation, on slot 0.
     pub fn new(index: u64) -> Self {
+        let (incarnation, slot) = (1, 0);
         Self {
             index,
-            incarnation: 1,
-            slot: 0,
+            incarnation,
+            slot,
         }
     }
 }
@@ -345,12 +331,7 @@ pub fn in_tree_terms(pod: &mut Value, replica: &Value) {
             let Some(key) = settings.topology_key.as_deref() else {
                 return;
             };
-            let path = [
-                "spec",
-                "affinity",
-                "podAffinity",
-                "requiredDuringSchedulingIgnoredDuringExecution",
-            ];
+            let path = ["spec", "affinity", "podAffinity", REQUIRED];
             let Some(terms) = slot(pod, &path) else {
                 return;
             };
@@ -367,6 +348,8 @@ pub fn in_tree_terms(pod: &mut Value, replica: &Value) {
         _ => {}
     }
 }
+
+const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
 /// The field at `path`, the objects on the way made where they are unset; None where one is
 /// something else (a runtime's `affinity: "x"`), which is left as it is rather than indexed.
@@ -475,6 +458,7 @@ impl Counts {
 fn replica_ready(counts: &Counts, spec: &Value, now: &str) -> Value {
     let Counts { replicas, ready, .. } = *counts;
     let floor = counts.floor(&spec["lifecycle"]);
+    let counted = format!("{ready}/{replicas} Instances");
     let (status, reason, message) = if replicas == 0 {
         (
             false,
@@ -482,15 +466,11 @@ fn replica_ready(counts: &Counts, spec: &Value, now: &str) -> Value {
             "InferenceReplica has no desired Instances".to_owned(),
         )
     } else if ready == replicas {
-        (true, "AllInstancesReady", format!("{ready}/{replicas} Instances Ready"))
+        (true, "AllInstancesReady", format!("{counted} Ready"))
     } else if ready >= floor {
-        (
-            true,
-            "MinimumAvailable",
-            format!("{ready}/{replicas} Instances serving (min {floor})"),
-        )
+        (true, "MinimumAvailable", format!("{counted} serving (min {floor})"))
     } else {
-        let message = format!("{ready}/{replicas} Instances serving, need {floor} (no rollout in flight)");
+        let message = format!("{counted} serving, need {floor} (no rollout in flight)");
         (false, "ReplicaCountMismatch", message)
     };
     condition("Ready", status, reason, message, now)
@@ -517,13 +497,16 @@ pub fn service_conditions(service: &Value, replicas: &[&Value], now: &str) -> Va
         return conditions;
     }
     let ready = match not_ready {
-        Some(first) => condition(
-            "Ready",
-            false,
-            first["reason"].as_str().unwrap_or_default(),
-            first["message"].as_str().unwrap_or_default().to_owned(),
-            now,
-        ),
+        Some(first) => {
+            let (reason, message) = (first["reason"].as_str(), first["message"].as_str());
+            condition(
+                "Ready",
+                false,
+                reason.unwrap_or_default(),
+                message.unwrap_or_default().into(),
+                now,
+            )
+        }
         None => json!({"type": "Ready", "status": "True", "lastTransitionTime": now}),
     };
     with_condition(&conditions, ready)
@@ -538,27 +521,17 @@ fn component_ready(kind: &str, replica: &Value, now: &str) -> Value {
         ready: count("readyReplicas"),
         wanted: wanted(replica),
     };
-    let (replicas, serving, floor) = (
-        counts.replicas,
-        count("servingReplicas"),
-        counts.floor(&replica["spec"]["lifecycle"]),
-    );
+    let (replicas, serving) = (counts.replicas, count("servingReplicas"));
+    let floor = counts.floor(&replica["spec"]["lifecycle"]);
+    let counted = format!("{serving}/{replicas} Instances serving");
     let (ready, reason, message) = if replicas == 0 {
         (false, "NoReplicas", "Component has no desired Instances".to_owned())
     } else if counts.ready >= replicas {
         (true, "Ready", "All Instances are Ready".to_owned())
     } else if serving >= floor {
-        (
-            true,
-            "MinimumAvailable",
-            format!("{serving}/{replicas} Instances serving (min {floor})"),
-        )
+        (true, "MinimumAvailable", format!("{counted} (min {floor})"))
     } else {
-        (
-            false,
-            "InsufficientAvailable",
-            format!("{serving}/{replicas} Instances serving, need {floor}"),
-        )
+        (false, "InsufficientAvailable", format!("{counted}, need {floor}"))
     };
     condition(kind, ready, reason, message, now)
 }
