@@ -269,12 +269,11 @@ fn log(review: &Value) {
     );
 }
 
-fn answer(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Full<Bytes>> {
+fn answer(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
-    if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
-        response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
-    }
+    let content_type = hyper::header::HeaderValue::from_static(content_type);
+    response.headers_mut().insert(hyper::header::CONTENT_TYPE, content_type);
     response
 }
 
@@ -325,20 +324,18 @@ pub mod policy {
         pub async fn review(&self, review: &[u8]) -> Result<Value, String> {
             let unreadable = |reason: &dyn std::fmt::Display| format!("cannot read the AdmissionReview: {reason}");
             let review: Value = serde_json::from_slice(review).map_err(|e| unreadable(&e))?;
-            let request = review
-                .get("request")
-                .filter(|request| request.is_object())
-                .ok_or_else(|| unreadable(&"no `request` object"))?;
-            let uid = request
-                .get("uid")
-                .and_then(Value::as_str)
-                .ok_or_else(|| unreadable(&"`request.uid` is not a string"))?
-                .to_owned();
-            let object = request.get("object").filter(|object| !object.is_null()).cloned();
+            let request = &review["request"];
+            if !request.is_object() {
+                return Err(unreadable(&"no `request` object"));
+            }
+            let uid = request["uid"]
+                .as_str()
+                .ok_or_else(|| unreadable(&"`request.uid` is not a string"))?;
+            let object = Some(&request["object"]).filter(|object| !object.is_null());
             let response = match self.validate(request).await {
-                Ok(validation) => admission_response(&uid, object.as_ref(), validation),
+                Ok(validation) => admission_response(uid, object, validation),
                 // What policy-evaluator answers when an evaluation fails (a trap, a bad answer).
-                Err(reason) => reject(&uid, &format!("internal server error: {reason}"), Some(500)),
+                Err(reason) => reject(uid, &format!("internal server error: {reason}"), Some(500)),
             };
             Ok(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
         }
@@ -404,7 +401,7 @@ pub mod policy {
 /// `/apis/<group>/<version>` per kind), then a GET of the object.
 pub mod lookup {
     use std::collections::HashMap;
-    use std::sync::Mutex;
+    use std::sync::{Mutex, MutexGuard, PoisonError};
     use std::time::{Duration, Instant};
 
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
@@ -462,30 +459,21 @@ pub mod lookup {
             }
             let object = self.read(request).await?;
             if !request.disable_cache {
-                self.cache
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .insert(key, (Instant::now(), object.clone()));
+                locked(&self.cache).insert(key, (Instant::now(), object.clone()));
             }
             Ok(object)
         }
 
         fn cached(&self, key: &str) -> Option<Vec<u8>> {
-            let cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            cache
+            locked(&self.cache)
                 .get(key)
                 .filter(|(at, _)| at.elapsed() < CACHED_FOR)
                 .map(|(_, object)| object.clone())
         }
 
         async fn read(&self, request: &GetResource) -> Result<Vec<u8>, String> {
-            let GetResource {
-                api_version,
-                kind,
-                name,
-                namespace,
-                ..
-            } = request;
+            let (api_version, kind, name) = (&request.api_version, &request.kind, &request.name);
+            let namespace = &request.namespace;
             let (resource, namespaced) = self.resource(api_version, kind).await?;
             let api: Api<DynamicObject> = match (namespaced, namespace) {
                 (true, Some(namespace)) => Api::namespaced_with(self.client.clone(), namespace, &resource),
@@ -509,7 +497,7 @@ pub mod lookup {
         /// The kind's resource name and scope, asked of the API server once per kind.
         async fn resource(&self, api_version: &str, kind: &str) -> Result<(ApiResource, bool), String> {
             let key = (api_version.to_owned(), kind.to_owned());
-            if let Some(known) = self.kinds.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            if let Some(known) = locked(&self.kinds).get(&key) {
                 return Ok(known.clone());
             }
             let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -519,12 +507,14 @@ pub mod lookup {
                 e => format!("error finding resource {api_version} / {kind}: {}", api_error(&e)),
             })?;
             let known = (resource, capabilities.scope == Scope::Namespaced);
-            self.kinds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(key, known.clone());
+            locked(&self.kinds).insert(key, known.clone());
             Ok(known)
         }
+    }
+
+    /// A poisoned lock is still a cache: the panic that poisoned it left no half-written entry.
+    fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+        mutex.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// An API server's refusal in the words policy-server 1.31 gives it, whatever this kube says.
@@ -543,21 +533,16 @@ pub mod lookup {
 /// (`internal/constants/constants.go`) and the policy's `GetUniqueName`
 /// (`api/policies/v1/clusteradmissionpolicy_types.go`).
 pub mod webhook {
-    use std::collections::BTreeMap;
     use std::path::Path;
-
-    use k8s_openapi::ByteString;
-    use k8s_openapi::api::admissionregistration::v1::{
-        MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-        WebhookClientConfig,
-    };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
     use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use kube::api::{Api, Patch, PatchParams, PostParams};
-    use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
 
     /// Where Kubewarden runs: the controller's deployments namespace, which the Helm charts make
@@ -610,15 +595,6 @@ pub mod webhook {
         })
     }
 
-    fn field<T: DeserializeOwned>(policy: &Value, field: &str) -> Result<Option<T>, String> {
-        match &policy["spec"][field] {
-            Value::Null => Ok(None),
-            value => serde_json::from_value(value.clone())
-                .map(Some)
-                .map_err(|e| format!("ClusterAdmissionPolicy: {field}: {e}")),
-        }
-    }
-
     /// What kubewarden-controller writes for `policy`, field for field, but for the client config:
     /// a `url` at `base_url` (this host) where the controller names the Service
     /// ([`render_for_policy_server`]). A control plane without kubelets has no cluster network and
@@ -630,11 +606,8 @@ pub mod webhook {
         ca_bundle: &[u8],
         naming: Naming,
     ) -> Result<MutatingWebhookConfiguration, String> {
-        let client_config = WebhookClientConfig {
-            url: Some(format!("{base_url}/validate/{}", policy_id(policy, naming)?)),
-            ca_bundle: Some(ByteString(ca_bundle.to_vec())),
-            service: None,
-        };
+        let url = format!("{base_url}/validate/{}", policy_id(policy, naming)?);
+        let client_config = json!({"url": url, "caBundle": STANDARD.encode(ca_bundle)});
         render_with(policy, client_config, naming)
     }
 
@@ -649,76 +622,59 @@ pub mod webhook {
     ) -> Result<MutatingWebhookConfiguration, String> {
         // The CRD's default PolicyServer.
         let server = policy["spec"]["policyServer"].as_str().unwrap_or("default");
-        let client_config = WebhookClientConfig {
-            url: None,
-            ca_bundle: Some(ByteString(ca_bundle.to_vec())),
-            service: Some(ServiceReference {
-                namespace: DEPLOYMENTS_NAMESPACE.into(),
-                name: format!("policy-server-{server}"),
-                path: Some(format!("/validate/{}", policy_id(policy, naming)?)),
-                port: Some(8443),
-            }),
-        };
+        let service = json!({"namespace": DEPLOYMENTS_NAMESPACE, "name": format!("policy-server-{server}"),
+            "path": format!("/validate/{}", policy_id(policy, naming)?), "port": 8443});
+        let client_config = json!({"service": service, "caBundle": STANDARD.encode(ca_bundle)});
         render_with(policy, client_config, naming)
     }
 
     fn render_with(
         policy: &Value,
-        client_config: WebhookClientConfig,
+        client_config: Value,
         naming: Naming,
     ) -> Result<MutatingWebhookConfiguration, String> {
-        if policy["spec"]["mutating"] != true {
+        let spec = &policy["spec"];
+        if spec["mutating"] != true {
             return Err("ClusterAdmissionPolicy: spec.mutating is not true: kubewarden-controller would write a ValidatingWebhookConfiguration, which this host does not render".into());
         }
         let id = policy_id(policy, naming)?;
-        let name = policy["metadata"]["name"].as_str().unwrap_or_default();
         // The deployments namespace first, then the policy's own expressions. The controller
         // appends only `matchExpressions`: a policy's `namespaceSelector.matchLabels` is dropped.
-        let mut namespace_expressions = vec![LabelSelectorRequirement {
-            key: "kubernetes.io/metadata.name".into(),
-            operator: "NotIn".into(),
-            values: Some(vec![DEPLOYMENTS_NAMESPACE.into()]),
-        }];
-        if let Some(selector) = field::<LabelSelector>(policy, "namespaceSelector")? {
-            namespace_expressions.extend(selector.match_expressions.unwrap_or_default());
-        }
-        let webhook = MutatingWebhook {
-            name: format!("{id}.kubewarden.admission"),
-            client_config,
-            rules: field::<Vec<RuleWithOperations>>(policy, "rules")?,
-            failure_policy: field(policy, "failurePolicy")?,
-            match_policy: field(policy, "matchPolicy")?,
-            namespace_selector: Some(LabelSelector {
-                match_expressions: Some(namespace_expressions),
-                match_labels: None,
-            }),
-            object_selector: field(policy, "objectSelector")?,
+        let own: Option<LabelSelector> = serde_json::from_value(spec["namespaceSelector"].clone())
+            .map_err(|e| format!("ClusterAdmissionPolicy: namespaceSelector: {e}"))?;
+        let mut expressions =
+            vec![json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [DEPLOYMENTS_NAMESPACE]})];
+        let own = own.and_then(|own| own.match_expressions).unwrap_or_default();
+        expressions.extend(own.iter().map(|expression| json!(expression)));
+        let or = |field: &str, default: Value| spec.get(field).filter(|v| !v.is_null()).cloned().unwrap_or(default);
+        let webhook = json!({
+            "name": format!("{id}.kubewarden.admission"),
+            "clientConfig": client_config,
+            "rules": spec["rules"],
+            "failurePolicy": spec["failurePolicy"],
+            "matchPolicy": spec["matchPolicy"],
+            "namespaceSelector": {"matchExpressions": expressions},
+            "objectSelector": spec["objectSelector"],
             // The controller's default where the policy has none.
-            side_effects: field(policy, "sideEffects")?.unwrap_or_else(|| "None".into()),
+            "sideEffects": or("sideEffects", json!("None")),
             // The CRD's default (`+kubebuilder:default:=10`), which the API server would fill in.
-            timeout_seconds: Some(field(policy, "timeoutSeconds")?.unwrap_or(10)),
-            admission_review_versions: vec!["v1".into()],
+            "timeoutSeconds": or("timeoutSeconds", json!(10)),
+            "admissionReviewVersions": ["v1"],
             // Passed on where the controller's AdmissionWebhookMatchConditions gate is on.
-            match_conditions: field::<Vec<MatchCondition>>(policy, "matchConditions")?,
-            // Not set by the controller: the API server makes it `Never`.
-            reinvocation_policy: None,
-        };
-        Ok(MutatingWebhookConfiguration {
-            metadata: ObjectMeta {
-                name: Some(id),
-                labels: Some(BTreeMap::from([
-                    ("app.kubernetes.io/part-of".into(), "kubewarden".into()),
-                    ("kubewardenPolicyScope".into(), "cluster".into()),
-                ])),
-                annotations: Some(BTreeMap::from([
-                    ("kubewardenPolicyName".into(), name.into()),
-                    // A ClusterAdmissionPolicy has no namespace: the controller writes "".
-                    ("kubewardenPolicyNamespace".into(), String::new()),
-                ])),
-                ..ObjectMeta::default()
+            "matchConditions": spec["matchConditions"],
+            // No reinvocationPolicy: the controller sets none, and the API server makes it `Never`.
+        });
+        let config = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {
+                "name": id,
+                "labels": {"app.kubernetes.io/part-of": "kubewarden", "kubewardenPolicyScope": "cluster"},
+                // A ClusterAdmissionPolicy has no namespace: the controller writes "".
+                "annotations": {"kubewardenPolicyName": policy["metadata"]["name"], "kubewardenPolicyNamespace": ""},
             },
-            webhooks: Some(vec![webhook]),
-        })
+            "webhooks": [webhook],
+        });
+        serde_json::from_value(config).map_err(|e| format!("ClusterAdmissionPolicy: a field the webhook copies: {e}"))
     }
 
     /// Waits until the API server calls the webhook: it learns of a new configuration through a
