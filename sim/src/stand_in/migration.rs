@@ -121,7 +121,7 @@ impl Ome {
                 taken.push(key);
             }
             if records != before {
-                step.records(replica, records);
+                step.changes.push(Change::Records(at(replica), Value::from(records)));
             }
         }
         // A request no component of its InferenceService takes: refused.
@@ -177,11 +177,8 @@ impl Ome {
         match outcome {
             Ok(phase) => record["phase"] = json!(phase),
             Err(message) => {
-                step.event(
-                    "MigrationFailed",
-                    &service,
-                    format!("migration {uuid} failed: {message}"),
-                );
+                let failed = format!("migration {uuid} failed: {message}");
+                step.event("MigrationFailed", &service, failed);
                 record["phase"] = json!("Failed");
                 record["message"] = json!(message);
             }
@@ -255,8 +252,7 @@ impl Ome {
 /// A request held for caps nobody configured: Accepted with upstream's message, a Warning Event
 /// when the hold starts; Failed once its deadline passes.
 fn hold_for_caps(record: &mut Value, now: Timestamp, step: &mut Step, service: &str) -> Result<&'static str, String> {
-    let deadline: Option<Timestamp> = record["deadline"].as_str().and_then(|d| d.parse().ok());
-    if deadline.is_some_and(|d| now >= d) {
+    if past_deadline(record, now) {
         return Err("deadline exceeded in phase Accepted: surge never allocated".into());
     }
     if record["message"] != HELD_FOR_CAPS {
@@ -266,6 +262,11 @@ fn hold_for_caps(record: &mut Value, now: Timestamp, step: &mut Step, service: &
         step.event(POLICY_UNCONFIGURED, service, held);
     }
     Ok("Accepted")
+}
+
+fn past_deadline(record: &Value, now: Timestamp) -> bool {
+    let deadline: Option<Timestamp> = record["deadline"].as_str().and_then(|d| d.parse().ok());
+    deadline.is_some_and(|d| now >= d)
 }
 
 fn hints(record: &Value) -> Vec<String> {
@@ -354,9 +355,9 @@ fn requests_for<'a>(replica: &Value, objects: &'a [Value]) -> Vec<(&'a String, V
 
 /// The replica's InferenceService, in its namespace.
 fn service_of<'a>(replica: &Value, objects: &'a [Value]) -> Option<&'a Value> {
-    objects.iter().find(|o| {
-        o["kind"] == "InferenceService" && namespace_of(o) == namespace_of(replica) && name(o) == parent(replica)
-    })
+    objects
+        .iter()
+        .find(|o| is_named(o, "InferenceService", namespace_of(replica), parent(replica)))
 }
 
 fn parent(replica: &Value) -> &str {
@@ -373,14 +374,11 @@ fn place_surge(
     now: Timestamp,
     step: &mut Step,
 ) -> Result<&'static str, String> {
-    let deadline: Option<Timestamp> = record["deadline"].as_str().and_then(|d| d.parse().ok());
     match world.place(surge, objects, &hints(record)) {
-        Placement::Waiting { why, .. } if deadline.is_some_and(|d| now >= d) => {
+        Placement::Waiting { why, .. } if past_deadline(record, now) => {
             step.changes.extend(surge.iter().map(|pod| Change::PodDeleted(at(pod))));
-            Err(format!(
-                "surge instance {} unschedulable: {why}",
-                record["surgeInstance"]
-            ))
+            let surge = &record["surgeInstance"];
+            Err(format!("surge instance {surge} unschedulable: {why}"))
         }
         Placement::Waiting { bound, .. } => {
             step.changes.extend(bound.into_iter().map(Change::Pod));
@@ -451,13 +449,12 @@ pub fn admitted(pod: &Value, replica: &Value, settings: &Value) -> Result<Value,
     let response =
         ome_spread::validate(&payload, |_| Ok(replica.to_string().into_bytes())).map_err(|e| e.to_string())?;
     let response: Value = serde_json::from_slice(&response).map_err(|e| e.to_string())?;
-    match (
-        &response["accepted"],
-        response.get("mutated_object").filter(|pod| !pod.is_null()),
-    ) {
-        (Value::Bool(true), Some(mutated)) => Ok(mutated.clone()),
-        (Value::Bool(true), None) => Ok(pod.clone()),
-        _ => Err(format!("pod {} denied: {}", name(pod), response["message"])),
+    if response["accepted"] != true {
+        return Err(format!("pod {} denied: {}", name(pod), response["message"]));
+    }
+    match &response["mutated_object"] {
+        Value::Null => Ok(pod.clone()),
+        mutated => Ok(mutated.clone()),
     }
 }
 
@@ -488,10 +485,6 @@ impl Step {
         self.changes.push(Change::Unannotated(service, key.into()));
     }
 
-    fn records(&mut self, replica: &Value, records: Vec<Value>) {
-        self.changes.push(Change::Records(at(replica), Value::from(records)));
-    }
-
     /// The replica's `MigrationPolicyUnconfigured` as a pass that judged a request under caps
     /// (`caps`) or without them leaves it, written when its status changes.
     fn condition(&mut self, replica: &Value, caps: bool, now: Timestamp) {
@@ -503,11 +496,8 @@ impl Step {
             ),
             false => ("True", "MigrationCapacityUnconfigured", UNCONFIGURED),
         };
-        let conditions = replica["status"]["conditions"].as_array().into_iter().flatten();
-        if conditions
-            .clone()
-            .any(|c| c["type"] == POLICY_UNCONFIGURED && c["status"] == status)
-        {
+        let mut conditions = replica["status"]["conditions"].as_array().into_iter().flatten();
+        if conditions.any(|c| c["type"] == POLICY_UNCONFIGURED && c["status"] == status) {
             return;
         }
         let condition = json!({"type": POLICY_UNCONFIGURED, "status": status, "reason": reason,
@@ -581,25 +571,26 @@ pub fn with_condition(conditions: &Value, mut condition: Value) -> Value {
 
 impl Cluster for Vec<Value> {
     fn edit(&mut self, kind: &str, namespace: &str, name: &str, edit: &mut dyn FnMut(&mut Value)) {
-        let found = self
-            .iter_mut()
-            .find(|o| o["kind"] == kind && namespace_of(o) == namespace && self::name(o) == name);
-        if let Some(object) = found {
+        if let Some(object) = self.iter_mut().find(|o| is_named(o, kind, namespace, name)) {
             edit(object);
         }
     }
 
     fn put_pod(&mut self, pod: Value) {
-        let at = self
+        match self
             .iter()
-            .position(|o| o["kind"] == "Pod" && namespace_of(o) == namespace_of(&pod) && name(o) == name(&pod));
-        match at {
+            .position(|o| is_named(o, "Pod", namespace_of(&pod), name(&pod)))
+        {
             Some(at) => self[at] = pod,
             None => self.push(pod),
         }
     }
 
     fn delete_pod(&mut self, namespace: &str, pod: &str) {
-        self.retain(|o| !(o["kind"] == "Pod" && namespace_of(o) == namespace && name(o) == pod));
+        self.retain(|o| !is_named(o, "Pod", namespace, pod));
     }
+}
+
+fn is_named(object: &Value, kind: &str, namespace: &str, name: &str) -> bool {
+    object["kind"] == kind && namespace_of(object) == namespace && self::name(object) == name
 }

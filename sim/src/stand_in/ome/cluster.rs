@@ -108,10 +108,8 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
                 let phases: Vec<String> = records
                     .map(|r| format!("{} {}", text(&r["requestUUID"]), text(&r["phase"])))
                     .collect();
-                let said = format!(
-                    "InferenceReplica {namespace}/{replica} migrations: {}",
-                    phases.join(", ")
-                );
+                let phases = phases.join(", ");
+                let said = format!("InferenceReplica {namespace}/{replica} migrations: {phases}");
                 let merged = api::merge(client, INFERENCE_REPLICA, (namespace, replica), &patch, MANAGER, true).await;
                 merged.map(|()| said)
             }
@@ -151,12 +149,9 @@ async fn write_condition(
     let conditions = with_condition(&stored["status"]["conditions"], condition.clone());
     let patch = json!({"metadata": {"resourceVersion": stored["metadata"]["resourceVersion"]},
         "status": {"conditions": conditions}});
-    let (kind, status) = (condition["type"].as_str(), condition["status"].as_str());
-    let said = format!(
-        "InferenceReplica {namespace}/{replica} {}: {}",
-        kind.unwrap_or_default(),
-        status.unwrap_or_default()
-    );
+    let kind = condition["type"].as_str().unwrap_or_default();
+    let status = condition["status"].as_str().unwrap_or_default();
+    let said = format!("InferenceReplica {namespace}/{replica} {kind}: {status}");
     let merged = api::merge(client, INFERENCE_REPLICA, (namespace, replica), &patch, MANAGER, true).await;
     merged.map(|()| said)
 }
@@ -174,11 +169,8 @@ pub async fn record_event(client: &Client, event: &Event, objects: &[Value]) {
     };
     let (namespace, name) = api::identity(service);
     let now = api::now();
-    let kind = if matches!(event.reason, "MigrationFailed" | "MigrationPolicyUnconfigured") {
-        "Warning"
-    } else {
-        "Normal"
-    };
+    let warning = matches!(event.reason, "MigrationFailed" | "MigrationPolicyUnconfigured");
+    let kind = if warning { "Warning" } else { "Normal" };
     let record = json!({"apiVersion": "v1", "kind": "Event",
         "metadata": {"name": format!("{name}.{:x}", jiff::Timestamp::now().as_nanosecond()), "namespace": namespace},
         "involvedObject": {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": name,

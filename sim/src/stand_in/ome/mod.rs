@@ -158,7 +158,7 @@ impl StandIn {
         let services = objects
             .iter()
             .filter(|o| o["kind"] == INFERENCE_SERVICE.kind)
-            .filter(|s| render::is_ome_native(s) && s["metadata"]["deletionTimestamp"].is_null());
+            .filter(|s| s["spec"]["deploymentMode"] == "OMENative" && s["metadata"]["deletionTimestamp"].is_null());
         for service in services {
             self.reconcile(service, &seen, &objects, now).await;
         }
@@ -259,12 +259,9 @@ impl StandIn {
             "status": {"conditions": conditions, "observedGeneration": service["metadata"]["generation"]}});
         let ready = conditions
             .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-            .and_then(|c| c["status"].as_str().map(str::to_owned));
-        let said = format!(
-            "InferenceService {namespace}/{name} Ready: {}",
-            ready.unwrap_or_default()
-        );
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"));
+        let ready = ready.and_then(|c| c["status"].as_str()).unwrap_or_default();
+        let said = format!("InferenceService {namespace}/{name} Ready: {ready}");
         self.write_status(INFERENCE_SERVICE, (namespace, name), &patch, said)
             .await;
     }
@@ -339,10 +336,6 @@ fn shown(spec: &Value) -> String {
         .map(|r| format!("{} x{}", r["name"].as_str().unwrap_or_default(), r["size"]))
         .collect();
     let fields = SPREAD_FIELDS.map(|k| format!("{k} {}", spec[k].as_str().unwrap_or("<none>")));
-    format!(
-        "{} Instances ({}), {}",
-        spec["replicas"],
-        runners.join(", "),
-        fields.join(", ")
-    )
+    let (runners, fields) = (runners.join(", "), fields.join(", "));
+    format!("{} Instances ({runners}), {fields}", spec["replicas"])
 }

@@ -21,6 +21,8 @@
 //! terms follow the replica's settings now (upstream keeps an Instance's older `topologyKey`
 //! while its live pods carry it).
 
+use std::collections::BTreeMap;
+
 use ome_spread_core::diagnosis::settings_in_effect;
 use ome_spread_core::labels::{
     COMPONENT, INFERENCE_SERVICE, INSTANCE_INCARNATION, INSTANCE_INDEX, MANAGED_BY, OME_NATIVE, POD_GROUP, POD_ORDINAL,
@@ -50,10 +52,6 @@ pub enum Terms {
     InTree,
     /// None: the admission webhook adds them.
     Webhook,
-}
-
-pub fn is_ome_native(service: &Value) -> bool {
-    service["spec"]["deploymentMode"] == "OMENative"
 }
 
 /// The InferenceReplica OME writes for the `component` of `service`: `<isvc>-<component>`, owned
@@ -239,11 +237,10 @@ pub struct Instance {
 impl Instance {
     /// A new Instance at `index`: its first incarnation, on slot 0.
     pub fn new(index: u64) -> Self {
-        let (incarnation, slot) = (1, 0);
         Self {
             index,
-            incarnation,
-            slot,
+            incarnation: 1,
+            slot: 0,
         }
     }
 }
@@ -314,42 +311,35 @@ pub fn in_tree_terms(pod: &mut Value, replica: &Value) {
             let (Some(spread), Some(key)) = (settings.spread, settings.domain_key()) else {
                 return;
             };
-            let Some(constraints) = slot(pod, &["spec", "topologySpreadConstraints"]) else {
-                return;
-            };
-            if constraints
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["topologyKey"] == key))
-            {
-                return;
-            }
             let constraint = json!({"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": spread.when_unsatisfiable(),
                 "labelSelector": {"matchLabels": {INFERENCE_SERVICE: service, COMPONENT: component, RUNNER: runner}}});
-            push(constraints, constraint);
+            add_unless_keyed(pod, &["spec", "topologySpreadConstraints"], key, constraint);
         }
         Some("worker") => {
             let Some(key) = settings.topology_key.as_deref() else {
                 return;
             };
-            let path = ["spec", "affinity", "podAffinity", REQUIRED];
-            let Some(terms) = slot(pod, &path) else {
-                return;
-            };
-            if terms
-                .as_array()
-                .is_some_and(|ts| ts.iter().any(|t| t["topologyKey"] == key))
-            {
-                return;
-            }
             let term = json!({"topologyKey": key, "labelSelector": {"matchLabels": {INFERENCE_SERVICE: service,
                 COMPONENT: component, INSTANCE_INDEX: labels[INSTANCE_INDEX], RUNNER: "leader"}}});
-            push(terms, term);
+            add_unless_keyed(pod, &["spec", "affinity", "podAffinity", REQUIRED], key, term);
         }
         _ => {}
     }
 }
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+
+/// `item` appended to the list at `path` (made where unset), unless one there is on its key.
+fn add_unless_keyed(pod: &mut Value, path: &[&str], key: &str, item: Value) {
+    let Some(list) = slot(pod, path) else {
+        return;
+    };
+    match list.as_array_mut() {
+        Some(items) if items.iter().any(|i| i["topologyKey"] == key) => {}
+        Some(items) => items.push(item),
+        None => *list = json!([item]),
+    }
+}
 
 /// The field at `path`, the objects on the way made where they are unset; None where one is
 /// something else (a runtime's `affinity: "x"`), which is left as it is rather than indexed.
@@ -364,14 +354,6 @@ pub fn slot<'a>(value: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
     Some(at)
 }
 
-/// Appends `item` to the list, or makes it one.
-fn push(list: &mut Value, item: Value) {
-    match list.as_array_mut() {
-        Some(items) => items.push(item),
-        None => *list = json!([item]),
-    }
-}
-
 /// The pods one Instance needs: the runners' sizes added up.
 pub fn pods_per_instance(replica: &Value) -> usize {
     let runners = replica["spec"]["runners"].as_array().into_iter().flatten();
@@ -384,8 +366,8 @@ fn instance_ready(pods: &[&Pod], size: usize) -> bool {
 }
 
 /// Instance index -> its pods (those not being deleted), in index order.
-pub fn instances<'a>(pods: &[&'a Pod]) -> std::collections::BTreeMap<u64, Vec<&'a Pod>> {
-    let mut instances = std::collections::BTreeMap::<u64, Vec<&Pod>>::new();
+pub fn instances<'a>(pods: &[&'a Pod]) -> BTreeMap<u64, Vec<&'a Pod>> {
+    let mut instances = BTreeMap::<u64, Vec<&Pod>>::new();
     for pod in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
         if let Some(index) = pod.label(INSTANCE_INDEX).and_then(|i| i.parse().ok()) {
             instances.entry(index).or_default().push(pod);
@@ -497,16 +479,8 @@ pub fn service_conditions(service: &Value, replicas: &[&Value], now: &str) -> Va
         return conditions;
     }
     let ready = match not_ready {
-        Some(first) => {
-            let (reason, message) = (first["reason"].as_str(), first["message"].as_str());
-            condition(
-                "Ready",
-                false,
-                reason.unwrap_or_default(),
-                message.unwrap_or_default().into(),
-                now,
-            )
-        }
+        Some(first) => json!({"type": "Ready", "status": "False", "reason": first["reason"],
+            "message": first["message"], "lastTransitionTime": now}),
         None => json!({"type": "Ready", "status": "True", "lastTransitionTime": now}),
     };
     with_condition(&conditions, ready)
