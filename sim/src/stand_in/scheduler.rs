@@ -11,9 +11,11 @@
 
 use std::collections::BTreeMap;
 
+use ome_spread_core::nodes::{Node, Selection};
+use ome_spread_core::quantity::Quantity;
 use serde_json::Value;
 
-use crate::support::objects::name;
+use crate::support::objects::{name, read};
 
 /// The node `pod` goes to, among `nodes`, beside the `pods` already bound (any namespace);
 /// `preferred`: nodes to take first when they fit (OME's hint nodes). Else the scheduler's
@@ -40,11 +42,8 @@ pub fn place(pod: &Value, nodes: &[Value], pods: &[Value], preferred: &[String])
         Some(node) => Ok(name(node).to_owned()),
         None => {
             let reasons: Vec<String> = failures.iter().map(|(why, n)| format!("{n} {why}")).collect();
-            Err(format!(
-                "0/{} nodes are available: {}.",
-                nodes.len(),
-                reasons.join(", ")
-            ))
+            let reasons = reasons.join(", ");
+            Err(format!("0/{} nodes are available: {reasons}.", nodes.len()))
         }
     }
 }
@@ -82,38 +81,10 @@ fn node_of<'a>(pod: &Value, nodes: &'a [Value]) -> Option<&'a Value> {
     nodes.iter().find(|n| pod["spec"]["nodeName"] == n["metadata"]["name"])
 }
 
-/// `spec.nodeSelector` and the required node affinity (terms ORed, expressions ANDed; an empty
-/// term matches no node).
+/// `spec.nodeSelector` and the required node affinity, as the core reads Kubernetes' rules.
 fn selects(pod: &Value, node: &Value) -> bool {
-    let selector = pod["spec"]["nodeSelector"].as_object().into_iter().flatten();
-    let labelled = selector.into_iter().all(|(k, v)| node["metadata"]["labels"][k] == *v);
-    let terms =
-        &pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
-    let affine = terms.as_array().is_none_or(|terms| {
-        terms.iter().any(|term| {
-            let expressions = term["matchExpressions"].as_array().map_or(&[][..], Vec::as_slice);
-            !expressions.is_empty() && expressions.iter().all(|e| expression_matches(e, node))
-        })
-    });
-    labelled && affine
-}
-
-fn expression_matches(expression: &Value, node: &Value) -> bool {
-    let value = label(node, expression["key"].as_str().unwrap_or_default());
-    let listed = expression["values"].as_array().into_iter().flatten();
-    let values: Vec<&str> = listed.filter_map(Value::as_str).collect();
-    let listed = value.is_some_and(|v| values.contains(&v));
-    let number = |text: Option<&str>| text.and_then(|t| t.parse::<i64>().ok());
-    let compared = number(value).zip(number(values.first().copied()));
-    match expression["operator"].as_str() {
-        Some("In") => listed,
-        Some("NotIn") => !listed,
-        Some("Exists") => value.is_some(),
-        Some("DoesNotExist") => value.is_none(),
-        Some("Gt") => compared.is_some_and(|(have, bound)| have > bound),
-        Some("Lt") => compared.is_some_and(|(have, bound)| have < bound),
-        _ => false,
-    }
+    let node = Node::from_json(node).expect("a node the core reads");
+    Selection::of_pod(&read(pod)).selects(&node)
 }
 
 /// A cordon is the taint `node.kubernetes.io/unschedulable:NoSchedule`; the first NoSchedule or
@@ -153,7 +124,7 @@ fn insufficient(pod: &Value, node: &Value, bound: &[&Value]) -> Option<String> {
         }
     }
     requests(pod).into_iter().find_map(|(resource, amount)| {
-        let free = allocatable[&resource].as_str().and_then(amount_of).unwrap_or(0);
+        let free = allocatable[&resource].as_str().map_or(0, amount_of);
         (used.get(&resource).copied().unwrap_or(0) + amount > free).then_some(resource)
     })
 }
@@ -163,24 +134,18 @@ fn requests(pod: &Value) -> BTreeMap<String, u128> {
     let mut sum = BTreeMap::from([("pods".to_owned(), 1000)]);
     for container in pod["spec"]["containers"].as_array().into_iter().flatten() {
         for (resource, quantity) in container["resources"]["requests"].as_object().into_iter().flatten() {
-            let amount = quantity.as_str().and_then(amount_of).unwrap_or(0);
+            let amount = quantity.as_str().map_or(0, amount_of);
             *sum.entry(resource.clone()).or_insert(0) += amount;
         }
     }
     sum
 }
 
-/// The quantities these tests write (`2`, `500m`, `30Gi`, `64Mi`), in thousandths; any other
-/// is a mistake in a test, said at once rather than counted as free.
-fn amount_of(quantity: &str) -> Option<u128> {
-    let (number, unit) = match quantity {
-        q if q.ends_with("Gi") => (&q[..q.len() - 2], 1000 << 30),
-        q if q.ends_with("Mi") => (&q[..q.len() - 2], 1000 << 20),
-        q if q.ends_with('m') => (&q[..q.len() - 1], 1),
-        q => (q, 1000),
-    };
-    let amount = number.parse::<u128>().map(|n| n * unit);
-    Some(amount.unwrap_or_else(|_| panic!("a quantity this model does not read: {quantity:?}")))
+/// A quantity in thousandths, read as the API server reads it; one it would refuse is a mistake
+/// in a test, said at once rather than counted as free.
+fn amount_of(quantity: &str) -> u128 {
+    let amount = Quantity::amount(quantity).unwrap_or_else(|e| panic!("a quantity this model does not read: {e}"));
+    amount.milli_value().unsigned_abs()
 }
 
 /// The pod's labels match `matchLabels` (the only form OME's terms use).
