@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use http::{StatusCode, header};
 use http_body_util::{BodyExt, Full};
@@ -125,12 +126,10 @@ fn replica_of(session: &Path) -> Option<(String, Answer)> {
             code: 200,
             body: "<html>502</html>".to_owned(),
         },
-        (Some("Error"), Some(m)) if m.starts_with("Cannot find") || m.contains("not found") => status(
-            404,
-            "NotFound",
-            &format!("inferencereplicas.ome.io \"{name}\" not found"),
-            &name,
-        ),
+        (Some("Error"), Some(m)) if m.starts_with("Cannot find") || m.contains("not found") => {
+            let message = format!("inferencereplicas.ome.io \"{name}\" not found");
+            status(404, "NotFound", &message, &name)
+        }
         (Some("Error"), Some(m)) => status(500, "InternalError", m, &name),
         _ => panic!("{}: an exchange without a response", session.display()),
     };
@@ -349,11 +348,8 @@ pub fn differences(request: &Value, expected: &Value, review: &Value) -> Vec<Str
     check("uid", &request["request"]["uid"], &response["uid"]);
     check("allowed", &expected["accepted"], &response["allowed"]);
     check("message", &expected["message"], &response["status"]["message"]);
-    check(
-        "warnings",
-        &list_or_null(&expected["warnings"]),
-        &list_or_null(&response["warnings"]),
-    );
+    let (want, got) = (list_or_null(&expected["warnings"]), list_or_null(&response["warnings"]));
+    check("warnings", &want, &got);
     let mutated = match response["patch"].as_str() {
         None => Value::Null,
         Some(patch) => match patched(&request["request"]["object"], patch) {
@@ -370,9 +366,7 @@ pub fn differences(request: &Value, expected: &Value, review: &Value) -> Vec<Str
 
 /// The pod with the policy-server's JSONPatch (base64) applied, as the API server applies it.
 fn patched(pod: &Value, patch: &str) -> Result<Value, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(patch)
-        .map_err(|e| e.to_string())?;
+    let bytes = STANDARD.decode(patch).map_err(|e| e.to_string())?;
     let patch: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
     let mut pod = pod.clone();
     json_patch::patch(&mut pod, &patch).map_err(|e| e.to_string())?;

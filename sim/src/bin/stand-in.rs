@@ -8,7 +8,7 @@
 //!   target/debug/stand-in nodes --layout two-zones | kubectl create -f -
 //!   target/debug/stand-in ome [--no-in-tree-terms]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -49,25 +49,12 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Nodes { layout } => print_nodes(&layout),
-        Command::Ome { no_in_tree_terms } => {
-            let terms = if no_in_tree_terms {
-                Terms::Webhook
-            } else {
-                Terms::InTree
-            };
-            let options = ome::Options {
-                terms,
-                ..ome::Options::default()
-            };
-            run_ome(cli.kubeconfig.as_deref(), options).await
-        }
-    }
-}
-
-async fn run_ome(kubeconfig: Option<&Path>, options: ome::Options) -> ExitCode {
-    let client = match api::client(kubeconfig).await {
+    let terms = match cli.command {
+        Command::Nodes { layout } => return print_nodes(&layout),
+        Command::Ome { no_in_tree_terms } if no_in_tree_terms => Terms::Webhook,
+        Command::Ome { .. } => Terms::InTree,
+    };
+    let client = match api::client(cli.kubeconfig.as_deref()).await {
         Ok(client) => client,
         Err(e) => {
             eprintln!("stand-in: no cluster: {e}");
@@ -77,6 +64,10 @@ async fn run_ome(kubeconfig: Option<&Path>, options: ome::Options) -> ExitCode {
     // Ready: each pass reads the cluster afresh, the first one included. It runs until a signal
     // ends the process, or until it gives up on an API server gone.
     println!("ome: ready");
+    let options = ome::Options {
+        terms,
+        ..ome::Options::default()
+    };
     ome::run(client, options).await;
     ExitCode::SUCCESS
 }
@@ -88,9 +79,7 @@ fn print_nodes(layout: &str) -> ExitCode {
         return ExitCode::from(2);
     };
     let items: Vec<serde_json::Value> = shapes.iter().map(nodes::node).collect();
-    println!(
-        "{}",
-        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})
-    );
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    println!("{list}");
     ExitCode::SUCCESS
 }

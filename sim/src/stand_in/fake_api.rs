@@ -9,7 +9,7 @@
 //! case of the rule table, the answer to the GET of its InferenceReplica, recording every request.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -48,14 +48,12 @@ pub struct FakeApi {
 
 impl FakeApi {
     pub async fn start(replicas: BTreeMap<String, Answer>) -> Arc<FakeApi> {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let api = Arc::new(FakeApi {
             addr: listener.local_addr().expect("addr"),
             replicas,
             seen: Mutex::default(),
         });
-        let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
         let router = Router::new().fallback(answer).with_state(api.clone());
         tokio::spawn(async move { axum::serve(listener, router).await });
         api

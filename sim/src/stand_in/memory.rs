@@ -98,26 +98,23 @@ struct Selector {
 
 impl Selector {
     fn of(query: &str) -> Self {
-        let param = |name: &str| query.split('&').find_map(|p| p.strip_prefix(name).map(String::from));
+        let label = param(query, "labelSelector").and_then(|s| s.split_once('='));
         Self {
-            label: param("labelSelector=").and_then(|s| {
-                let (k, v) = s.split_once('=')?;
-                Some((k.to_owned(), v.to_owned()))
-            }),
-            name: param("fieldSelector=metadata.name="),
+            label: label.map(|(k, v)| (k.to_owned(), v.to_owned())),
+            name: param(query, "fieldSelector").and_then(|s| s.strip_prefix("metadata.name=").map(String::from)),
         }
     }
 }
 
+/// The value of the query's parameter `name`.
+fn param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query.split('&').find_map(|p| p.strip_prefix(name)?.strip_prefix('='))
+}
+
 fn selected(object: &Value, selector: &Selector) -> bool {
-    selector
-        .label
-        .as_ref()
-        .is_none_or(|(k, v)| object["metadata"]["labels"][k.as_str()] == v.as_str())
-        && selector
-            .name
-            .as_ref()
-            .is_none_or(|name| object["metadata"]["name"] == name.as_str())
+    let metadata = &object["metadata"];
+    let labelled = selector.label.as_ref().is_none_or(|(k, v)| metadata["labels"][k] == *v);
+    labelled && selector.name.as_ref().is_none_or(|name| metadata["name"] == *name)
 }
 
 impl ApiServer {
@@ -170,12 +167,9 @@ impl ApiServer {
         if !objects.contains_key(&key) && object["metadata"]["uid"].is_null() {
             object["metadata"]["uid"] = json!(format!("uid-{version}"));
         }
-        let kind = if objects.insert(key.clone(), object.clone()).is_some() {
-            "MODIFIED"
-        } else {
-            "ADDED"
-        };
+        let replaced = objects.insert(key.clone(), object.clone()).is_some();
         drop(objects);
+        let kind = if replaced { "MODIFIED" } else { "ADDED" };
         self.notify(&key, kind, &object);
         object
     }
@@ -228,13 +222,10 @@ impl ApiServer {
     /// Whether this watch of `resource` is answered 410 Gone.
     fn expires(&self, resource: &str) -> bool {
         let mut expired = self.expired.lock().unwrap();
-        match expired.get_mut(resource) {
-            Some(left) if *left > 0 => {
-                *left -= 1;
-                true
-            }
-            _ => false,
-        }
+        let left = expired.entry(resource.to_owned()).or_default();
+        let expires = *left > 0;
+        *left = left.saturating_sub(1);
+        expires
     }
 
     pub fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Value {
@@ -351,12 +342,8 @@ impl ApiServer {
     /// `continue` the offset of the next.
     fn list(&self, target: &Key, query: &str) -> Response<ResponseBody> {
         let selector = Selector::of(query);
-        let param = |name: &str| {
-            query
-                .split('&')
-                .find_map(|p| p.strip_prefix(name)?.strip_prefix('=')?.parse::<usize>().ok())
-        };
-        let (offset, limit) = (param("continue").unwrap_or(0), param("limit").unwrap_or(usize::MAX));
+        let number = |name| param(query, name).and_then(|n| n.parse::<usize>().ok());
+        let (offset, limit) = (number("continue").unwrap_or(0), number("limit").unwrap_or(usize::MAX));
         let objects = self.objects.lock().unwrap();
         let mut matching = objects
             .iter()
