@@ -31,8 +31,9 @@ use ome_spread_core::labels::{
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceService, Runtime, ServingRuntime};
 use ome_spread_core::pod::Pod;
 use ome_spread_core::spread::SpreadSettings;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::policy::without_nulls;
 use crate::stand_in::migration::with_condition;
 use crate::support::objects::{name, namespace_of};
 
@@ -72,22 +73,16 @@ pub fn replica(service: &Value, runtime: Option<&Value>, component: &str) -> Res
             "a worker size of {size}: the stand-in runs at most {MAX_WORKERS}"
         ));
     }
-    let mut spec = json!({
+    // The settings in effect, each field only where it is set.
+    let mut spec = without_nulls(json!({
         "parentRef": {"name": name(service)},
         "component": component,
         "replicas": replicas,
         "runners": runners,
-    });
-    let spread_fields = [
-        ("topologySpread", in_effect.spread.map(|spread| spread.as_str())),
-        ("topologySpreadKey", in_effect.spread_key.as_deref()),
-        ("topologyKey", in_effect.topology_key.as_deref()),
-    ];
-    for (field, value) in spread_fields {
-        if let Some(value) = value {
-            spec[field] = json!(value);
-        }
-    }
+        "topologySpread": in_effect.spread.map(|spread| spread.as_str()),
+        "topologySpreadKey": in_effect.spread_key,
+        "topologyKey": in_effect.topology_key,
+    }));
     if own["lifecycle"].is_object() {
         spec["lifecycle"] = own["lifecycle"].clone();
     }
@@ -181,14 +176,9 @@ fn template(service: &Value, own: &Value, config: &Value, component: &str, runne
     if container["name"].is_null() {
         container["name"] = json!("ome-container");
     }
-    let mut node_selector = Map::new();
-    for from in [config, own] {
-        if let Some(selector) = from["nodeSelector"].as_object() {
-            node_selector.extend(selector.clone());
-        }
-    }
+    let mut node_selector = over(&config["nodeSelector"], &own["nodeSelector"]);
     if let Some(label) = model_label(service) {
-        node_selector.insert(label, json!("Ready"));
+        node_selector[label] = json!("Ready");
     }
     let mut spec = json!({
         "containers": [container],
