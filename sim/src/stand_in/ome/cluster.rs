@@ -15,6 +15,8 @@ use crate::stand_in::migration::{Change, Event, Placement, World, with_condition
 use crate::support::api::{self, INFERENCE_REPLICA, INFERENCE_SERVICE, POD};
 use crate::support::objects::{self, read};
 
+const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
+
 /// The cluster as the surge's world.
 pub struct Cluster {
     pub terms: Terms,
@@ -44,12 +46,7 @@ impl World for Cluster {
         if !hints.is_empty() {
             let preferred = json!({"weight": 100, "preference": {"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": hints}]}});
-            let path = [
-                "spec",
-                "affinity",
-                "nodeAffinity",
-                "preferredDuringSchedulingIgnoredDuringExecution",
-            ];
+            let path = ["spec", "affinity", "nodeAffinity", PREFERRED];
             match render::slot(&mut pod, &path) {
                 Some(Value::Array(terms)) => terms.push(preferred),
                 Some(terms) => *terms = json!([preferred]),
