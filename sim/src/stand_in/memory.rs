@@ -50,7 +50,8 @@ impl Key {
 
 struct Watch {
     of: Key,
-    selector: Selector,
+    /// The watch's query, its selectors read from it.
+    query: String,
     chunks: Chunks,
 }
 
@@ -89,32 +90,18 @@ fn served_schema(minimal: bool) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("recorded document")).expect("json")
 }
 
-/// An equality label selector, and a `metadata.name` field selector.
-#[derive(Clone, Default)]
-struct Selector {
-    label: Option<(String, String)>,
-    name: Option<String>,
-}
-
-impl Selector {
-    fn of(query: &str) -> Self {
-        let label = param(query, "labelSelector").and_then(|s| s.split_once('='));
-        Self {
-            label: label.map(|(k, v)| (k.to_owned(), v.to_owned())),
-            name: param(query, "fieldSelector").and_then(|s| s.strip_prefix("metadata.name=").map(String::from)),
-        }
-    }
-}
-
 /// The value of the query's parameter `name`.
 fn param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
     query.split('&').find_map(|p| p.strip_prefix(name)?.strip_prefix('='))
 }
 
-fn selected(object: &Value, selector: &Selector) -> bool {
+/// Whether the query's selectors (an equality label selector, a `metadata.name` field selector)
+/// select `object`.
+fn selected(object: &Value, query: &str) -> bool {
     let metadata = &object["metadata"];
-    let labelled = selector.label.as_ref().is_none_or(|(k, v)| metadata["labels"][k] == *v);
-    labelled && selector.name.as_ref().is_none_or(|name| metadata["name"] == *name)
+    let label = param(query, "labelSelector").and_then(|s| s.split_once('='));
+    let name = param(query, "fieldSelector").and_then(|s| s.strip_prefix("metadata.name="));
+    label.is_none_or(|(k, v)| metadata["labels"][k] == v) && name.is_none_or(|name| metadata["name"] == name)
 }
 
 impl ApiServer {
@@ -194,7 +181,7 @@ impl ApiServer {
     fn notify(&self, key: &Key, kind: &str, object: &Value) {
         let line = format!("{}\n", json!({"type": kind, "object": object}));
         self.watches.lock().unwrap().retain(|w| {
-            let matches = w.of.holds(key) && selected(object, &w.selector);
+            let matches = w.of.holds(key) && selected(object, &w.query);
             !matches
                 || w.chunks
                     .unbounded_send(Ok(Frame::data(Bytes::from(line.clone()))))
@@ -331,7 +318,7 @@ impl ApiServer {
         } else {
             self.watches.lock().unwrap().push(Watch {
                 of: target,
-                selector: Selector::of(query),
+                query: query.to_owned(),
                 chunks,
             });
         }
@@ -341,13 +328,10 @@ impl ApiServer {
     /// A list of the target's kind in pages of `limit`, as kube-apiserver serves them,
     /// `continue` the offset of the next.
     fn list(&self, target: &Key, query: &str) -> Response<ResponseBody> {
-        let selector = Selector::of(query);
         let number = |name| param(query, name).and_then(|n| n.parse::<usize>().ok());
         let (offset, limit) = (number("continue").unwrap_or(0), number("limit").unwrap_or(usize::MAX));
         let objects = self.objects.lock().unwrap();
-        let mut matching = objects
-            .iter()
-            .filter(|(k, o)| target.holds(k) && selected(o, &selector));
+        let mut matching = objects.iter().filter(|(k, o)| target.holds(k) && selected(o, query));
         let items: Vec<Value> = matching
             .by_ref()
             .skip(offset)
