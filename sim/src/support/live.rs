@@ -8,8 +8,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use kube::Client;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::support::api;
 use crate::support::local::workspace;
@@ -52,11 +53,7 @@ pub fn run_dir() -> Option<PathBuf> {
 /// kubectl: cluster/up.sh's, else the one on PATH.
 fn kubectl_program() -> PathBuf {
     let built = workspace().join("target/cluster/bin/kubectl");
-    if built.is_file() {
-        built
-    } else {
-        PathBuf::from("kubectl")
-    }
+    if built.is_file() { built } else { "kubectl".into() }
 }
 
 pub async fn client_of(kubeconfig: &Path) -> Client {
@@ -444,22 +441,8 @@ impl Process {
             .spawn()
             .unwrap_or_else(|e| panic!("{name}: {} does not start: {e}", program.display()));
         let (lines, mut seen) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        for stream in [
-            Box::new(stdout) as Box<dyn tokio::io::AsyncBufRead + Unpin + Send>,
-            Box::new(stderr),
-        ] {
-            let lines = lines.clone();
-            let prefix = name.to_owned();
-            tokio::spawn(async move {
-                let mut stream = stream.lines();
-                while let Ok(Some(line)) = stream.next_line().await {
-                    eprintln!("[{prefix}] {line}");
-                    let _ = lines.send(line);
-                }
-            });
-        }
+        forward(child.stdout.take().expect("stdout"), name, lines.clone());
+        forward(child.stderr.take().expect("stderr"), name, lines);
         let found = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(line) = seen.recv().await {
                 if line.contains(ready) {
@@ -507,6 +490,18 @@ impl Process {
             .ok()
             .map(|status| status.expect("its status"))
     }
+}
+
+/// Each line of a process's output `stream`, shown with its `name` and sent on `lines`.
+fn forward(stream: impl AsyncRead + Unpin + Send + 'static, name: &str, lines: UnboundedSender<String>) {
+    let prefix = name.to_owned();
+    tokio::spawn(async move {
+        let mut stream = BufReader::new(stream).lines();
+        while let Ok(Some(line)) = stream.next_line().await {
+            eprintln!("[{prefix}] {line}");
+            let _ = lines.send(line);
+        }
+    });
 }
 
 /// The columns of a `kubectl get -o custom-columns` table, split on runs of spaces: the seed's
