@@ -79,6 +79,7 @@ pub fn cluster() -> Cluster {
         .collect();
     let (mut services, mut replicas, mut pods) = (Vec::new(), Vec::new(), Vec::new());
     let settings = Settings::default();
+    let tolerations = json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
     for r in 0..REPLICAS {
         let service = format!("model-{r}");
         let multi_node = r % 2 == 1;
@@ -115,10 +116,7 @@ pub fn cluster() -> Cluster {
                     .on(&format!("gpu-node-{node}"))
                     .with("schedulerName", json!("default-scheduler"))
                     .with("nodeSelector", json!({model_label(model): "Ready"}))
-                    .with(
-                        "tolerations",
-                        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
-                    )
+                    .with("tolerations", tolerations.clone())
                     .with("topologySpreadConstraints", constraints);
                 pods.push(pod.json());
             }

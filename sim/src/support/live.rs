@@ -176,11 +176,8 @@ pub async fn helm(kubeconfig: &Path, args: &[&str]) {
 /// The chart's release (`ome-spread` in namespace ome-spread) uninstalled where installed, its
 /// objects gone.
 pub async fn uninstall_chart(kubeconfig: &Path) {
-    helm(
-        kubeconfig,
-        &words("uninstall ome-spread -n ome-spread --ignore-not-found --wait"),
-    )
-    .await;
+    let args = words("uninstall ome-spread -n ome-spread --ignore-not-found --wait");
+    helm(kubeconfig, &args).await;
 }
 
 /// `kubectl apply -f -` of a manifest, which must succeed.
@@ -195,11 +192,8 @@ pub async fn apply(kubeconfig: &Path, manifest: &str) -> String {
 async fn install(admin: &Path, file: &str, which: &str) {
     let crds = std::fs::read_to_string(workspace().join("cluster").join(file)).expect("the CRDs");
     apply(admin, &crds).await;
-    kubectl(
-        admin,
-        &["wait", "--for=condition=Established", "crd", which, "--timeout=60s"],
-    )
-    .await;
+    let args = ["wait", "--for=condition=Established", "crd", which, "--timeout=60s"];
+    kubectl(admin, &args).await;
 }
 
 /// OME's CRDs (cluster/ome-crds.yaml) on the cluster, Established.
@@ -237,12 +231,8 @@ pub async fn policy_server(admin: &Path, dir: &Path) -> PathBuf {
 /// Kubewarden's ClusterAdmissionPolicy CRD (cluster/kubewarden-crds.yaml) on the cluster,
 /// Established.
 pub async fn install_kubewarden_crd(admin: &Path) {
-    install(
-        admin,
-        "kubewarden-crds.yaml",
-        "clusteradmissionpolicies.policies.kubewarden.io",
-    )
-    .await;
+    let crd = "clusteradmissionpolicies.policies.kubewarden.io";
+    install(admin, "kubewarden-crds.yaml", crd).await;
 }
 
 /// The controller's Lease deleted: one an earlier run left (its last holder killed, not
@@ -343,11 +333,8 @@ pub async fn fresh_namespace(admin: &Path, name: &str) {
     for args in namespace_removal(name) {
         kubectl(admin, &args).await;
     }
-    kubectl(
-        admin,
-        &["wait", "--for=delete", &format!("namespace/{name}"), "--timeout=90s"],
-    )
-    .await;
+    let namespace = format!("namespace/{name}");
+    kubectl(admin, &["wait", "--for=delete", &namespace, "--timeout=90s"]).await;
     kubectl(admin, &["create", "namespace", name]).await;
 }
 
@@ -380,11 +367,8 @@ fn words(line: &str) -> Vec<&str> {
 /// of that ServiceAccount would hold.
 pub async fn service_account_kubeconfig(admin: &Path, namespace: &str, name: &str, dir: &Path) -> PathBuf {
     let token = kubectl(admin, &["create", "token", name, "-n", namespace, "--duration", "2h"]).await;
-    let view = kubectl(
-        admin,
-        &words("config view --raw --minify -o jsonpath={.clusters[0].cluster}"),
-    )
-    .await;
+    let args = words("config view --raw --minify -o jsonpath={.clusters[0].cluster}");
+    let view = kubectl(admin, &args).await;
     let cluster: serde_json::Value = serde_json::from_str(&view).expect("the cluster of the kubeconfig");
     let config = serde_json::json!({
         "apiVersion": "v1", "kind": "Config",
