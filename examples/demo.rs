@@ -4,7 +4,7 @@
 
 use ome_spread_core::columns;
 use ome_spread_sim::policy::wasm::{Wasm, build_policy};
-use ome_spread_sim::policy::{Cluster, Policy, fixture, validation_request};
+use ome_spread_sim::policy::{Cluster, Policy, fixture, replica, validation_request};
 use serde_json::{Value, json};
 
 struct Scenario {
@@ -62,7 +62,7 @@ fn main() {
     for scenario in SCENARIOS {
         println!("\n## {}\n", scenario.title);
         if !scenario.replica.is_empty() {
-            let replica = fixture(&format!("replicas/{}.json", scenario.replica));
+            let replica = replica(scenario.replica);
             let field = |name: &str| replica["spec"][name].as_str().unwrap_or("<none>").to_owned();
             let name = replica["metadata"]["name"].as_str().unwrap_or_default().to_owned();
             let fields = ["topologySpread", "topologySpreadKey", "topologyKey"].map(field);

@@ -1,8 +1,5 @@
-//! `make bench`: the controller's whole pass, in the pure core, on the benchmarks' large cluster:
-//! 1,000 replicas, 10,000 pods and 5,000 nodes read once, then one report per replica. Half the
-//! replicas run 10 single-pod Instances, half 2 Instances of a leader and 4 workers; each
-//! component's pods select the nodes that hold its model (a tenth of the cluster), some tainted,
-//! across 3 zones.
+//! `make bench`: the controller's whole pass, in the pure core, on the benchmarks' large cluster
+//! (`ome_spread_sim::bench::large_cluster`): its nodes read once, then one report per replica.
 //!
 //! As it stands, every spread holding: measured alone and, as the controller's reconcile does,
 //! with the worst of what losing each zone and rack leaves (`worst`), each node's room as in `make
@@ -24,14 +21,14 @@ use jiff::{SignedDuration, Timestamp};
 use ome_spread_core::diagnosis::{Component, Reason, diagnose};
 use ome_spread_core::labels;
 use ome_spread_core::loss::worst;
-use ome_spread_core::migration::{BadLedger, BadRecord, Entry, LEDGER, Records, Request, Requests, Situation, hold};
+use ome_spread_core::migration::{Entry, LEDGER, Records, Request, Requests, Situation, hold};
 use ome_spread_core::nodes::Nodes;
 use ome_spread_core::ome::Runtime;
 use ome_spread_core::pod::Pod;
 use ome_spread_core::rebalance::{Move, recommend};
 use ome_spread_core::room::{Requested, requested};
 use ome_spread_core::settings::Settings;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use ome_spread_sim::bench::churn::{OTHER_PODS, room};
 use ome_spread_sim::bench::large_cluster::{Cluster, REPLICAS, Typed, cluster, ome_pods, other_pods, typed};
@@ -58,19 +55,37 @@ struct Bench {
 }
 
 impl Bench {
+    /// The cluster with what every InferenceService and replica carry after a day of migrations:
+    /// three entries in our ledger, three Completed records.
     fn new(cluster: Cluster, mut typed: Typed, requested: Requested) -> Bench {
-        let history = history(&cluster);
-        for (service, annotations) in typed.services.iter_mut().zip(history.annotations) {
-            service.metadata.annotations = Some(annotations);
-        }
-        for (replica, records) in typed.replicas.iter_mut().zip(history.records) {
-            replica.status.get_or_insert_default().migrations = Some(records);
+        let now: Timestamp = "2026-11-30T12:00:00Z".parse().expect("a time");
+        for (i, (service, replica)) in typed.services.iter_mut().zip(&mut typed.replicas).enumerate() {
+            let entries: Vec<Entry> = (0..3)
+                .map(|k| {
+                    let at = now - SignedDuration::from_hours(2 + 3 * k);
+                    let step = Move {
+                        instance: k as u32,
+                        from_node: format!("gpu-node-{i}"),
+                        from_domain: "zone-0".into(),
+                        to_domain: "zone-1".into(),
+                        hint_nodes: vec![format!("gpu-node-{}", i + 1)],
+                    };
+                    Entry::new(&format!("{i}-{k}"), &Request::new("engine", &step, at), at)
+                })
+                .collect();
+            let ledger = serde_json::to_string(&entries).expect("a ledger");
+            service.metadata.annotations = Some(BTreeMap::from([(LEDGER.to_owned(), ledger)]));
+            let completed = |k: i64| {
+                json!({"requestUUID": format!("{i}-{k}"), "trigger": "Manual", "sourceInstance": k,
+                    "phase": "Completed", "completedAt": (now - SignedDuration::from_hours(1 + 3 * k)).to_string()})
+            };
+            replica.status.get_or_insert_default().migrations = Some((0..3).map(completed).collect());
         }
         Bench {
             cluster,
             typed,
             requested,
-            now: history.now,
+            now,
         }
     }
 }
@@ -89,7 +104,7 @@ fn pass(bench: &Bench, settings: &Settings, stage: Stage) -> (BTreeMap<Reason, u
     // The cluster's requests and records, read once (the controller: once per change of them),
     // and only by the pass that asks the guardrails.
     let (requests_read, records_read) = match stage {
-        Stage::Guardrails => read_history(typed),
+        Stage::Guardrails => (Requests::read(&typed.services), Records::read(&typed.replicas)),
         _ => (Ok(Requests::default()), Ok(Records::default())),
     };
     let (mut reasons, mut moves, mut requests) = (BTreeMap::new(), 0, 0);
@@ -166,51 +181,6 @@ fn skewed() -> Bench {
     let typed = typed(&cluster);
     let requested = requested(&typed.pods).expect("the generated pods are readable");
     Bench::new(cluster, typed, requested)
-}
-
-/// What every InferenceService and replica carry after a day of migrations: three entries in our
-/// ledger, three Completed records.
-struct History {
-    annotations: Vec<BTreeMap<String, String>>,
-    records: Vec<Value>,
-    now: Timestamp,
-}
-
-fn history(cluster: &Cluster) -> History {
-    let now: Timestamp = "2026-11-30T12:00:00Z".parse().expect("a time");
-    let (mut annotations, mut records) = (Vec::new(), Vec::new());
-    for i in 0..cluster.services.len() {
-        let entries: Vec<Entry> = (0..3)
-            .map(|k| {
-                let at = now - SignedDuration::from_hours(2 + 3 * k);
-                let step = Move {
-                    instance: k as u32,
-                    from_node: format!("gpu-node-{i}"),
-                    from_domain: "zone-0".into(),
-                    to_domain: "zone-1".into(),
-                    hint_nodes: vec![format!("gpu-node-{}", i + 1)],
-                };
-                Entry::new(&format!("{i}-{k}"), &Request::new("engine", &step, at), at)
-            })
-            .collect();
-        let ledger = serde_json::to_string(&entries).expect("a ledger");
-        annotations.push(BTreeMap::from([(LEDGER.to_owned(), ledger)]));
-        let completed = |k: i64| {
-            json!({"requestUUID": format!("{i}-{k}"), "trigger": "Manual", "sourceInstance": k,
-                "phase": "Completed", "completedAt": (now - SignedDuration::from_hours(1 + 3 * k)).to_string()})
-        };
-        records.push((0..3).map(completed).collect());
-    }
-    History {
-        annotations,
-        records,
-        now,
-    }
-}
-
-/// The cluster's migration requests (the services' annotations) and records (the replicas'), read.
-fn read_history(typed: &Typed) -> (Result<Requests, BadLedger>, Result<Records, BadRecord>) {
-    (Requests::read(&typed.services), Records::read(&typed.replicas))
 }
 
 fn main() {

@@ -9,7 +9,7 @@ use ome_spread_core::explain::{Objects, items};
 use ome_spread_core::instance::COMPONENTS;
 use ome_spread_core::ome::{InferenceService, named, namespace};
 use ome_spread_core::replica::{DEFAULT_NAMESPACE, ReplicaRef, namespace_of};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use similar::{ChangeTag, TextDiff};
 
 use crate::input;
@@ -114,18 +114,12 @@ fn projected(objects: &Objects, service: &InferenceService, component: &str) -> 
         return Ok(None);
     }
     let in_effect = settings_in_effect(service, runtime, component).map_err(|e| e.to_string())?;
-    let mut spec = Map::new();
-    spec.insert("component".into(), component.into());
-    let fields = [
-        ("topologySpread", in_effect.spread.map(|s| s.as_str().to_owned())),
-        ("topologySpreadKey", in_effect.spread_key),
-        ("topologyKey", in_effect.topology_key),
-    ];
-    for (field, value) in fields {
-        if let Some(value) = value {
-            spec.insert(field.into(), value.into());
-        }
-    }
+    let mut spec = json!({"component": component, "topologySpread": in_effect.spread.map(|s| s.as_str()),
+        "topologySpreadKey": in_effect.spread_key, "topologyKey": in_effect.topology_key});
+    // A field not in effect is not projected.
+    spec.as_object_mut()
+        .expect("an object")
+        .retain(|_, value| !value.is_null());
     let (namespace, name) = (namespace(service), service.metadata.name.clone().unwrap_or_default());
     let name = ReplicaRef::for_component(namespace, &name, component).name;
     Ok(Some(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",

@@ -1,9 +1,9 @@
 //! The controller's churn, as `make bench-churn` runs it on the in-memory API server and
 //! `make bench-cluster` on a real kube-apiserver: the controller as built, its own process, then
 //! a number of seconds of churn at a rate of pod events a second ([`RATE`] in memory) over random
-//! components. A third of
-//! the events are status updates that change no condition; the rest an Instance's pod deleted,
-//! then put back, each of which changes the component's `Spread` condition and is timed to it.
+//! components. A third of the events are status updates that change no condition; the rest an
+//! Instance's pod deleted, then put back, each of which changes the component's `Spread`
+//! condition and is timed to it.
 //! Meanwhile every node's GPU Feature Discovery timestamp label is rewritten once a minute where
 //! the rate allows (one a tick at most: at 50 ticks a second, each of 5,000 nodes every 100 s).
 //!
@@ -21,7 +21,7 @@
 //! most [`IN_FLIGHT`] at once: a real API server takes milliseconds for each, and a tick that
 //! finds them all busy is counted, not waited for.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
@@ -91,30 +91,23 @@ pub struct Component {
 /// The components of the engines whose pods are `pods` (as OME creates them, each with its node):
 /// the anchors of each, by its replica.
 pub fn components(pods: &[Value]) -> Vec<Component> {
-    let mut by_service: HashMap<&str, Vec<Value>> = HashMap::new();
-    for pod in pods
-        .iter()
-        .filter(|o| o["metadata"]["labels"]["ome.io/managed-by"] == "OMENative")
-    {
-        if pod["metadata"]["labels"]["ome.io/runner"] != "worker" {
-            let service = pod["metadata"]["labels"]["ome.io/inferenceservice"]
-                .as_str()
-                .unwrap_or_default();
-            by_service.entry(service).or_default().push(pod.clone());
+    let mut by_replica: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for pod in pods {
+        let labels = &pod["metadata"]["labels"];
+        if labels["ome.io/managed-by"] == "OMENative" && labels["ome.io/runner"] != "worker" {
+            let service = labels["ome.io/inferenceservice"].as_str().unwrap_or_default();
+            let replica = format!("{service}-engine");
+            by_replica.entry(replica).or_default().push(pod.clone());
         }
     }
-    let mut components: Vec<Component> = by_service
-        .into_iter()
-        .map(|(service, anchors)| Component {
-            replica: format!("{service}-engine"),
-            anchors,
-            deleted: None,
-            pending: None,
-            unreflected: None,
-        })
-        .collect();
-    components.sort_by(|a, b| a.replica.cmp(&b.replica));
-    components
+    let component = |(replica, anchors)| Component {
+        replica,
+        anchors,
+        deleted: None,
+        pending: None,
+        unreflected: None,
+    };
+    by_replica.into_iter().map(component).collect()
 }
 
 /// The large cluster as the in-memory churn holds it: OME's objects, its pods as OME creates them,

@@ -20,11 +20,8 @@ impl Buckets {
                 .nth(1)
                 .and_then(|l| l.split('"').next())
                 .expect("a bucket");
-            let le = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().expect("a bound")
-            };
+            // Rust reads "+Inf" as f64::INFINITY, as Prometheus writes it.
+            let le: f64 = le.parse().expect("a bound");
             let count: f64 = count.parse().expect("a count");
             match buckets.iter_mut().find(|(bound, _)| *bound == le) {
                 Some((_, total)) => *total += count,

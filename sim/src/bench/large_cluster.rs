@@ -13,7 +13,7 @@ use ome_spread_core::settings::Settings;
 use ome_spread_core::spread::Spread;
 use serde_json::{Value, json};
 
-use crate::support::local::workspace;
+use crate::policy::review;
 use crate::support::objects::{Node, Pod, replica};
 
 pub const REPLICAS: usize = 1_000;
@@ -79,6 +79,7 @@ pub fn cluster() -> Cluster {
         .collect();
     let (mut services, mut replicas, mut pods) = (Vec::new(), Vec::new(), Vec::new());
     let settings = Settings::default();
+    let tolerations = json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
     for r in 0..REPLICAS {
         let service = format!("model-{r}");
         let multi_node = r % 2 == 1;
@@ -115,10 +116,7 @@ pub fn cluster() -> Cluster {
                     .on(&format!("gpu-node-{node}"))
                     .with("schedulerName", json!("default-scheduler"))
                     .with("nodeSelector", json!({model_label(model): "Ready"}))
-                    .with(
-                        "tolerations",
-                        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
-                    )
+                    .with("tolerations", tolerations.clone())
                     .with("topologySpreadConstraints", constraints);
                 pods.push(pod.json());
             }
@@ -138,9 +136,7 @@ pub fn cluster() -> Cluster {
 /// probes, readiness gates) with each pod's own name, labels, owner, node, node selection and
 /// rendered terms, Running where they are placed.
 pub fn ome_pods(cluster: &Cluster) -> Vec<Value> {
-    let fixture = workspace().join("tests/data/requests/deepseek-v3-engine-0-leader-0.json");
-    let request = std::fs::read_to_string(fixture).expect("the fixture");
-    let request: Value = serde_json::from_str(&request).expect("JSON");
+    let request = review("deepseek-v3-engine-0-leader-0");
     let fixture = &request["request"]["object"];
     cluster
         .pods

@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use crate::support::objects::{name, namespace_of};
+
 pub fn data_dir() -> PathBuf {
     crate::support::local::workspace().join("tests/data")
 }
@@ -44,13 +46,11 @@ pub fn edited(mut review: Value, change: impl FnOnce(&mut Value)) -> Value {
 
 /// `replica` with these spec fields set (null removes one).
 pub fn with_spec(mut replica: Value, fields: Value) -> Value {
+    let spec = replica["spec"].as_object_mut().expect("spec");
     for (field, value) in fields.as_object().expect("fields") {
         match value {
-            Value::Null => replica["spec"].as_object_mut().expect("spec").remove(field),
-            set => replica["spec"]
-                .as_object_mut()
-                .expect("spec")
-                .insert(field.clone(), set.clone()),
+            Value::Null => spec.remove(field),
+            set => spec.insert(field.clone(), set.clone()),
         };
     }
     replica
@@ -98,10 +98,7 @@ impl Cluster {
     }
 
     pub fn with_replica(mut self, replica: Value) -> Self {
-        let key = (
-            replica["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(),
-            replica["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
-        );
+        let key = (namespace_of(&replica).to_owned(), name(&replica).to_owned());
         self.replicas
             .insert(key, serde_json::to_vec(&replica).expect("serialisable"));
         self

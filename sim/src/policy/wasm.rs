@@ -78,13 +78,11 @@ impl Module {
 
     /// The policy with its linear memory capped at `bytes`.
     pub fn policy_with_memory_limit(bytes: usize) -> Module {
-        Module::compile(
-            build_policy(),
-            Some(ResourceLimits {
-                max_memory_size: Some(bytes),
-                ..Default::default()
-            }),
-        )
+        let limits = ResourceLimits {
+            max_memory_size: Some(bytes),
+            ..Default::default()
+        };
+        Module::compile(build_policy(), Some(limits))
     }
 
     /// One fresh instance, whose `kubewarden/kubernetes/get_resource` calls `get_resource` answers.

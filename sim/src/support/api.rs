@@ -7,6 +7,7 @@ use std::time::Duration;
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersion;
 use kube::{Config, Error};
 use serde_json::Value;
 
@@ -15,70 +16,46 @@ use crate::support::objects::{name, namespace_of};
 /// A kind they use, with what its URL needs.
 #[derive(Debug, Clone, Copy)]
 pub struct Kind {
-    pub group: &'static str,
-    pub version: &'static str,
+    /// As its objects' `apiVersion` gives it: `v1`, or `group/version`.
+    pub api_version: &'static str,
     pub kind: &'static str,
     pub plural: &'static str,
     pub namespaced: bool,
 }
 
-pub const POD: Kind = core("Pod", "pods", true);
-pub const NODE: Kind = core("Node", "nodes", false);
-pub const EVENT: Kind = core("Event", "events", true);
-pub const NAMESPACE: Kind = core("Namespace", "namespaces", false);
-pub const INFERENCE_SERVICE: Kind = ome("InferenceService", "inferenceservices", true);
-pub const INFERENCE_REPLICA: Kind = ome("InferenceReplica", "inferencereplicas", true);
-pub const CLUSTER_SERVING_RUNTIME: Kind = ome("ClusterServingRuntime", "clusterservingruntimes", false);
-pub const SERVING_RUNTIME: Kind = ome("ServingRuntime", "servingruntimes", true);
-
-/// A kind of the core API group (`v1`).
-const fn core(kind: &'static str, plural: &'static str, namespaced: bool) -> Kind {
-    Kind {
-        group: "",
-        version: "v1",
-        kind,
-        plural,
-        namespaced,
-    }
-}
-
-const fn ome(kind: &'static str, plural: &'static str, namespaced: bool) -> Kind {
-    Kind {
-        group: "ome.io",
-        version: "v1beta1",
-        kind,
-        plural,
-        namespaced,
-    }
-}
+const OME: &str = "ome.io/v1beta1";
+pub const POD: Kind = Kind::new("v1", "Pod", "pods", true);
+pub const NODE: Kind = Kind::new("v1", "Node", "nodes", false);
+pub const EVENT: Kind = Kind::new("v1", "Event", "events", true);
+pub const NAMESPACE: Kind = Kind::new("v1", "Namespace", "namespaces", false);
+pub const INFERENCE_SERVICE: Kind = Kind::new(OME, "InferenceService", "inferenceservices", true);
+pub const INFERENCE_REPLICA: Kind = Kind::new(OME, "InferenceReplica", "inferencereplicas", true);
+pub const CLUSTER_SERVING_RUNTIME: Kind = Kind::new(OME, "ClusterServingRuntime", "clusterservingruntimes", false);
+pub const SERVING_RUNTIME: Kind = Kind::new(OME, "ServingRuntime", "servingruntimes", true);
 
 /// Every call to the API server gives up after this long: the loops stay bounded when the API
 /// server stalls, and try again on their next pass.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Kind {
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.to_owned()
-        } else {
-            format!("{}/{}", self.group, self.version)
+    const fn new(api_version: &'static str, kind: &'static str, plural: &'static str, namespaced: bool) -> Kind {
+        Kind {
+            api_version,
+            kind,
+            plural,
+            namespaced,
         }
     }
 
     fn resource(&self) -> ApiResource {
-        ApiResource {
-            group: self.group.into(),
-            version: self.version.into(),
-            api_version: self.api_version(),
-            kind: self.kind.into(),
-            plural: self.plural.into(),
-        }
+        let group_version: GroupVersion = self.api_version.parse().expect("an apiVersion");
+        ApiResource::from_gvk_with_plural(&group_version.with_kind(self.kind), self.plural)
     }
 
     /// An object of the kind as JSON, with the `apiVersion` and `kind` a list's items lack.
     fn json(&self, object: DynamicObject) -> Result<Value, ApiError> {
         let mut object = serde_json::to_value(object)?;
-        object["apiVersion"] = self.api_version().into();
+        object["apiVersion"] = self.api_version.into();
         object["kind"] = self.kind.into();
         Ok(object)
     }
@@ -175,9 +152,8 @@ pub async fn create(client: &Client, kind: Kind, object: &Value) -> Result<(), A
 /// A server-side apply of `object` by `manager`, forced (each writer owns what it writes), of the
 /// object or (`status`) of its status subresource.
 pub async fn apply(client: &Client, kind: Kind, object: &Value, manager: &str, status: bool) -> Result<(), ApiError> {
-    let (namespace, name) = identity(object);
     let params = PatchParams::apply(manager).force();
-    patch(client, kind, (namespace, name), &params, &Patch::Apply(object), status).await
+    patch(client, kind, identity(object), &params, &Patch::Apply(object), status).await
 }
 
 /// A JSON merge patch by `manager`, of the object or (`status`) of its status subresource.

@@ -8,8 +8,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use kube::Client;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::support::api;
 use crate::support::local::workspace;
@@ -52,11 +53,7 @@ pub fn run_dir() -> Option<PathBuf> {
 /// kubectl: cluster/up.sh's, else the one on PATH.
 fn kubectl_program() -> PathBuf {
     let built = workspace().join("target/cluster/bin/kubectl");
-    if built.is_file() {
-        built
-    } else {
-        PathBuf::from("kubectl")
-    }
+    if built.is_file() { built } else { "kubectl".into() }
 }
 
 pub async fn client_of(kubeconfig: &Path) -> Client {
@@ -179,11 +176,8 @@ pub async fn helm(kubeconfig: &Path, args: &[&str]) {
 /// The chart's release (`ome-spread` in namespace ome-spread) uninstalled where installed, its
 /// objects gone.
 pub async fn uninstall_chart(kubeconfig: &Path) {
-    helm(
-        kubeconfig,
-        &words("uninstall ome-spread -n ome-spread --ignore-not-found --wait"),
-    )
-    .await;
+    let args = words("uninstall ome-spread -n ome-spread --ignore-not-found --wait");
+    helm(kubeconfig, &args).await;
 }
 
 /// `kubectl apply -f -` of a manifest, which must succeed.
@@ -198,11 +192,8 @@ pub async fn apply(kubeconfig: &Path, manifest: &str) -> String {
 async fn install(admin: &Path, file: &str, which: &str) {
     let crds = std::fs::read_to_string(workspace().join("cluster").join(file)).expect("the CRDs");
     apply(admin, &crds).await;
-    kubectl(
-        admin,
-        &["wait", "--for=condition=Established", "crd", which, "--timeout=60s"],
-    )
-    .await;
+    let args = ["wait", "--for=condition=Established", "crd", which, "--timeout=60s"];
+    kubectl(admin, &args).await;
 }
 
 /// OME's CRDs (cluster/ome-crds.yaml) on the cluster, Established.
@@ -240,12 +231,8 @@ pub async fn policy_server(admin: &Path, dir: &Path) -> PathBuf {
 /// Kubewarden's ClusterAdmissionPolicy CRD (cluster/kubewarden-crds.yaml) on the cluster,
 /// Established.
 pub async fn install_kubewarden_crd(admin: &Path) {
-    install(
-        admin,
-        "kubewarden-crds.yaml",
-        "clusteradmissionpolicies.policies.kubewarden.io",
-    )
-    .await;
+    let crd = "clusteradmissionpolicies.policies.kubewarden.io";
+    install(admin, "kubewarden-crds.yaml", crd).await;
 }
 
 /// The controller's Lease deleted: one an earlier run left (its last holder killed, not
@@ -346,11 +333,8 @@ pub async fn fresh_namespace(admin: &Path, name: &str) {
     for args in namespace_removal(name) {
         kubectl(admin, &args).await;
     }
-    kubectl(
-        admin,
-        &["wait", "--for=delete", &format!("namespace/{name}"), "--timeout=90s"],
-    )
-    .await;
+    let namespace = format!("namespace/{name}");
+    kubectl(admin, &["wait", "--for=delete", &namespace, "--timeout=90s"]).await;
     kubectl(admin, &["create", "namespace", name]).await;
 }
 
@@ -383,11 +367,8 @@ fn words(line: &str) -> Vec<&str> {
 /// of that ServiceAccount would hold.
 pub async fn service_account_kubeconfig(admin: &Path, namespace: &str, name: &str, dir: &Path) -> PathBuf {
     let token = kubectl(admin, &["create", "token", name, "-n", namespace, "--duration", "2h"]).await;
-    let view = kubectl(
-        admin,
-        &words("config view --raw --minify -o jsonpath={.clusters[0].cluster}"),
-    )
-    .await;
+    let args = words("config view --raw --minify -o jsonpath={.clusters[0].cluster}");
+    let view = kubectl(admin, &args).await;
     let cluster: serde_json::Value = serde_json::from_str(&view).expect("the cluster of the kubeconfig");
     let config = serde_json::json!({
         "apiVersion": "v1", "kind": "Config",
@@ -444,22 +425,8 @@ impl Process {
             .spawn()
             .unwrap_or_else(|e| panic!("{name}: {} does not start: {e}", program.display()));
         let (lines, mut seen) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        for stream in [
-            Box::new(stdout) as Box<dyn tokio::io::AsyncBufRead + Unpin + Send>,
-            Box::new(stderr),
-        ] {
-            let lines = lines.clone();
-            let prefix = name.to_owned();
-            tokio::spawn(async move {
-                let mut stream = stream.lines();
-                while let Ok(Some(line)) = stream.next_line().await {
-                    eprintln!("[{prefix}] {line}");
-                    let _ = lines.send(line);
-                }
-            });
-        }
+        forward(child.stdout.take().expect("stdout"), name, lines.clone());
+        forward(child.stderr.take().expect("stderr"), name, lines);
         let found = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(line) = seen.recv().await {
                 if line.contains(ready) {
@@ -507,6 +474,18 @@ impl Process {
             .ok()
             .map(|status| status.expect("its status"))
     }
+}
+
+/// Each line of a process's output `stream`, shown with its `name` and sent on `lines`.
+fn forward(stream: impl AsyncRead + Unpin + Send + 'static, name: &str, lines: UnboundedSender<String>) {
+    let prefix = name.to_owned();
+    tokio::spawn(async move {
+        let mut stream = BufReader::new(stream).lines();
+        while let Ok(Some(line)) = stream.next_line().await {
+            eprintln!("[{prefix}] {line}");
+            let _ = lines.send(line);
+        }
+    });
 }
 
 /// The columns of a `kubectl get -o custom-columns` table, split on runs of spaces: the seed's

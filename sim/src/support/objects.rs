@@ -82,10 +82,8 @@ impl Pod {
 
     /// One container, `name`, asking for `requests`.
     pub fn container(self, name: &str, requests: Value) -> Self {
-        self.with(
-            "containers",
-            json!([{"name": name, "resources": {"requests": requests}}]),
-        )
+        let containers = json!([{"name": name, "resources": {"requests": requests}}]);
+        self.with("containers", containers)
     }
 
     /// Running, as its kubelet reports it once started.
