@@ -596,6 +596,15 @@ async fn one_at_a_time(client: &Client, pods: &[Value], uids: &HashMap<String, S
     times[times.len() / 2]
 }
 
+/// kube-apiserver's CPU profile over the first seconds of a [`PROFILED`] round (0-based).
+async fn profile_round(client: &Client, dir: &Path, round: usize, webhook: String) {
+    if PROFILED.contains(&round) {
+        let file = dir.join(format!("cluster/kube-apiserver-round-{}.pprof", round + 1));
+        let what = format!("round {} ({webhook})", round + 1);
+        apiserver_profile(client, PROFILE_SECONDS, &file, &what).await;
+    }
+}
+
 /// OME's pods, in rounds of a tenth of them, through the accept-all webhook and the policy in
 /// turn; each round placed and Running before the next. Then [`ALONE`] each way one at a time.
 async fn ome_pods(
@@ -625,13 +634,7 @@ async fn ome_pods(
         let pods: Vec<Value> = pods.iter().map(|p| unbound(p.clone(), uids, way)).collect();
         let paused = SchedulerPaused::new(run);
         let (cpu_before, served) = (cpu(run), webhook.served());
-        let profile = async {
-            if PROFILED.contains(&round) {
-                let file = dir.join(format!("cluster/kube-apiserver-round-{}.pprof", round + 1));
-                let what = format!("round {} ({})", round + 1, webhook.name());
-                apiserver_profile(client, PROFILE_SECONDS, &file, &what).await;
-            }
-        };
+        let profile = profile_round(client, dir, round, webhook.name());
         let (took, ()) = tokio::join!(create_all(client, POD, pods.clone()), profile);
         let counted = if way == Through::AcceptAll {
             &mut accept_all
