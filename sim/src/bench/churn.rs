@@ -325,8 +325,7 @@ impl Measured {
     /// The controller's own `quantile` of the event-to-condition time, as `histogram_quantile`
     /// reads its export: `-` for a build that does not export it.
     pub fn controller_ms(&self, quantile: f64) -> String {
-        let ms = self.controller.quantile_ms(quantile);
-        ms.map_or("-".into(), |ms| format!("{ms:.1} ms"))
+        self.controller.quantile_shown(quantile)
     }
 }
 

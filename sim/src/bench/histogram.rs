@@ -61,6 +61,11 @@ impl Buckets {
         }
         None
     }
+
+    /// The `q`-quantile as the benchmarks print it ("12.3 ms"), `-` with nothing counted.
+    pub fn quantile_shown(&self, q: f64) -> String {
+        self.quantile_ms(q).map_or("-".into(), |ms| format!("{ms:.1} ms"))
+    }
 }
 
 #[cfg(test)]

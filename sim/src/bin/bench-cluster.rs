@@ -829,11 +829,10 @@ async fn churn_on_cluster(
         apiserver_profile(&profiled, seconds / 3, &profile, "the churn").await;
         for ((what, after), (_, before)) in controller_writes(&profiled).await.iter().zip(&writes) {
             let after = after.since(before);
-            let ms = |q| after.quantile_ms(q).map_or("-".into(), |ms| format!("{ms:.1} ms"));
             println!(
                 "cluster: kube-apiserver's time on {what} over the profile: p50 {}, p99 {}",
-                ms(0.5),
-                ms(0.99)
+                after.quantile_shown(0.5),
+                after.quantile_shown(0.99)
             );
         }
         let after = processes_cpu(&cpu_run);
