@@ -75,7 +75,8 @@ fn spec(answer: &[u8]) -> Result<Value, String> {
             ));
         }
     }
-    (replica.remove("spec"))
+    replica
+        .remove("spec")
         .filter(|spec| !spec.is_null())
         .ok_or_else(|| "the host's answer has no spec".to_owned())
 }
