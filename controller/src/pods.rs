@@ -2,19 +2,21 @@
 //! the core's model of it ([`Pod`]: what the diagnosis reads, nothing else), kept in a
 //! kube-runtime store ([`crate::reflected::Reflected`]) with the pods of each component derived of it,
 //! so that a pod event moves that pod alone, triggers its replica's reconcile
-//! ([`crate::reconcile`]), and a reconcile reads its own component's pods only. Of every pod, the
-//! room it holds ([`Room`]): what a rebalance plan counts on, whichever workload the pod belongs
-//! to (a training job's GPUs are as taken as an engine's). A pod of another workload is kept as
-//! its node and requests alone, not in the store: most of a large GPU cluster's pods are not
-//! OME's, and a pod in a store costs twice what the room keeps of it.
+//! ([`crate::reconcile`]), and a reconcile reads its own component's pods only. Of every pod, what
+//! it holds of its node ([`Held`]), in a store of its own with the room of each node derived of it
+//! ([`Room`]): what a rebalance plan counts on, whichever workload the pod belongs to (a training
+//! job's GPUs are as taken as an engine's). A pod of another workload is kept as that alone: most
+//! of a large GPU cluster's pods are not OME's, and the core's model of a pod in a store costs
+//! twice as much.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher::Event;
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
@@ -25,7 +27,6 @@ use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
 
 use crate::reflected::{self, Derived, Reflected, key};
-use crate::state::lock;
 
 /// The watch of every pod, trimmed, filling `pods`: the replicas whose OMENative pods it changed,
 /// a relist's pods found gone among them. An event that changes nothing kept of a pod (a
@@ -58,7 +59,7 @@ fn component(pod: &Pod) -> Option<ComponentKey> {
 #[derive(Default)]
 pub struct Pods {
     components: Reflected<Pod, Components>,
-    room: Mutex<Room>,
+    room: Reflected<Held, Room>,
 }
 
 impl Pods {
@@ -66,7 +67,9 @@ impl Pods {
     /// an OMENative pod's (a pod that is not one, or no longer, is not in the store). The replicas
     /// whose reconcile reads the pod, before and after.
     pub fn apply(&self, event: &Event<Pod>) -> Vec<ObjectRef<InferenceReplica>> {
-        lock(&self.room).apply(event);
+        if let Some(event) = Held::event(event) {
+            self.room.apply(&event);
+        }
         match event {
             Event::InitApply(pod) if component(pod).is_none() => Vec::new(),
             Event::Apply(pod) if component(pod).is_none() => self.components.apply(&Event::Delete(pod.clone())),
@@ -89,7 +92,7 @@ impl Pods {
 
     /// `read` the requests of the pods bound to each node, as they stand.
     pub fn with_requested<T>(&self, read: impl FnOnce(&Requested) -> T) -> T {
-        read(&lock(&self.room).requested)
+        self.room.with(|room| read(&room.0))
     }
 }
 
@@ -144,69 +147,120 @@ impl Derived<Pod> for Components {
     }
 }
 
-/// What a pod holds of its node: the node's name and the pod's requests.
-type Held = (String, Resources);
-
-/// The requests of the pods bound to each node, and what each pod holds, by its key. A relist is
-/// applied as kube-runtime's store applies one: the pods listed replace those held once it is
-/// done.
-#[derive(Debug, Default)]
-struct Room {
-    held: HashMap<String, Held>,
-    requested: Requested,
-    listed: HashMap<String, Held>,
+/// What a pod holds of its node: the node's name and the pod's requests, by the pod's name. All
+/// that is kept of a pod of another workload, in a kube-runtime store as the OMENative pods are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    name: String,
+    namespace: String,
+    node: String,
+    requests: Resources,
 }
 
-impl Room {
-    fn apply(&mut self, event: &Event<Pod>) {
-        match event {
-            Event::Apply(pod) => self.put(key(pod), held(pod)),
-            Event::Delete(pod) => self.put(key(pod), None),
-            Event::Init => self.listed.clear(),
-            Event::InitApply(pod) => {
-                if let Some(held) = held(pod) {
-                    self.listed.insert(key(pod), held);
-                }
-            }
-            Event::InitDone => {
-                self.held = std::mem::take(&mut self.listed);
-                self.requested = Requested::new();
-                for (node, requests) in self.held.values() {
-                    self.requested.entry(node.clone()).or_default().add(requests);
-                }
-            }
+impl Held {
+    /// What the pod holds, as the core counts it ([`room::held`]); None: nothing (unbound, or
+    /// finished).
+    fn of(pod: &Pod) -> Option<Self> {
+        let held = room::held(pod).unwrap_or_else(|e| {
+            // Cannot happen for a pod the API server sent (it refuses a quantity it cannot read);
+            // said, naming the pod, if one does.
+            warn!(pod = %key(pod), error = %e, "a pod's requests cannot be read: they are not counted");
+            None
+        });
+        let (node, requests) = held?;
+        Some(Self {
+            node: node.to_owned(),
+            requests,
+            ..Self::named(pod)
+        })
+    }
+
+    /// The pod by name alone: what a deletion names.
+    fn named(pod: &Pod) -> Self {
+        Self {
+            name: pod.name().to_owned(),
+            namespace: pod.namespace().to_owned(),
+            node: String::new(),
+            requests: Resources::default(),
         }
     }
 
-    /// What the pod `key` holds now (None: nothing), in place of what it held.
-    fn put(&mut self, key: String, new: Option<Held>) {
-        if let Some((node, requests)) = &new {
-            self.requested.entry(node.clone()).or_default().add(requests);
-        }
-        let old = match new {
-            Some(new) => self.held.insert(key, new),
-            None => self.held.remove(&key),
-        };
-        if let Some((node, requests)) = old
-            && let Some(sum) = self.requested.get_mut(&node)
-        {
-            sum.take(&requests);
-            if sum.is_empty() {
-                self.requested.remove(&node);
-            }
-        }
+    /// A pod event as the room takes it: a pod that holds nothing is not in the room.
+    fn event(event: &Event<Pod>) -> Option<Event<Self>> {
+        Some(match event {
+            Event::Init => Event::Init,
+            Event::InitApply(pod) => Event::InitApply(Self::of(pod)?),
+            Event::InitDone => Event::InitDone,
+            Event::Apply(pod) => Self::of(pod).map_or_else(|| Event::Delete(Self::named(pod)), Event::Apply),
+            Event::Delete(pod) => Event::Delete(Self::named(pod)),
+        })
     }
 }
 
-/// What the pod holds of its node, as the core counts it ([`room::held`]).
-fn held(pod: &Pod) -> Option<Held> {
-    let held = room::held(pod).unwrap_or_else(|e| {
-        // Cannot happen for a pod the API server sent (it refuses a quantity it cannot read);
-        // said, naming the pod, if one does.
-        warn!(pod = %key(pod), error = %e, "a pod's requests cannot be read: they are not counted");
+/// A pod's, for its store.
+impl Lookup for Held {
+    type DynamicType = ();
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        <Pod as Lookup>::kind(&())
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        <Pod as Lookup>::group(&())
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        <Pod as Lookup>::version(&())
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        <Pod as Lookup>::plural(&())
+    }
+
+    fn name(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::from(&self.name))
+    }
+
+    fn namespace(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::from(&self.namespace))
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
         None
-    });
-    held.map(|(node, requests)| (node.to_owned(), requests))
+    }
+
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        None
+    }
+}
+
+/// The requests of the pods bound to each node, summed from what each holds.
+#[derive(Debug, Default)]
+struct Room(Requested);
+
+impl Derived<Held> for Room {
+    type Output = ();
+
+    fn changed(&mut self, old: Option<Arc<Held>>, new: Option<Arc<Held>>) {
+        if let Some(new) = new {
+            self.0.entry(new.node.clone()).or_default().add(&new.requests);
+        }
+        if let Some(old) = old
+            && let Some(sum) = self.0.get_mut(&old.node)
+        {
+            sum.take(&old.requests);
+            if sum.is_empty() {
+                self.0.remove(&old.node);
+            }
+        }
+    }
+
+    fn relisted(&mut self, all: Vec<Arc<Held>>) {
+        *self = Self::default();
+        for held in all {
+            self.changed(None, Some(held));
+        }
+    }
 }
 
 /// What is kept of a pod. Of an OMENative pod of a component, what the diagnosis reads: of its

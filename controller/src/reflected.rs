@@ -1,6 +1,7 @@
 //! One cache mechanism for the kinds whose objects are also kept in plain maps (the OMENative
-//! pods, the nodes): kube-runtime's store and what is derived of it, written under one lock, and
-//! the watch that fills them. The caches themselves are in [`crate::cache`].
+//! pods, the room every pod holds, the nodes): kube-runtime's store and what is derived of it,
+//! written under one lock, and the watch that fills them. The caches themselves are in
+//! [`crate::cache`].
 
 use std::hash::Hash;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt, future};
 use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -70,7 +71,7 @@ pub trait Derived<K>: Default {
 
 /// A kube-runtime store and what is derived of it, written under one lock: a reader never sees
 /// the one without the other.
-pub struct Reflected<K: Resource + Clone + 'static, D>
+pub struct Reflected<K: Lookup + Clone + 'static, D>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -80,7 +81,7 @@ where
 
 impl<K, D> Default for Reflected<K, D>
 where
-    K: Resource + Clone + PartialEq + 'static,
+    K: Lookup + Clone + PartialEq + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
     D: Derived<K>,
 {
@@ -95,7 +96,7 @@ where
 
 impl<K, D> Reflected<K, D>
 where
-    K: Resource + Clone + PartialEq + 'static,
+    K: Lookup + Clone + PartialEq + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
     D: Derived<K>,
 {
