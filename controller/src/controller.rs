@@ -10,7 +10,8 @@ use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::utils::{Backoff, PredicateConfig};
+use kube::runtime::utils::PredicateConfig;
+use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use kube_lease_manager::LeaseManagerBuilder;
@@ -321,8 +322,13 @@ fn arrived(context: &Context, replicas: Vec<ObjectRef<InferenceReplica>>) -> Vec
 /// Runs the reconciles until the stop: the reconciles in flight end first, then the Lease is
 /// released.
 async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<Context>, stop: CancellationToken) {
+    // The backoff on the triggers merged, on an error of any one: none (always a zero delay), each
+    // watch backs off by itself ([`reflected::backoff`]). kube-runtime's default pauses every
+    // watch, the replicas' too, on any one's error: after kube-apiserver restarted, the errors of
+    // six watches in turn held them all back for minutes.
+    let each_watch_backs_off = backon::ExponentialBuilder::new().with_min_delay(Duration::ZERO);
     controller
-        .trigger_backoff(EachWatchBacksOff)
+        .trigger_backoff(ExponentialBackoff::from(each_watch_backs_off.without_max_times()))
         .graceful_shutdown_on(stop.cancelled_owned())
         // At most 16 reconciles at once: each holds its component's pods and the nodes it read,
         // and at a start a thousand at once would set the peak memory (BENCHMARKS.md).
@@ -339,24 +345,6 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
             future::ready(())
         })
         .await;
-}
-
-/// The controller's backoff on its triggers merged, on an error of any one: none, each watch
-/// backs off by itself ([`reflected::backoff`]). kube-runtime's default pauses every watch, the
-/// replicas' too, on any one's error: after kube-apiserver restarted, the errors of six watches
-/// in turn held them all back for minutes.
-struct EachWatchBacksOff;
-
-impl Iterator for EachWatchBacksOff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        Some(Duration::ZERO)
-    }
-}
-
-impl Backoff for EachWatchBacksOff {
-    fn reset(&mut self) {}
 }
 
 /// Why the `Spread` condition must not be written here, or None: read before the first

@@ -30,12 +30,9 @@ pub enum Source {
     Policy(String),
 }
 
-fn resource() -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk("policies.kubewarden.io", "v1", KIND))
-}
-
 fn api(client: Client) -> Api<DynamicObject> {
-    Api::all_with(client, &resource())
+    let gvk = GroupVersionKind::gvk("policies.kubewarden.io", "v1", KIND);
+    Api::all_with(client, &ApiResource::from_gvk(&gvk))
 }
 
 /// The settings of a ClusterAdmissionPolicy (`spec.settings`, absent: the defaults), parsed as the

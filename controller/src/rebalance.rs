@@ -60,7 +60,7 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
         }),
         (_, Err(_)) => None,
         (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
-            Some(next) => Some(migrate(next, (mode < Mode::Migrate).then(|| mode.name()), objects, ctx).await?),
+            Some(next) => Some(migrate(next, (mode < Mode::Migrate).then(|| mode.into()), objects, ctx).await?),
             None => None,
         },
         (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
@@ -277,7 +277,7 @@ mod tests {
         }
         for mode in [Mode::Off, Mode::Recommend, Mode::Migrate] {
             assert_eq!(
-                <Mode as clap::ValueEnum>::from_str(mode.name(), false),
+                <Mode as clap::ValueEnum>::from_str(mode.into(), false),
                 Ok(mode),
                 "the flag's spelling"
             );

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use ome_spread_core::diagnosis::Report;
 use ome_spread_core::loss::{Loss, sentence};
 use serde_json::{Value, json};
@@ -244,23 +244,16 @@ pub fn report(resource: &ApiResource, replica: &InferenceReplica, results: &[Val
         })
         .collect();
     let count = |outcome: &str| results.iter().filter(|r| r["result"] == outcome).count();
-    let (namespace, replica_name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let mut report = json!({
         "apiVersion": resource.api_version,
         "kind": resource.kind,
         "metadata": {
             "name": name(replica),
-            "namespace": namespace,
+            "namespace": replica.namespace(),
             "labels": {"app.kubernetes.io/managed-by": SOURCE},
-            "ownerReferences": [{
-                "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
-                "name": replica_name, "uid": replica.uid().unwrap_or_default(),
-            }],
+            "ownerReferences": replica.owner_ref(&()).as_slice(),
         },
-        "scope": {
-            "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
-            "namespace": namespace, "name": replica_name, "uid": replica.uid().unwrap_or_default(),
-        },
+        "scope": replica.object_ref(&()),
         "summary": {
             "pass": count("pass"), "fail": count("fail"), "warn": count("warn"),
             "error": count("error"), "skip": count("skip"),

@@ -94,26 +94,15 @@ impl Health {
     /// Ok while the controller makes progress, else why not.
     pub fn live(&self) -> Result<(), String> {
         let bound = self.bound.unwrap_or(STALLED_AFTER);
-        if let Some(at) = *lock(&self.watched)
-            && at.elapsed() > bound
-        {
-            return Err(format!(
-                "no event of the Lease's watch for {}s (bound {}s)",
-                at.elapsed().as_secs(),
-                bound.as_secs()
-            ));
-        }
-        let running = lock(&self.running);
-        if let Some(oldest) = running.iter().min()
-            && oldest.elapsed() > bound
-        {
-            return Err(format!(
-                "a reconcile has run for {}s (bound {}s)",
-                oldest.elapsed().as_secs(),
-                bound.as_secs()
-            ));
-        }
-        Ok(())
+        let within = |since: Option<Instant>, what: &str| match since {
+            Some(at) if at.elapsed() > bound => {
+                let (elapsed, bound) = (at.elapsed().as_secs(), bound.as_secs());
+                Err(format!("{what} for {elapsed}s (bound {bound}s)"))
+            }
+            _ => Ok(()),
+        };
+        within(*lock(&self.watched), "no event of the Lease's watch")?;
+        within(lock(&self.running).iter().min().copied(), "a reconcile has run")
     }
 }
 
