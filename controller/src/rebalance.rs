@@ -35,10 +35,8 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
     let (replica, service) = (&objects.replica, &*objects.service);
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let mode = ctx.rebalance.for_service(service);
-    let moves = match (&mode, plan) {
-        (Ok(Mode::Off) | Err(_), _) => None,
-        (Ok(_), plan) => Some(plan.as_ref().map_or(0, |p| p.moves.len())),
-    };
+    let on = mode.as_ref().is_ok_and(|mode| *mode != Mode::Off);
+    let moves = on.then(|| plan.as_ref().map_or(0, |p| p.moves.len()));
     ctx.metrics.rebalance_moves(&namespace, &name, moves);
     let announcement = match (mode, plan) {
         (Err(value), _) => Some(Announcement {

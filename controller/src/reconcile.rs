@@ -243,7 +243,6 @@ async fn record(
         previous,
         Time(k8s_openapi::jiff::Timestamp::now()),
     );
-    let reference = replica.object_ref(&());
     let told = previous.map(|p| p.reason.clone()).or(held);
     if told.is_none_or(|reason| reason != condition.reason) {
         // Before the condition, so that a failed write retries the Event too rather than lose it.
@@ -258,14 +257,12 @@ async fn record(
             action: "Diagnose".into(),
             secondary: None,
         };
-        within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
+        within_timeout("the Event", ctx.recorder.publish(&event, &replica.object_ref(&()))).await?;
     }
-    if lock(&ctx.no_condition).is_some() {
-        ctx.replicas.with(&key, |kept| kept.held = Some(condition.reason));
-        return Ok(());
-    }
-    ctx.replicas.with(&key, |kept| kept.held = None);
-    if previous.is_none_or(|p| !same(p, &condition)) {
+    let refused = lock(&ctx.no_condition).is_some();
+    ctx.replicas
+        .with(&key, |kept| kept.held = refused.then(|| condition.reason.clone()));
+    if !refused && previous.is_none_or(|p| !same(p, &condition)) {
         let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         within_timeout(
