@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::Client;
 use ome_spread_core::settings::Settings;
 use serde_json::Value;
 use tokio::sync::watch;
