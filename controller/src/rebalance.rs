@@ -75,30 +75,24 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
 async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
     let last = ctx.replicas.with(&key, |kept| kept.announced.clone());
-    let Some(announcement) = announcement else {
-        ctx.replicas.with(&key, |kept| kept.announced = None);
-        return Ok(());
-    };
-    if last.as_ref() == Some(&announcement.note) {
-        return Ok(());
+    if let Some(announcement) = &announcement
+        && last.as_ref() != Some(&announcement.note)
+    {
+        let event = Event {
+            type_: announcement.type_,
+            reason: announcement.reason.into(),
+            note: Some(announcement.note.clone()),
+            action: "Rebalance".into(),
+            secondary: None,
+        };
+        let publish = ctx.recorder.publish(&event, &announcement.regarding);
+        within_timeout("the rebalance Event", publish).await?;
     }
-    let event = Event {
-        type_: announcement.type_,
-        reason: announcement.reason.into(),
-        note: Some(announcement.note.clone()),
-        action: "Rebalance".into(),
-        secondary: None,
-    };
-    within_timeout(
-        "the rebalance Event",
-        ctx.recorder.publish(&event, &announcement.regarding),
-    )
-    .await?;
-    ctx.replicas.with(&key, |kept| kept.announced = Some(announcement.note));
+    ctx.replicas
+        .with(&key, |kept| kept.announced = announcement.map(|a| a.note));
     Ok(())
 }
 
-/// The next move of a component, and what the guardrails read of it.
 /// What `migrate` does with the next move, as the Event that says it; `lowered_to`: the mode the
 /// InferenceService's annotation lowers `migrate` to, if it does.
 async fn migrate(
