@@ -25,7 +25,6 @@ use crate::context::{Context, Mode, Objects};
 use crate::error::{Error, FILL_TIMEOUT, within_timeout};
 use crate::rebalance::{self, recommendation};
 use crate::reflected::key;
-use crate::report::Found;
 use crate::resources::{CONDITION, FIELD_MANAGER};
 use crate::state::lock;
 use ome_spread_core::ome::InferenceReplica;
@@ -107,21 +106,18 @@ async fn reconcile_replica(
             .collect(),
         _ => Vec::new(),
     };
-    let found = Found {
-        report,
-        message: &condition_message(report, &diagnosis.action),
-        worst_loss: diagnosis.worst_loss.as_ref(),
-        moves,
-    };
-    show_report(replica, &found, ctx).await?;
+    let message = condition_message(report, &diagnosis.action);
+    let results = ctx
+        .reports
+        .results(report, &message, diagnosis.worst_loss.as_ref(), &moves);
+    show_report(replica, results, ctx).await?;
     rebalance::recommend(plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
 /// The replica's policy report, written when its results change.
-async fn show_report(replica: &InferenceReplica, found: &Found<'_>, ctx: &Context) -> Result<(), Error> {
+async fn show_report(replica: &InferenceReplica, results: Vec<Value>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
-    let results = ctx.reports.results(found);
     if ctx.replicas.with(&key, |kept| kept.reported.as_ref() == Some(&results)) {
         return Ok(());
     }

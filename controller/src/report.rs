@@ -70,16 +70,6 @@ fn policy_fields(policy: &Value) -> Value {
     fields
 }
 
-/// What a reconcile found, as its report says it.
-pub struct Found<'a> {
-    pub report: &'a Report,
-    /// The `Spread` condition's message.
-    pub message: &'a str,
-    pub worst_loss: Option<&'a Loss>,
-    /// Under `recommend`, each move that would fix the skew, with its command.
-    pub moves: Vec<String>,
-}
-
 /// The reports, as `--reports` chose them, and the policy their results name.
 pub struct Reports {
     format: Format,
@@ -107,8 +97,10 @@ impl Reports {
         *lock(&self.policy) = policy_fields(policy);
     }
 
-    /// The results of a diagnosis, without their time: what a change is told by.
-    pub fn results(&self, found: &Found) -> Vec<Value> {
+    /// The results of a diagnosis, without their time: what a change is told by. `message`: the
+    /// `Spread` condition's; `moves`: under `recommend`, each move that would fix the skew, with
+    /// its command.
+    pub fn results(&self, report: &Report, message: &str, worst_loss: Option<&Loss>, moves: &[String]) -> Vec<Value> {
         let policy = lock(&self.policy).clone();
         let result = |rule: &str, outcome: &str, message: String, properties: Value| {
             let mut result = json!({
@@ -120,21 +112,21 @@ impl Reports {
             }
             result
         };
-        let mut spread = json!({"reason": found.report.reason.as_str()});
+        let mut spread = json!({"reason": report.reason.as_str()});
         // As the metrics: no counts for a reason found before the domains are counted.
-        let per_domain = &found.report.instances_per_domain;
+        let per_domain = &report.instances_per_domain;
         if !per_domain.is_empty() {
             let counts: Vec<String> = per_domain.iter().map(|(domain, n)| format!("{domain}={n}")).collect();
             spread["instances-per-domain"] = json!(counts.join(","));
-            spread["skew"] = json!(found.report.skew.to_string());
+            spread["skew"] = json!(report.skew.to_string());
         }
         let mut results = vec![result(
             "spread",
-            if found.report.reason.holds() { "pass" } else { "fail" },
-            found.message.to_owned(),
+            if report.reason.holds() { "pass" } else { "fail" },
+            message.to_owned(),
             spread,
         )];
-        results.push(match found.worst_loss {
+        results.push(match worst_loss {
             Some(loss) => result(
                 "domain-loss",
                 loss_outcome(loss),
@@ -153,8 +145,8 @@ impl Reports {
                 json!({}),
             ),
         });
-        if !found.moves.is_empty() {
-            results.push(result("rebalance", "warn", found.moves.join("\n"), json!({})));
+        if !moves.is_empty() {
+            results.push(result("rebalance", "warn", moves.join("\n"), json!({})));
         }
         results
     }
@@ -346,12 +338,7 @@ mod tests {
     fn a_skewed_replica_fails_warns_of_its_loss_and_lists_its_moves() {
         let report = diagnosis(Reason::Skewed, &[("zone-a", 2), ("zone-b", 0)], 2);
         let worst = loss(0, 2);
-        let found = Found {
-            report: &report,
-            message: "Skewed. Move one",
-            worst_loss: Some(&worst),
-            moves: vec!["Move Instance 1 ...".into(), "Move Instance 2 ...".into()],
-        };
+        let moves = ["Move Instance 1 ...".into(), "Move Instance 2 ...".into()];
         let shared = json!({"source": "ome-spread", "policy": "clusterwide-ome-spread", "scored": true,
             "severity": "medium", "category": "Scheduling"});
         let with = |fields: Value| {
@@ -363,7 +350,7 @@ mod tests {
             result
         };
         assert_eq!(
-            medium().results(&found),
+            medium().results(&report, "Skewed. Move one", Some(&worst), &moves),
             [
                 with(
                     json!({"rule": "spread", "result": "fail", "message": "Skewed. Move one",
