@@ -261,11 +261,10 @@ async fn record(
     if !refused && previous.is_none_or(|p| !same(p, &condition)) {
         let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        within_timeout(
-            "the status patch",
-            api.patch_status(&name, &params, &Patch::Apply(status_patch(&condition))),
-        )
-        .await?;
+        // ome-spread's one condition, nothing else of the replica.
+        let patch = Patch::Apply(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "status": {"conditions": [&condition]}}));
+        within_timeout("the status patch", api.patch_status(&name, &params, &patch)).await?;
         if let Some(at) = arrived.take() {
             ctx.metrics.condition_written(at.elapsed());
         }
@@ -305,13 +304,4 @@ fn condition_message(report: &Report, action: &str) -> String {
 fn same(a: &Condition, b: &Condition) -> bool {
     (&a.status, &a.reason, &a.message, a.observed_generation)
         == (&b.status, &b.reason, &b.message, b.observed_generation)
-}
-
-/// The server-side apply body: ome-spread's one condition, nothing else of the replica.
-pub fn status_patch(condition: &Condition) -> Value {
-    json!({
-        "apiVersion": "ome.io/v1beta1",
-        "kind": "InferenceReplica",
-        "status": {"conditions": [condition]},
-    })
 }
