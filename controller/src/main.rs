@@ -196,11 +196,8 @@ fn explain(args: ExplainArgs) -> ExitCode {
 fn controller(args: ControllerArgs) -> ExitCode {
     logs(args.log_json);
     let health = Arc::new(Health::new(Duration::from_secs(args.stalled_after)));
-    let reports = Reports::new(
-        args.reports,
-        args.policy.as_deref().unwrap_or(policy::DEFAULT_NAME),
-        health.clone(),
-    );
+    let named = args.policy.as_deref().unwrap_or(policy::DEFAULT_NAME);
+    let reports = Reports::new(args.reports, named, health.clone());
     let source = match args.policy {
         Some(name) => Ok(Source::Policy(name)),
         None => policy::read_settings(args.settings.as_deref()).map(Source::Fixed),

@@ -204,12 +204,9 @@ async fn write(service: &InferenceService, annotations: Value, ctx: &Context) ->
     if let Some(version) = service.resource_version() {
         patch["metadata"]["resourceVersion"] = version.into();
     }
-    within_timeout(
-        "the migration request",
-        api.patch(&service.name_any(), &PatchParams::default(), &Patch::Merge(&patch)),
-    )
-    .await
-    .map(drop)
+    let (name, params, patch) = (service.name_any(), PatchParams::default(), Patch::Merge(patch));
+    within_timeout("the migration request", api.patch(&name, &params, &patch)).await?;
+    Ok(())
 }
 
 /// OME's webhook refuses a malformed request with a message starting `migration request`; the

@@ -232,13 +232,8 @@ async fn record(
         (kept.written.clone(), kept.held.clone())
     });
     let previous = written.as_ref().or(cached);
-    let condition = spread_condition(
-        report,
-        action,
-        replica.meta().generation,
-        previous,
-        Time(k8s_openapi::jiff::Timestamp::now()),
-    );
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let condition = spread_condition(report, action, replica.meta().generation, previous, now);
     let told = previous.map(|p| p.reason.clone()).or(held);
     if told.is_none_or(|reason| reason != condition.reason) {
         // Before the condition, so that a failed write retries the Event too rather than lose it.

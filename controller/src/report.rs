@@ -120,12 +120,8 @@ impl Reports {
             spread["instances-per-domain"] = json!(counts.join(","));
             spread["skew"] = json!(report.skew.to_string());
         }
-        let mut results = vec![result(
-            "spread",
-            if report.reason.holds() { "pass" } else { "fail" },
-            message.to_owned(),
-            spread,
-        )];
+        let outcome = if report.reason.holds() { "pass" } else { "fail" };
+        let mut results = vec![result("spread", outcome, message.to_owned(), spread)];
         results.push(match worst_loss {
             Some(loss) => result(
                 "domain-loss",
