@@ -95,8 +95,8 @@ async fn reconcile_replica(
         report, objects, plan, ..
     } = &diagnosis;
     Span::current().record("reason", field::display(report.reason.as_str()));
-    ctx.metrics
-        .show(&namespace, &name, report, diagnosis.worst_loss.as_ref());
+    let worst_loss = diagnosis.worst_loss.as_ref();
+    ctx.metrics.show(&namespace, &name, report, worst_loss);
     record(replica, report, &diagnosis.action, ctx, arrived).await?;
     let moves = match (ctx.rebalance.for_service(&objects.service), plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan
@@ -107,9 +107,7 @@ async fn reconcile_replica(
         _ => Vec::new(),
     };
     let message = condition_message(report, &diagnosis.action);
-    let results = ctx
-        .reports
-        .results(report, &message, diagnosis.worst_loss.as_ref(), &moves);
+    let results = ctx.reports.results(report, &message, worst_loss, &moves);
     show_report(replica, results, ctx).await?;
     rebalance::recommend(plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
@@ -156,12 +154,8 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     let namespace = replica.namespace().unwrap_or_default();
     // A replica without a parent (OME's standalone form) has no InferenceService to diagnose.
     let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.clone());
-    let service = parent.as_ref().and_then(|parent| {
-        ctx.caches
-            .services
-            .get(&ObjectRef::new(parent).within(&namespace))
-            .filter(|s| s.on_omenative())
-    });
+    let cached = |parent: &String| ctx.caches.services.get(&ObjectRef::new(parent).within(&namespace));
+    let service = parent.as_ref().and_then(cached).filter(|s| s.on_omenative());
     let (Some(parent), Some(service)) = (parent, service) else {
         debug!(replica = %ObjectRef::from_obj(replica), "no OMENative InferenceService of this replica in the cache: nothing to say");
         return Ok(None);
