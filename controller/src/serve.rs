@@ -124,17 +124,14 @@ impl Drop for Reconciling {
 
 pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
     const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-    let ready = health.clone();
+    let for_ready = health.clone();
+    let metrics = get(|| async move { ([(header::CONTENT_TYPE, OPENMETRICS)], metrics.encode()) });
+    let live = get(|| async move { answer(health.live().map(|()| None)) });
+    let ready = get(|| async move { answer(for_ready.ready().map(|()| for_ready.note_now())) });
     Router::new()
-        .route(
-            "/metrics",
-            get(|| async move { ([(header::CONTENT_TYPE, OPENMETRICS)], metrics.encode()) }),
-        )
-        .route("/healthz", get(|| async move { answer(health.live().map(|()| None)) }))
-        .route(
-            "/readyz",
-            get(|| async move { answer(ready.ready().map(|()| ready.note_now())) }),
-        )
+        .route("/metrics", metrics)
+        .route("/healthz", live)
+        .route("/readyz", ready)
 }
 
 /// 200 `ok` (and a note on the next line), or 503 with the reason on one line.
