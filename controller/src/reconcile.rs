@@ -160,11 +160,9 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         debug!(replica = %ObjectRef::from_obj(replica), "no OMENative InferenceService of this replica in the cache: nothing to say");
         return Ok(None);
     };
+    let namespaced = |runtime: &str| ctx.caches.runtimes.get(&ObjectRef::new(runtime).within(&namespace));
     let (runtime, cluster_runtime) = match service.runtime() {
-        Some(RuntimeRef::Namespaced(runtime)) => (
-            ctx.caches.runtimes.get(&ObjectRef::new(runtime).within(&namespace)),
-            None,
-        ),
+        Some(RuntimeRef::Namespaced(runtime)) => (namespaced(runtime), None),
         Some(RuntimeRef::Cluster(runtime)) => (None, ctx.caches.cluster_runtimes.get(&ObjectRef::new(runtime))),
         None => (None, None),
     };
