@@ -107,8 +107,9 @@ impl Objects {
 /// An InferenceService's own mode, which can only lower the controller's.
 pub const ANNOTATION: &str = "spread.ome.io/rebalance";
 
-/// Ordered: a lower mode does less.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+/// Ordered: a lower mode does less. Its name is the one the flag and the annotation spell it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Mode {
     Off,
     Recommend,
@@ -116,15 +117,6 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// The name the flag and the annotation spell it with.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Off => "off",
-            Self::Recommend => "recommend",
-            Self::Migrate => "migrate",
-        }
-    }
-
     /// The mode for `service`: its annotation's, if lower. An unknown value is returned as Err.
     pub fn for_service(self, service: &InferenceService) -> Result<Self, String> {
         match service.annotations().get(ANNOTATION) {

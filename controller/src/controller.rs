@@ -10,7 +10,8 @@ use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::utils::{Backoff, PredicateConfig};
+use kube::runtime::utils::PredicateConfig;
+use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use kube_lease_manager::LeaseManagerBuilder;
@@ -68,13 +69,8 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
         }
         Source::Policy(name) => {
             let (health, reports) = (options.health.clone(), options.reports.clone());
-            following.spawn(policy::follow(
-                client.clone(),
-                name.clone(),
-                sender.clone(),
-                health,
-                reports,
-            ));
+            let follow = policy::follow(client.clone(), name.clone(), sender.clone(), health, reports);
+            following.spawn(follow);
         }
     }
     tokio::select! {
@@ -83,12 +79,8 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     }
     let (holder_sender, holder) = watch::channel(None);
     let namespace = options.lease_namespace.clone();
-    following.spawn(watch_lease(
-        client.clone(),
-        namespace,
-        options.health.clone(),
-        holder_sender,
-    ));
+    let lease = watch_lease(client.clone(), namespace, options.health.clone(), holder_sender);
+    following.spawn(lease);
     let Some((mut leading, lease_task)) = stand_by(&client, &options, holder, stop.clone()).await? else {
         return Ok(());
     };
@@ -133,10 +125,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// killed only at the end of the grace period. The token is cancelled at the first of them.
 fn stop_signal() -> Result<CancellationToken, String> {
     let listen = |kind: SignalKind, name: &str| signal(kind).map_err(|e| format!("listening for {name}: {e}"));
-    let (mut terminate, mut interrupt) = (
-        listen(SignalKind::terminate(), "SIGTERM")?,
-        listen(SignalKind::interrupt(), "SIGINT")?,
-    );
+    let mut terminate = listen(SignalKind::terminate(), "SIGTERM")?;
+    let mut interrupt = listen(SignalKind::interrupt(), "SIGINT")?;
     let stop = CancellationToken::new();
     let asked = stop.clone();
     tokio::spawn(async move {
@@ -296,9 +286,8 @@ fn every_replica_changes(
     context: &Arc<Context>,
     settings: watch::Receiver<Settings>,
 ) -> impl futures::Stream<Item = ()> + use<> {
-    let (lifted, lifts) = tokio::sync::mpsc::unbounded_channel();
+    let (lifted, lifts) = futures::channel::mpsc::unbounded();
     tokio::spawn(recheck_schema(client.clone(), context.clone(), lifted));
-    let lifts = futures::stream::unfold(lifts, |mut lifts| async { lifts.recv().await.map(|()| ((), lifts)) });
     let settings_changes = futures::stream::unfold(settings, |mut settings| async {
         settings.changed().await.ok().map(|()| ((), settings))
     });
@@ -321,8 +310,13 @@ fn arrived(context: &Context, replicas: Vec<ObjectRef<InferenceReplica>>) -> Vec
 /// Runs the reconciles until the stop: the reconciles in flight end first, then the Lease is
 /// released.
 async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<Context>, stop: CancellationToken) {
+    // The backoff on the triggers merged, on an error of any one: none (always a zero delay), each
+    // watch backs off by itself ([`reflected::backoff`]). kube-runtime's default pauses every
+    // watch, the replicas' too, on any one's error: after kube-apiserver restarted, the errors of
+    // six watches in turn held them all back for minutes.
+    let each_watch_backs_off = backon::ExponentialBuilder::new().with_min_delay(Duration::ZERO);
     controller
-        .trigger_backoff(EachWatchBacksOff)
+        .trigger_backoff(ExponentialBackoff::from(each_watch_backs_off.without_max_times()))
         .graceful_shutdown_on(stop.cancelled_owned())
         // At most 16 reconciles at once: each holds its component's pods and the nodes it read,
         // and at a start a thousand at once would set the peak memory (BENCHMARKS.md).
@@ -339,24 +333,6 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
             future::ready(())
         })
         .await;
-}
-
-/// The controller's backoff on its triggers merged, on an error of any one: none, each watch
-/// backs off by itself ([`reflected::backoff`]). kube-runtime's default pauses every watch, the
-/// replicas' too, on any one's error: after kube-apiserver restarted, the errors of six watches
-/// in turn held them all back for minutes.
-struct EachWatchBacksOff;
-
-impl Iterator for EachWatchBacksOff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        Some(Duration::ZERO)
-    }
-}
-
-impl Backoff for EachWatchBacksOff {
-    fn reset(&mut self) {}
 }
 
 /// Why the `Spread` condition must not be written here, or None: read before the first
@@ -378,7 +354,7 @@ async fn condition_refused(client: &Client) -> Option<String> {
 /// CRD can be replaced under a running controller (OME's full CRDs installed, or a minimal one
 /// applied), and the API server publishes a CRD's schema a moment after the CRD itself. Asked
 /// again every 15 s while refused, every 5 minutes while not.
-async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sync::mpsc::UnboundedSender<()>) {
+async fn recheck_schema(client: Client, context: Arc<Context>, lifted: futures::channel::mpsc::UnboundedSender<()>) {
     loop {
         let refused = lock(&context.no_condition).clone();
         match &refused {
@@ -394,7 +370,7 @@ async fn recheck_schema(client: Client, context: Arc<Context>, lifted: tokio::sy
                 *lock(&context.no_condition) = now;
                 if lifts {
                     info!("the served InferenceReplica schema now keeps OME's status: writing the Spread condition");
-                    let _ = lifted.send(());
+                    let _ = lifted.unbounded_send(());
                 }
                 break;
             }

@@ -16,13 +16,9 @@ use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceSer
 /// pods and the nodes, each listed as its model.
 pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Result<Objects, String> {
     let services: Api<InferenceService> = Api::namespaced(client.clone(), namespace);
-    let Some(isvc) = services
-        .get_opt(service)
-        .await
+    let isvc = (services.get_opt(service).await)
         .map_err(failed("the InferenceService"))?
-    else {
-        return Err(format!("no InferenceService {namespace}/{service} in the cluster"));
-    };
+        .ok_or_else(|| format!("no InferenceService {namespace}/{service} in the cluster"))?;
     let mut parts = Parts::default();
     match isvc.runtime() {
         Some(RuntimeRef::Namespaced(name)) => {

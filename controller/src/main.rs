@@ -131,14 +131,12 @@ const PLUGIN: &str = "kubectl-ome_spread";
 fn cli() -> Cli {
     let run_as = std::env::args_os().next().map(PathBuf::from);
     let plugin = run_as.as_deref().and_then(Path::file_name) == Some(PLUGIN.as_ref());
-    let command = Cli::command();
-    let command = if plugin {
-        command
+    let mut command = Cli::command();
+    if plugin {
+        command = command
             .bin_name("kubectl ome-spread")
-            .display_name("kubectl ome-spread")
-    } else {
-        command
-    };
+            .display_name("kubectl ome-spread");
+    }
     Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
 }
 
@@ -170,12 +168,8 @@ fn explain(args: ExplainArgs) -> ExitCode {
                     Some(namespace) => namespace,
                     None => namespace_of_service(&objects, service, &source).map_err(|e| e.to_string())?,
                 };
-                (
-                    objects,
-                    namespace,
-                    source,
-                    policy::read_settings(args.settings.as_deref())?,
-                )
+                let settings = policy::read_settings(args.settings.as_deref())?;
+                (objects, namespace, source, settings)
             }
             None => {
                 let fetched = fetch(service, args.namespace, args.settings.as_deref(), &args.policy);
@@ -202,11 +196,8 @@ fn explain(args: ExplainArgs) -> ExitCode {
 fn controller(args: ControllerArgs) -> ExitCode {
     logs(args.log_json);
     let health = Arc::new(Health::new(Duration::from_secs(args.stalled_after)));
-    let reports = Reports::new(
-        args.reports,
-        args.policy.as_deref().unwrap_or(policy::DEFAULT_NAME),
-        health.clone(),
-    );
+    let named = args.policy.as_deref().unwrap_or(policy::DEFAULT_NAME);
+    let reports = Reports::new(args.reports, named, health.clone());
     let source = match args.policy {
         Some(name) => Ok(Source::Policy(name)),
         None => policy::read_settings(args.settings.as_deref()).map(Source::Fixed),

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 use ome_spread_core::settings::Settings;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -30,12 +30,9 @@ pub enum Source {
     Policy(String),
 }
 
-fn resource() -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk("policies.kubewarden.io", "v1", KIND))
-}
-
 fn api(client: Client) -> Api<DynamicObject> {
-    Api::all_with(client, &resource())
+    let gvk = GroupVersionKind::gvk("policies.kubewarden.io", "v1", KIND);
+    Api::all_with(client, &ApiResource::from_gvk(&gvk))
 }
 
 /// The settings of a ClusterAdmissionPolicy (`spec.settings`, absent: the defaults), parsed as the
@@ -111,18 +108,14 @@ pub async fn follow(
         .backoff(crate::reflected::backoff())
         .boxed();
     while let Some(event) = changes.next().await {
-        let policy = match event {
-            Ok(Some(policy)) => policy,
-            Ok(None) if read => {
-                error!("no {KIND} {name} in the cluster any more: keeping the settings last read");
-                continue;
-            }
-            Ok(None) => {
-                let why = format!("no {KIND} {name} in the cluster");
-                warn!("{why}: not standing for the Lease until it is created");
-                health.waiting_for_settings(Some(why));
-                continue;
-            }
+        let parsed = match event {
+            Ok(Some(policy)) => serde_json::to_value(&policy)
+                .map_err(|e| e.to_string())
+                .and_then(|policy| {
+                    reports.policy_read(&policy);
+                    settings_of(&policy)
+                }),
+            Ok(None) => Err(format!("no {KIND} {name} in the cluster")),
             Err(e) => {
                 warn!(error = %e, "watching {KIND} {name}");
                 if !read {
@@ -131,33 +124,27 @@ pub async fn follow(
                 continue;
             }
         };
-        let parsed = serde_json::to_value(&policy)
-            .map_err(|e| e.to_string())
-            .and_then(|policy| {
-                reports.policy_read(&policy);
-                settings_of(&policy)
-            });
         match parsed {
-            Ok(new) if !read => {
-                info!(policy = %policy.name_any(), settings = ?new, "settings read");
+            Ok(new) => {
+                let first = !read;
                 read = true;
                 health.waiting_for_settings(None);
-                // Marked as changed even when equal to the channel's first value: the first read.
-                settings.send_replace(new);
-            }
-            Ok(new) => {
+                // The first read marked as changed even when equal to the channel's first value.
                 settings.send_if_modified(|current| {
-                    let changed = *current != new;
-                    if changed {
-                        info!(policy = %policy.name_any(), settings = ?new, "settings changed: reconciling every replica");
-                        *current = new;
+                    if first {
+                        info!(policy = %name, settings = ?new, "settings read");
+                    } else if *current != new {
+                        info!(policy = %name, settings = ?new, "settings changed: reconciling every replica");
+                    } else {
+                        return false;
                     }
-                    changed
+                    *current = new;
+                    true
                 });
             }
             Err(why) if read => error!("{why}: keeping the settings last read"),
             Err(why) => {
-                error!("{why}: not standing for the Lease until they are fixed");
+                error!("{why}: not standing for the Lease until they are read");
                 health.waiting_for_settings(Some(why));
             }
         }

@@ -35,10 +35,8 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
     let (replica, service) = (&objects.replica, &*objects.service);
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let mode = ctx.rebalance.for_service(service);
-    let moves = match (&mode, plan) {
-        (Ok(Mode::Off) | Err(_), _) => None,
-        (Ok(_), plan) => Some(plan.as_ref().map_or(0, |p| p.moves.len())),
-    };
+    let on = mode.as_ref().is_ok_and(|mode| *mode != Mode::Off);
+    let moves = on.then(|| plan.as_ref().map_or(0, |p| p.moves.len()));
     ctx.metrics.rebalance_moves(&namespace, &name, moves);
     let announcement = match (mode, plan) {
         (Err(value), _) => Some(Announcement {
@@ -60,7 +58,7 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
         }),
         (_, Err(_)) => None,
         (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
-            Some(next) => Some(migrate(next, (mode < Mode::Migrate).then(|| mode.name()), objects, ctx).await?),
+            Some(next) => Some(migrate(next, (mode < Mode::Migrate).then(|| mode.into()), objects, ctx).await?),
             None => None,
         },
         (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
@@ -77,30 +75,24 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
 async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
     let last = ctx.replicas.with(&key, |kept| kept.announced.clone());
-    let Some(announcement) = announcement else {
-        ctx.replicas.with(&key, |kept| kept.announced = None);
-        return Ok(());
-    };
-    if last.as_ref() == Some(&announcement.note) {
-        return Ok(());
+    if let Some(announcement) = &announcement
+        && last.as_ref() != Some(&announcement.note)
+    {
+        let event = Event {
+            type_: announcement.type_,
+            reason: announcement.reason.into(),
+            note: Some(announcement.note.clone()),
+            action: "Rebalance".into(),
+            secondary: None,
+        };
+        let publish = ctx.recorder.publish(&event, &announcement.regarding);
+        within_timeout("the rebalance Event", publish).await?;
     }
-    let event = Event {
-        type_: announcement.type_,
-        reason: announcement.reason.into(),
-        note: Some(announcement.note.clone()),
-        action: "Rebalance".into(),
-        secondary: None,
-    };
-    within_timeout(
-        "the rebalance Event",
-        ctx.recorder.publish(&event, &announcement.regarding),
-    )
-    .await?;
-    ctx.replicas.with(&key, |kept| kept.announced = Some(announcement.note));
+    ctx.replicas
+        .with(&key, |kept| kept.announced = announcement.map(|a| a.note));
     Ok(())
 }
 
-/// The next move of a component, and what the guardrails read of it.
 /// What `migrate` does with the next move, as the Event that says it; `lowered_to`: the mode the
 /// InferenceService's annotation lowers `migrate` to, if it does.
 async fn migrate(
@@ -212,12 +204,9 @@ async fn write(service: &InferenceService, annotations: Value, ctx: &Context) ->
     if let Some(version) = service.resource_version() {
         patch["metadata"]["resourceVersion"] = version.into();
     }
-    within_timeout(
-        "the migration request",
-        api.patch(&service.name_any(), &PatchParams::default(), &Patch::Merge(&patch)),
-    )
-    .await
-    .map(drop)
+    let (name, params, patch) = (service.name_any(), PatchParams::default(), Patch::Merge(patch));
+    within_timeout("the migration request", api.patch(&name, &params, &patch)).await?;
+    Ok(())
 }
 
 /// OME's webhook refuses a malformed request with a message starting `migration request`; the
@@ -277,7 +266,7 @@ mod tests {
         }
         for mode in [Mode::Off, Mode::Recommend, Mode::Migrate] {
             assert_eq!(
-                <Mode as clap::ValueEnum>::from_str(mode.name(), false),
+                <Mode as clap::ValueEnum>::from_str(mode.into(), false),
                 Ok(mode),
                 "the flag's spelling"
             );

@@ -25,7 +25,6 @@ use crate::context::{Context, Mode, Objects};
 use crate::error::{Error, FILL_TIMEOUT, within_timeout};
 use crate::rebalance::{self, recommendation};
 use crate::reflected::key;
-use crate::report::Found;
 use crate::resources::{CONDITION, FIELD_MANAGER};
 use crate::state::lock;
 use ome_spread_core::ome::InferenceReplica;
@@ -96,8 +95,8 @@ async fn reconcile_replica(
         report, objects, plan, ..
     } = &diagnosis;
     Span::current().record("reason", field::display(report.reason.as_str()));
-    ctx.metrics
-        .show(&namespace, &name, report, diagnosis.worst_loss.as_ref());
+    let worst_loss = diagnosis.worst_loss.as_ref();
+    ctx.metrics.show(&namespace, &name, report, worst_loss);
     record(replica, report, &diagnosis.action, ctx, arrived).await?;
     let moves = match (ctx.rebalance.for_service(&objects.service), plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan
@@ -107,21 +106,16 @@ async fn reconcile_replica(
             .collect(),
         _ => Vec::new(),
     };
-    let found = Found {
-        report,
-        message: &condition_message(report, &diagnosis.action),
-        worst_loss: diagnosis.worst_loss.as_ref(),
-        moves,
-    };
-    show_report(replica, &found, ctx).await?;
+    let message = condition_message(report, &diagnosis.action);
+    let results = ctx.reports.results(report, &message, worst_loss, &moves);
+    show_report(replica, results, ctx).await?;
     rebalance::recommend(plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
 /// The replica's policy report, written when its results change.
-async fn show_report(replica: &InferenceReplica, found: &Found<'_>, ctx: &Context) -> Result<(), Error> {
+async fn show_report(replica: &InferenceReplica, results: Vec<Value>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
-    let results = ctx.reports.results(found);
     if ctx.replicas.with(&key, |kept| kept.reported.as_ref() == Some(&results)) {
         return Ok(());
     }
@@ -160,21 +154,15 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     let namespace = replica.namespace().unwrap_or_default();
     // A replica without a parent (OME's standalone form) has no InferenceService to diagnose.
     let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.clone());
-    let service = parent.as_ref().and_then(|parent| {
-        ctx.caches
-            .services
-            .get(&ObjectRef::new(parent).within(&namespace))
-            .filter(|s| s.on_omenative())
-    });
+    let cached = |parent: &String| ctx.caches.services.get(&ObjectRef::new(parent).within(&namespace));
+    let service = parent.as_ref().and_then(cached).filter(|s| s.on_omenative());
     let (Some(parent), Some(service)) = (parent, service) else {
         debug!(replica = %ObjectRef::from_obj(replica), "no OMENative InferenceService of this replica in the cache: nothing to say");
         return Ok(None);
     };
+    let namespaced = |runtime: &str| ctx.caches.runtimes.get(&ObjectRef::new(runtime).within(&namespace));
     let (runtime, cluster_runtime) = match service.runtime() {
-        Some(RuntimeRef::Namespaced(runtime)) => (
-            ctx.caches.runtimes.get(&ObjectRef::new(runtime).within(&namespace)),
-            None,
-        ),
+        Some(RuntimeRef::Namespaced(runtime)) => (namespaced(runtime), None),
         Some(RuntimeRef::Cluster(runtime)) => (None, ctx.caches.cluster_runtimes.get(&ObjectRef::new(runtime))),
         None => (None, None),
     };
@@ -236,14 +224,8 @@ async fn record(
         (kept.written.clone(), kept.held.clone())
     });
     let previous = written.as_ref().or(cached);
-    let condition = spread_condition(
-        report,
-        action,
-        replica.meta().generation,
-        previous,
-        Time(k8s_openapi::jiff::Timestamp::now()),
-    );
-    let reference = replica.object_ref(&());
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let condition = spread_condition(report, action, replica.meta().generation, previous, now);
     let told = previous.map(|p| p.reason.clone()).or(held);
     if told.is_none_or(|reason| reason != condition.reason) {
         // Before the condition, so that a failed write retries the Event too rather than lose it.
@@ -258,21 +240,18 @@ async fn record(
             action: "Diagnose".into(),
             secondary: None,
         };
-        within_timeout("the Event", ctx.recorder.publish(&event, &reference)).await?;
+        within_timeout("the Event", ctx.recorder.publish(&event, &replica.object_ref(&()))).await?;
     }
-    if lock(&ctx.no_condition).is_some() {
-        ctx.replicas.with(&key, |kept| kept.held = Some(condition.reason));
-        return Ok(());
-    }
-    ctx.replicas.with(&key, |kept| kept.held = None);
-    if previous.is_none_or(|p| !same(p, &condition)) {
+    let refused = lock(&ctx.no_condition).is_some();
+    ctx.replicas
+        .with(&key, |kept| kept.held = refused.then(|| condition.reason.clone()));
+    if !refused && previous.is_none_or(|p| !same(p, &condition)) {
         let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        within_timeout(
-            "the status patch",
-            api.patch_status(&name, &params, &Patch::Apply(status_patch(&condition))),
-        )
-        .await?;
+        // ome-spread's one condition, nothing else of the replica.
+        let patch = Patch::Apply(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "status": {"conditions": [&condition]}}));
+        within_timeout("the status patch", api.patch_status(&name, &params, &patch)).await?;
         if let Some(at) = arrived.take() {
             ctx.metrics.condition_written(at.elapsed());
         }
@@ -312,13 +291,4 @@ fn condition_message(report: &Report, action: &str) -> String {
 fn same(a: &Condition, b: &Condition) -> bool {
     (&a.status, &a.reason, &a.message, a.observed_generation)
         == (&b.status, &b.reason, &b.message, b.observed_generation)
-}
-
-/// The server-side apply body: ome-spread's one condition, nothing else of the replica.
-pub fn status_patch(condition: &Condition) -> Value {
-    json!({
-        "apiVersion": "ome.io/v1beta1",
-        "kind": "InferenceReplica",
-        "status": {"conditions": [condition]},
-    })
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use ome_spread_core::diagnosis::Report;
 use ome_spread_core::loss::{Loss, sentence};
 use serde_json::{Value, json};
@@ -70,16 +70,6 @@ fn policy_fields(policy: &Value) -> Value {
     fields
 }
 
-/// What a reconcile found, as its report says it.
-pub struct Found<'a> {
-    pub report: &'a Report,
-    /// The `Spread` condition's message.
-    pub message: &'a str,
-    pub worst_loss: Option<&'a Loss>,
-    /// Under `recommend`, each move that would fix the skew, with its command.
-    pub moves: Vec<String>,
-}
-
 /// The reports, as `--reports` chose them, and the policy their results name.
 pub struct Reports {
     format: Format,
@@ -107,8 +97,10 @@ impl Reports {
         *lock(&self.policy) = policy_fields(policy);
     }
 
-    /// The results of a diagnosis, without their time: what a change is told by.
-    pub fn results(&self, found: &Found) -> Vec<Value> {
+    /// The results of a diagnosis, without their time: what a change is told by. `message`: the
+    /// `Spread` condition's; `moves`: under `recommend`, each move that would fix the skew, with
+    /// its command.
+    pub fn results(&self, report: &Report, message: &str, worst_loss: Option<&Loss>, moves: &[String]) -> Vec<Value> {
         let policy = lock(&self.policy).clone();
         let result = |rule: &str, outcome: &str, message: String, properties: Value| {
             let mut result = json!({
@@ -120,21 +112,17 @@ impl Reports {
             }
             result
         };
-        let mut spread = json!({"reason": found.report.reason.as_str()});
+        let mut spread = json!({"reason": report.reason.as_str()});
         // As the metrics: no counts for a reason found before the domains are counted.
-        let per_domain = &found.report.instances_per_domain;
+        let per_domain = &report.instances_per_domain;
         if !per_domain.is_empty() {
             let counts: Vec<String> = per_domain.iter().map(|(domain, n)| format!("{domain}={n}")).collect();
             spread["instances-per-domain"] = json!(counts.join(","));
-            spread["skew"] = json!(found.report.skew.to_string());
+            spread["skew"] = json!(report.skew.to_string());
         }
-        let mut results = vec![result(
-            "spread",
-            if found.report.reason.holds() { "pass" } else { "fail" },
-            found.message.to_owned(),
-            spread,
-        )];
-        results.push(match found.worst_loss {
+        let outcome = if report.reason.holds() { "pass" } else { "fail" };
+        let mut results = vec![result("spread", outcome, message.to_owned(), spread)];
+        results.push(match worst_loss {
             Some(loss) => result(
                 "domain-loss",
                 loss_outcome(loss),
@@ -153,8 +141,8 @@ impl Reports {
                 json!({}),
             ),
         });
-        if !found.moves.is_empty() {
-            results.push(result("rebalance", "warn", found.moves.join("\n"), json!({})));
+        if !moves.is_empty() {
+            results.push(result("rebalance", "warn", moves.join("\n"), json!({})));
         }
         results
     }
@@ -244,23 +232,16 @@ pub fn report(resource: &ApiResource, replica: &InferenceReplica, results: &[Val
         })
         .collect();
     let count = |outcome: &str| results.iter().filter(|r| r["result"] == outcome).count();
-    let (namespace, replica_name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let mut report = json!({
         "apiVersion": resource.api_version,
         "kind": resource.kind,
         "metadata": {
             "name": name(replica),
-            "namespace": namespace,
+            "namespace": replica.namespace(),
             "labels": {"app.kubernetes.io/managed-by": SOURCE},
-            "ownerReferences": [{
-                "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
-                "name": replica_name, "uid": replica.uid().unwrap_or_default(),
-            }],
+            "ownerReferences": replica.owner_ref(&()).as_slice(),
         },
-        "scope": {
-            "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
-            "namespace": namespace, "name": replica_name, "uid": replica.uid().unwrap_or_default(),
-        },
+        "scope": replica.object_ref(&()),
         "summary": {
             "pass": count("pass"), "fail": count("fail"), "warn": count("warn"),
             "error": count("error"), "skip": count("skip"),
@@ -353,12 +334,7 @@ mod tests {
     fn a_skewed_replica_fails_warns_of_its_loss_and_lists_its_moves() {
         let report = diagnosis(Reason::Skewed, &[("zone-a", 2), ("zone-b", 0)], 2);
         let worst = loss(0, 2);
-        let found = Found {
-            report: &report,
-            message: "Skewed. Move one",
-            worst_loss: Some(&worst),
-            moves: vec!["Move Instance 1 ...".into(), "Move Instance 2 ...".into()],
-        };
+        let moves = ["Move Instance 1 ...".into(), "Move Instance 2 ...".into()];
         let shared = json!({"source": "ome-spread", "policy": "clusterwide-ome-spread", "scored": true,
             "severity": "medium", "category": "Scheduling"});
         let with = |fields: Value| {
@@ -370,7 +346,7 @@ mod tests {
             result
         };
         assert_eq!(
-            medium().results(&found),
+            medium().results(&report, "Skewed. Move one", Some(&worst), &moves),
             [
                 with(
                     json!({"rule": "spread", "result": "fail", "message": "Skewed. Move one",

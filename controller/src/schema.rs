@@ -7,26 +7,18 @@
 //! schemapreflight reads it: the OpenAPI v3 document of `ome.io/v1beta1`, which every
 //! authenticated user may read (`system:discovery`).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Where the API server serves the group's OpenAPI v3 document.
 pub const OPENAPI_PATH: &str = "/openapi/v3/apis/ome.io/v1beta1";
 
 /// Ok when a condition applied by its own field manager keeps OME's status; else why not.
 pub fn condition_merges(document: &Value) -> Result<(), String> {
+    let gvk = json!({"group": "ome.io", "version": "v1beta1", "kind": "InferenceReplica"});
+    let serves_replica = |kinds: &Value| kinds.as_array().is_some_and(|kinds| kinds.contains(&gvk));
     let schemas = document["components"]["schemas"].as_object();
-    let replica = schemas
-        .into_iter()
-        .flat_map(|schemas| schemas.values())
-        .find(|schema| {
-            schema["x-kubernetes-group-version-kind"]
-                .as_array()
-                .is_some_and(|kinds| {
-                    kinds
-                        .iter()
-                        .any(|k| k["group"] == "ome.io" && k["version"] == "v1beta1" && k["kind"] == "InferenceReplica")
-                })
-        })
+    let replica = (schemas.into_iter().flat_map(|schemas| schemas.values()))
+        .find(|schema| serves_replica(&schema["x-kubernetes-group-version-kind"]))
         .ok_or("the API server serves no InferenceReplica schema in ome.io/v1beta1")?;
     let status = &replica["properties"]["status"];
     if status["x-kubernetes-map-type"] == "atomic" {
@@ -37,8 +29,8 @@ pub fn condition_merges(document: &Value) -> Result<(), String> {
         );
     }
     let conditions = &status["properties"]["conditions"];
-    let keyed_by_type = conditions["x-kubernetes-list-type"] == "map"
-        && conditions["x-kubernetes-list-map-keys"] == serde_json::json!(["type"]);
+    let keyed_by_type =
+        conditions["x-kubernetes-list-type"] == "map" && conditions["x-kubernetes-list-map-keys"] == json!(["type"]);
     if !keyed_by_type {
         return Err(
             "the InferenceReplica CRD does not declare status.conditions a list map keyed by \

@@ -94,26 +94,15 @@ impl Health {
     /// Ok while the controller makes progress, else why not.
     pub fn live(&self) -> Result<(), String> {
         let bound = self.bound.unwrap_or(STALLED_AFTER);
-        if let Some(at) = *lock(&self.watched)
-            && at.elapsed() > bound
-        {
-            return Err(format!(
-                "no event of the Lease's watch for {}s (bound {}s)",
-                at.elapsed().as_secs(),
-                bound.as_secs()
-            ));
-        }
-        let running = lock(&self.running);
-        if let Some(oldest) = running.iter().min()
-            && oldest.elapsed() > bound
-        {
-            return Err(format!(
-                "a reconcile has run for {}s (bound {}s)",
-                oldest.elapsed().as_secs(),
-                bound.as_secs()
-            ));
-        }
-        Ok(())
+        let within = |since: Option<Instant>, what: &str| match since {
+            Some(at) if at.elapsed() > bound => {
+                let (elapsed, bound) = (at.elapsed().as_secs(), bound.as_secs());
+                Err(format!("{what} for {elapsed}s (bound {bound}s)"))
+            }
+            _ => Ok(()),
+        };
+        within(*lock(&self.watched), "no event of the Lease's watch")?;
+        within(lock(&self.running).iter().min().copied(), "a reconcile has run")
     }
 }
 
@@ -135,17 +124,14 @@ impl Drop for Reconciling {
 
 pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
     const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-    let ready = health.clone();
+    let for_ready = health.clone();
+    let metrics = get(|| async move { ([(header::CONTENT_TYPE, OPENMETRICS)], metrics.encode()) });
+    let live = get(|| async move { answer(health.live().map(|()| None)) });
+    let ready = get(|| async move { answer(for_ready.ready().map(|()| for_ready.note_now())) });
     Router::new()
-        .route(
-            "/metrics",
-            get(|| async move { ([(header::CONTENT_TYPE, OPENMETRICS)], metrics.encode()) }),
-        )
-        .route("/healthz", get(|| async move { answer(health.live().map(|()| None)) }))
-        .route(
-            "/readyz",
-            get(|| async move { answer(ready.ready().map(|()| ready.note_now())) }),
-        )
+        .route("/metrics", metrics)
+        .route("/healthz", live)
+        .route("/readyz", ready)
 }
 
 /// 200 `ok` (and a note on the next line), or 503 with the reason on one line.
