@@ -36,7 +36,7 @@ use tokio::task::JoinSet;
 use crate::bench::histogram::Buckets;
 use crate::bench::large_cluster;
 use crate::stand_in::memory::{self, ApiServer};
-use crate::support::objects;
+use crate::support::{local, objects};
 
 /// Pod events a second on the in-memory API server.
 pub const RATE: u64 = 1_000;
@@ -75,6 +75,7 @@ pub struct Seen {
 }
 
 /// One component's Instance pods, the one its churn deleted, and the event in flight.
+#[derive(Default)]
 pub struct Component {
     pub replica: String,
     /// The pods that make an Instance count (single pods and leaders), as first created.
@@ -103,9 +104,7 @@ pub fn components(pods: &[Value]) -> Vec<Component> {
     let component = |(replica, anchors)| Component {
         replica,
         anchors,
-        deleted: None,
-        pending: None,
-        unreflected: None,
+        ..Component::default()
     };
     by_replica.into_iter().map(component).collect()
 }
@@ -126,6 +125,18 @@ pub fn objects(other_pods: usize) -> Vec<Value> {
         node
     }));
     objects
+}
+
+/// A number the environment sets (`CHURN_SECONDS`), or `default`.
+pub fn number<T: std::str::FromStr>(variable: &str, default: T) -> T {
+    let set = std::env::var(variable).ok().and_then(|s| s.parse().ok());
+    set.unwrap_or(default)
+}
+
+/// A path the environment must set: `make`'s `target` sets it.
+pub fn required(variable: &str, target: &str) -> std::path::PathBuf {
+    let set = std::env::var_os(variable).map(std::path::PathBuf::from);
+    set.unwrap_or_else(|| panic!("{variable} is not set: run `make {target}`"))
 }
 
 /// What each of the churn's nodes holds.
@@ -209,7 +220,7 @@ pub struct Controller {
 impl Controller {
     /// `ome-spread controller` on the cluster of `kubeconfig`, its logs in `dir/controller.log`.
     pub fn start(binary: &Path, kubeconfig: &Path, dir: &Path) -> Controller {
-        let listen = crate::support::local::free_port();
+        let listen = local::free_port();
         let log = std::fs::File::create(dir.join("controller.log")).expect("a log");
         let child = Command::new(binary)
             .args(["controller", "--identity", "churn", "--lease-namespace", "ome-spread"])
@@ -322,10 +333,10 @@ impl Measured {
         self.delays.value_at_quantile(quantile) / 1000
     }
 
-    /// The controller's own `quantile` of the event-to-condition time, as `histogram_quantile`
-    /// reads its export: `-` for a build that does not export it.
-    pub fn controller_ms(&self, quantile: f64) -> String {
-        self.controller.quantile_shown(quantile)
+    /// [`Measured::restart_to_condition`] as the benchmarks print it: `none` without one.
+    pub fn restart_shown(&self) -> String {
+        let restart = self.restart_to_condition;
+        restart.map_or("none".into(), |r| format!("{:.1} s", r.as_secs_f64()))
     }
 }
 
@@ -614,13 +625,8 @@ pub async fn in_memory(binary: &Path, seconds: u64, other_pods: usize, dir: &Pat
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let api = listener.local_addr().expect("an address").port();
     let serving = tokio::spawn(memory::serve(server.clone(), listener));
-    let kubeconfig = dir.join("kubeconfig");
-    let config = format!(
-        "apiVersion: v1\nkind: Config\nclusters: [{{name: churn, cluster: {{server: 'http://127.0.0.1:{api}'}}}}]\n\
-         users: [{{name: churn, user: {{}}}}]\ncontexts: [{{name: churn, context: {{cluster: churn, user: churn}}}}]\n\
-         current-context: churn\n"
-    );
-    std::fs::write(&kubeconfig, config).expect("the kubeconfig");
+    let (kubeconfig, address) = (dir.join("kubeconfig"), format!("http://127.0.0.1:{api}"));
+    local::write_kubeconfig(&kubeconfig, json!({"server": address}), json!({}), None);
     let controller = Controller::start(binary, &kubeconfig, dir);
     let measured = churn(server, components, &nodes, &controller, (seconds, RATE), None, dir).await;
     controller.stop().await;
@@ -628,20 +634,16 @@ pub async fn in_memory(binary: &Path, seconds: u64, other_pods: usize, dir: &Pat
     measured
 }
 
-/// The churns side by side, a column each, then where their controllers' logs are.
+/// A row of the benchmarks' tables: its name, then a cell a column.
+pub fn row<T>(name: &str, columns: &[T], cell: impl Fn(&T) -> String) {
+    let cells: String = columns.iter().map(|column| format!("{:>16}", cell(column))).collect();
+    println!("{name:<40}{cells}");
+}
+
+/// The churns side by side, a column each.
 pub fn print(columns: &[(&str, &Measured)]) {
-    print!("{:<40}", "");
-    for (name, _) in columns {
-        print!("{name:>16}");
-    }
-    println!();
-    let row = |name: &str, value: &dyn Fn(&Measured) -> String| {
-        print!("{name:<40}");
-        for (_, m) in columns {
-            print!("{:>16}", value(m));
-        }
-        println!();
-    };
+    row("", columns, |(name, _)| name.to_string());
+    let row = |name: &str, value: &dyn Fn(&Measured) -> String| row(name, columns, |(_, m)| value(m));
     row("first condition on every replica", &|m| {
         format!("{:.1} s", m.settled.as_secs_f64())
     });
@@ -657,8 +659,8 @@ pub fn print(columns: &[(&str, &Measured)]) {
     row("policy reports written", &|m| m.reports.to_string());
     row("event-to-condition p50", &|m| format!("{} ms", m.p(0.5)));
     row("event-to-condition p99", &|m| format!("{} ms", m.p(0.99)));
-    row("  the controller's own p50", &|m| m.controller_ms(0.5));
-    row("  the controller's own p99", &|m| m.controller_ms(0.99));
+    row("  the controller's own p50", &|m| m.controller.quantile_shown(0.5));
+    row("  the controller's own p99", &|m| m.controller.quantile_shown(0.99));
     row("reconciles per second", &|m| format!("{:.0}", m.reconciles_per_second));
     row("controller CPU", &|m| format!("{:.2} cores", m.cores));
     row("peak resident memory", &|m| format!("{} MiB", m.peak_mib));
@@ -669,6 +671,7 @@ pub fn print(columns: &[(&str, &Measured)]) {
         row("  of it, before the restart", &|m| {
             m.peak_before_disruption_mib.map_or("-".into(), |p| format!("{p} MiB"))
         });
+        row("restart to the next condition", &Measured::restart_shown);
     }
 }
 
@@ -685,10 +688,8 @@ mod tests {
         let at = |ms| t0 + Duration::from_millis(ms);
         let component = |replica: &str, written| Component {
             replica: replica.into(),
-            anchors: Vec::new(),
-            deleted: None,
             pending: Some(at(written)),
-            unreflected: None,
+            ..Component::default()
         };
         let components = vec![
             component("before", 1_000),

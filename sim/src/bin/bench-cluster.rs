@@ -140,9 +140,7 @@ impl Live {
                     continue;
                 };
                 let name = replica.metadata.name.clone().unwrap_or_default();
-                let spread = replica.data["status"]["conditions"]
-                    .as_array()
-                    .and_then(|c| c.iter().find(|c| c["type"] == "Spread").cloned());
+                let spread = live::spread(&replica.data).cloned();
                 if let Some(spread) = spread.filter(|s| last.get(&name) != Some(s)) {
                     last.insert(name.clone(), spread);
                     written.lock().unwrap().push(Some((name, Instant::now())));
@@ -293,10 +291,10 @@ async fn ome_objects(client: &Client, cluster: &Cluster) -> HashMap<String, Stri
 /// The pod as OME creates it, unbound: through the accept-all webhook as OME renders it alone,
 /// its own spread in it (so that kube-scheduler has a spread to place either way), or for
 /// ome-spread, which adds the spread at admission.
-fn unbound(mut pod: Value, uids: &HashMap<String, String>, way: Through) -> Value {
+fn unbound(mut pod: Value, uids: &HashMap<String, String>, way: usize) -> Value {
     let spec = pod["spec"].as_object_mut().expect("a pod's spec");
     spec.remove("nodeName");
-    if way == Through::Policy {
+    if way == POLICY {
         spec.remove("topologySpreadConstraints");
     }
     pod.as_object_mut().expect("a pod").remove("status");
@@ -378,15 +376,17 @@ impl Webhook {
     }
 }
 
-/// The two webhooks the pods are created through in turn: the same admission host, TLS and
-/// configuration (policy.yaml's rules, selectors, failure policy and timeout), one serving the
-/// policy, the other a policy that parses the request as the Kubewarden SDK does and accepts
-/// (`floor/`'s `validate`): what any Kubewarden policy costs, so that the difference is this
-/// policy's own.
-struct Webhooks {
-    accept_all: Webhook,
-    policy: Webhook,
-}
+/// The two webhooks the pods are created through in turn, by [`WAYS`]: the same admission host,
+/// TLS and configuration (policy.yaml's rules, selectors, failure policy and timeout), one serving
+/// a policy that parses the request as the Kubewarden SDK does and accepts (`floor/`'s
+/// `validate`): what any Kubewarden policy costs, so that the difference is this policy's own;
+/// the other serving the policy.
+struct Webhooks([Webhook; 2]);
+
+/// The ways pods are created, in turn, by index: through the accept-all webhook, and through the
+/// policy ([`POLICY`]).
+const WAYS: [&str; 2] = ["accept-all", "the policy"];
+const POLICY: usize = 1;
 
 impl Webhooks {
     async fn start(admin: &Path, run: &Path, dir: &Path) -> Webhooks {
@@ -396,43 +396,24 @@ impl Webhooks {
         accept_all["metadata"]["name"] = json!("accept-all");
         let (client, pki) = (live::client_of(admin).await, run.join("pki"));
         let floor = wasm::build_floor().to_owned();
-        Webhooks {
-            accept_all: Webhook::start(&client, &kubeconfig, &pki, floor, accept_all).await,
-            policy: Webhook::start(&client, &kubeconfig, &pki, workspace().join("policy.wasm"), policy).await,
-        }
+        Webhooks([
+            Webhook::start(&client, &kubeconfig, &pki, floor, accept_all).await,
+            Webhook::start(&client, &kubeconfig, &pki, workspace().join("policy.wasm"), policy).await,
+        ])
     }
 
     /// The one of them pods go through from now on: the other taken away first, as both select
     /// the same pods.
-    async fn through(&self, way: Through) -> &Webhook {
-        let (on, off) = match way {
-            Through::AcceptAll => (&self.accept_all, &self.policy),
-            Through::Policy => (&self.policy, &self.accept_all),
-        };
-        off.off().await;
-        on.on().await;
-        on
+    async fn through(&self, way: usize) -> &Webhook {
+        self.0[1 - way].off().await;
+        self.0[way].on().await;
+        &self.0[way]
     }
-}
-
-/// Which webhook a pod is created through.
-#[derive(Clone, Copy, PartialEq)]
-enum Through {
-    AcceptAll,
-    Policy,
 }
 
 /// CPU seconds used so far by kube-apiserver, by this process (the policy's host, and the client
 /// that creates the pods) and by the whole machine.
 fn cpu(run: &Path) -> [f64; 3] {
-    let processes = processes_cpu(run);
-    let of = |name: &str| {
-        processes
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, cpu)| *cpu)
-            .expect(name)
-    };
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     // user, nice, system, idle, iowait, irq, softirq, steal: all but idle and iowait.
     let machine: f64 = stat
@@ -446,11 +427,9 @@ fn cpu(run: &Path) -> [f64; 3] {
         .filter(|(i, _)| ![3, 4].contains(i))
         .filter_map(|(_, t)| t.parse::<f64>().ok())
         .sum();
-    [of("kube-apiserver"), of(THIS), machine / 100.0]
+    let this = churn::cpu_seconds(std::process::id());
+    [churn::cpu_seconds(pid(run, "kube-apiserver")), this, machine / 100.0]
 }
-
-/// This process, among [`processes_cpu`]'s.
-const THIS: &str = "this benchmark";
 
 /// The processes of the control plane and kwok, as `cluster/up.sh` and `kwok-up.sh` list them:
 /// name and pid.
@@ -462,6 +441,14 @@ fn pids(run: &Path) -> Vec<(String, u32)> {
         .collect()
 }
 
+/// The pid of the control plane's or kwok's process `name`.
+fn pid(run: &Path, name: &str) -> u32 {
+    pids(run)
+        .into_iter()
+        .find_map(|(n, pid)| (n == name).then_some(pid))
+        .expect(name)
+}
+
 /// CPU seconds used so far by each process of the control plane and kwok, and by this one (the
 /// policy's host, the churn's writes and watches).
 fn processes_cpu(run: &Path) -> Vec<(String, f64)> {
@@ -469,7 +456,7 @@ fn processes_cpu(run: &Path) -> Vec<(String, f64)> {
         .into_iter()
         .map(|(name, pid)| (name, churn::cpu_seconds(pid)))
         .collect();
-    cpu.push((THIS.into(), churn::cpu_seconds(std::process::id())));
+    cpu.push(("this benchmark".into(), churn::cpu_seconds(std::process::id())));
     cpu
 }
 
@@ -482,10 +469,7 @@ struct SchedulerPaused(u32);
 
 impl SchedulerPaused {
     fn new(run: &Path) -> SchedulerPaused {
-        let pid = pids(run)
-            .into_iter()
-            .find_map(|(name, pid)| (name == "kube-scheduler").then_some(pid))
-            .expect("kube-scheduler's pid");
+        let pid = pid(run, "kube-scheduler");
         signal("STOP", pid);
         SchedulerPaused(pid)
     }
@@ -558,10 +542,9 @@ impl Way {
     }
 }
 
-/// Pods created through the accept-all webhook and through the policy.
+/// Pods created each of the [`WAYS`].
 struct Creation {
-    accept_all: Way,
-    policy: Way,
+    ways: [Way; 2],
     /// The Instances' pods as created, each on the node kube-scheduler placed it on: what the
     /// churn puts back.
     anchors: Vec<Value>,
@@ -570,14 +553,15 @@ struct Creation {
 impl Creation {
     /// The share of the creation rate through the accept-all webhook that the policy costs, in %.
     fn policy_cost(&self) -> f64 {
-        100.0 * (self.accept_all.rate() - self.policy.rate()) / self.accept_all.rate()
+        let [accept_all, policy] = self.ways.each_ref().map(Way::rate);
+        100.0 * (accept_all - policy) / accept_all
     }
 }
 
 /// Pods created one at a time, as OME creates an Instance's pods at its own pace: the median time
 /// of a creation. Dry runs (admission runs, nothing is stored), of pods named apart from those
 /// created, so that the cluster is left as it was.
-async fn one_at_a_time(client: &Client, pods: &[Value], uids: &HashMap<String, String>, way: Through) -> Duration {
+async fn one_at_a_time(client: &Client, pods: &[Value], uids: &HashMap<String, String>, way: usize) -> Duration {
     let api = POD.within(client, NAMESPACE);
     let dry_run = kube::api::PostParams {
         dry_run: true,
@@ -618,29 +602,20 @@ async fn ome_pods(
 ) -> Creation {
     let pods = large_cluster::ome_pods(cluster);
     let per_round = pods.len().div_ceil(ROUNDS);
-    let (mut accept_all, mut policy) = (Way::default(), Way::default());
-    let mut created = Vec::new();
+    let (mut ways, mut created) = (<[Way; 2]>::default(), Vec::new());
     let before = [
-        admission(client, &webhooks.accept_all).await,
-        admission(client, &webhooks.policy).await,
+        admission(client, &webhooks.0[0]).await,
+        admission(client, &webhooks.0[1]).await,
     ];
     for (round, pods) in pods.chunks(per_round).enumerate() {
-        let way = if round % 2 == 0 {
-            Through::AcceptAll
-        } else {
-            Through::Policy
-        };
+        let way = round % 2;
         let webhook = webhooks.through(way).await;
         let pods: Vec<Value> = pods.iter().map(|p| unbound(p.clone(), uids, way)).collect();
         let paused = SchedulerPaused::new(run);
         let (cpu_before, served) = (cpu(run), webhook.served());
         let profile = profile_round(client, dir, round, webhook.name());
         let (took, ()) = tokio::join!(create_all(client, POD, pods.clone()), profile);
-        let counted = if way == Through::AcceptAll {
-            &mut accept_all
-        } else {
-            &mut policy
-        };
+        let counted = &mut ways[way];
         counted.pods += pods.len();
         counted.time += took;
         for (total, (after, before)) in counted.served.iter_mut().zip(webhook.served().into_iter().zip(served)) {
@@ -662,19 +637,17 @@ async fn ome_pods(
             placing.elapsed().as_secs_f64()
         );
     }
-    for (way, before, webhook) in [
-        (&mut accept_all, &before[0], &webhooks.accept_all),
-        (&mut policy, &before[1], &webhooks.policy),
-    ] {
-        let buckets = admission(client, webhook).await.since(before);
-        way.admission_ms = (
+    for (way, counted) in ways.iter_mut().enumerate() {
+        let buckets = admission(client, &webhooks.0[way]).await.since(&before[way]);
+        counted.admission_ms = (
             buckets.quantile_ms(0.5).unwrap_or(0.0),
             buckets.quantile_ms(0.99).unwrap_or(0.0),
         );
     }
-    for (way, through) in [(&mut accept_all, Through::AcceptAll), (&mut policy, Through::Policy)] {
-        webhooks.through(through).await;
-        way.alone = one_at_a_time(client, &pods[..ALONE], uids, through).await;
+    // After both readings: taking a webhook away probes it.
+    for (way, counted) in ways.iter_mut().enumerate() {
+        webhooks.through(way).await;
+        counted.alone = one_at_a_time(client, &pods[..ALONE], uids, way).await;
     }
     let placed = placed.lock().unwrap();
     let anchors = created
@@ -684,11 +657,7 @@ async fn ome_pods(
             pod
         })
         .collect();
-    Creation {
-        accept_all,
-        policy,
-        anchors,
-    }
+    Creation { ways, anchors }
 }
 
 /// kube-apiserver's metrics, as Prometheus text.
@@ -721,12 +690,6 @@ async fn admission(client: &Client, webhook: &Webhook) -> Buckets {
         "apiserver_admission_webhook_admission_duration_seconds",
         &name,
     )
-}
-
-fn required(variable: &str) -> PathBuf {
-    std::env::var_os(variable)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("{variable} is not set: run `make bench-cluster`"))
 }
 
 /// Nodes, OME's objects, the webhooks, OME's pods and the other workloads' pods: the cluster the
@@ -895,13 +858,10 @@ async fn churn_on_cluster(
 #[tokio::main]
 async fn main() {
     // What it runs on comes from the environment (`make bench-cluster` sets it), not arguments.
-    let run = required("OME_SPREAD_BENCH_RUN");
+    let run = churn::required("OME_SPREAD_BENCH_RUN", "bench-cluster");
     let admin = run.join("kubeconfig");
-    let binary = required("OME_SPREAD_CHURN_CONTROLLER");
-    let seconds = std::env::var("CHURN_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+    let binary = churn::required("OME_SPREAD_CHURN_CONTROLLER", "bench-cluster");
+    let seconds = churn::number("CHURN_SECONDS", 60);
     let dir = std::env::temp_dir().join(format!("ome-spread-bench-cluster-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("cluster")).expect("a run directory");
     // The accept-all module built (if need be) before the run is timed.
@@ -919,13 +879,6 @@ async fn main() {
 
     let on_cluster = churn_on_cluster(&client, &run, &binary, seconds, &creation, &dir).await;
     churn::print(&[("kube-apiserver", &on_cluster)]);
-    println!(
-        "{:<40}{:>16}",
-        "restart to the next condition",
-        on_cluster
-            .restart_to_condition
-            .map_or("none".into(), |r| format!("{:.1} s", r.as_secs_f64()))
-    );
     print_creation(&creation);
     println!(
         "cluster: the controller's log is in {}; the whole run took {:.0} s",
@@ -937,14 +890,8 @@ async fn main() {
 
 /// Pods created through each webhook, side by side, with the API server's time in each.
 fn print_creation(creation: &Creation) {
-    let ways = [&creation.accept_all, &creation.policy];
-    let row = |name: &str, value: &dyn Fn(&Way) -> String| {
-        println!("{name:<40}{:>16}{:>16}", value(ways[0]), value(ways[1]));
-    };
-    println!(
-        "{:<40}{:>16}{:>16}",
-        "OME pods created, through", "accept-all", "the policy"
-    );
+    churn::row("OME pods created, through", &WAYS, |way| way.to_string());
+    let row = |name: &str, value: &dyn Fn(&Way) -> String| churn::row(name, &creation.ways, value);
     row("  a second", &|w| format!("{:.0}", w.rate()));
     for (i, name) in [
         "  kube-apiserver's CPU a pod",
@@ -981,9 +928,7 @@ fn print_creation(creation: &Creation) {
 /// The run's last line: the policy's share of the creation rate beside the accept-all webhook
 /// (`cost`, in %), and the controller under the churn on the real API server.
 fn summary(cost: f64, on_cluster: &Measured) -> String {
-    let restart = on_cluster
-        .restart_to_condition
-        .map_or("none".into(), |r| format!("{:.1} s", r.as_secs_f64()));
+    let restart = on_cluster.restart_shown();
     let own = on_cluster
         .controller
         .quantile_ms(0.99)
@@ -1032,8 +977,7 @@ mod tests {
             ..Way::default()
         };
         let creation = Creation {
-            accept_all: way(5_000, 20),
-            policy: way(5_000, 25),
+            ways: [way(5_000, 20), way(5_000, 25)],
             anchors: Vec::new(),
         };
         assert_eq!(creation.policy_cost(), 20.0);
