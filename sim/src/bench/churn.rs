@@ -28,7 +28,6 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
@@ -53,7 +52,7 @@ pub const GFD_TIMESTAMP: &str = "nvidia.com/gfd.timestamp";
 pub const NAMESPACE: &str = "serving";
 
 /// A write's outcome: an API server's refusal or silence, in its words.
-pub type Written = Result<(), String>;
+pub type Written = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 /// Where the churn writes, and where it sees the controller's conditions.
 pub trait Server: Send + Sync + 'static {
@@ -269,6 +268,7 @@ impl Controller {
 const EVENT_TO_CONDITION: &str = "ome_spread_event_to_condition_seconds";
 
 /// What one churn measured.
+#[derive(Default)]
 pub struct Measured {
     /// Deletions and replacements, each timed to its condition.
     pub events: u64,
@@ -286,7 +286,7 @@ pub struct Measured {
     pub reports: u64,
     /// Each event's delay to its condition, of the events written and reflected before the
     /// disruption, if there is one.
-    pub delays: Histogram<u64>,
+    pub delays: Vec<Duration>,
     /// The controller's own event-to-condition times during the churn (until the disruption, if
     /// there is one), as it exports them.
     pub controller: Buckets,
@@ -309,28 +309,19 @@ impl Measured {
     /// at `peak_settled_mib` then.
     pub fn new(seconds: u64, settled: Duration, peak_settled_mib: u64) -> Measured {
         Measured {
-            events: 0,
-            updates: 0,
-            skipped: 0,
-            failed: 0,
-            unreflected: 0,
-            late: 0,
-            reports: 0,
-            delays: Histogram::new(3).expect("a histogram"),
-            controller: Buckets::default(),
-            reconciles_per_second: 0.0,
-            cores: 0.0,
-            peak_mib: 0,
             peak_settled_mib,
-            peak_before_disruption_mib: None,
             settled,
-            restart_to_condition: None,
             seconds,
+            ..Measured::default()
         }
     }
 
-    pub fn p(&self, quantile: f64) -> u64 {
-        self.delays.value_at_quantile(quantile) / 1000
+    /// The delays' `quantile` in milliseconds, by nearest rank: 0 with none.
+    pub fn p(&self, quantile: f64) -> u128 {
+        let mut delays = self.delays.clone();
+        delays.sort();
+        let rank = (quantile * delays.len() as f64).ceil() as usize;
+        delays.get(rank.saturating_sub(1)).map_or(0, Duration::as_millis)
     }
 
     /// [`Measured::restart_to_condition`] as the benchmarks print it: `none` without one.
@@ -359,11 +350,9 @@ impl Disruption {
     }
 }
 
-/// The step a component's event took: undone when its write fails.
-enum Step {
-    Deleted,
-    PutBack(usize),
-}
+/// The writes under way, each with the component of its event and the anchor that component had
+/// deleted before it, to restore if the write fails.
+type Writes = JoinSet<(Option<(usize, Option<usize>)>, Written)>;
 
 /// Every replica's first condition: how long the controller took to write them.
 async fn settle<S: Server>(server: &S, components: &[Component], cursor: &mut usize, dir: &Path) -> Duration {
@@ -430,11 +419,7 @@ impl Churning {
                     Some(&(restarted, _)) if written >= restarted => {
                         self.measured.restart_to_condition.get_or_insert(at - restarted);
                     }
-                    _ if self.steady(at) => self
-                        .measured
-                        .delays
-                        .record((at - written).as_micros() as u64)
-                        .expect("in range"),
+                    _ if self.steady(at) => self.measured.delays.push(at - written),
                     _ => {}
                 }
             } else if c.unreflected.is_some_and(|written| at >= written) {
@@ -451,8 +436,7 @@ impl Churning {
         for c in self.components.iter_mut() {
             if c.pending.is_some_and(|at| now - at > UNREFLECTED) {
                 if steady {
-                    let delay = UNREFLECTED.as_micros() as u64;
-                    self.measured.delays.record(delay).expect("in range");
+                    self.measured.delays.push(UNREFLECTED);
                 }
                 self.measured.unreflected += 1;
                 c.unreflected = c.pending.take();
@@ -470,20 +454,15 @@ impl Churning {
         }
     }
 
-    /// A write done: a failed one counted, and its component's step undone.
-    fn done(&mut self, (step, written): (Option<(usize, Step)>, Written)) {
+    /// A write done: a failed one counted, and its component's event undone.
+    fn done(&mut self, (event, written): (Option<(usize, Option<usize>)>, Written)) {
         let Err(e) = written else { return };
         self.measured.failed += 1;
         if self.measured.failed <= 3 {
             eprintln!("churn: a write failed: {e}");
         }
-        if let Some((i, step)) = step {
-            let c = &mut self.components[i];
-            c.pending = None;
-            c.deleted = match step {
-                Step::Deleted => None,
-                Step::PutBack(anchor) => Some(anchor),
-            };
+        if let Some((i, deleted)) = event {
+            (self.components[i].pending, self.components[i].deleted) = (None, deleted);
         }
     }
 
@@ -495,7 +474,7 @@ impl Churning {
     }
 
     /// The component's next event: an Instance's pod deleted, or put back.
-    fn step<S: Server>(&mut self, server: &Arc<S>, i: usize, writes: &mut JoinSet<(Option<(usize, Step)>, Written)>) {
+    fn step<S: Server>(&mut self, server: &Arc<S>, i: usize, writes: &mut Writes) {
         let c = &mut self.components[i];
         let server = server.clone();
         c.pending = Some(Instant::now());
@@ -504,23 +483,17 @@ impl Churning {
                 let anchor = fastrand::usize(..c.anchors.len());
                 let name = objects::name(&c.anchors[anchor]).to_owned();
                 c.deleted = Some(anchor);
-                writes.spawn(async move { (Some((i, Step::Deleted)), server.delete_pod(name).await) });
+                writes.spawn(async move { (Some((i, None)), server.delete_pod(name).await) });
             }
             Some(anchor) => {
                 let pod = c.anchors[anchor].clone();
-                writes.spawn(async move { (Some((i, Step::PutBack(anchor))), server.create_pod(pod).await) });
+                writes.spawn(async move { (Some((i, Some(anchor))), server.create_pod(pod).await) });
             }
         }
     }
 
     /// A status update of one of the present pods of component `i`: not waited on.
-    fn status_update<S: Server>(
-        &self,
-        server: &Arc<S>,
-        i: usize,
-        tick: u64,
-        writes: &mut JoinSet<(Option<(usize, Step)>, Written)>,
-    ) {
+    fn status_update<S: Server>(&self, server: &Arc<S>, i: usize, tick: u64, writes: &mut Writes) {
         let c = &self.components[i];
         let present: Vec<usize> = (0..c.anchors.len()).filter(|a| c.deleted != Some(*a)).collect();
         let Some(&anchor) = fastrand::choice(&present) else {

@@ -70,10 +70,6 @@ const TRAINING: &str = "training";
 /// The field manager of the benchmark's writes.
 const MANAGER: &str = "bench-cluster";
 
-fn failed(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 /// What the watches noted: a replica's condition written (which, when), or a report (`None`).
 type Noted = Option<(String, Instant)>;
 
@@ -86,29 +82,23 @@ struct Live {
 
 impl Server for Live {
     async fn delete_pod(&self, name: String) -> Written {
-        api::delete_now(&self.client, POD, NAMESPACE, &name)
-            .await
-            .map_err(failed)
+        Ok(api::delete(&self.client, POD, (NAMESPACE, &name), Some(0)).await?)
     }
 
     async fn create_pod(&self, pod: Value) -> Written {
-        api::create(&self.client, POD, &pod).await.map_err(failed)
+        Ok(api::create(&self.client, POD, &pod).await?)
     }
 
     async fn restart_container(&self, name: String, count: u64) -> Written {
         let status = json!({"name": "engine", "restartCount": count, "ready": true, "started": true,
             "image": "docker.io/lmsysorg/sglang:v0.5.5", "imageID": "", "state": {"running": {}}});
         let patch = json!({"status": {"containerStatuses": [status]}});
-        api::merge(&self.client, POD, (NAMESPACE, &name), &patch, MANAGER, true)
-            .await
-            .map_err(failed)
+        Ok(api::merge(&self.client, POD, (NAMESPACE, &name), &patch, MANAGER, true).await?)
     }
 
     async fn label_node(&self, name: String, label: &'static str, value: String) -> Written {
         let patch = json!({"metadata": {"labels": {label: value}}});
-        api::merge(&self.client, NODE, ("", &name), &patch, MANAGER, false)
-            .await
-            .map_err(failed)
+        Ok(api::merge(&self.client, NODE, ("", &name), &patch, MANAGER, false).await?)
     }
 
     fn seen(&self, cursor: &mut usize) -> Seen {
@@ -277,14 +267,10 @@ async fn ome_objects(client: &Client, cluster: &Cluster) -> HashMap<String, Stri
         .collect();
     create_all(client, INFERENCE_REPLICA, replicas).await;
     let replicas = api::list(client, INFERENCE_REPLICA).await.expect("the replicas");
+    let uid = |r: &Value| r["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
     replicas
         .iter()
-        .map(|r| {
-            (
-                api::identity(r).1.to_owned(),
-                r["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+        .map(|r| (api::identity(r).1.to_owned(), uid(r)))
         .collect()
 }
 
@@ -951,8 +937,7 @@ mod tests {
     fn the_last_line_gives_the_policys_share_the_controllers_own_p99_beside_end_to_end() {
         let mut measured = Measured::new(60, Duration::from_secs(20), 150);
         // End to end: 98 events at 20 ms, the slowest two at 80 ms.
-        measured.delays.record_n(20_000, 98).expect("in range");
-        measured.delays.record_n(80_000, 2).expect("in range");
+        measured.delays = [vec![Duration::from_millis(20); 98], vec![Duration::from_millis(80); 2]].concat();
         let exported = "ome_spread_event_to_condition_seconds_bucket{le=\"0.032\"} 0\n\
              ome_spread_event_to_condition_seconds_bucket{le=\"0.064\"} 100\n\
              ome_spread_event_to_condition_seconds_bucket{le=\"+Inf\"} 100\n";

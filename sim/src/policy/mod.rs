@@ -72,11 +72,6 @@ pub struct Cluster {
     pub calls: Arc<Mutex<Vec<Value>>>,
 }
 
-/// The runtime's reason when the API server refuses a read with 403 and `message`.
-pub fn forbidden(message: &str) -> String {
-    refused(message, "Forbidden", 403)
-}
-
 /// The runtime's reason when the API server refuses a read: its kube client's `ErrorResponse`.
 pub fn refused(message: &str, reason: &str, code: u16) -> String {
     format!(
@@ -112,7 +107,7 @@ impl Cluster {
 
     /// Every read refused by the API server with 403 and `message` (RBAC).
     pub fn forbidding(mut self, message: &str) -> Self {
-        self.failure = Some(forbidden(message));
+        self.failure = Some(refused(message, "Forbidden", 403));
         self
     }
 

@@ -42,7 +42,6 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::{self, ServerConfig};
@@ -68,7 +67,6 @@ pub struct Running {
     pub reviews: Arc<AtomicUsize>,
     /// The connections the host accepted: each a TLS handshake.
     pub connections: Arc<AtomicUsize>,
-    stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
 
@@ -79,9 +77,7 @@ impl Running {
 
     /// Stops listening and closes every open connection: the API server's next call is refused.
     pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.task.abort();
         let _ = (&mut self.task).await;
     }
 }
@@ -119,13 +115,11 @@ pub async fn start(options: Options) -> Result<Running, String> {
         reviews: reviews.clone(),
         connections: connections.clone(),
     });
-    let (stop, stopped) = oneshot::channel();
-    let task = tokio::spawn(serve(listener, acceptor, host, stopped));
+    let task = tokio::spawn(serve(listener, acceptor, host));
     Ok(Running {
         addr,
         reviews,
         connections,
-        stop: Some(stop),
         task,
     })
 }
@@ -160,13 +154,12 @@ fn tls(cert: &Path, key: &Path) -> Result<ServerConfig, String> {
     Ok(config)
 }
 
-/// Accepts until told to stop. Dropping the connections' JoinSet aborts the open ones, so that
-/// a stopped host answers no one, not even on a kept-alive connection.
-async fn serve(listener: TcpListener, acceptor: TlsAcceptor, host: Arc<Host>, mut stopped: oneshot::Receiver<()>) {
+/// Accepts until the task is aborted. Dropping the connections' JoinSet then aborts the open
+/// ones, so that a stopped host answers no one, not even on a kept-alive connection.
+async fn serve(listener: TcpListener, acceptor: TlsAcceptor, host: Arc<Host>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            _ = &mut stopped => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((tcp, peer)) => {

@@ -120,7 +120,7 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
                     created => created.map(|()| format!("surge pod {namespace}/{name} created")),
                 }
             }
-            Change::PodDeleted((namespace, name)) => api::delete(client, POD, namespace, name, None)
+            Change::PodDeleted((namespace, name)) => api::delete(client, POD, (namespace, name), None)
                 .await
                 .map(|()| format!("pod {namespace}/{name} drained (deleted)")),
         };
