@@ -446,10 +446,8 @@ impl Churning {
                     "a replacement"
                 };
                 let since = self.started.elapsed().as_secs_f64() - UNREFLECTED.as_secs_f64();
-                eprintln!(
-                    "churn: no condition within 10 s of {what} at about {since:.1} s: {}",
-                    c.replica
-                );
+                let replica = &c.replica;
+                eprintln!("churn: no condition within 10 s of {what} at about {since:.1} s: {replica}");
             }
         }
     }
@@ -504,12 +502,12 @@ impl Churning {
     }
 }
 
-/// The churn: `seconds` of it at `rate` events a second on `server` (holding `components` and `nodes`), the
-/// `controller` at work on it; then until every event is reflected or counted as not.
+/// The churn: `seconds` of it at `rate` events a second on `server` (holding `components` and the
+/// large cluster's nodes), the `controller` at work on it; then until every event is reflected or
+/// counted as not.
 pub async fn churn<S: Server>(
     server: Arc<S>,
     components: Vec<Component>,
-    nodes: &[String],
     controller: &Controller,
     (seconds, rate): (u64, u64),
     mut disruption: Option<Disruption>,
@@ -525,7 +523,7 @@ pub async fn churn<S: Server>(
     let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let churning = Duration::from_secs(seconds);
-    let node_every = (rate * 60 / nodes.len() as u64).max(1);
+    let node_every = (rate * 60 / large_cluster::NODES as u64).max(1);
     let mut tick = 0u64;
     // What the controller had exported when the disruption started, once the loop has seen it.
     let mut before_disruption = None;
@@ -552,10 +550,8 @@ pub async fn churn<S: Server>(
             continue;
         }
         if tick.is_multiple_of(node_every) {
-            let (server, node) = (
-                server.clone(),
-                nodes[(tick / node_every) as usize % nodes.len()].clone(),
-            );
+            let node = format!("gpu-node-{}", (tick / node_every) as usize % large_cluster::NODES);
+            let server = server.clone();
             writes.spawn(async move { (None, server.label_node(node, GFD_TIMESTAMP, tick.to_string()).await) });
         }
         // A random component with no event in flight (none of whose pods is being put back):
@@ -592,16 +588,13 @@ pub async fn in_memory(binary: &Path, seconds: u64, other_pods: usize, dir: &Pat
     let objects = objects(other_pods);
     let components = components(&objects);
     let server = ApiServer::holding(objects);
-    let nodes: Vec<String> = (0..large_cluster::cluster().nodes.len())
-        .map(|n| format!("gpu-node-{n}"))
-        .collect();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let api = listener.local_addr().expect("an address").port();
     let serving = tokio::spawn(memory::serve(server.clone(), listener));
     let (kubeconfig, address) = (dir.join("kubeconfig"), format!("http://127.0.0.1:{api}"));
     local::write_kubeconfig(&kubeconfig, json!({"server": address}), json!({}), None);
     let controller = Controller::start(binary, &kubeconfig, dir);
-    let measured = churn(server, components, &nodes, &controller, (seconds, RATE), None, dir).await;
+    let measured = churn(server, components, &controller, (seconds, RATE), None, dir).await;
     controller.stop().await;
     serving.abort();
     measured

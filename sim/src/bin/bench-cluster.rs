@@ -20,11 +20,9 @@
 //!    restarted (`cluster/restart.sh`). The controller's latencies are of the churn before the
 //!    restart; the restart is timed to the next condition.
 //!
-//! The size is what kube-apiserver sustains on two shared cores beside etcd, kwok, kube-scheduler
-//! and the controller: the cluster of `make bench-churn` (the controller's memory at its size on a
-//! real server), and a churn at [`RATE`], where the API server answers each write without a queue,
-//! so that the controller's own time is its work, not the API server's backlog. `make
-//! bench-churn` runs the same churn at 1,000 events a second on the in-memory API server.
+//! The size is `make bench-churn`'s cluster (the controller's memory at its size on a real
+//! server), and the churn's [`RATE`] what kube-apiserver answers on two shared cores without a
+//! queue, so that the controller's own time is its work, not the API server's backlog.
 //!
 //! The OME stand-in's loop is not run: it would put back at once the pods the churn deletes. The
 //! pods are those the in-memory churn holds (`large_cluster::ome_pods`), each created unbound.
@@ -70,14 +68,12 @@ const TRAINING: &str = "training";
 /// The field manager of the benchmark's writes.
 const MANAGER: &str = "bench-cluster";
 
-/// What the watches noted: a replica's condition written (which, when), or a report (`None`).
-type Noted = Option<(String, Instant)>;
-
 /// The real API server: each write a request, the controller's conditions and reports seen by
 /// watches.
 struct Live {
     client: Client,
-    seen: Arc<Mutex<Vec<Noted>>>,
+    /// What the watches saw since the churn last looked.
+    seen: Arc<Mutex<Seen>>,
 }
 
 impl Server for Live {
@@ -101,17 +97,9 @@ impl Server for Live {
         Ok(api::merge(&self.client, NODE, ("", &name), &patch, MANAGER, false).await?)
     }
 
-    fn seen(&self, cursor: &mut usize) -> Seen {
-        let seen = self.seen.lock().unwrap();
-        let mut out = Seen::default();
-        for write in &seen[*cursor..] {
-            match write {
-                Some(condition) => out.conditions.push(condition.clone()),
-                None => out.reports += 1,
-            }
-        }
-        *cursor = seen.len();
-        out
+    /// Taken from the watches' notes: no cursor needed.
+    fn seen(&self, _: &mut usize) -> Seen {
+        std::mem::take(&mut self.seen.lock().unwrap())
     }
 }
 
@@ -119,7 +107,7 @@ impl Live {
     /// Watches the replicas' `Spread` conditions (each change, when it came) and the reports
     /// written (each an event; none is counted of the list a watch starts with).
     fn watching(client: Client) -> Live {
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::new(Mutex::new(Seen::default()));
         let replicas = INFERENCE_REPLICA.within(&client, NAMESPACE);
         let written = seen.clone();
         tokio::spawn(async move {
@@ -133,7 +121,7 @@ impl Live {
                 let spread = live::spread(&replica.data).cloned();
                 if let Some(spread) = spread.filter(|s| last.get(&name) != Some(s)) {
                     last.insert(name.clone(), spread);
-                    written.lock().unwrap().push(Some((name, Instant::now())));
+                    written.lock().unwrap().conditions.push((name, Instant::now()));
                 }
             }
         });
@@ -144,7 +132,7 @@ impl Live {
             let mut events = watcher::watcher(reports, watcher::Config::default()).boxed();
             while let Some(event) = events.next().await {
                 if let Ok(Event::Apply(_)) = event {
-                    written.lock().unwrap().push(None);
+                    written.lock().unwrap().reports += 1;
                 }
             }
         });
@@ -478,16 +466,13 @@ fn signal(signal: &str, pid: u32) {
 /// default), written to `file` for `go tool pprof`.
 async fn apiserver_profile(client: &Client, seconds: u64, file: &Path, what: &str) {
     let uri = format!("/debug/pprof/profile?seconds={seconds}");
-    let request = http::Request::get(uri)
-        .body(kube::client::Body::empty())
-        .expect("a request");
-    let profile = match client.send(request).await {
-        Ok(response) => http_body_util::BodyExt::collect(response.into_body())
-            .await
-            .map(|b| b.to_bytes()),
-        Err(e) => return eprintln!("cluster: no CPU profile of kube-apiserver: {e}"),
+    let request = http::Request::get(uri).body(kube::client::Body::empty());
+    let profile = async {
+        let response = client.send(request?).await?;
+        let body = http_body_util::BodyExt::collect(response.into_body()).await?;
+        Ok::<_, Box<dyn std::error::Error>>(body.to_bytes())
     };
-    match profile {
+    match profile.await {
         Ok(bytes) => {
             std::fs::write(file, &bytes).expect("the profile written");
             println!(
@@ -604,12 +589,9 @@ async fn ome_pods(
         let counted = &mut ways[way];
         counted.pods += pods.len();
         counted.time += took;
-        for (total, (after, before)) in counted.served.iter_mut().zip(webhook.served().into_iter().zip(served)) {
-            *total += after - before;
-        }
-        for (total, (after, before)) in counted.cpu.iter_mut().zip(cpu(run).into_iter().zip(cpu_before)) {
-            *total += after - before;
-        }
+        let (served_after, cpu_after) = (webhook.served(), cpu(run));
+        counted.served = std::array::from_fn(|i| counted.served[i] + served_after[i] - served[i]);
+        counted.cpu = std::array::from_fn(|i| counted.cpu[i] + cpu_after[i] - cpu_before[i]);
         created.extend(pods);
         drop(paused);
         let placing = Instant::now();
@@ -689,30 +671,19 @@ async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> 
         live::namespace_for_pods(admin, name).await;
     }
     let cluster = large_cluster::cluster();
-    let took = nodes(&client, &cluster).await;
-    println!(
-        "cluster: {} nodes Ready in {:.1} s",
-        cluster.nodes.len(),
-        took.as_secs_f64()
-    );
+    let (count, took) = (cluster.nodes.len(), nodes(&client, &cluster).await.as_secs_f64());
+    println!("cluster: {count} nodes Ready in {took:.1} s");
     let uids = ome_objects(&client, &cluster).await;
     let webhooks = Webhooks::start(admin, run, dir).await;
     let creation = ome_pods(&client, &cluster, &uids, &webhooks, run, dir, placed).await;
     // Bound, as the in-memory churn holds them: kube-scheduler's placing them would be minutes
     // of these two cores that measure kube-scheduler, not ome-spread.
-    let others: Vec<Value> = large_cluster::other_pods(&cluster, churn::OTHER_PODS)
-        .into_iter()
-        .map(|mut pod| {
-            pod.as_object_mut().expect("a pod").remove("status");
-            pod
-        })
-        .collect();
-    let took = create_all(&client, POD, others).await;
-    println!(
-        "cluster: {} other pods created in {:.1} s",
-        churn::OTHER_PODS,
-        took.as_secs_f64()
-    );
+    let mut others = large_cluster::other_pods(&cluster, churn::OTHER_PODS);
+    for pod in &mut others {
+        pod.as_object_mut().expect("a pod").remove("status");
+    }
+    let took = create_all(&client, POD, others).await.as_secs_f64();
+    println!("cluster: {} other pods created in {took:.1} s", churn::OTHER_PODS);
     running(placed, creation.anchors.len() + churn::OTHER_PODS, 900).await;
     let present = api::list(&client, POD).await.map_or(0, |pods| pods.len());
     println!("cluster: {present} pods, every one Running");
@@ -778,11 +749,8 @@ async fn churn_on_cluster(
         apiserver_profile(&profiled, seconds / 3, &profile, "the churn").await;
         for ((what, after), (_, before)) in controller_writes(&profiled).await.iter().zip(&writes) {
             let after = after.since(before);
-            println!(
-                "cluster: kube-apiserver's time on {what} over the profile: p50 {}, p99 {}",
-                after.quantile_shown(0.5),
-                after.quantile_shown(0.99)
-            );
+            let (p50, p99) = (after.quantile_shown(0.5), after.quantile_shown(0.99));
+            println!("cluster: kube-apiserver's time on {what} over the profile: p50 {p50}, p99 {p99}");
         }
         let after = processes_cpu(&cpu_run);
         let cores: Vec<String> = after
@@ -792,10 +760,8 @@ async fn churn_on_cluster(
                 format!("{name} {:.2}", (after - before) / started.elapsed().as_secs_f64())
             })
             .collect();
-        println!(
-            "cluster: CPU in cores from the controller's start to the restart: {}",
-            cores.join(", ")
-        );
+        let cores = cores.join(", ");
+        println!("cluster: CPU in cores from the controller's start to the restart: {cores}");
     };
     let restarted = run.to_owned();
     let disrupt = async move {
@@ -806,11 +772,6 @@ async fn churn_on_cluster(
             .await;
         assert!(status.is_ok_and(|s| s.success()), "kube-apiserver not restarted");
     };
-    let nodes: Vec<String> = large_cluster::cluster()
-        .nodes
-        .iter()
-        .map(|n| api::identity(n).1.to_owned())
-        .collect();
     let disruption = churn::Disruption {
         at: Duration::from_secs(seconds / 6),
         before: Box::pin(before),
@@ -820,7 +781,6 @@ async fn churn_on_cluster(
     let on_cluster = churn::churn(
         Arc::new(live),
         components,
-        &nodes,
         &controller,
         (seconds, RATE),
         Some(disruption),
@@ -866,11 +826,8 @@ async fn main() {
     let on_cluster = churn_on_cluster(&client, &run, &binary, seconds, &creation, &dir).await;
     churn::print(&[("kube-apiserver", &on_cluster)]);
     print_creation(&creation);
-    println!(
-        "cluster: the controller's log is in {}; the whole run took {:.0} s",
-        dir.display(),
-        whole.elapsed().as_secs_f64()
-    );
+    let (log, took) = (dir.display(), whole.elapsed().as_secs_f64());
+    println!("cluster: the controller's log is in {log}; the whole run took {took:.0} s");
     println!("{}", summary(creation.policy_cost(), &on_cluster));
 }
 

@@ -82,14 +82,11 @@ pub fn refused(message: &str, reason: &str, code: u16) -> String {
 impl Cluster {
     /// Every replica under `tests/data/replicas`.
     pub fn with_fixtures() -> Self {
-        let mut cluster = Self::default();
-        let dir = data_dir().join("replicas");
-        for entry in std::fs::read_dir(&dir).expect("replicas dir") {
-            let path = entry.expect("entry").path();
-            let replica: Value = serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
-            cluster = cluster.with_replica(replica);
-        }
-        cluster
+        let entries = std::fs::read_dir(data_dir().join("replicas")).expect("tests/data/replicas");
+        let files = entries.map(|entry| entry.expect("an entry").file_name().to_string_lossy().into_owned());
+        files.fold(Self::default(), |cluster, file| {
+            cluster.with_replica(fixture(&format!("replicas/{file}")))
+        })
     }
 
     pub fn with_replica(mut self, replica: Value) -> Self {

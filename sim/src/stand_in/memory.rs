@@ -345,10 +345,8 @@ impl ApiServer {
         if more {
             metadata["continue"] = json!((offset + items.len()).to_string());
         }
-        reply(
-            200,
-            &json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items}),
-        )
+        let list = json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items});
+        reply(200, &list)
     }
 
     /// A patch of the named object: (`status`) its status's conditions by type, or its spec's
