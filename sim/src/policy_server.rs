@@ -226,11 +226,8 @@ impl PolicyServer {
     /// Starts it with `policies` and its Kubernetes client on `api`, and waits until it is ready.
     /// When it exits first (bad settings refuse the start), its output is the error.
     pub fn start(binary: &Path, policies: &[Policy], api: &FakeApi, log_level: &str) -> Result<Self, String> {
-        let dir = std::env::temp_dir().join(format!(
-            "ome-spread-policy-server-{}-{}",
-            std::process::id(),
-            STARTED.fetch_add(1, Ordering::SeqCst)
-        ));
+        let (pid, started) = (std::process::id(), STARTED.fetch_add(1, Ordering::SeqCst));
+        let dir = std::env::temp_dir().join(format!("ome-spread-policy-server-{pid}-{started}"));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let server = json!({"server": format!("http://{}", api.addr)});
         write_kubeconfig(&dir.join("kubeconfig"), server, json!({"token": "fake"}), None);
