@@ -58,10 +58,6 @@ fn with_env(review: Value, containers: usize, env_vars: usize) -> Value {
     })
 }
 
-fn payload(review: &Value) -> Vec<u8> {
-    validation_request(review, json!({}))
-}
-
 fn bytes(value: &Value) -> Vec<u8> {
     serde_json::to_vec(value).expect("json")
 }
@@ -80,14 +76,14 @@ fn cases() -> Vec<Case> {
         ] {
             cases.push(Case {
                 name: format!("{kind}, {spread}"),
-                payload: payload(&pod),
+                payload: validation_request(&pod, json!({})),
                 replica: replica.clone(),
             });
         }
     }
     cases.push(Case {
         name: "another workload".into(),
-        payload: payload(&review("other-workload")),
+        payload: validation_request(&review("other-workload"), json!({})),
         // The policy reads no replica for it; the floor's `mutate` reads one all the same.
         replica: bytes(&replica("qwen3-0-6b-engine")),
     });
@@ -230,7 +226,8 @@ fn scaling_table(criterion: &mut Criterion, replica: &[u8]) -> (Vec<String>, Vec
         ("1 MB", 40, 130),
         ("3 MB", 40, 390),
     ] {
-        let payload = payload(&with_env(review("qwen3-0-6b-engine-0-default-0"), containers, env_vars));
+        let pod = with_env(review("qwen3-0-6b-engine-0-default-0"), containers, env_vars);
+        let payload = validation_request(&pod, json!({}));
         let kb = payload.len() as f64 / 1024.0;
         let samples = alternate(criterion, &format!("scaling {label}"), &payload, &instances(replica));
         largest = payload;

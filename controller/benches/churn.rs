@@ -6,23 +6,7 @@
 //! (OME_SPREAD_CHURN_BASELINE, built by the Makefile from the commit OME_SPREAD_CHURN_BASELINE_REV
 //! names).
 
-use std::path::PathBuf;
-
-use ome_spread_sim::bench::churn::{self, OTHER_PODS, RATE};
-
-/// A number the environment sets, or `default`.
-fn number<T: std::str::FromStr>(variable: &str, default: T) -> T {
-    std::env::var(variable)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-fn binary(variable: &str) -> PathBuf {
-    std::env::var_os(variable)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("{variable} names no binary: run `make bench-churn`"))
-}
+use ome_spread_sim::bench::churn::{self, OTHER_PODS, RATE, number};
 
 #[tokio::main]
 async fn main() {
@@ -41,11 +25,12 @@ async fn main() {
     ] {
         let run = dir.join(label.replace(' ', "-"));
         std::fs::create_dir_all(&run).expect("a run directory");
+        let binary = churn::required(variable, "bench-churn");
         println!(
             "churn: {label}: {} for {seconds} s, beside {other_pods} pods of other workloads ...",
-            binary(variable).display()
+            binary.display()
         );
-        measured.push(churn::in_memory(&binary(variable), seconds, other_pods, &run).await);
+        measured.push(churn::in_memory(&binary, seconds, other_pods, &run).await);
     }
     let (now, then) = (&measured[0], &measured[1]);
     churn::print(&[("now", now), (&before, then)]);
@@ -53,10 +38,10 @@ async fn main() {
         "churn: {RATE} events/s, p99 event-to-condition {} ms ({before} {} ms), controller p50 {}, p99 {} ({before} {}, {}), controller CPU {:.2} cores ({before} {:.2}), peak memory {} MiB ({before} {} MiB)",
         now.p(0.99),
         then.p(0.99),
-        now.controller_ms(0.5),
-        now.controller_ms(0.99),
-        then.controller_ms(0.5),
-        then.controller_ms(0.99),
+        now.controller.quantile_shown(0.5),
+        now.controller.quantile_shown(0.99),
+        then.controller.quantile_shown(0.5),
+        then.controller.quantile_shown(0.99),
         now.cores,
         then.cores,
         now.peak_mib,

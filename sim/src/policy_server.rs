@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::policy::{data_dir, fixture};
 use crate::stand_in::fake_api::{Answer, FakeApi, status};
-use crate::support::local::{free_port, workspace};
+use crate::support::local::{free_port, workspace, write_kubeconfig};
 
 /// The binaries and modules the real runtime needs, from the environment (the Makefile sets
 /// them), else `PATH`, else where `.ci/run` unpacks them.
@@ -226,19 +226,11 @@ impl PolicyServer {
     /// Starts it with `policies` and its Kubernetes client on `api`, and waits until it is ready.
     /// When it exits first (bad settings refuse the start), its output is the error.
     pub fn start(binary: &Path, policies: &[Policy], api: &FakeApi, log_level: &str) -> Result<Self, String> {
-        let dir = std::env::temp_dir().join(format!(
-            "ome-spread-policy-server-{}-{}",
-            std::process::id(),
-            STARTED.fetch_add(1, Ordering::SeqCst)
-        ));
+        let (pid, started) = (std::process::id(), STARTED.fetch_add(1, Ordering::SeqCst));
+        let dir = std::env::temp_dir().join(format!("ome-spread-policy-server-{pid}-{started}"));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let kubeconfig = json!({
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": format!("http://{}", api.addr)}}],
-            "users": [{"name": "fake", "user": {"token": "fake"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-        });
-        std::fs::write(dir.join("kubeconfig"), kubeconfig.to_string()).expect("kubeconfig");
+        let server = json!({"server": format!("http://{}", api.addr)});
+        write_kubeconfig(&dir.join("kubeconfig"), server, json!({"token": "fake"}), None);
         // JSON is YAML: the policies file as policy-server reads it.
         std::fs::write(dir.join("policies.yml"), policies_file(policies).to_string()).expect("policies");
         let (port, readiness) = (free_port(), free_port());

@@ -28,7 +28,6 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
@@ -36,7 +35,7 @@ use tokio::task::JoinSet;
 use crate::bench::histogram::Buckets;
 use crate::bench::large_cluster;
 use crate::stand_in::memory::{self, ApiServer};
-use crate::support::objects;
+use crate::support::{local, objects};
 
 /// Pod events a second on the in-memory API server.
 pub const RATE: u64 = 1_000;
@@ -53,7 +52,7 @@ pub const GFD_TIMESTAMP: &str = "nvidia.com/gfd.timestamp";
 pub const NAMESPACE: &str = "serving";
 
 /// A write's outcome: an API server's refusal or silence, in its words.
-pub type Written = Result<(), String>;
+pub type Written = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 /// Where the churn writes, and where it sees the controller's conditions.
 pub trait Server: Send + Sync + 'static {
@@ -75,6 +74,7 @@ pub struct Seen {
 }
 
 /// One component's Instance pods, the one its churn deleted, and the event in flight.
+#[derive(Default)]
 pub struct Component {
     pub replica: String,
     /// The pods that make an Instance count (single pods and leaders), as first created.
@@ -103,9 +103,7 @@ pub fn components(pods: &[Value]) -> Vec<Component> {
     let component = |(replica, anchors)| Component {
         replica,
         anchors,
-        deleted: None,
-        pending: None,
-        unreflected: None,
+        ..Component::default()
     };
     by_replica.into_iter().map(component).collect()
 }
@@ -126,6 +124,18 @@ pub fn objects(other_pods: usize) -> Vec<Value> {
         node
     }));
     objects
+}
+
+/// A number the environment sets (`CHURN_SECONDS`), or `default`.
+pub fn number<T: std::str::FromStr>(variable: &str, default: T) -> T {
+    let set = std::env::var(variable).ok().and_then(|s| s.parse().ok());
+    set.unwrap_or(default)
+}
+
+/// A path the environment must set: `make`'s `target` sets it.
+pub fn required(variable: &str, target: &str) -> std::path::PathBuf {
+    let set = std::env::var_os(variable).map(std::path::PathBuf::from);
+    set.unwrap_or_else(|| panic!("{variable} is not set: run `make {target}`"))
 }
 
 /// What each of the churn's nodes holds.
@@ -209,7 +219,7 @@ pub struct Controller {
 impl Controller {
     /// `ome-spread controller` on the cluster of `kubeconfig`, its logs in `dir/controller.log`.
     pub fn start(binary: &Path, kubeconfig: &Path, dir: &Path) -> Controller {
-        let listen = crate::support::local::free_port();
+        let listen = local::free_port();
         let log = std::fs::File::create(dir.join("controller.log")).expect("a log");
         let child = Command::new(binary)
             .args(["controller", "--identity", "churn", "--lease-namespace", "ome-spread"])
@@ -258,6 +268,7 @@ impl Controller {
 const EVENT_TO_CONDITION: &str = "ome_spread_event_to_condition_seconds";
 
 /// What one churn measured.
+#[derive(Default)]
 pub struct Measured {
     /// Deletions and replacements, each timed to its condition.
     pub events: u64,
@@ -275,7 +286,7 @@ pub struct Measured {
     pub reports: u64,
     /// Each event's delay to its condition, of the events written and reflected before the
     /// disruption, if there is one.
-    pub delays: Histogram<u64>,
+    pub delays: Vec<Duration>,
     /// The controller's own event-to-condition times during the churn (until the disruption, if
     /// there is one), as it exports them.
     pub controller: Buckets,
@@ -298,34 +309,25 @@ impl Measured {
     /// at `peak_settled_mib` then.
     pub fn new(seconds: u64, settled: Duration, peak_settled_mib: u64) -> Measured {
         Measured {
-            events: 0,
-            updates: 0,
-            skipped: 0,
-            failed: 0,
-            unreflected: 0,
-            late: 0,
-            reports: 0,
-            delays: Histogram::new(3).expect("a histogram"),
-            controller: Buckets::default(),
-            reconciles_per_second: 0.0,
-            cores: 0.0,
-            peak_mib: 0,
             peak_settled_mib,
-            peak_before_disruption_mib: None,
             settled,
-            restart_to_condition: None,
             seconds,
+            ..Measured::default()
         }
     }
 
-    pub fn p(&self, quantile: f64) -> u64 {
-        self.delays.value_at_quantile(quantile) / 1000
+    /// The delays' `quantile` in milliseconds, by nearest rank: 0 with none.
+    pub fn p(&self, quantile: f64) -> u128 {
+        let mut delays = self.delays.clone();
+        delays.sort();
+        let rank = (quantile * delays.len() as f64).ceil() as usize;
+        delays.get(rank.saturating_sub(1)).map_or(0, Duration::as_millis)
     }
 
-    /// The controller's own `quantile` of the event-to-condition time, as `histogram_quantile`
-    /// reads its export: `-` for a build that does not export it.
-    pub fn controller_ms(&self, quantile: f64) -> String {
-        self.controller.quantile_shown(quantile)
+    /// [`Measured::restart_to_condition`] as the benchmarks print it: `none` without one.
+    pub fn restart_shown(&self) -> String {
+        let restart = self.restart_to_condition;
+        restart.map_or("none".into(), |r| format!("{:.1} s", r.as_secs_f64()))
     }
 }
 
@@ -348,11 +350,9 @@ impl Disruption {
     }
 }
 
-/// The step a component's event took: undone when its write fails.
-enum Step {
-    Deleted,
-    PutBack(usize),
-}
+/// The writes under way, each with the component of its event and the anchor that component had
+/// deleted before it, to restore if the write fails.
+type Writes = JoinSet<(Option<(usize, Option<usize>)>, Written)>;
 
 /// Every replica's first condition: how long the controller took to write them.
 async fn settle<S: Server>(server: &S, components: &[Component], cursor: &mut usize, dir: &Path) -> Duration {
@@ -419,11 +419,7 @@ impl Churning {
                     Some(&(restarted, _)) if written >= restarted => {
                         self.measured.restart_to_condition.get_or_insert(at - restarted);
                     }
-                    _ if self.steady(at) => self
-                        .measured
-                        .delays
-                        .record((at - written).as_micros() as u64)
-                        .expect("in range"),
+                    _ if self.steady(at) => self.measured.delays.push(at - written),
                     _ => {}
                 }
             } else if c.unreflected.is_some_and(|written| at >= written) {
@@ -440,8 +436,7 @@ impl Churning {
         for c in self.components.iter_mut() {
             if c.pending.is_some_and(|at| now - at > UNREFLECTED) {
                 if steady {
-                    let delay = UNREFLECTED.as_micros() as u64;
-                    self.measured.delays.record(delay).expect("in range");
+                    self.measured.delays.push(UNREFLECTED);
                 }
                 self.measured.unreflected += 1;
                 c.unreflected = c.pending.take();
@@ -451,28 +446,21 @@ impl Churning {
                     "a replacement"
                 };
                 let since = self.started.elapsed().as_secs_f64() - UNREFLECTED.as_secs_f64();
-                eprintln!(
-                    "churn: no condition within 10 s of {what} at about {since:.1} s: {}",
-                    c.replica
-                );
+                let replica = &c.replica;
+                eprintln!("churn: no condition within 10 s of {what} at about {since:.1} s: {replica}");
             }
         }
     }
 
-    /// A write done: a failed one counted, and its component's step undone.
-    fn done(&mut self, (step, written): (Option<(usize, Step)>, Written)) {
+    /// A write done: a failed one counted, and its component's event undone.
+    fn done(&mut self, (event, written): (Option<(usize, Option<usize>)>, Written)) {
         let Err(e) = written else { return };
         self.measured.failed += 1;
         if self.measured.failed <= 3 {
             eprintln!("churn: a write failed: {e}");
         }
-        if let Some((i, step)) = step {
-            let c = &mut self.components[i];
-            c.pending = None;
-            c.deleted = match step {
-                Step::Deleted => None,
-                Step::PutBack(anchor) => Some(anchor),
-            };
+        if let Some((i, deleted)) = event {
+            (self.components[i].pending, self.components[i].deleted) = (None, deleted);
         }
     }
 
@@ -484,7 +472,7 @@ impl Churning {
     }
 
     /// The component's next event: an Instance's pod deleted, or put back.
-    fn step<S: Server>(&mut self, server: &Arc<S>, i: usize, writes: &mut JoinSet<(Option<(usize, Step)>, Written)>) {
+    fn step<S: Server>(&mut self, server: &Arc<S>, i: usize, writes: &mut Writes) {
         let c = &mut self.components[i];
         let server = server.clone();
         c.pending = Some(Instant::now());
@@ -493,23 +481,17 @@ impl Churning {
                 let anchor = fastrand::usize(..c.anchors.len());
                 let name = objects::name(&c.anchors[anchor]).to_owned();
                 c.deleted = Some(anchor);
-                writes.spawn(async move { (Some((i, Step::Deleted)), server.delete_pod(name).await) });
+                writes.spawn(async move { (Some((i, None)), server.delete_pod(name).await) });
             }
             Some(anchor) => {
                 let pod = c.anchors[anchor].clone();
-                writes.spawn(async move { (Some((i, Step::PutBack(anchor))), server.create_pod(pod).await) });
+                writes.spawn(async move { (Some((i, Some(anchor))), server.create_pod(pod).await) });
             }
         }
     }
 
     /// A status update of one of the present pods of component `i`: not waited on.
-    fn status_update<S: Server>(
-        &self,
-        server: &Arc<S>,
-        i: usize,
-        tick: u64,
-        writes: &mut JoinSet<(Option<(usize, Step)>, Written)>,
-    ) {
+    fn status_update<S: Server>(&self, server: &Arc<S>, i: usize, tick: u64, writes: &mut Writes) {
         let c = &self.components[i];
         let present: Vec<usize> = (0..c.anchors.len()).filter(|a| c.deleted != Some(*a)).collect();
         let Some(&anchor) = fastrand::choice(&present) else {
@@ -520,12 +502,12 @@ impl Churning {
     }
 }
 
-/// The churn: `seconds` of it at `rate` events a second on `server` (holding `components` and `nodes`), the
-/// `controller` at work on it; then until every event is reflected or counted as not.
+/// The churn: `seconds` of it at `rate` events a second on `server` (holding `components` and the
+/// large cluster's nodes), the `controller` at work on it; then until every event is reflected or
+/// counted as not.
 pub async fn churn<S: Server>(
     server: Arc<S>,
     components: Vec<Component>,
-    nodes: &[String],
     controller: &Controller,
     (seconds, rate): (u64, u64),
     mut disruption: Option<Disruption>,
@@ -541,7 +523,7 @@ pub async fn churn<S: Server>(
     let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let churning = Duration::from_secs(seconds);
-    let node_every = (rate * 60 / nodes.len() as u64).max(1);
+    let node_every = (rate * 60 / large_cluster::NODES as u64).max(1);
     let mut tick = 0u64;
     // What the controller had exported when the disruption started, once the loop has seen it.
     let mut before_disruption = None;
@@ -568,10 +550,8 @@ pub async fn churn<S: Server>(
             continue;
         }
         if tick.is_multiple_of(node_every) {
-            let (server, node) = (
-                server.clone(),
-                nodes[(tick / node_every) as usize % nodes.len()].clone(),
-            );
+            let node = format!("gpu-node-{}", (tick / node_every) as usize % large_cluster::NODES);
+            let server = server.clone();
             writes.spawn(async move { (None, server.label_node(node, GFD_TIMESTAMP, tick.to_string()).await) });
         }
         // A random component with no event in flight (none of whose pods is being put back):
@@ -608,40 +588,28 @@ pub async fn in_memory(binary: &Path, seconds: u64, other_pods: usize, dir: &Pat
     let objects = objects(other_pods);
     let components = components(&objects);
     let server = ApiServer::holding(objects);
-    let nodes: Vec<String> = (0..large_cluster::cluster().nodes.len())
-        .map(|n| format!("gpu-node-{n}"))
-        .collect();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let api = listener.local_addr().expect("an address").port();
     let serving = tokio::spawn(memory::serve(server.clone(), listener));
-    let kubeconfig = dir.join("kubeconfig");
-    let config = format!(
-        "apiVersion: v1\nkind: Config\nclusters: [{{name: churn, cluster: {{server: 'http://127.0.0.1:{api}'}}}}]\n\
-         users: [{{name: churn, user: {{}}}}]\ncontexts: [{{name: churn, context: {{cluster: churn, user: churn}}}}]\n\
-         current-context: churn\n"
-    );
-    std::fs::write(&kubeconfig, config).expect("the kubeconfig");
+    let (kubeconfig, address) = (dir.join("kubeconfig"), format!("http://127.0.0.1:{api}"));
+    local::write_kubeconfig(&kubeconfig, json!({"server": address}), json!({}), None);
     let controller = Controller::start(binary, &kubeconfig, dir);
-    let measured = churn(server, components, &nodes, &controller, (seconds, RATE), None, dir).await;
+    let measured = churn(server, components, &controller, (seconds, RATE), None, dir).await;
     controller.stop().await;
     serving.abort();
     measured
 }
 
-/// The churns side by side, a column each, then where their controllers' logs are.
+/// A row of the benchmarks' tables: its name, then a cell a column.
+pub fn row<T>(name: &str, columns: &[T], cell: impl Fn(&T) -> String) {
+    let cells: String = columns.iter().map(|column| format!("{:>16}", cell(column))).collect();
+    println!("{name:<40}{cells}");
+}
+
+/// The churns side by side, a column each.
 pub fn print(columns: &[(&str, &Measured)]) {
-    print!("{:<40}", "");
-    for (name, _) in columns {
-        print!("{name:>16}");
-    }
-    println!();
-    let row = |name: &str, value: &dyn Fn(&Measured) -> String| {
-        print!("{name:<40}");
-        for (_, m) in columns {
-            print!("{:>16}", value(m));
-        }
-        println!();
-    };
+    row("", columns, |(name, _)| name.to_string());
+    let row = |name: &str, value: &dyn Fn(&Measured) -> String| row(name, columns, |(_, m)| value(m));
     row("first condition on every replica", &|m| {
         format!("{:.1} s", m.settled.as_secs_f64())
     });
@@ -657,8 +625,8 @@ pub fn print(columns: &[(&str, &Measured)]) {
     row("policy reports written", &|m| m.reports.to_string());
     row("event-to-condition p50", &|m| format!("{} ms", m.p(0.5)));
     row("event-to-condition p99", &|m| format!("{} ms", m.p(0.99)));
-    row("  the controller's own p50", &|m| m.controller_ms(0.5));
-    row("  the controller's own p99", &|m| m.controller_ms(0.99));
+    row("  the controller's own p50", &|m| m.controller.quantile_shown(0.5));
+    row("  the controller's own p99", &|m| m.controller.quantile_shown(0.99));
     row("reconciles per second", &|m| format!("{:.0}", m.reconciles_per_second));
     row("controller CPU", &|m| format!("{:.2} cores", m.cores));
     row("peak resident memory", &|m| format!("{} MiB", m.peak_mib));
@@ -669,6 +637,7 @@ pub fn print(columns: &[(&str, &Measured)]) {
         row("  of it, before the restart", &|m| {
             m.peak_before_disruption_mib.map_or("-".into(), |p| format!("{p} MiB"))
         });
+        row("restart to the next condition", &Measured::restart_shown);
     }
 }
 
@@ -685,10 +654,8 @@ mod tests {
         let at = |ms| t0 + Duration::from_millis(ms);
         let component = |replica: &str, written| Component {
             replica: replica.into(),
-            anchors: Vec::new(),
-            deleted: None,
             pending: Some(at(written)),
-            unreflected: None,
+            ..Component::default()
         };
         let components = vec![
             component("before", 1_000),

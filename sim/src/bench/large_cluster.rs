@@ -17,7 +17,8 @@ use crate::policy::review;
 use crate::support::objects::{Node, Pod, replica};
 
 pub const REPLICAS: usize = 1_000;
-const NODES: usize = 5_000;
+/// Nodes `gpu-node-0` to `gpu-node-4999`.
+pub const NODES: usize = 5_000;
 const MODELS: usize = 50;
 const ZONE: &str = "topology.kubernetes.io/zone";
 const CLIQUE: &str = "nvidia.com/gpu.clique";

@@ -84,10 +84,8 @@ async fn run(args: Args) -> Result<(), String> {
         applied.map_err(|e| format!("cannot apply the MutatingWebhookConfiguration: {e}"))?;
         // Ready means the API server calls the host: pods created before then pass without it.
         webhook::await_in_effect(&admin, &policy, "default", &running.reviews, IN_EFFECT_WITHIN).await?;
-        eprintln!(
-            "admission host: applied MutatingWebhookConfiguration {}, and the API server calls it",
-            config.metadata.name.unwrap_or_default()
-        );
+        let name = config.metadata.name.unwrap_or_default();
+        eprintln!("admission host: applied MutatingWebhookConfiguration {name}, and the API server calls it");
     }
     println!("admission host: listening on {}", running.url());
     // Serves until a signal (SIGINT, SIGTERM) ends the process: nothing to clean up, and the

@@ -20,11 +20,9 @@
 //!    restarted (`cluster/restart.sh`). The controller's latencies are of the churn before the
 //!    restart; the restart is timed to the next condition.
 //!
-//! The size is what kube-apiserver sustains on two shared cores beside etcd, kwok, kube-scheduler
-//! and the controller: the cluster of `make bench-churn` (the controller's memory at its size on a
-//! real server), and a churn at [`RATE`], where the API server answers each write without a queue,
-//! so that the controller's own time is its work, not the API server's backlog. `make
-//! bench-churn` runs the same churn at 1,000 events a second on the in-memory API server.
+//! The size is `make bench-churn`'s cluster (the controller's memory at its size on a real
+//! server), and the churn's [`RATE`] what kube-apiserver answers on two shared cores without a
+//! queue, so that the controller's own time is its work, not the API server's backlog.
 //!
 //! The OME stand-in's loop is not run: it would put back at once the pods the churn deletes. The
 //! pods are those the in-memory churn holds (`large_cluster::ome_pods`), each created unbound.
@@ -70,58 +68,38 @@ const TRAINING: &str = "training";
 /// The field manager of the benchmark's writes.
 const MANAGER: &str = "bench-cluster";
 
-fn failed(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-/// What the watches noted: a replica's condition written (which, when), or a report (`None`).
-type Noted = Option<(String, Instant)>;
-
 /// The real API server: each write a request, the controller's conditions and reports seen by
 /// watches.
 struct Live {
     client: Client,
-    seen: Arc<Mutex<Vec<Noted>>>,
+    /// What the watches saw since the churn last looked.
+    seen: Arc<Mutex<Seen>>,
 }
 
 impl Server for Live {
     async fn delete_pod(&self, name: String) -> Written {
-        api::delete_now(&self.client, POD, NAMESPACE, &name)
-            .await
-            .map_err(failed)
+        Ok(api::delete(&self.client, POD, (NAMESPACE, &name), Some(0)).await?)
     }
 
     async fn create_pod(&self, pod: Value) -> Written {
-        api::create(&self.client, POD, &pod).await.map_err(failed)
+        Ok(api::create(&self.client, POD, &pod).await?)
     }
 
     async fn restart_container(&self, name: String, count: u64) -> Written {
         let status = json!({"name": "engine", "restartCount": count, "ready": true, "started": true,
             "image": "docker.io/lmsysorg/sglang:v0.5.5", "imageID": "", "state": {"running": {}}});
         let patch = json!({"status": {"containerStatuses": [status]}});
-        api::merge(&self.client, POD, (NAMESPACE, &name), &patch, MANAGER, true)
-            .await
-            .map_err(failed)
+        Ok(api::merge(&self.client, POD, (NAMESPACE, &name), &patch, MANAGER, true).await?)
     }
 
     async fn label_node(&self, name: String, label: &'static str, value: String) -> Written {
         let patch = json!({"metadata": {"labels": {label: value}}});
-        api::merge(&self.client, NODE, ("", &name), &patch, MANAGER, false)
-            .await
-            .map_err(failed)
+        Ok(api::merge(&self.client, NODE, ("", &name), &patch, MANAGER, false).await?)
     }
 
-    fn seen(&self, cursor: &mut usize) -> Seen {
-        let seen = self.seen.lock().unwrap();
-        let mut out = Seen::default();
-        for write in &seen[*cursor..] {
-            match write {
-                Some(condition) => out.conditions.push(condition.clone()),
-                None => out.reports += 1,
-            }
-        }
-        *cursor = seen.len();
-        out
+    /// Taken from the watches' notes: no cursor needed.
+    fn seen(&self, _: &mut usize) -> Seen {
+        std::mem::take(&mut self.seen.lock().unwrap())
     }
 }
 
@@ -129,7 +107,7 @@ impl Live {
     /// Watches the replicas' `Spread` conditions (each change, when it came) and the reports
     /// written (each an event; none is counted of the list a watch starts with).
     fn watching(client: Client) -> Live {
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::new(Mutex::new(Seen::default()));
         let replicas = INFERENCE_REPLICA.within(&client, NAMESPACE);
         let written = seen.clone();
         tokio::spawn(async move {
@@ -140,12 +118,10 @@ impl Live {
                     continue;
                 };
                 let name = replica.metadata.name.clone().unwrap_or_default();
-                let spread = replica.data["status"]["conditions"]
-                    .as_array()
-                    .and_then(|c| c.iter().find(|c| c["type"] == "Spread").cloned());
+                let spread = live::spread(&replica.data).cloned();
                 if let Some(spread) = spread.filter(|s| last.get(&name) != Some(s)) {
                     last.insert(name.clone(), spread);
-                    written.lock().unwrap().push(Some((name, Instant::now())));
+                    written.lock().unwrap().conditions.push((name, Instant::now()));
                 }
             }
         });
@@ -156,7 +132,7 @@ impl Live {
             let mut events = watcher::watcher(reports, watcher::Config::default()).boxed();
             while let Some(event) = events.next().await {
                 if let Ok(Event::Apply(_)) = event {
-                    written.lock().unwrap().push(None);
+                    written.lock().unwrap().reports += 1;
                 }
             }
         });
@@ -279,24 +255,20 @@ async fn ome_objects(client: &Client, cluster: &Cluster) -> HashMap<String, Stri
         .collect();
     create_all(client, INFERENCE_REPLICA, replicas).await;
     let replicas = api::list(client, INFERENCE_REPLICA).await.expect("the replicas");
+    let uid = |r: &Value| r["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
     replicas
         .iter()
-        .map(|r| {
-            (
-                api::identity(r).1.to_owned(),
-                r["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+        .map(|r| (api::identity(r).1.to_owned(), uid(r)))
         .collect()
 }
 
 /// The pod as OME creates it, unbound: through the accept-all webhook as OME renders it alone,
 /// its own spread in it (so that kube-scheduler has a spread to place either way), or for
 /// ome-spread, which adds the spread at admission.
-fn unbound(mut pod: Value, uids: &HashMap<String, String>, way: Through) -> Value {
+fn unbound(mut pod: Value, uids: &HashMap<String, String>, way: usize) -> Value {
     let spec = pod["spec"].as_object_mut().expect("a pod's spec");
     spec.remove("nodeName");
-    if way == Through::Policy {
+    if way == POLICY {
         spec.remove("topologySpreadConstraints");
     }
     pod.as_object_mut().expect("a pod").remove("status");
@@ -378,15 +350,17 @@ impl Webhook {
     }
 }
 
-/// The two webhooks the pods are created through in turn: the same admission host, TLS and
-/// configuration (policy.yaml's rules, selectors, failure policy and timeout), one serving the
-/// policy, the other a policy that parses the request as the Kubewarden SDK does and accepts
-/// (`floor/`'s `validate`): what any Kubewarden policy costs, so that the difference is this
-/// policy's own.
-struct Webhooks {
-    accept_all: Webhook,
-    policy: Webhook,
-}
+/// The two webhooks the pods are created through in turn, by [`WAYS`]: the same admission host,
+/// TLS and configuration (policy.yaml's rules, selectors, failure policy and timeout), one serving
+/// a policy that parses the request as the Kubewarden SDK does and accepts (`floor/`'s
+/// `validate`): what any Kubewarden policy costs, so that the difference is this policy's own;
+/// the other serving the policy.
+struct Webhooks([Webhook; 2]);
+
+/// The ways pods are created, in turn, by index: through the accept-all webhook, and through the
+/// policy ([`POLICY`]).
+const WAYS: [&str; 2] = ["accept-all", "the policy"];
+const POLICY: usize = 1;
 
 impl Webhooks {
     async fn start(admin: &Path, run: &Path, dir: &Path) -> Webhooks {
@@ -396,43 +370,24 @@ impl Webhooks {
         accept_all["metadata"]["name"] = json!("accept-all");
         let (client, pki) = (live::client_of(admin).await, run.join("pki"));
         let floor = wasm::build_floor().to_owned();
-        Webhooks {
-            accept_all: Webhook::start(&client, &kubeconfig, &pki, floor, accept_all).await,
-            policy: Webhook::start(&client, &kubeconfig, &pki, workspace().join("policy.wasm"), policy).await,
-        }
+        Webhooks([
+            Webhook::start(&client, &kubeconfig, &pki, floor, accept_all).await,
+            Webhook::start(&client, &kubeconfig, &pki, workspace().join("policy.wasm"), policy).await,
+        ])
     }
 
     /// The one of them pods go through from now on: the other taken away first, as both select
     /// the same pods.
-    async fn through(&self, way: Through) -> &Webhook {
-        let (on, off) = match way {
-            Through::AcceptAll => (&self.accept_all, &self.policy),
-            Through::Policy => (&self.policy, &self.accept_all),
-        };
-        off.off().await;
-        on.on().await;
-        on
+    async fn through(&self, way: usize) -> &Webhook {
+        self.0[1 - way].off().await;
+        self.0[way].on().await;
+        &self.0[way]
     }
-}
-
-/// Which webhook a pod is created through.
-#[derive(Clone, Copy, PartialEq)]
-enum Through {
-    AcceptAll,
-    Policy,
 }
 
 /// CPU seconds used so far by kube-apiserver, by this process (the policy's host, and the client
 /// that creates the pods) and by the whole machine.
 fn cpu(run: &Path) -> [f64; 3] {
-    let processes = processes_cpu(run);
-    let of = |name: &str| {
-        processes
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, cpu)| *cpu)
-            .expect(name)
-    };
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     // user, nice, system, idle, iowait, irq, softirq, steal: all but idle and iowait.
     let machine: f64 = stat
@@ -446,11 +401,9 @@ fn cpu(run: &Path) -> [f64; 3] {
         .filter(|(i, _)| ![3, 4].contains(i))
         .filter_map(|(_, t)| t.parse::<f64>().ok())
         .sum();
-    [of("kube-apiserver"), of(THIS), machine / 100.0]
+    let this = churn::cpu_seconds(std::process::id());
+    [churn::cpu_seconds(pid(run, "kube-apiserver")), this, machine / 100.0]
 }
-
-/// This process, among [`processes_cpu`]'s.
-const THIS: &str = "this benchmark";
 
 /// The processes of the control plane and kwok, as `cluster/up.sh` and `kwok-up.sh` list them:
 /// name and pid.
@@ -462,6 +415,14 @@ fn pids(run: &Path) -> Vec<(String, u32)> {
         .collect()
 }
 
+/// The pid of the control plane's or kwok's process `name`.
+fn pid(run: &Path, name: &str) -> u32 {
+    pids(run)
+        .into_iter()
+        .find_map(|(n, pid)| (n == name).then_some(pid))
+        .expect(name)
+}
+
 /// CPU seconds used so far by each process of the control plane and kwok, and by this one (the
 /// policy's host, the churn's writes and watches).
 fn processes_cpu(run: &Path) -> Vec<(String, f64)> {
@@ -469,7 +430,7 @@ fn processes_cpu(run: &Path) -> Vec<(String, f64)> {
         .into_iter()
         .map(|(name, pid)| (name, churn::cpu_seconds(pid)))
         .collect();
-    cpu.push((THIS.into(), churn::cpu_seconds(std::process::id())));
+    cpu.push(("this benchmark".into(), churn::cpu_seconds(std::process::id())));
     cpu
 }
 
@@ -482,10 +443,7 @@ struct SchedulerPaused(u32);
 
 impl SchedulerPaused {
     fn new(run: &Path) -> SchedulerPaused {
-        let pid = pids(run)
-            .into_iter()
-            .find_map(|(name, pid)| (name == "kube-scheduler").then_some(pid))
-            .expect("kube-scheduler's pid");
+        let pid = pid(run, "kube-scheduler");
         signal("STOP", pid);
         SchedulerPaused(pid)
     }
@@ -508,16 +466,13 @@ fn signal(signal: &str, pid: u32) {
 /// default), written to `file` for `go tool pprof`.
 async fn apiserver_profile(client: &Client, seconds: u64, file: &Path, what: &str) {
     let uri = format!("/debug/pprof/profile?seconds={seconds}");
-    let request = http::Request::get(uri)
-        .body(kube::client::Body::empty())
-        .expect("a request");
-    let profile = match client.send(request).await {
-        Ok(response) => http_body_util::BodyExt::collect(response.into_body())
-            .await
-            .map(|b| b.to_bytes()),
-        Err(e) => return eprintln!("cluster: no CPU profile of kube-apiserver: {e}"),
+    let request = http::Request::get(uri).body(kube::client::Body::empty());
+    let profile = async {
+        let response = client.send(request?).await?;
+        let body = http_body_util::BodyExt::collect(response.into_body()).await?;
+        Ok::<_, Box<dyn std::error::Error>>(body.to_bytes())
     };
-    match profile {
+    match profile.await {
         Ok(bytes) => {
             std::fs::write(file, &bytes).expect("the profile written");
             println!(
@@ -558,10 +513,9 @@ impl Way {
     }
 }
 
-/// Pods created through the accept-all webhook and through the policy.
+/// Pods created each of the [`WAYS`].
 struct Creation {
-    accept_all: Way,
-    policy: Way,
+    ways: [Way; 2],
     /// The Instances' pods as created, each on the node kube-scheduler placed it on: what the
     /// churn puts back.
     anchors: Vec<Value>,
@@ -570,14 +524,15 @@ struct Creation {
 impl Creation {
     /// The share of the creation rate through the accept-all webhook that the policy costs, in %.
     fn policy_cost(&self) -> f64 {
-        100.0 * (self.accept_all.rate() - self.policy.rate()) / self.accept_all.rate()
+        let [accept_all, policy] = self.ways.each_ref().map(Way::rate);
+        100.0 * (accept_all - policy) / accept_all
     }
 }
 
 /// Pods created one at a time, as OME creates an Instance's pods at its own pace: the median time
 /// of a creation. Dry runs (admission runs, nothing is stored), of pods named apart from those
 /// created, so that the cluster is left as it was.
-async fn one_at_a_time(client: &Client, pods: &[Value], uids: &HashMap<String, String>, way: Through) -> Duration {
+async fn one_at_a_time(client: &Client, pods: &[Value], uids: &HashMap<String, String>, way: usize) -> Duration {
     let api = POD.within(client, NAMESPACE);
     let dry_run = kube::api::PostParams {
         dry_run: true,
@@ -618,37 +573,25 @@ async fn ome_pods(
 ) -> Creation {
     let pods = large_cluster::ome_pods(cluster);
     let per_round = pods.len().div_ceil(ROUNDS);
-    let (mut accept_all, mut policy) = (Way::default(), Way::default());
-    let mut created = Vec::new();
+    let (mut ways, mut created) = (<[Way; 2]>::default(), Vec::new());
     let before = [
-        admission(client, &webhooks.accept_all).await,
-        admission(client, &webhooks.policy).await,
+        admission(client, &webhooks.0[0]).await,
+        admission(client, &webhooks.0[1]).await,
     ];
     for (round, pods) in pods.chunks(per_round).enumerate() {
-        let way = if round % 2 == 0 {
-            Through::AcceptAll
-        } else {
-            Through::Policy
-        };
+        let way = round % 2;
         let webhook = webhooks.through(way).await;
         let pods: Vec<Value> = pods.iter().map(|p| unbound(p.clone(), uids, way)).collect();
         let paused = SchedulerPaused::new(run);
         let (cpu_before, served) = (cpu(run), webhook.served());
         let profile = profile_round(client, dir, round, webhook.name());
         let (took, ()) = tokio::join!(create_all(client, POD, pods.clone()), profile);
-        let counted = if way == Through::AcceptAll {
-            &mut accept_all
-        } else {
-            &mut policy
-        };
+        let counted = &mut ways[way];
         counted.pods += pods.len();
         counted.time += took;
-        for (total, (after, before)) in counted.served.iter_mut().zip(webhook.served().into_iter().zip(served)) {
-            *total += after - before;
-        }
-        for (total, (after, before)) in counted.cpu.iter_mut().zip(cpu(run).into_iter().zip(cpu_before)) {
-            *total += after - before;
-        }
+        let (served_after, cpu_after) = (webhook.served(), cpu(run));
+        counted.served = std::array::from_fn(|i| counted.served[i] + served_after[i] - served[i]);
+        counted.cpu = std::array::from_fn(|i| counted.cpu[i] + cpu_after[i] - cpu_before[i]);
         created.extend(pods);
         drop(paused);
         let placing = Instant::now();
@@ -662,19 +605,17 @@ async fn ome_pods(
             placing.elapsed().as_secs_f64()
         );
     }
-    for (way, before, webhook) in [
-        (&mut accept_all, &before[0], &webhooks.accept_all),
-        (&mut policy, &before[1], &webhooks.policy),
-    ] {
-        let buckets = admission(client, webhook).await.since(before);
-        way.admission_ms = (
+    for (way, counted) in ways.iter_mut().enumerate() {
+        let buckets = admission(client, &webhooks.0[way]).await.since(&before[way]);
+        counted.admission_ms = (
             buckets.quantile_ms(0.5).unwrap_or(0.0),
             buckets.quantile_ms(0.99).unwrap_or(0.0),
         );
     }
-    for (way, through) in [(&mut accept_all, Through::AcceptAll), (&mut policy, Through::Policy)] {
-        webhooks.through(through).await;
-        way.alone = one_at_a_time(client, &pods[..ALONE], uids, through).await;
+    // After both readings: taking a webhook away probes it.
+    for (way, counted) in ways.iter_mut().enumerate() {
+        webhooks.through(way).await;
+        counted.alone = one_at_a_time(client, &pods[..ALONE], uids, way).await;
     }
     let placed = placed.lock().unwrap();
     let anchors = created
@@ -684,11 +625,7 @@ async fn ome_pods(
             pod
         })
         .collect();
-    Creation {
-        accept_all,
-        policy,
-        anchors,
-    }
+    Creation { ways, anchors }
 }
 
 /// kube-apiserver's metrics, as Prometheus text.
@@ -723,12 +660,6 @@ async fn admission(client: &Client, webhook: &Webhook) -> Buckets {
     )
 }
 
-fn required(variable: &str) -> PathBuf {
-    std::env::var_os(variable)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("{variable} is not set: run `make bench-cluster`"))
-}
-
 /// Nodes, OME's objects, the webhooks, OME's pods and the other workloads' pods: the cluster the
 /// churn runs on, the policy's webhook in effect.
 async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> (Creation, Webhooks) {
@@ -740,30 +671,19 @@ async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> 
         live::namespace_for_pods(admin, name).await;
     }
     let cluster = large_cluster::cluster();
-    let took = nodes(&client, &cluster).await;
-    println!(
-        "cluster: {} nodes Ready in {:.1} s",
-        cluster.nodes.len(),
-        took.as_secs_f64()
-    );
+    let (count, took) = (cluster.nodes.len(), nodes(&client, &cluster).await.as_secs_f64());
+    println!("cluster: {count} nodes Ready in {took:.1} s");
     let uids = ome_objects(&client, &cluster).await;
     let webhooks = Webhooks::start(admin, run, dir).await;
     let creation = ome_pods(&client, &cluster, &uids, &webhooks, run, dir, placed).await;
     // Bound, as the in-memory churn holds them: kube-scheduler's placing them would be minutes
     // of these two cores that measure kube-scheduler, not ome-spread.
-    let others: Vec<Value> = large_cluster::other_pods(&cluster, churn::OTHER_PODS)
-        .into_iter()
-        .map(|mut pod| {
-            pod.as_object_mut().expect("a pod").remove("status");
-            pod
-        })
-        .collect();
-    let took = create_all(&client, POD, others).await;
-    println!(
-        "cluster: {} other pods created in {:.1} s",
-        churn::OTHER_PODS,
-        took.as_secs_f64()
-    );
+    let mut others = large_cluster::other_pods(&cluster, churn::OTHER_PODS);
+    for pod in &mut others {
+        pod.as_object_mut().expect("a pod").remove("status");
+    }
+    let took = create_all(&client, POD, others).await.as_secs_f64();
+    println!("cluster: {} other pods created in {took:.1} s", churn::OTHER_PODS);
     running(placed, creation.anchors.len() + churn::OTHER_PODS, 900).await;
     let present = api::list(&client, POD).await.map_or(0, |pods| pods.len());
     println!("cluster: {present} pods, every one Running");
@@ -829,11 +749,8 @@ async fn churn_on_cluster(
         apiserver_profile(&profiled, seconds / 3, &profile, "the churn").await;
         for ((what, after), (_, before)) in controller_writes(&profiled).await.iter().zip(&writes) {
             let after = after.since(before);
-            println!(
-                "cluster: kube-apiserver's time on {what} over the profile: p50 {}, p99 {}",
-                after.quantile_shown(0.5),
-                after.quantile_shown(0.99)
-            );
+            let (p50, p99) = (after.quantile_shown(0.5), after.quantile_shown(0.99));
+            println!("cluster: kube-apiserver's time on {what} over the profile: p50 {p50}, p99 {p99}");
         }
         let after = processes_cpu(&cpu_run);
         let cores: Vec<String> = after
@@ -843,10 +760,8 @@ async fn churn_on_cluster(
                 format!("{name} {:.2}", (after - before) / started.elapsed().as_secs_f64())
             })
             .collect();
-        println!(
-            "cluster: CPU in cores from the controller's start to the restart: {}",
-            cores.join(", ")
-        );
+        let cores = cores.join(", ");
+        println!("cluster: CPU in cores from the controller's start to the restart: {cores}");
     };
     let restarted = run.to_owned();
     let disrupt = async move {
@@ -857,11 +772,6 @@ async fn churn_on_cluster(
             .await;
         assert!(status.is_ok_and(|s| s.success()), "kube-apiserver not restarted");
     };
-    let nodes: Vec<String> = large_cluster::cluster()
-        .nodes
-        .iter()
-        .map(|n| api::identity(n).1.to_owned())
-        .collect();
     let disruption = churn::Disruption {
         at: Duration::from_secs(seconds / 6),
         before: Box::pin(before),
@@ -871,7 +781,6 @@ async fn churn_on_cluster(
     let on_cluster = churn::churn(
         Arc::new(live),
         components,
-        &nodes,
         &controller,
         (seconds, RATE),
         Some(disruption),
@@ -895,13 +804,10 @@ async fn churn_on_cluster(
 #[tokio::main]
 async fn main() {
     // What it runs on comes from the environment (`make bench-cluster` sets it), not arguments.
-    let run = required("OME_SPREAD_BENCH_RUN");
+    let run = churn::required("OME_SPREAD_BENCH_RUN", "bench-cluster");
     let admin = run.join("kubeconfig");
-    let binary = required("OME_SPREAD_CHURN_CONTROLLER");
-    let seconds = std::env::var("CHURN_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+    let binary = churn::required("OME_SPREAD_CHURN_CONTROLLER", "bench-cluster");
+    let seconds = churn::number("CHURN_SECONDS", 60);
     let dir = std::env::temp_dir().join(format!("ome-spread-bench-cluster-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("cluster")).expect("a run directory");
     // The accept-all module built (if need be) before the run is timed.
@@ -919,32 +825,16 @@ async fn main() {
 
     let on_cluster = churn_on_cluster(&client, &run, &binary, seconds, &creation, &dir).await;
     churn::print(&[("kube-apiserver", &on_cluster)]);
-    println!(
-        "{:<40}{:>16}",
-        "restart to the next condition",
-        on_cluster
-            .restart_to_condition
-            .map_or("none".into(), |r| format!("{:.1} s", r.as_secs_f64()))
-    );
     print_creation(&creation);
-    println!(
-        "cluster: the controller's log is in {}; the whole run took {:.0} s",
-        dir.display(),
-        whole.elapsed().as_secs_f64()
-    );
+    let (log, took) = (dir.display(), whole.elapsed().as_secs_f64());
+    println!("cluster: the controller's log is in {log}; the whole run took {took:.0} s");
     println!("{}", summary(creation.policy_cost(), &on_cluster));
 }
 
 /// Pods created through each webhook, side by side, with the API server's time in each.
 fn print_creation(creation: &Creation) {
-    let ways = [&creation.accept_all, &creation.policy];
-    let row = |name: &str, value: &dyn Fn(&Way) -> String| {
-        println!("{name:<40}{:>16}{:>16}", value(ways[0]), value(ways[1]));
-    };
-    println!(
-        "{:<40}{:>16}{:>16}",
-        "OME pods created, through", "accept-all", "the policy"
-    );
+    churn::row("OME pods created, through", &WAYS, |way| way.to_string());
+    let row = |name: &str, value: &dyn Fn(&Way) -> String| churn::row(name, &creation.ways, value);
     row("  a second", &|w| format!("{:.0}", w.rate()));
     for (i, name) in [
         "  kube-apiserver's CPU a pod",
@@ -981,9 +871,7 @@ fn print_creation(creation: &Creation) {
 /// The run's last line: the policy's share of the creation rate beside the accept-all webhook
 /// (`cost`, in %), and the controller under the churn on the real API server.
 fn summary(cost: f64, on_cluster: &Measured) -> String {
-    let restart = on_cluster
-        .restart_to_condition
-        .map_or("none".into(), |r| format!("{:.1} s", r.as_secs_f64()));
+    let restart = on_cluster.restart_shown();
     let own = on_cluster
         .controller
         .quantile_ms(0.99)
@@ -1006,8 +894,7 @@ mod tests {
     fn the_last_line_gives_the_policys_share_the_controllers_own_p99_beside_end_to_end() {
         let mut measured = Measured::new(60, Duration::from_secs(20), 150);
         // End to end: 98 events at 20 ms, the slowest two at 80 ms.
-        measured.delays.record_n(20_000, 98).expect("in range");
-        measured.delays.record_n(80_000, 2).expect("in range");
+        measured.delays = [vec![Duration::from_millis(20); 98], vec![Duration::from_millis(80); 2]].concat();
         let exported = "ome_spread_event_to_condition_seconds_bucket{le=\"0.032\"} 0\n\
              ome_spread_event_to_condition_seconds_bucket{le=\"0.064\"} 100\n\
              ome_spread_event_to_condition_seconds_bucket{le=\"+Inf\"} 100\n";
@@ -1032,8 +919,7 @@ mod tests {
             ..Way::default()
         };
         let creation = Creation {
-            accept_all: way(5_000, 20),
-            policy: way(5_000, 25),
+            ways: [way(5_000, 20), way(5_000, 25)],
             anchors: Vec::new(),
         };
         assert_eq!(creation.policy_cost(), 20.0);

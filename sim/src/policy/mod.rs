@@ -72,11 +72,6 @@ pub struct Cluster {
     pub calls: Arc<Mutex<Vec<Value>>>,
 }
 
-/// The runtime's reason when the API server refuses a read with 403 and `message`.
-pub fn forbidden(message: &str) -> String {
-    refused(message, "Forbidden", 403)
-}
-
 /// The runtime's reason when the API server refuses a read: its kube client's `ErrorResponse`.
 pub fn refused(message: &str, reason: &str, code: u16) -> String {
     format!(
@@ -87,14 +82,11 @@ pub fn refused(message: &str, reason: &str, code: u16) -> String {
 impl Cluster {
     /// Every replica under `tests/data/replicas`.
     pub fn with_fixtures() -> Self {
-        let mut cluster = Self::default();
-        let dir = data_dir().join("replicas");
-        for entry in std::fs::read_dir(&dir).expect("replicas dir") {
-            let path = entry.expect("entry").path();
-            let replica: Value = serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
-            cluster = cluster.with_replica(replica);
-        }
-        cluster
+        let entries = std::fs::read_dir(data_dir().join("replicas")).expect("tests/data/replicas");
+        let files = entries.map(|entry| entry.expect("an entry").file_name().to_string_lossy().into_owned());
+        files.fold(Self::default(), |cluster, file| {
+            cluster.with_replica(fixture(&format!("replicas/{file}")))
+        })
     }
 
     pub fn with_replica(mut self, replica: Value) -> Self {
@@ -112,7 +104,7 @@ impl Cluster {
 
     /// Every read refused by the API server with 403 and `message` (RBAC).
     pub fn forbidding(mut self, message: &str) -> Self {
-        self.failure = Some(forbidden(message));
+        self.failure = Some(refused(message, "Forbidden", 403));
         self
     }
 

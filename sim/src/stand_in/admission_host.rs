@@ -42,7 +42,6 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::{self, ServerConfig};
@@ -68,7 +67,6 @@ pub struct Running {
     pub reviews: Arc<AtomicUsize>,
     /// The connections the host accepted: each a TLS handshake.
     pub connections: Arc<AtomicUsize>,
-    stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
 
@@ -79,9 +77,7 @@ impl Running {
 
     /// Stops listening and closes every open connection: the API server's next call is refused.
     pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.task.abort();
         let _ = (&mut self.task).await;
     }
 }
@@ -95,17 +91,15 @@ impl Drop for Running {
 /// Compiles the policy, checks its settings as policy-server does before it serves, and listens.
 /// Errors are said in a line each, naming the file or the address.
 pub async fn start(options: Options) -> Result<Running, String> {
-    if !options.listen.ip().is_loopback() {
-        return Err(format!(
-            "--listen {}: this host listens on 127.0.0.1 only",
-            options.listen
-        ));
+    let address = options.listen;
+    if !address.ip().is_loopback() {
+        return Err(format!("--listen {address}: this host listens on 127.0.0.1 only"));
     }
     let module = Module::load(&options.wasm, None)?;
     policy::validate_settings(&module, &options.settings)?;
     let reader = lookup::Reader::new(client(&options.kubeconfig).await?);
     let acceptor = TlsAcceptor::from(Arc::new(tls(&options.cert, &options.key)?));
-    let listen = |e| format!("listen on {}: {e}", options.listen);
+    let listen = |e| format!("listen on {address}: {e}");
     let listener = TcpListener::bind(options.listen).await.map_err(listen)?;
     let addr = listener.local_addr().map_err(listen)?;
     let (reviews, connections) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -119,13 +113,11 @@ pub async fn start(options: Options) -> Result<Running, String> {
         reviews: reviews.clone(),
         connections: connections.clone(),
     });
-    let (stop, stopped) = oneshot::channel();
-    let task = tokio::spawn(serve(listener, acceptor, host, stopped));
+    let task = tokio::spawn(serve(listener, acceptor, host));
     Ok(Running {
         addr,
         reviews,
         connections,
-        stop: Some(stop),
         task,
     })
 }
@@ -160,13 +152,12 @@ fn tls(cert: &Path, key: &Path) -> Result<ServerConfig, String> {
     Ok(config)
 }
 
-/// Accepts until told to stop. Dropping the connections' JoinSet aborts the open ones, so that
-/// a stopped host answers no one, not even on a kept-alive connection.
-async fn serve(listener: TcpListener, acceptor: TlsAcceptor, host: Arc<Host>, mut stopped: oneshot::Receiver<()>) {
+/// Accepts until the task is aborted. Dropping the connections' JoinSet then aborts the open
+/// ones, so that a stopped host answers no one, not even on a kept-alive connection.
+async fn serve(listener: TcpListener, acceptor: TlsAcceptor, host: Arc<Host>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            _ = &mut stopped => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((tcp, peer)) => {
@@ -262,11 +253,9 @@ fn log(review: &Value) {
         (Some(true), false) => "allowed",
         _ => "denied",
     };
-    let message = response["status"]["message"].as_str().unwrap_or_default();
-    eprintln!(
-        "admission host: review {}: {verdict} {message}",
-        response["uid"].as_str().unwrap_or_default()
-    );
+    let text = |field: &Value| field.as_str().unwrap_or_default().to_owned();
+    let (uid, message) = (text(&response["uid"]), text(&response["status"]["message"]));
+    eprintln!("admission host: review {uid}: {verdict} {message}");
 }
 
 fn answer(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {
@@ -447,33 +436,16 @@ pub mod lookup {
             runtime.block_on(self.get(&request)).map_err(failure)
         }
 
+        /// The object, from the cache where a read of it succeeded within [`CACHED_FOR`].
         async fn get(&self, request: &GetResource) -> Result<Vec<u8>, String> {
-            let key = format!(
-                "get_resource_cached({},{}),{},{:?}",
-                request.api_version, request.kind, request.name, request.namespace
-            );
-            if !request.disable_cache
-                && let Some(object) = self.cached(&key)
-            {
+            let (api_version, kind, name) = (&request.api_version, &request.kind, &request.name);
+            let (namespace, disable_cache) = (&request.namespace, request.disable_cache);
+            let key = format!("get_resource_cached({api_version},{kind}),{name},{namespace:?}");
+            let fresh = |(at, object): &(Instant, Vec<u8>)| (at.elapsed() < CACHED_FOR).then(|| object.clone());
+            let cached = locked(&self.cache).get(&key).and_then(fresh);
+            if let Some(object) = cached.filter(|_| !disable_cache) {
                 return Ok(object);
             }
-            let object = self.read(request).await?;
-            if !request.disable_cache {
-                locked(&self.cache).insert(key, (Instant::now(), object.clone()));
-            }
-            Ok(object)
-        }
-
-        fn cached(&self, key: &str) -> Option<Vec<u8>> {
-            locked(&self.cache)
-                .get(key)
-                .filter(|(at, _)| at.elapsed() < CACHED_FOR)
-                .map(|(_, object)| object.clone())
-        }
-
-        async fn read(&self, request: &GetResource) -> Result<Vec<u8>, String> {
-            let (api_version, kind, name) = (&request.api_version, &request.kind, &request.name);
-            let namespace = &request.namespace;
             let (resource, namespaced) = self.resource(api_version, kind).await?;
             let api: Api<DynamicObject> = match (namespaced, namespace) {
                 (true, Some(namespace)) => Api::namespaced_with(self.client.clone(), namespace, &resource),
@@ -484,14 +456,20 @@ pub mod lookup {
                 }
                 (false, _) => Api::all_with(self.client.clone(), &resource),
             };
-            match api.get_opt(name).await {
-                Ok(Some(object)) => serde_json::to_vec(&object).map_err(|e| e.to_string()),
-                Ok(None) => Err(format!(
-                    "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{:?}'",
-                    namespace.as_deref()
-                )),
-                Err(e) => Err(api_error(&e)),
+            let object = match api.get_opt(name).await {
+                Ok(Some(object)) => serde_json::to_vec(&object).map_err(|e| e.to_string())?,
+                Ok(None) => {
+                    let namespace = namespace.as_deref();
+                    return Err(format!(
+                        "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{namespace:?}'"
+                    ));
+                }
+                Err(e) => return Err(api_error(&e)),
+            };
+            if !disable_cache {
+                locked(&self.cache).insert(key, (Instant::now(), object.clone()));
             }
+            Ok(object)
         }
 
         /// The kind's resource name and scope, asked of the API server once per kind.

@@ -345,10 +345,8 @@ impl ApiServer {
         if more {
             metadata["continue"] = json!((offset + items.len()).to_string());
         }
-        reply(
-            200,
-            &json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items}),
-        )
+        let list = json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items});
+        reply(200, &list)
     }
 
     /// A patch of the named object: (`status`) its status's conditions by type, or its spec's
@@ -432,12 +430,9 @@ fn item(object: &Value, prefix: &str) -> Value {
 
 /// A whole answer: the body ends after the value.
 fn reply(code: u16, value: &Value) -> Response<ResponseBody> {
-    let (chunks, receiver) = mpsc::unbounded();
+    let (chunks, frames) = mpsc::unbounded();
     let _ = chunks.unbounded_send(Ok(Frame::data(Bytes::from(value.to_string()))));
-    Response::builder()
-        .status(code)
-        .body(StreamBody::new(receiver))
-        .unwrap()
+    Response::builder().status(code).body(StreamBody::new(frames)).unwrap()
 }
 
 /// Serves `server` over HTTP/1.1 on `listener` (bound to 127.0.0.1 by the caller) until the task

@@ -16,7 +16,7 @@
 //! Accepted, with upstream's message, a Warning Event once per hold and the replica's
 //! `MigrationPolicyUnconfigured` condition `True`, until the caps are set or the request's
 //! deadline passes. One phase per [`Ome::step`], so that a test can look at every state in
-//! between. The [`World`] is this crate's models ([`Models`]: the policy in process and the
+//! between. The [`World`] is this crate's models ([`Ome`]'s own: the policy in process and the
 //! [`scheduler`](crate::stand_in::scheduler) model, what [`Ome::step`] uses), or a real cluster's
 //! admission, kube-scheduler and kwok (the OME stand-in's, through [`Ome::step_in`]).
 //!
@@ -89,10 +89,7 @@ impl Ome {
     /// of each component moves one phase, then each pending request is queued as an Accepted
     /// record (upstream queues them all, and runs them oldest first, one at a time).
     pub fn step(&self, objects: &[Value], now: Timestamp) -> (Vec<Change>, Vec<Event>) {
-        let models = Models {
-            settings: &self.settings,
-        };
-        self.step_in(&models, objects, now)
+        self.step_in(self, objects, now)
     }
 
     /// [`Ome::step`] with the surge's pods admitted and placed by `world`.
@@ -291,15 +288,12 @@ pub enum Placement {
     Waiting { why: String, bound: Vec<Value> },
 }
 
-/// This crate's models: the policy admits the pods in process, the
-/// [`scheduler`](crate::stand_in::scheduler) model places them, and placed they are Ready at once.
-pub struct Models<'a> {
-    pub settings: &'a Value,
-}
-
-impl World for Models<'_> {
+/// OME's world in this crate's models ([`Ome::step`]): the policy admits the pods in process with
+/// OME's `settings`, the [`scheduler`](crate::stand_in::scheduler) model places them, and placed
+/// they are Ready at once.
+impl World for Ome {
     fn admit(&self, pod: Value, replica: &Value, _: &[String]) -> Result<Value, String> {
-        admitted(&pod, replica, self.settings)
+        admitted(&pod, replica, &self.settings)
     }
 
     /// The surge's unbound pods placed in turn, each beside those placed before it, hints first.

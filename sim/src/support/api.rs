@@ -189,18 +189,12 @@ async fn patch(
     Ok(())
 }
 
-/// Deletes an object at once (grace period 0): a pod's end waits on no kubelet, nor on kwok.
-pub async fn delete_now(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<(), ApiError> {
-    delete(client, kind, namespace, name, Some(0)).await
-}
-
-/// Deletes an object with `grace` seconds to end (None: its own grace period). Gone already is
-/// done.
+/// Deletes an object with `grace` seconds to end (`Some(0)`, at once: a pod's end waits on no
+/// kubelet, nor on kwok; None: its own grace period). Gone already is done.
 pub async fn delete(
     client: &Client,
     kind: Kind,
-    namespace: &str,
-    name: &str,
+    (namespace, name): (&str, &str),
     grace: Option<u32>,
 ) -> Result<(), ApiError> {
     let params = DeleteParams {

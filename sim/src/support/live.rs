@@ -370,16 +370,10 @@ pub async fn service_account_kubeconfig(admin: &Path, namespace: &str, name: &st
     let args = words("config view --raw --minify -o jsonpath={.clusters[0].cluster}");
     let view = kubectl(admin, &args).await;
     let cluster: serde_json::Value = serde_json::from_str(&view).expect("the cluster of the kubeconfig");
-    let config = serde_json::json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "cluster", "cluster": cluster}],
-        "users": [{"name": name, "user": {"token": token.trim()}}],
-        "contexts": [{"name": name, "context": {"cluster": "cluster", "user": name, "namespace": namespace}}],
-        "current-context": name,
-    });
     std::fs::create_dir_all(dir).expect("a directory for the kubeconfig");
     let file = dir.join(format!("{namespace}-{name}.kubeconfig"));
-    std::fs::write(&file, config.to_string()).expect("kubeconfig written");
+    let user = serde_json::json!({"token": token.trim()});
+    crate::support::local::write_kubeconfig(&file, cluster, user, Some(namespace));
     file
 }
 

@@ -1,7 +1,9 @@
-//! What a test finds on this machine: the workspace's files, the binaries cargo built, and a free
-//! port on 127.0.0.1 for a process it starts.
+//! What a test finds on this machine: the workspace's files, the binaries cargo built, a free
+//! port on 127.0.0.1 for a process it starts, and a kubeconfig for it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
 
 /// The workspace's root (this crate is one of its members).
 pub fn workspace() -> PathBuf {
@@ -19,6 +21,15 @@ pub fn binary(path: &str) -> PathBuf {
         file.display()
     );
     file
+}
+
+/// A kubeconfig in `file` (JSON, which is YAML too) of one `cluster` (its server, and its CA where
+/// it has one) and one `user` (a token, or none), in `namespace` where given.
+pub fn write_kubeconfig(file: &Path, cluster: Value, user: Value, namespace: Option<&str>) {
+    let config = json!({"apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "clusters": [{"name": "test", "cluster": cluster}], "users": [{"name": "test", "user": user}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test", "namespace": namespace}}]});
+    std::fs::write(file, config.to_string()).expect("the kubeconfig written");
 }
 
 /// A port free on 127.0.0.1, for a process a test starts to listen on.

@@ -5,11 +5,10 @@
 //! taint), starts the pods kube-scheduler binds there, Running and Ready with every readiness gate
 //! True, and ends a pod being deleted at once.
 
-use std::collections::BTreeMap;
-
 use kube::Client;
 use serde_json::{Value, json};
 
+use crate::policy::without_nulls;
 use crate::support::api::{self, ApiError, NODE};
 use crate::support::wait::eventually;
 
@@ -60,20 +59,12 @@ impl NodeShape {
         }
     }
 
-    fn labels(&self) -> BTreeMap<String, String> {
-        let mut labels = BTreeMap::new();
-        labels.insert(HOSTNAME.into(), self.name.clone());
-        labels.insert(SUITE_NODE.into(), "true".into());
-        if let Some(zone) = &self.zone {
-            labels.insert(ZONE.into(), zone.clone());
-        }
-        if let Some(rack) = &self.rack {
-            labels.insert(RACK.into(), rack.clone());
-        }
+    fn labels(&self) -> Value {
+        let mut labels = json!({HOSTNAME: self.name, SUITE_NODE: "true", ZONE: self.zone, RACK: self.rack});
         for model in &self.models {
-            labels.insert(format!("models.ome.io/clusterbasemodel.{model}"), "Ready".into());
+            labels[format!("models.ome.io/clusterbasemodel.{model}")] = json!("Ready");
         }
-        labels
+        without_nulls(labels)
     }
 }
 

@@ -80,7 +80,7 @@ pub async fn cluster_with(layout: &[NodeShape], ome_options: ome::Options) -> Cl
     for node in api::list(&client, NODE).await.expect("the nodes") {
         let name = objects::name(&node);
         if node["metadata"]["labels"][SUITE_NODE] == "true" && !wanted.contains(&name) {
-            api::delete_now(&client, NODE, "", name)
+            api::delete(&client, NODE, ("", name), Some(0))
                 .await
                 .expect("an old node deleted");
         }
@@ -150,9 +150,9 @@ impl Cluster {
     /// replicas and pods), the runtime and the nodes.
     pub async fn clean_up(self) {
         remove_namespace(&self.client).await;
-        let _ = api::delete_now(&self.client, CLUSTER_SERVING_RUNTIME, "", "srt-qwen3-0-6b").await;
+        let _ = api::delete(&self.client, CLUSTER_SERVING_RUNTIME, ("", "srt-qwen3-0-6b"), Some(0)).await;
         for node in &self.nodes {
-            let _ = api::delete_now(&self.client, NODE, "", node).await;
+            let _ = api::delete(&self.client, NODE, ("", node), Some(0)).await;
         }
     }
 

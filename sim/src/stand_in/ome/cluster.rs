@@ -120,7 +120,7 @@ pub async fn apply(client: &Client, changes: Vec<Change>) {
                     created => created.map(|()| format!("surge pod {namespace}/{name} created")),
                 }
             }
-            Change::PodDeleted((namespace, name)) => api::delete(client, POD, namespace, name, None)
+            Change::PodDeleted((namespace, name)) => api::delete(client, POD, (namespace, name), None)
                 .await
                 .map(|()| format!("pod {namespace}/{name} drained (deleted)")),
         };
@@ -159,10 +159,8 @@ pub async fn record_event(client: &Client, event: &Event, objects: &[Value]) {
         .iter()
         .find(|o| o["kind"] == "InferenceService" && o["metadata"]["name"] == event.service);
     let Some(service) = service else {
-        return api::log(
-            WHO,
-            format!("event {} {}: {}", event.reason, event.service, event.message),
-        );
+        let said = format!("event {} {}: {}", event.reason, event.service, event.message);
+        return api::log(WHO, said);
     };
     let (namespace, name) = api::identity(service);
     let now = api::now();
