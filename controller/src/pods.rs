@@ -19,7 +19,7 @@ use kube::runtime::watcher::Event;
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
 use ome_spread_core::ome::InferenceReplica;
-use ome_spread_core::pod::{Container, Pod, Spec};
+use ome_spread_core::pod::{Pod, Spec};
 use ome_spread_core::replica::ReplicaRef;
 use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
@@ -227,17 +227,10 @@ pub fn trim(pod: &mut Pod) {
         return;
     }
     let spec = std::mem::take(&mut pod.spec);
-    let unnamed = |containers: Vec<Container>| {
-        let unnamed = |c: Container| Container {
-            name: String::new(),
-            ..c
-        };
-        containers.into_iter().map(unnamed).collect()
-    };
     pod.spec = Spec {
         node_name: spec.node_name,
-        containers: unnamed(spec.containers),
-        init_containers: unnamed(spec.init_containers),
+        containers: spec.containers,
+        init_containers: spec.init_containers,
         resources: spec.resources,
         overhead: spec.overhead,
         ..Spec::default()
