@@ -480,7 +480,7 @@ mod tests {
     }
 
     fn holding(gpus: &str, cpu: &str, pods: &str) -> Resources {
-        Resources::parsed([("nvidia.com/gpu", gpus), ("cpu", cpu), ("pods", pods)]).expect("readable")
+        Resources::from_quantities(&json!({"nvidia.com/gpu": gpus, "cpu": cpu, "pods": pods})).expect("readable")
     }
 
     #[test]
@@ -585,13 +585,8 @@ mod tests {
         let pods = Pods::default();
         pods.apply(&watcher::Event::Apply(kept));
         // GPUs: the larger of fetch's 8 and c's 4; CPU: c's 500m, the proxy's 1 and 250m.
-        let held = Resources::parsed([
-            ("nvidia.com/gpu", "8"),
-            ("cpu", "1750m"),
-            ("memory", "8Gi"),
-            ("pods", "1"),
-        ])
-        .expect("readable");
+        let held = json!({"nvidia.com/gpu": "8", "cpu": "1750m", "memory": "8Gi", "pods": "1"});
+        let held = Resources::from_quantities(&held).expect("readable");
         assert_eq!(requested(&pods), Requested::from([("n1".to_owned(), held)]));
     }
 
@@ -609,7 +604,8 @@ mod tests {
             2,
             "Running",
         ))));
-        let held = Resources::parsed([("nvidia.com/gpu", "2"), ("cpu", "500m"), ("pods", "1")]).expect("readable");
+        let held = json!({"nvidia.com/gpu": "2", "cpu": "500m", "pods": "1"});
+        let held = Resources::from_quantities(&held).expect("readable");
         assert_eq!(requested(&pods), Requested::from([("n1".to_owned(), held)]));
     }
 

@@ -191,12 +191,8 @@ impl Nodes {
         let mut by_label: HashMap<String, HashMap<String, Vec<usize>>> = HashMap::new();
         for (i, node) in nodes.iter().enumerate() {
             for (key, value) in &node.labels {
-                by_label
-                    .entry(key.clone())
-                    .or_default()
-                    .entry(value.clone())
-                    .or_default()
-                    .push(i);
+                let values = by_label.entry(key.clone()).or_default();
+                values.entry(value.clone()).or_default().push(i);
             }
         }
         Self {
@@ -208,11 +204,8 @@ impl Nodes {
     }
 
     pub fn from_json(nodes: &[Value]) -> Result<Self, Unusable> {
-        nodes
-            .iter()
-            .map(Node::from_json)
-            .collect::<Result<_, _>>()
-            .map(Self::new)
+        let nodes = nodes.iter().map(Node::from_json).collect::<Result<_, _>>()?;
+        Ok(Self::new(nodes))
     }
 
     pub fn get(&self, name: &str) -> Option<&Node> {
@@ -436,7 +429,7 @@ mod tests {
                 taint("node.kubernetes.io/not-ready", "NoExecute"),
                 taint("node.kubernetes.io/unschedulable", "NoSchedule"),
             ],
-            allocatable: Resources::parsed([("nvidia.com/gpu", "8"), ("cpu", "96"), ("pods", "110")])
+            allocatable: Resources::from_quantities(&json!({"nvidia.com/gpu": "8", "cpu": "96", "pods": "110"}))
                 .expect("readable"),
         };
         assert_eq!(Node::from_json(&served), Ok(expected));
