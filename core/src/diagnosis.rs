@@ -82,11 +82,8 @@ impl<'a> Component<'a> {
 
     /// Does the anchors' constraint on `key` say `nodeTaintsPolicy: Honor`?
     pub(crate) fn honors_taints(&self, key: &str) -> bool {
-        self.anchors.iter().any(|pod| {
-            pod.constraints()
-                .iter()
-                .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
-        })
+        let honors = |c: &Value| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor";
+        self.anchors.iter().any(|pod| pod.constraints().iter().any(honors))
     }
 }
 

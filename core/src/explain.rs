@@ -174,11 +174,8 @@ pub enum ExplainError {
 /// The namespace of the InferenceService `service` among saved objects that name no namespace
 /// to look in: the one the objects give it, when only one does.
 pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
-    let mut namespaces: Vec<&str> = objects
-        .services()
-        .filter(|o| o.name_any() == service)
-        .map(namespace)
-        .collect();
+    let named = objects.services().filter(|o| o.name_any() == service);
+    let mut namespaces: Vec<&str> = named.map(namespace).collect();
     namespaces.sort_unstable();
     namespaces.dedup();
     match namespaces[..] {

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -228,15 +228,11 @@ impl Nodes {
     /// selecting them also tolerates, each in the nodes' order: one pass for both. A selection
     /// with a nodeSelector reads only the nodes of its rarest label.
     pub fn selected(&self, selections: &[Selection]) -> Selected<'_> {
-        let chosen = self
-            .choices
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(selections)
-            .cloned();
+        // The lock is let go while a choice is made, so that other reconciles read theirs.
+        let chosen = self.kept().get(selections).cloned();
         let chosen = chosen.unwrap_or_else(|| {
             let chosen = Arc::new(self.chosen(selections).map(in_order));
-            let mut kept = self.choices.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut kept = self.kept();
             // Pods that each select nodes of their own would keep a choice each until the nodes
             // change: the kept ones are dropped first at this many.
             if kept.len() == MOST_CHOICES_KEPT {
@@ -247,6 +243,11 @@ impl Nodes {
         });
         let [any, tolerated] = [&chosen[0], &chosen[1]].map(|chosen| chosen.iter().map(|&i| &self.nodes[i]).collect());
         Selected { any, tolerated }
+    }
+
+    /// The choices kept; a panic elsewhere while they were locked leaves them as they were.
+    fn kept(&self) -> MutexGuard<'_, HashMap<Vec<Selection>, Arc<Choice>>> {
+        self.choices.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The nodes that any of the selections selects, and the nodes named in `used`, in the
