@@ -340,10 +340,9 @@ impl Selection {
 
     /// Does the pod tolerate every NoSchedule and NoExecute taint of `node`?
     pub fn tolerates(&self, node: &Node) -> bool {
-        node.taints
-            .iter()
-            .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-            .all(|taint| self.tolerations.iter().any(|toleration| tolerates(toleration, taint)))
+        let keeps_pods_off = |t: &&Taint| t.effect == "NoSchedule" || t.effect == "NoExecute";
+        let tolerated = |taint: &Taint| self.tolerations.iter().any(|toleration| tolerates(toleration, taint));
+        node.taints.iter().filter(keeps_pods_off).all(tolerated)
     }
 }
 
