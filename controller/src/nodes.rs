@@ -175,7 +175,7 @@ mod tests {
                     effect: "NoSchedule".into()
                 }],
                 true,
-                Resources::parsed([("nvidia.com/gpu", "8"), ("pods", "110")]).expect("readable")
+                Resources::from_quantities(&json!({"nvidia.com/gpu": "8", "pods": "110"})).expect("readable")
             ))
         );
         let mut stamped = n1.clone();

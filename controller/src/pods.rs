@@ -21,7 +21,7 @@ use kube::runtime::watcher::Event;
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
 use ome_spread_core::ome::InferenceReplica;
-use ome_spread_core::pod::{Container, Pod, Spec};
+use ome_spread_core::pod::{Pod, Spec};
 use ome_spread_core::replica::ReplicaRef;
 use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
@@ -281,17 +281,10 @@ pub fn trim(pod: &mut Pod) {
         return;
     }
     let spec = std::mem::take(&mut pod.spec);
-    let unnamed = |containers: Vec<Container>| {
-        let unnamed = |c: Container| Container {
-            name: String::new(),
-            ..c
-        };
-        containers.into_iter().map(unnamed).collect()
-    };
     pod.spec = Spec {
         node_name: spec.node_name,
-        containers: unnamed(spec.containers),
-        init_containers: unnamed(spec.init_containers),
+        containers: spec.containers,
+        init_containers: spec.init_containers,
         resources: spec.resources,
         overhead: spec.overhead,
         ..Spec::default()
@@ -541,7 +534,7 @@ mod tests {
     }
 
     fn holding(gpus: &str, cpu: &str, pods: &str) -> Resources {
-        Resources::parsed([("nvidia.com/gpu", gpus), ("cpu", cpu), ("pods", pods)]).expect("readable")
+        Resources::from_quantities(&json!({"nvidia.com/gpu": gpus, "cpu": cpu, "pods": pods})).expect("readable")
     }
 
     #[test]
@@ -646,13 +639,8 @@ mod tests {
         let pods = Pods::default();
         pods.apply(&watcher::Event::Apply(kept));
         // GPUs: the larger of fetch's 8 and c's 4; CPU: c's 500m, the proxy's 1 and 250m.
-        let held = Resources::parsed([
-            ("nvidia.com/gpu", "8"),
-            ("cpu", "1750m"),
-            ("memory", "8Gi"),
-            ("pods", "1"),
-        ])
-        .expect("readable");
+        let held = json!({"nvidia.com/gpu": "8", "cpu": "1750m", "memory": "8Gi", "pods": "1"});
+        let held = Resources::from_quantities(&held).expect("readable");
         assert_eq!(requested(&pods), Requested::from([("n1".to_owned(), held)]));
     }
 
@@ -670,7 +658,8 @@ mod tests {
             2,
             "Running",
         ))));
-        let held = Resources::parsed([("nvidia.com/gpu", "2"), ("cpu", "500m"), ("pods", "1")]).expect("readable");
+        let held = json!({"nvidia.com/gpu": "2", "cpu": "500m", "pods": "1"});
+        let held = Resources::from_quantities(&held).expect("readable");
         assert_eq!(requested(&pods), Requested::from([("n1".to_owned(), held)]));
     }
 

@@ -82,11 +82,8 @@ impl<'a> Component<'a> {
 
     /// Does the anchors' constraint on `key` say `nodeTaintsPolicy: Honor`?
     pub(crate) fn honors_taints(&self, key: &str) -> bool {
-        self.anchors.iter().any(|pod| {
-            pod.constraints()
-                .iter()
-                .any(|c| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor")
-        })
+        let honors = |c: &Value| c["topologyKey"] == key && c["nodeTaintsPolicy"] == "Honor";
+        self.anchors.iter().any(|pod| pod.constraints().iter().any(honors))
     }
 }
 
@@ -290,10 +287,8 @@ fn instance_split(component: &Component, rack: &str) -> Option<Finding> {
 }
 
 fn preferred_under_ome_scheduler(anchors: &[&Pod], spread: Spread) -> Option<Finding> {
-    let under_ome = anchors
-        .iter()
-        .any(|pod| pod.spec.scheduler_name.as_deref() == Some("ome-scheduler"));
-    (spread == Spread::Preferred && under_ome).then(|| {
+    let under_ome = |pod: &&Pod| pod.spec.scheduler_name.as_deref() == Some("ome-scheduler");
+    (spread == Spread::Preferred && anchors.iter().any(under_ome)).then(|| {
         (
             Reason::PreferredUnderOmeScheduler,
             "WHEN is ScheduleAnyway on pods that the OME scheduler places: under its defaults, Preferred has no effect"

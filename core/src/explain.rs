@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::ptr;
 
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use crate::action;
@@ -120,11 +120,8 @@ impl Objects {
             RuntimeRef::Namespaced(name) => {
                 named_in(&self.parts.runtimes, namespace(service), name).map(Runtime::Namespaced)
             }
-            RuntimeRef::Cluster(name) => self
-                .parts
-                .cluster_runtimes
-                .iter()
-                .find(|r| r.meta().name.as_deref() == Some(name))
+            RuntimeRef::Cluster(name) => (self.parts.cluster_runtimes.iter())
+                .find(|r| r.name_any() == name)
                 .map(Runtime::Cluster),
         }
     }
@@ -141,10 +138,7 @@ pub fn items(mut document: Value) -> Vec<Value> {
 }
 
 fn named_in<'a, K: Resource>(objects: &'a [K], namespace: &str, name: &str) -> Option<&'a K> {
-    let named = |o: &&K| o.meta().name.as_deref() == Some(name);
-    objects
-        .iter()
-        .find(|o| crate::ome::namespace(*o) == namespace && named(o))
+    (objects.iter()).find(|o| crate::ome::namespace(*o) == namespace && o.name_any() == name)
 }
 
 /// Why nothing can be explained. `service` is the InferenceService as `namespace/name`, or its
@@ -180,11 +174,8 @@ pub enum ExplainError {
 /// The namespace of the InferenceService `service` among saved objects that name no namespace
 /// to look in: the one the objects give it, when only one does.
 pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
-    let mut namespaces: Vec<&str> = objects
-        .services()
-        .filter(|o| o.meta().name.as_deref() == Some(service))
-        .map(namespace)
-        .collect();
+    let named = objects.services().filter(|o| o.name_any() == service);
+    let mut namespaces: Vec<&str> = named.map(namespace).collect();
     namespaces.sort_unstable();
     namespaces.dedup();
     match namespaces[..] {
@@ -232,11 +223,6 @@ pub struct Drawn<'a> {
 }
 
 impl Explained<'_> {
-    /// The `Spread` condition's status.
-    pub fn status(&self) -> &'static str {
-        self.report.reason.status()
-    }
-
     /// What to do: see [`action::what_to_do`].
     pub fn what_to_do(&self) -> String {
         action::what_to_do(&self.report, &self.plan, &self.rooms, self.replica)
@@ -329,7 +315,7 @@ pub fn text(explained: &[Explained]) -> String {
             text.push('\n');
         }
         let report = &component.report;
-        let _ = writeln!(text, "Spread: {} ({})", component.status(), report.reason.as_str());
+        let _ = writeln!(text, "Spread: {} ({})", report.reason.status(), report.reason.as_str());
         let _ = writeln!(text, "Why: {}.", report.message);
         let _ = writeln!(text, "What to do: {}", component.what_to_do());
         // The whole plan under it, a move a line with its command.
@@ -388,7 +374,7 @@ fn tables(
     // The replica's fields as the core read them: an empty key is unset (P4).
     let projected = &report.projected;
     let replica_row = vec![
-        replica.meta().name.clone().unwrap_or_default(),
+        replica.name_any(),
         or_none(projected.spread.map(Spread::as_str)),
         or_none(projected.spread_key.as_deref()),
         or_none(projected.topology_key.as_deref()),

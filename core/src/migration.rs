@@ -558,18 +558,15 @@ fn pace(s: &Situation, service: &str, records: &Records, ours: &[(&str, &Entry)]
 /// After a failed or rejected request of the component: [`BACKOFF`] from the last failure (a
 /// record's `completedAt`, else the request's time), doubled per failure the ledger keeps, at
 /// most [`MAX_BACKOFF`].
-fn backoff(s: &Situation, service: &str, kind: &str, mine: &[&Entry], records: &Records) -> Result<(), Hold> {
-    let failure = |e: &Entry| match (&e.rejected, records.get(&e.uuid)) {
-        (Some(message), _) => Some((e.at, format!("was rejected ({message})"))),
+fn backoff<'a>(s: &Situation, service: &str, kind: &str, mine: &[&'a Entry], records: &Records) -> Result<(), Hold> {
+    let failure = |e: &&'a Entry| match (&e.rejected, records.get(&e.uuid)) {
+        (Some(message), _) => Some((*e, e.at, format!("was rejected ({message})"))),
         (None, Some(r)) if r.phase == Phase::Failed => {
-            Some((r.completed_at.unwrap_or(e.at), format!("failed ({})", r.message)))
+            Some((*e, r.completed_at.unwrap_or(e.at), format!("failed ({})", r.message)))
         }
         _ => None,
     };
-    let failures: Vec<(&Entry, Timestamp, String)> = mine
-        .iter()
-        .filter_map(|e| failure(e).map(|(when, outcome)| (*e, when, outcome)))
-        .collect();
+    let failures: Vec<(&Entry, Timestamp, String)> = mine.iter().filter_map(failure).collect();
     let Some((last, when, outcome)) = failures.iter().max_by_key(|(_, when, _)| *when) else {
         return Ok(());
     };

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -191,12 +191,8 @@ impl Nodes {
         let mut by_label: HashMap<String, HashMap<String, Vec<usize>>> = HashMap::new();
         for (i, node) in nodes.iter().enumerate() {
             for (key, value) in &node.labels {
-                by_label
-                    .entry(key.clone())
-                    .or_default()
-                    .entry(value.clone())
-                    .or_default()
-                    .push(i);
+                let values = by_label.entry(key.clone()).or_default();
+                values.entry(value.clone()).or_default().push(i);
             }
         }
         Self {
@@ -208,11 +204,8 @@ impl Nodes {
     }
 
     pub fn from_json(nodes: &[Value]) -> Result<Self, Unusable> {
-        nodes
-            .iter()
-            .map(Node::from_json)
-            .collect::<Result<_, _>>()
-            .map(Self::new)
+        let nodes = nodes.iter().map(Node::from_json).collect::<Result<_, _>>()?;
+        Ok(Self::new(nodes))
     }
 
     pub fn get(&self, name: &str) -> Option<&Node> {
@@ -235,15 +228,11 @@ impl Nodes {
     /// selecting them also tolerates, each in the nodes' order: one pass for both. A selection
     /// with a nodeSelector reads only the nodes of its rarest label.
     pub fn selected(&self, selections: &[Selection]) -> Selected<'_> {
-        let chosen = self
-            .choices
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(selections)
-            .cloned();
+        // The lock is let go while a choice is made, so that other reconciles read theirs.
+        let chosen = self.kept().get(selections).cloned();
         let chosen = chosen.unwrap_or_else(|| {
             let chosen = Arc::new(self.chosen(selections).map(in_order));
-            let mut kept = self.choices.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut kept = self.kept();
             // Pods that each select nodes of their own would keep a choice each until the nodes
             // change: the kept ones are dropped first at this many.
             if kept.len() == MOST_CHOICES_KEPT {
@@ -254,6 +243,11 @@ impl Nodes {
         });
         let [any, tolerated] = [&chosen[0], &chosen[1]].map(|chosen| chosen.iter().map(|&i| &self.nodes[i]).collect());
         Selected { any, tolerated }
+    }
+
+    /// The choices kept; a panic elsewhere while they were locked leaves them as they were.
+    fn kept(&self) -> MutexGuard<'_, HashMap<Vec<Selection>, Arc<Choice>>> {
+        self.choices.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The nodes that any of the selections selects, and the nodes named in `used`, in the
@@ -346,10 +340,9 @@ impl Selection {
 
     /// Does the pod tolerate every NoSchedule and NoExecute taint of `node`?
     pub fn tolerates(&self, node: &Node) -> bool {
-        node.taints
-            .iter()
-            .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-            .all(|taint| self.tolerations.iter().any(|toleration| tolerates(toleration, taint)))
+        let keeps_pods_off = |t: &&Taint| t.effect == "NoSchedule" || t.effect == "NoExecute";
+        let tolerated = |taint: &Taint| self.tolerations.iter().any(|toleration| tolerates(toleration, taint));
+        node.taints.iter().filter(keeps_pods_off).all(tolerated)
     }
 }
 
@@ -436,7 +429,7 @@ mod tests {
                 taint("node.kubernetes.io/not-ready", "NoExecute"),
                 taint("node.kubernetes.io/unschedulable", "NoSchedule"),
             ],
-            allocatable: Resources::parsed([("nvidia.com/gpu", "8"), ("cpu", "96"), ("pods", "110")])
+            allocatable: Resources::from_quantities(&json!({"nvidia.com/gpu": "8", "cpu": "96", "pods": "110"}))
                 .expect("readable"),
         };
         assert_eq!(Node::from_json(&served), Ok(expected));

@@ -62,7 +62,6 @@ pub struct Affinity {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Container {
-    pub name: String,
     /// `Always` on an init container: a sidecar.
     pub restart_policy: Option<String>,
     #[serde(deserialize_with = "or_default")]
@@ -92,7 +91,6 @@ pub struct Condition {
     #[serde(rename = "type")]
     pub type_: String,
     pub status: String,
-    pub reason: Option<String>,
     pub message: Option<String>,
 }
 
@@ -226,15 +224,13 @@ mod tests {
     /// PodScheduled, without their times.
     #[test]
     fn a_served_pod_reads_as_the_parts_read() {
-        let container = |name: &str, restart_policy: Option<&str>, requests| Container {
-            name: name.into(),
+        let container = |restart_policy: Option<&str>, requests| Container {
             restart_policy: restart_policy.map(Into::into),
             resources: Requirements { requests },
         };
         let condition = |kind: &str| Condition {
             type_: kind.into(),
             status: "True".into(),
-            reason: None,
             message: None,
         };
         let in_zone_a = NodeSelectorRequirement {
@@ -275,8 +271,8 @@ mod tests {
                 topology_spread_constraints: vec![
                     json!({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}),
                 ],
-                containers: vec![container("engine", None, json!({"nvidia.com/gpu": "8"}))],
-                init_containers: vec![container("proxy", Some("Always"), json!({"cpu": "1"}))],
+                containers: vec![container(None, json!({"nvidia.com/gpu": "8"}))],
+                init_containers: vec![container(Some("Always"), json!({"cpu": "1"}))],
                 resources: Requirements::default(),
                 overhead: json!({"cpu": "250m"}),
             },
@@ -331,10 +327,8 @@ mod tests {
             "reason": "Unschedulable", "message": "0/3 nodes are available"}]}),
         );
         assert_eq!(
-            pending
-                .condition("PodScheduled")
-                .map(|c| (c.reason.as_deref(), c.message.as_deref())),
-            Some((Some("Unschedulable"), Some("0/3 nodes are available")))
+            pending.condition("PodScheduled").map(|c| c.message.as_deref()),
+            Some(Some("0/3 nodes are available"))
         );
         assert_eq!(pending.condition("Ready"), None);
     }

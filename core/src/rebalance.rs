@@ -518,7 +518,8 @@ pub(crate) mod tests {
 
     /// A node that can give its pods `amounts` in all.
     fn node(name: &str, amounts: &[(&str, &str)]) -> Node {
-        let allocatable = Resources::parsed(amounts.iter().copied()).expect("readable");
+        let amounts = amounts.iter().map(|&(name, amount)| (name.to_owned(), amount.into()));
+        let allocatable = Resources::from_quantities(&Value::Object(amounts.collect())).expect("readable");
         Node::new(name.into(), Default::default(), Vec::new(), false, allocatable)
     }
 

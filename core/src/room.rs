@@ -106,14 +106,6 @@ fn amount(value: &Value) -> Result<Quantity, QuantityError> {
 }
 
 impl Resources {
-    /// Kubernetes quantities by resource name (a node's allocatable as typed objects hold it).
-    pub fn parsed<'a>(quantities: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, Unreadable> {
-        let quantities = quantities
-            .into_iter()
-            .map(|(name, q)| (name.to_owned(), Value::from(q)));
-        Self::from_quantities(&Value::Object(quantities.collect()))
-    }
-
     /// A JSON map of quantities (`allocatable`, `requests`).
     pub fn from_quantities(quantities: &Value) -> Result<Self, Unreadable> {
         Exact::of_json(quantities).map(Exact::counted)
@@ -331,7 +323,7 @@ mod tests {
             Err(bad("cpu", QuantityError::Negative("-1".into())))
         );
         assert_eq!(
-            Resources::parsed([("memory", "5Xi")]),
+            Resources::from_quantities(&json!({"memory": "5Xi"})),
             Err(bad("memory", malformed("5Xi")))
         );
         let pod = |field: &str, value: Value| {

@@ -59,7 +59,7 @@ fn component(explained: &Explained, settings: &Settings) -> Value {
         "tables": explained.tables,
         "text": text(std::slice::from_ref(explained)),
         "reason": report.reason.as_str(),
-        "status": explained.status(),
+        "status": report.reason.status(),
         "why": report.message,
         "action": explained.what_to_do(),
         "key": report.in_effect.domain_key(),
