@@ -21,7 +21,7 @@ use kube::runtime::watcher::Event;
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
 use ome_spread_core::ome::InferenceReplica;
-use ome_spread_core::pod::{Container, Pod, Spec};
+use ome_spread_core::pod::{Pod, Spec};
 use ome_spread_core::replica::ReplicaRef;
 use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
@@ -149,7 +149,7 @@ impl Derived<Pod> for Components {
 
 /// What a pod holds of its node: the node's name and the pod's requests, by the pod's name. All
 /// that is kept of a pod of another workload, in a kube-runtime store as the OMENative pods are.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Held {
     name: String,
     namespace: String,
@@ -180,8 +180,7 @@ impl Held {
         Self {
             name: pod.name().to_owned(),
             namespace: pod.namespace().to_owned(),
-            node: String::new(),
-            requests: Resources::default(),
+            ..Self::default()
         }
     }
 
@@ -280,18 +279,14 @@ pub fn trim(pod: &mut Pod) {
     if ome {
         return;
     }
-    let spec = std::mem::take(&mut pod.spec);
-    let unnamed = |containers: Vec<Container>| {
-        let unnamed = |c: Container| Container {
-            name: String::new(),
-            ..c
-        };
-        containers.into_iter().map(unnamed).collect()
-    };
+    let mut spec = std::mem::take(&mut pod.spec);
+    for container in spec.containers.iter_mut().chain(&mut spec.init_containers) {
+        container.name = String::new();
+    }
     pod.spec = Spec {
         node_name: spec.node_name,
-        containers: unnamed(spec.containers),
-        init_containers: unnamed(spec.init_containers),
+        containers: spec.containers,
+        init_containers: spec.init_containers,
         resources: spec.resources,
         overhead: spec.overhead,
         ..Spec::default()
