@@ -3,13 +3,12 @@
 //! nodes also keep plain maps derived from their store ([`Reflected`]). A reconcile waits until all
 //! are filled.
 
-use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use kube::Resource;
 use kube::runtime::reflector::Store;
+use kube::runtime::reflector::store::WriterDropped;
 use ome_spread_core::nodes::Served;
 use ome_spread_core::settings::Settings;
 use tokio::sync::watch;
@@ -37,58 +36,32 @@ pub struct Caches {
     /// ([`Self::all_filled`]), and the reconciles wait on it.
     pub filled: watch::Sender<Fill>,
     /// The caches [`Self::all_filled`] has seen filled, by name: what [`Self::unfilled`] reads.
-    seen_filled: Mutex<Vec<&'static str>>,
+    pub seen_filled: Mutex<Vec<&'static str>>,
 }
 
 /// Whether the reconciles can read the caches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub enum Fill {
+    #[default]
     Filling,
     Filled,
     /// Asked to stop before they were filled: the watches that fill them end first.
     Stopping,
 }
 
-/// Waits until the store's first list is applied (false: its watch is gone).
-fn ready<K>(store: &Store<K>) -> BoxFuture<'_, bool>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Send + Sync,
-{
-    store.wait_until_ready().map(|r| r.is_ok()).boxed()
-}
-
 impl Caches {
-    /// The stores as given, the pods and nodes empty: their watches fill them.
-    pub fn new(
-        services: Store<InferenceService>,
-        runtimes: Store<ServingRuntime>,
-        cluster_runtimes: Store<ClusterServingRuntime>,
-        replicas: Store<InferenceReplica>,
-        settings: watch::Receiver<Settings>,
-    ) -> Self {
-        Self {
-            services,
-            runtimes,
-            cluster_runtimes,
-            replicas,
-            pods: Arc::default(),
-            nodes: Arc::default(),
-            settings,
-            filled: watch::Sender::new(Fill::Filling),
-            seen_filled: Mutex::default(),
-        }
-    }
-
     /// Each cache the diagnosis reads, named, and the wait until its watch's first list is
-    /// applied (false: its watch is gone).
-    fn fills(&self) -> [(&'static str, BoxFuture<'_, bool>); 5] {
+    /// applied (Err: its watch is gone).
+    fn fills(&self) -> [(&'static str, BoxFuture<'_, Result<(), WriterDropped>>); 5] {
         [
-            ("InferenceServices", ready(&self.services)),
-            ("ServingRuntimes", ready(&self.runtimes)),
-            ("ClusterServingRuntimes", ready(&self.cluster_runtimes)),
-            ("pods", ready(self.pods.store())),
-            ("nodes", ready(&self.nodes.store)),
+            ("InferenceServices", self.services.wait_until_ready().boxed()),
+            ("ServingRuntimes", self.runtimes.wait_until_ready().boxed()),
+            (
+                "ClusterServingRuntimes",
+                self.cluster_runtimes.wait_until_ready().boxed(),
+            ),
+            ("pods", self.pods.store().wait_until_ready().boxed()),
+            ("nodes", self.nodes.store.wait_until_ready().boxed()),
         ]
     }
 
@@ -98,11 +71,9 @@ impl Caches {
     /// [`Self::filled`].
     pub async fn all_filled(&self) -> Result<(), Error> {
         let waits = self.fills().map(|(name, fill)| async move {
-            let filled = fill.await;
-            if filled {
-                lock(&self.seen_filled).push(name);
-            }
-            filled.then_some(()).ok_or(Error::CacheGone)
+            fill.await.map_err(|_| Error::CacheGone)?;
+            lock(&self.seen_filled).push(name);
+            Ok::<_, Error>(())
         });
         futures::future::try_join_all(waits).await.map(drop)
     }

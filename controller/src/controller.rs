@@ -221,13 +221,6 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
     let (runtimes, runtime_events) = reflected(Api::<ServingRuntime>::all(client.clone()));
     let (cluster_runtimes, cluster_runtime_events) = reflected(Api::<ClusterServingRuntime>::all(client.clone()));
     let (replicas, replica_events) = reflected(Api::<InferenceReplica>::all(client.clone()));
-    let caches = Caches::new(
-        services.clone(),
-        runtimes,
-        cluster_runtimes,
-        replicas.clone(),
-        settings.clone(),
-    );
     let reporter = Reporter {
         controller: "ome-spread".into(),
         instance: Some(options.identity.clone()),
@@ -237,7 +230,17 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
         recorder: Recorder::new(client.clone(), reporter),
         no_condition: Mutex::new(no_condition),
         reports: options.reports,
-        caches,
+        caches: Caches {
+            services,
+            runtimes,
+            cluster_runtimes,
+            replicas: replicas.clone(),
+            pods: Arc::default(),
+            nodes: Arc::default(),
+            settings,
+            filled: watch::Sender::default(),
+            seen_filled: Mutex::default(),
+        },
         replicas: ReplicaStates::default(),
         rebalance: options.rebalance,
         max_per_hour: options.max_per_hour,
@@ -246,9 +249,8 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
         health: options.health,
     });
     tokio::spawn(ready_when_filled(context.clone(), stop.clone()));
-    let every_replica = every_replica_changes(&client, &context, settings);
+    let every_replica = every_replica_changes(&client, &context);
     let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
-    let (for_runtimes, for_cluster_runtimes) = (services.clone(), services);
     let [of_pods, of_services, of_runtimes, of_cluster_runtimes] = [(); 4].map(|()| context.clone());
     let controller = Controller::for_stream(replica_changes, replicas)
         .reconcile_on(
@@ -259,11 +261,12 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
         })
         .watches_stream(runtime_events.touched_objects(), move |runtime| {
             let namespaced = RuntimeRef::Namespaced(&runtime.name_any());
-            let replicas = replicas_using(&for_runtimes, namespaced, runtime.namespace());
+            let replicas = replicas_using(&of_runtimes.caches.services, namespaced, runtime.namespace());
             arrived(&of_runtimes, replicas)
         })
         .watches_stream(cluster_runtime_events.touched_objects(), move |runtime| {
-            let replicas = replicas_using(&for_cluster_runtimes, RuntimeRef::Cluster(&runtime.name_any()), None);
+            let cluster = RuntimeRef::Cluster(&runtime.name_any());
+            let replicas = replicas_using(&of_cluster_runtimes.caches.services, cluster, None);
             arrived(&of_cluster_runtimes, replicas)
         })
         .reconcile_all_on(every_replica);
@@ -281,13 +284,10 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
 /// refusal to write the condition lifted (the conditions held back are written: the schema's
 /// recheck, started here, tells it), and the settings changed (the policy's, followed: every
 /// diagnosis reads them), each noted as arrived on every replica.
-fn every_replica_changes(
-    client: &Client,
-    context: &Arc<Context>,
-    settings: watch::Receiver<Settings>,
-) -> impl futures::Stream<Item = ()> + use<> {
+fn every_replica_changes(client: &Client, context: &Arc<Context>) -> impl futures::Stream<Item = ()> + use<> {
     let (lifted, lifts) = futures::channel::mpsc::unbounded();
     tokio::spawn(recheck_schema(client.clone(), context.clone(), lifted));
+    let settings = context.caches.settings.clone();
     let settings_changes = futures::stream::unfold(settings, |mut settings| async {
         settings.changed().await.ok().map(|()| ((), settings))
     });

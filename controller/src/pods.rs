@@ -149,7 +149,7 @@ impl Derived<Pod> for Components {
 
 /// What a pod holds of its node: the node's name and the pod's requests, by the pod's name. All
 /// that is kept of a pod of another workload, in a kube-runtime store as the OMENative pods are.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Held {
     name: String,
     namespace: String,
@@ -180,8 +180,7 @@ impl Held {
         Self {
             name: pod.name().to_owned(),
             namespace: pod.namespace().to_owned(),
-            node: String::new(),
-            requests: Resources::default(),
+            ..Self::default()
         }
     }
 

@@ -39,33 +39,35 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
     let moves = on.then(|| plan.as_ref().map_or(0, |p| p.moves.len()));
     ctx.metrics.rebalance_moves(&namespace, &name, moves);
     let announcement = match (mode, plan) {
-        (Err(value), _) => Some(Announcement {
-            type_: EventType::Warning,
-            reason: "RebalanceModeUnknown",
-            note: format!(
+        (Err(value), _) => Some(announcement(
+            EventType::Warning,
+            "RebalanceModeUnknown",
+            format!(
                 "InferenceService {namespace}/{} has {ANNOTATION}: {value:?}, not off, recommend or migrate: rebalance is off for it",
                 service.name_any()
             ),
-            regarding: service.object_ref(&()),
-        }),
+            service.object_ref(&()),
+        )),
         (Ok(Mode::Off), _) => None,
         // A pod OME would not have labelled so: named, as the diagnosis names a bad field.
-        (_, Err(bad @ NoPlan::BadIndex { .. })) => Some(Announcement {
-            type_: EventType::Warning,
-            reason: "RebalanceBadInput",
-            note: bad.to_string(),
-            regarding: replica.object_ref(&()),
-        }),
+        (_, Err(bad @ NoPlan::BadIndex { .. })) => Some(announcement(
+            EventType::Warning,
+            "RebalanceBadInput",
+            bad.to_string(),
+            replica.object_ref(&()),
+        )),
         (_, Err(_)) => None,
         (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
             Some(next) => Some(migrate(next, (mode < Mode::Migrate).then(|| mode.into()), objects, ctx).await?),
             None => None,
         },
-        (Ok(_), Ok(plan)) => plan.moves.first().map(|first| Announcement {
-            type_: EventType::Normal,
-            reason: "RebalanceRecommended",
-            note: recommendation(objects.describe(first), objects),
-            regarding: replica.object_ref(&()),
+        (Ok(_), Ok(plan)) => plan.moves.first().map(|first| {
+            announcement(
+                EventType::Normal,
+                "RebalanceRecommended",
+                recommendation(objects.describe(first), objects),
+                replica.object_ref(&()),
+            )
         }),
     };
     announce(replica, announcement, ctx).await
@@ -75,21 +77,14 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
 async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
     let last = ctx.replicas.with(&key, |kept| kept.announced.clone());
-    if let Some(announcement) = &announcement
-        && last.as_ref() != Some(&announcement.note)
+    if let Some((event, regarding)) = &announcement
+        && last != event.note
     {
-        let event = Event {
-            type_: announcement.type_,
-            reason: announcement.reason.into(),
-            note: Some(announcement.note.clone()),
-            action: "Rebalance".into(),
-            secondary: None,
-        };
-        let publish = ctx.recorder.publish(&event, &announcement.regarding);
-        within_timeout("the rebalance Event", publish).await?;
+        within_timeout("the rebalance Event", ctx.recorder.publish(event, regarding)).await?;
     }
-    ctx.replicas
-        .with(&key, |kept| kept.announced = announcement.map(|a| a.note));
+    ctx.replicas.with(&key, |kept| {
+        kept.announced = announcement.and_then(|(event, _)| event.note)
+    });
     Ok(())
 }
 
@@ -135,12 +130,12 @@ async fn migrate(
         Ok(()) => {
             info!(service = %service_name, %key, "migration requested");
             written.push((service_name.clone(), entry));
-            Ok(Announcement {
-                type_: EventType::Normal,
-                reason: "RebalanceRequested",
-                note: format!("Requested {key} on InferenceService {service_name}: {described}"),
-                regarding: replica.object_ref(&()),
-            })
+            Ok(announcement(
+                EventType::Normal,
+                "RebalanceRequested",
+                format!("Requested {key} on InferenceService {service_name}: {described}"),
+                replica.object_ref(&()),
+            ))
         }
         Err(Error::Api(kube::Error::Api(status))) if rejected(&status.message) => {
             let refused = Entry {
@@ -150,16 +145,16 @@ async fn migrate(
             let annotations = json!({LEDGER: ledger_with(&entries, refused.clone(), now)});
             write(service, annotations, ctx).await?;
             written.push((service_name.clone(), refused));
-            Ok(Announcement {
-                type_: EventType::Warning,
-                reason: "RebalanceRejected",
-                note: format!(
+            Ok(announcement(
+                EventType::Warning,
+                "RebalanceRejected",
+                format!(
                     "OME rejected {key}: {} on InferenceService {service_name}: {}",
                     request.value(),
                     status.message
                 ),
-                regarding: service.object_ref(&()),
-            })
+                service.object_ref(&()),
+            ))
         }
         Err(other) => {
             // Unless the API server refused it as stale (409), the request may have landed (a
@@ -189,12 +184,7 @@ fn say_held(held: &Hold, described: String, objects: &Objects) -> Announcement {
         ),
         held => (EventType::Normal, "RebalanceHeld", format!("{held}. Next: {described}")),
     };
-    Announcement {
-        type_,
-        reason,
-        note,
-        regarding: objects.replica.object_ref(&()),
-    }
+    announcement(type_, reason, note, objects.replica.object_ref(&()))
 }
 
 /// A merge patch of the InferenceService's annotations, only if the cache saw its latest version.
@@ -216,11 +206,18 @@ fn rejected(message: &str) -> bool {
 }
 
 /// What the rebalance says of a replica once: the Event, and the object it is about.
-struct Announcement {
-    pub type_: EventType,
-    pub reason: &'static str,
-    pub note: String,
-    pub regarding: ObjectReference,
+type Announcement = (Event, ObjectReference);
+
+fn announcement(type_: EventType, reason: &str, note: String, regarding: ObjectReference) -> Announcement {
+    let action = "Rebalance".into();
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action,
+        secondary: None,
+    };
+    (event, regarding)
 }
 
 /// A recommended move as its Event says it: the move and its command, then, when OME would hold

@@ -223,14 +223,10 @@ fn name(replica: &InferenceReplica) -> String {
 /// resourceVersion (the audit scanner's does): the condition's own write would make it stale.
 pub fn report(resource: &ApiResource, replica: &InferenceReplica, results: &[Value], now: Timestamp) -> Value {
     let stamp = json!({"seconds": now.as_second(), "nanos": now.subsec_nanosecond()});
-    let results: Vec<Value> = results
-        .iter()
-        .map(|result| {
-            let mut result = result.clone();
-            result["timestamp"] = stamp.clone();
-            result
-        })
-        .collect();
+    let mut results = results.to_vec();
+    for result in &mut results {
+        result["timestamp"] = stamp.clone();
+    }
     let count = |outcome: &str| results.iter().filter(|r| r["result"] == outcome).count();
     let mut report = json!({
         "apiVersion": resource.api_version,

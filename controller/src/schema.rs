@@ -21,25 +21,18 @@ pub fn condition_merges(document: &Value) -> Result<(), String> {
         .find(|schema| serves_replica(&schema["x-kubernetes-group-version-kind"]))
         .ok_or("the API server serves no InferenceReplica schema in ome.io/v1beta1")?;
     let status = &replica["properties"]["status"];
-    if status["x-kubernetes-map-type"] == "atomic" {
-        return Err(
-            "the InferenceReplica CRD declares status atomic (OME's minimal CRD): applying the \
-                    Spread condition would replace OME's whole status; install OME's full CRDs"
-                .into(),
-        );
-    }
     let conditions = &status["properties"]["conditions"];
     let keyed_by_type =
         conditions["x-kubernetes-list-type"] == "map" && conditions["x-kubernetes-list-map-keys"] == json!(["type"]);
-    if !keyed_by_type {
-        return Err(
-            "the InferenceReplica CRD does not declare status.conditions a list map keyed by \
-                    type: applying the Spread condition would replace OME's conditions; install OME's \
-                    full CRDs"
-                .into(),
-        );
-    }
-    Ok(())
+    let replaced = if status["x-kubernetes-map-type"] == "atomic" {
+        "declares status atomic (OME's minimal CRD): applying the Spread condition would replace OME's whole status"
+    } else if !keyed_by_type {
+        "does not declare status.conditions a list map keyed by type: applying the Spread condition would replace \
+            OME's conditions"
+    } else {
+        return Ok(());
+    };
+    Err(format!("the InferenceReplica CRD {replaced}; install OME's full CRDs"))
 }
 
 /// The served OpenAPI v3 document of `ome.io/v1beta1`.
