@@ -36,7 +36,7 @@ pub struct Caches {
     /// ([`Self::all_filled`]), and the reconciles wait on it.
     pub filled: watch::Sender<Fill>,
     /// The caches [`Self::all_filled`] has seen filled, by name: what [`Self::unfilled`] reads.
-    pub seen_filled: Mutex<Vec<&'static str>>,
+    seen_filled: Mutex<Vec<&'static str>>,
 }
 
 /// Whether the reconciles can read the caches.
@@ -50,6 +50,27 @@ pub enum Fill {
 }
 
 impl Caches {
+    /// The stores as given, the pods and nodes empty: their watches fill them.
+    pub fn new(
+        services: Store<InferenceService>,
+        runtimes: Store<ServingRuntime>,
+        cluster_runtimes: Store<ClusterServingRuntime>,
+        replicas: Store<InferenceReplica>,
+        settings: watch::Receiver<Settings>,
+    ) -> Self {
+        Self {
+            services,
+            runtimes,
+            cluster_runtimes,
+            replicas,
+            pods: Arc::default(),
+            nodes: Arc::default(),
+            settings,
+            filled: watch::Sender::default(),
+            seen_filled: Mutex::default(),
+        }
+    }
+
     /// Each cache the diagnosis reads, named, and the wait until its watch's first list is
     /// applied (Err: its watch is gone).
     fn fills(&self) -> [(&'static str, BoxFuture<'_, Result<(), WriterDropped>>); 5] {

@@ -112,17 +112,7 @@ pub fn harness_reporting(objects: &[Value], rebalance: Mode, reports: Arc<Report
     let (cluster_runtimes, w3) = cache(of_kind::<ClusterServingRuntime>(objects, "ClusterServingRuntime"));
     let (replicas, w6) = cache(of_kind::<InferenceReplica>(objects, "InferenceReplica"));
     let settings = tokio::sync::watch::channel(Settings::default()).1;
-    let caches = Caches {
-        services,
-        runtimes,
-        cluster_runtimes,
-        replicas,
-        pods: Arc::default(),
-        nodes: Arc::default(),
-        settings,
-        filled: tokio::sync::watch::Sender::default(),
-        seen_filled: std::sync::Mutex::default(),
-    };
+    let caches = Caches::new(services, runtimes, cluster_runtimes, replicas, settings);
     let pods = of_kind::<Pod>(objects, "Pod");
     listed(&pods, pods::trim, |event| {
         caches.pods.apply(event);
