@@ -115,7 +115,16 @@ pub async fn follow(
                     reports.policy_read(&policy);
                     settings_of(&policy)
                 }),
-            Ok(None) => Err(format!("no {KIND} {name} in the cluster")),
+            Ok(None) if read => {
+                error!("no {KIND} {name} in the cluster any more: keeping the settings last read");
+                continue;
+            }
+            Ok(None) => {
+                let why = format!("no {KIND} {name} in the cluster");
+                warn!("{why}: not standing for the Lease until it is created");
+                health.waiting_for_settings(Some(why));
+                continue;
+            }
             Err(e) => {
                 warn!(error = %e, "watching {KIND} {name}");
                 if !read {
@@ -125,26 +134,26 @@ pub async fn follow(
             }
         };
         match parsed {
-            Ok(new) => {
-                let first = !read;
+            Ok(new) if !read => {
+                info!(policy = %name, settings = ?new, "settings read");
                 read = true;
                 health.waiting_for_settings(None);
-                // The first read marked as changed even when equal to the channel's first value.
+                // Marked as changed even when equal to the channel's first value: the first read.
+                settings.send_replace(new);
+            }
+            Ok(new) => {
                 settings.send_if_modified(|current| {
-                    if first {
-                        info!(policy = %name, settings = ?new, "settings read");
-                    } else if *current != new {
+                    let changed = *current != new;
+                    if changed {
                         info!(policy = %name, settings = ?new, "settings changed: reconciling every replica");
-                    } else {
-                        return false;
+                        *current = new;
                     }
-                    *current = new;
-                    true
+                    changed
                 });
             }
             Err(why) if read => error!("{why}: keeping the settings last read"),
             Err(why) => {
-                error!("{why}: not standing for the Lease until they are read");
+                error!("{why}: not standing for the Lease until they are fixed");
                 health.waiting_for_settings(Some(why));
             }
         }
