@@ -1,7 +1,8 @@
 //! The controller's caches: one watch per kind fills each, into kube-runtime's stores.
-//! InferenceServices, runtimes and InferenceReplicas are read by key; the OMENative pods and the
-//! nodes also keep plain maps derived from their store ([`Reflected`]). A reconcile waits until all
-//! are filled.
+//! InferenceServices, runtimes and InferenceReplicas are read by key; the OMENative pods, what
+//! every pod holds of its node (the room) and the nodes also keep plain maps derived from their
+//! store ([`Reflected`]). A reconcile waits until all are filled (the pods' two stores by one
+//! watch, at the same list's end).
 
 use std::sync::{Arc, Mutex};
 
