@@ -202,8 +202,8 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     }))
 }
 
-/// The Event when the reason changes, then the condition when it changes, timed from the event
-/// that `arrived` first.
+/// The Event when the reason changes and the condition when it changes, written at once so that
+/// the condition waits on no Event; timed from the event that `arrived` first.
 async fn record(
     replica: &InferenceReplica,
     report: &Report,
@@ -217,18 +217,20 @@ async fn record(
         .status
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
-    let (written, held) = ctx.replicas.with(&key, |kept| {
+    let (written, told) = ctx.replicas.with(&key, |kept| {
         if kept.written.as_ref().zip(cached).is_some_and(|(w, c)| same(w, c)) {
             kept.written = None;
         }
-        (kept.written.clone(), kept.held.clone())
+        (kept.written.clone(), kept.told.clone())
     });
     let previous = written.as_ref().or(cached);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let condition = spread_condition(report, action, replica.meta().generation, previous, now);
-    let told = previous.map(|p| p.reason.clone()).or(held);
-    if told.is_none_or(|reason| reason != condition.reason) {
-        // Before the condition, so that a failed write retries the Event too rather than lose it.
+    let told = told.or_else(|| previous.map(|p| p.reason.clone()));
+    let tell = async {
+        if told.is_some_and(|reason| reason == condition.reason) {
+            return Ok(());
+        }
         let event = Event {
             type_: if report.reason.holds() {
                 EventType::Normal
@@ -240,12 +242,18 @@ async fn record(
             action: "Diagnose".into(),
             secondary: None,
         };
-        within_timeout("the Event", ctx.recorder.publish(&event, &replica.object_ref(&()))).await?;
-    }
+        let published = within_timeout("the Event", ctx.recorder.publish(&event, &replica.object_ref(&()))).await;
+        // A failed Event is owed (no reason told), though the condition beside it was written.
+        let reason = published.is_ok().then(|| condition.reason.clone());
+        ctx.replicas
+            .with(&key, |kept| kept.told = Some(reason.unwrap_or_default()));
+        published
+    };
     let refused = lock(&ctx.no_condition).is_some();
-    ctx.replicas
-        .with(&key, |kept| kept.held = refused.then(|| condition.reason.clone()));
-    if !refused && previous.is_none_or(|p| !same(p, &condition)) {
+    let write = async {
+        if refused || previous.is_some_and(|p| same(p, &condition)) {
+            return Ok(());
+        }
         let api: Api<InferenceReplica> = Api::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         // ome-spread's one condition, nothing else of the replica.
@@ -256,9 +264,11 @@ async fn record(
             ctx.metrics.condition_written(at.elapsed());
         }
         info!(status = %condition.status, "Spread condition set");
-        ctx.replicas.with(&key, |kept| kept.written = Some(condition));
-    }
-    Ok(())
+        ctx.replicas.with(&key, |kept| kept.written = Some(condition.clone()));
+        Ok(())
+    };
+    let (told, written) = tokio::join!(tell, write);
+    told.and(written)
 }
 
 /// The `Spread` condition for a report and what to do. Its transition time moves only when its

@@ -20,9 +20,10 @@ pub struct ReplicaState {
     pub failures: u32,
     /// The rebalance Event last published, so that a resync does not repeat it.
     pub announced: Option<String>,
-    /// The reason last told by an Event while the condition was held back, so that the Event is
-    /// not told again, then or once the condition can be written.
-    pub held: Option<String>,
+    /// The reason this process last told by an Event, so that it is not told again while the
+    /// condition is held back or once it is written; empty when that Event failed, so that the
+    /// retry tells it though the condition written beside it shows the reason.
+    pub told: Option<String>,
     /// The condition this process last wrote, until the replica's cache shows it: a change that
     /// comes before the cache does is compared with what was written, not with what the cache
     /// still says (its own write triggers no reconcile).

@@ -314,21 +314,32 @@ async fn the_readiness_sees_the_last_cache_filled_after_a_reconcile_named_it_unf
     drop(server);
 }
 
-/// A failed Event is retried before the condition is written, so the reason change is not lost.
-#[tokio::test]
-async fn a_failed_event_fails_the_reconcile_before_the_condition_is_written() {
+/// The condition waits on no Event: it is applied while the Event is unanswered. An Event that
+/// fails fails the reconcile, and the retry tells it, though the condition was written.
+#[tokio::test(start_paused = true)]
+async fn a_failed_event_is_told_at_the_retry_though_the_condition_was_written() {
     let Harness {
         ctx,
         replica,
         mut server,
         ..
     } = harness(&fixture(Reason::Satisfied), Mode::Off);
-    let reconciling = tokio::spawn(reconcile(Arc::new(replica), ctx));
-    let (method, _, _, respond) = next(&mut server).await;
-    assert_eq!(method, "POST");
-    answer(respond, StatusCode::FORBIDDEN, &failure(403, "Forbidden"));
+    let reconciling = tokio::spawn(reconcile(Arc::new(replica.clone()), ctx.clone()));
+    let (method, uri, _, unanswered) = next(&mut server).await;
+    assert_eq!((method.as_str(), uri.as_str()), ("POST", &*format!("{EVENTS_PATH}?")));
+    condition_applied(&mut server, &replica).await;
+    answer(unanswered, StatusCode::FORBIDDEN, &failure(403, "Forbidden"));
     let error = reconciling.await.expect("no panic").expect_err("an API error");
     assert_eq!(error.kind(), "api_403");
+
+    // The Event again, and no second write: a request not answered here would fail the reconcile.
+    let reconciling = tokio::spawn(reconcile(Arc::new(replica), ctx));
+    let event = event_recorded(&mut server).await;
+    assert_eq!(
+        (&event["type"], &event["reason"]),
+        (&json!("Normal"), &json!("Satisfied"))
+    );
+    reconciling.await.expect("no panic").expect("reconciled");
 }
 
 /// Replicas of an InferenceService not on OMENative, or whose InferenceService is gone, or with
