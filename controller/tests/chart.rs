@@ -873,7 +873,7 @@ async fn the_controller_alone_writes_the_condition_and_its_reports_outlive_the_r
     let Some(admin) = live::with_crds().await else {
         return;
     };
-    live::install_openreports_crd(&admin).await;
+    live::install(&admin, live::OPENREPORTS_CRD).await;
     let notes = install_as_the_readme_does(&admin, &CONTROLLER_ALONE).await;
     let stage_one = "is installed: its controller alone, in namespace ome-spread, with\nthe settings of ConfigMap ome-spread-settings. No ClusterAdmissionPolicy: nothing is in the pod\npath";
     assert!(notes.contains(stage_one), "{notes}");
@@ -1088,7 +1088,7 @@ async fn created_under_ignore(admin: &Path, pods: &kube::Api<Pod>, pod: &Pod) {
 /// the chart, which labels it for Pod Security `restricted`. deploy/'s objects, where the
 /// deployed suite applied them, are taken over too: the same names.
 async fn install_as_the_readme_does(admin: &Path, values: &[&str]) -> String {
-    live::install_kubewarden_crd(admin).await;
+    live::install(admin, live::KUBEWARDEN_CRD).await;
     live::forget_lease(admin).await;
     live::uninstall_chart(admin).await;
     live::apply(admin, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ome-spread}").await;

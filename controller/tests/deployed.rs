@@ -376,7 +376,7 @@ async fn the_controller_follows_the_settings_of_the_cluster_admission_policy() {
 /// the readiness the test reads says so), the controller's namespace and RBAC, the objects placed,
 /// and the policy with its settings.
 async fn settings_cluster(admin: &Path) {
-    live::install_kubewarden_crd(admin).await;
+    live::install(admin, live::KUBEWARDEN_CRD).await;
     live::remove_openreports_crd(admin).await;
     live::controller_namespace(admin).await;
     let rbac = std::fs::read_to_string(local::workspace().join("deploy/controller-rbac.yaml")).expect("the RBAC");

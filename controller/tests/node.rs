@@ -129,8 +129,8 @@ async fn the_chart_runs_the_controller_from_a_registry_on_a_real_kubelet() {
     let _node = Node::start(&run, &admin, port).await;
     eprintln!("time: the node Ready {:?} after node-up.sh started", started.elapsed());
 
-    live::install_crds(&admin).await;
-    live::install_kubewarden_crd(&admin).await;
+    live::install(&admin, live::OME_CRDS).await;
+    live::install(&admin, live::KUBEWARDEN_CRD).await;
     live::forget_lease(&admin).await;
     live::uninstall_chart(&admin).await;
     // Made before the chart takes it over: helm's --create-namespace and the chart's own Namespace

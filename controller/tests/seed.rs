@@ -85,8 +85,8 @@ impl World {
         live::logs();
         let scratch = local::workspace().join(format!("target/e2e-cluster/{}", std::process::id()));
         std::fs::create_dir_all(&scratch).expect("a scratch directory");
-        live::install_crds(&admin).await;
-        live::install_openreports_crd(&admin).await;
+        live::install(&admin, live::OME_CRDS).await;
+        live::install(&admin, live::OPENREPORTS_CRD).await;
         live::apply(&admin, &PREREQUISITES.replace("qwen3-0-6b", model)).await;
         kubectl(
             &admin,

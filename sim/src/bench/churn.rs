@@ -14,7 +14,7 @@
 //! queue), reconciles per second, the policy reports written, the controller's CPU and its peak
 //! resident memory. Where the churn has a disruption (`make bench-cluster` restarts
 //! kube-apiserver halfway), both delays are the steady churn's before it, and the recovery is
-//! timed apart: from the restart to the first condition of an event written after it.
+//! timed apart: from the restart to the first condition of an event the restarted server took.
 //!
 //! One event in flight per component: the next event of a component waits for the condition
 //! that reflects the last, so each write is matched to one event. The writes run as tasks, at
@@ -298,7 +298,7 @@ pub struct Measured {
     /// The peak when the disruption started: what the relists after it add is the difference.
     pub peak_before_disruption_mib: Option<u64>,
     pub settled: Duration,
-    /// From the restart's start to the first condition of an event written after it.
+    /// From the restart's start to the first condition of an event the restarted server took.
     pub restart_to_condition: Option<Duration>,
     /// How long the churn wrote for.
     pub seconds: u64,
@@ -333,7 +333,7 @@ impl Measured {
 
 /// Something done to the server partway through the churn: at `at`, `before` runs (what is
 /// measured before it), then `disrupt` (kube-apiserver restarted), whose start the recovery is
-/// timed from.
+/// timed from, to the first condition of an event written once it is done.
 pub struct Disruption {
     pub at: Duration,
     pub before: Pin<Box<dyn Future<Output = ()> + Send>>,
@@ -341,13 +341,22 @@ pub struct Disruption {
 }
 
 impl Disruption {
-    /// `before`, then `disrupt`, noting in `restarted` when `disrupt` started and the peak memory
-    /// of process `pid` (the controller) then.
-    async fn run(self, restarted: Arc<OnceLock<(Instant, u64)>>, pid: u32) {
+    /// `before`, then `disrupt`, noting in `restart` when `disrupt` started, with the peak memory
+    /// of process `pid` (the controller) then, and when it was done.
+    async fn run(self, restart: Arc<Restart>, pid: u32) {
         self.before.await;
-        restarted.set((Instant::now(), peak_mib(pid))).expect("one disruption");
+        restart.started.get_or_init(|| (Instant::now(), peak_mib(pid)));
         self.disrupt.await;
+        restart.done.get_or_init(Instant::now);
     }
+}
+
+/// When the disruption started, with the controller's peak memory then (MiB), and was done: a
+/// write after that is the restarted server's, one before may be the old one's.
+#[derive(Default)]
+struct Restart {
+    started: OnceLock<(Instant, u64)>,
+    done: OnceLock<Instant>,
 }
 
 /// The writes under way, each with the component of its event and the anchor that component had
@@ -378,8 +387,7 @@ struct Churning {
     by_replica: HashMap<String, usize>,
     measured: Measured,
     started: Instant,
-    /// When the disruption started, once it has, and the controller's peak memory then (MiB).
-    restarted: Arc<OnceLock<(Instant, u64)>>,
+    restart: Arc<Restart>,
 }
 
 impl Churning {
@@ -387,11 +395,11 @@ impl Churning {
     /// churn: there was no disruption, or it had not started. An event the restart held up is in
     /// the time to recover, not in the delays.
     fn steady(&self, at: Instant) -> bool {
-        self.restarted.get().is_none_or(|&(restarted, _)| at < restarted)
+        self.restart.started.get().is_none_or(|&(started, _)| at < started)
     }
 
     /// The churn of `components` starting now, nothing counted but `measured`.
-    fn new(components: Vec<Component>, measured: Measured, restarted: Arc<OnceLock<(Instant, u64)>>) -> Churning {
+    fn new(components: Vec<Component>, measured: Measured, restart: Arc<Restart>) -> Churning {
         Churning {
             by_replica: components
                 .iter()
@@ -401,7 +409,7 @@ impl Churning {
             components,
             measured,
             started: Instant::now(),
-            restarted,
+            restart,
         }
     }
 
@@ -415,9 +423,9 @@ impl Churning {
             let c = &mut self.components[i];
             if let Some(written) = c.pending.filter(|written| at >= *written) {
                 c.pending = None;
-                match self.restarted.get() {
-                    Some(&(restarted, _)) if written >= restarted => {
-                        self.measured.restart_to_condition.get_or_insert(at - restarted);
+                match (self.restart.started.get(), self.restart.done.get()) {
+                    (Some(&(started, _)), Some(&done)) if written >= done => {
+                        self.measured.restart_to_condition.get_or_insert(at - started);
                     }
                     _ if self.steady(at) => self.measured.delays.push(at - written),
                     _ => {}
@@ -534,7 +542,7 @@ pub async fn churn<S: Server>(
         }
         state.observe(server.seen(&mut cursor));
         state.expire(Instant::now());
-        if before_disruption.is_none() && state.restarted.get().is_some() {
+        if before_disruption.is_none() && state.restart.started.get().is_some() {
             before_disruption = Some(controller.exported().await.1);
         }
         if state.started.elapsed() >= churning {
@@ -542,7 +550,7 @@ pub async fn churn<S: Server>(
         }
         if disruption.as_ref().is_some_and(|d| state.started.elapsed() >= d.at) {
             let disruption = disruption.take().expect("a disruption");
-            tokio::spawn(disruption.run(state.restarted.clone(), controller.pid));
+            tokio::spawn(disruption.run(state.restart.clone(), controller.pid));
         }
         tick += 1;
         if writes.len() >= IN_FLIGHT {
@@ -578,7 +586,7 @@ pub async fn churn<S: Server>(
     measured.reconciles_per_second = (reconciles - reconciles_before) / elapsed;
     measured.controller = before_disruption.unwrap_or(controller_after).since(&controller_before);
     measured.peak_mib = peak_mib(controller.pid);
-    measured.peak_before_disruption_mib = state.restarted.get().map(|&(_, peak)| peak);
+    measured.peak_before_disruption_mib = state.restart.started.get().map(|&(_, peak)| peak);
     measured
 }
 
@@ -645,9 +653,10 @@ pub fn print(columns: &[(&str, &Measured)]) {
 mod tests {
     use super::*;
 
-    /// Three events on three components, the restart at 10 s: the one written and reflected before
-    /// it is the steady churn's delay (300 ms); the one in flight across it is in neither figure;
-    /// the one written after it times the recovery (from the restart to its condition, 2 s).
+    /// Four events on four components, the restart from 10 s to 10.5 s: the one written and
+    /// reflected before it is the steady churn's delay (300 ms); the one in flight across it, and
+    /// the one the old server took as it stopped, are in neither figure; the one written after it
+    /// times the recovery (from the restart's start to its condition, 2 s).
     #[test]
     fn the_delays_are_the_steady_churns_and_the_restart_times_the_recovery() {
         let t0 = Instant::now();
@@ -657,17 +666,22 @@ mod tests {
             pending: Some(at(written)),
             ..Component::default()
         };
-        let components = vec![
-            component("before", 1_000),
-            component("across", 9_900),
-            component("after", 11_000),
+        // Each event's replica, when it was written and when its condition came, in ms.
+        let events = [
+            ("before", 1_000, 1_300),
+            ("across", 9_900, 12_000),
+            ("stopping", 10_100, 10_200),
+            ("after", 11_000, 12_000),
         ];
-        let restarted = Arc::new(OnceLock::from((at(10_000), 0)));
-        let mut churning = Churning::new(components, Measured::new(60, Duration::ZERO, 0), restarted);
+        let components = events.map(|(replica, written, _)| component(replica, written)).into();
+        let restart = Restart {
+            started: OnceLock::from((at(10_000), 0)),
+            done: OnceLock::from(at(10_500)),
+        };
+        let mut churning = Churning::new(components, Measured::new(60, Duration::ZERO, 0), Arc::new(restart));
         churning.started = t0;
-        let conditions = [("before", 1_300), ("across", 12_000), ("after", 12_000)];
         churning.observe(Seen {
-            conditions: conditions.map(|(r, ms)| (r.to_owned(), at(ms))).into(),
+            conditions: events.map(|(replica, _, ms)| (replica.to_owned(), at(ms))).into(),
             reports: 0,
         });
         assert_eq!(churning.measured.delays.len(), 1);

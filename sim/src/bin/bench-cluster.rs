@@ -664,8 +664,8 @@ async fn admission(client: &Client, webhook: &Webhook) -> Buckets {
 /// churn runs on, the policy's webhook in effect.
 async fn build(admin: &Path, run: &Path, dir: &Path, placed: &Mutex<Placed>) -> (Creation, Webhooks) {
     let client = live::client_of(admin).await;
-    live::install_crds(admin).await;
-    live::install_openreports_crd(admin).await;
+    live::install(admin, live::OME_CRDS).await;
+    live::install(admin, live::OPENREPORTS_CRD).await;
     live::controller_namespace(admin).await;
     for name in [NAMESPACE, TRAINING] {
         live::namespace_for_pods(admin, name).await;
@@ -888,7 +888,7 @@ fn summary(cost: f64, on_cluster: &Measured) -> String {
 mod tests {
     use super::*;
 
-    /// The run's last line, its figures read as the issue "Scale" asks: the controller's own p99
+    /// The run's last line, its figures read as BENCHMARKS.md gives them: the controller's own p99
     /// interpolated in its bucket (100 events between 32 and 64 ms: the 99th at 63.68 ms).
     #[test]
     fn the_last_line_gives_the_policys_share_the_controllers_own_p99_beside_end_to_end() {

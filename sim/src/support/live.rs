@@ -37,10 +37,10 @@ pub fn kubeconfig() -> Option<PathBuf> {
 }
 
 /// The cluster under test with OME's CRDs on it, Established: [`kubeconfig`], then
-/// [`install_crds`].
+/// [`install`] of [`OME_CRDS`].
 pub async fn with_crds() -> Option<PathBuf> {
     let admin = kubeconfig()?;
-    install_crds(&admin).await;
+    install(&admin, OME_CRDS).await;
     Some(admin)
 }
 
@@ -187,23 +187,22 @@ pub async fn apply(kubeconfig: &Path, manifest: &str) -> String {
     printed.stdout
 }
 
-/// The CRDs of cluster/`file` on the cluster, and `which` of them (a CRD's name, or `--all`)
-/// Established.
-async fn install(admin: &Path, file: &str, which: &str) {
+/// A file of CRDs in cluster/, and which of them to wait for (a CRD's name, or `--all`).
+pub type Crds = (&'static str, &'static str);
+pub const OME_CRDS: Crds = ("ome-crds.yaml", "--all");
+pub const OPENREPORTS_CRD: Crds = ("openreports-crd.yaml", "reports.openreports.io");
+/// Kubewarden's ClusterAdmissionPolicy CRD.
+pub const KUBEWARDEN_CRD: Crds = (
+    "kubewarden-crds.yaml",
+    "clusteradmissionpolicies.policies.kubewarden.io",
+);
+
+/// The CRDs of a file on the cluster, the ones it names Established.
+pub async fn install(admin: &Path, (file, which): Crds) {
     let crds = std::fs::read_to_string(workspace().join("cluster").join(file)).expect("the CRDs");
     apply(admin, &crds).await;
     let args = ["wait", "--for=condition=Established", "crd", which, "--timeout=60s"];
     kubectl(admin, &args).await;
-}
-
-/// OME's CRDs (cluster/ome-crds.yaml) on the cluster, Established.
-pub async fn install_crds(admin: &Path) {
-    install(admin, "ome-crds.yaml", "--all").await;
-}
-
-/// OpenReports' Report CRD (cluster/openreports-crd.yaml) on the cluster, Established.
-pub async fn install_openreports_crd(admin: &Path) {
-    install(admin, "openreports-crd.yaml", "reports.openreports.io").await;
 }
 
 /// No Report CRD on the cluster: what a suite that runs after one that installed it (seed's) and
@@ -222,17 +221,10 @@ pub async fn policy_server(admin: &Path, dir: &Path) -> PathBuf {
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: kubewarden}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: policy-server, namespace: kubewarden}\n",
     )
     .await;
-    install_kubewarden_crd(admin).await;
+    install(admin, KUBEWARDEN_CRD).await;
     let policy = std::fs::read_to_string(workspace().join("policy.yaml")).expect("policy.yaml");
     apply(admin, &policy).await;
     service_account_kubeconfig(admin, "kubewarden", "policy-server", dir).await
-}
-
-/// Kubewarden's ClusterAdmissionPolicy CRD (cluster/kubewarden-crds.yaml) on the cluster,
-/// Established.
-pub async fn install_kubewarden_crd(admin: &Path) {
-    let crd = "clusteradmissionpolicies.policies.kubewarden.io";
-    install(admin, "kubewarden-crds.yaml", crd).await;
 }
 
 /// The controller's Lease deleted: one an earlier run left (its last holder killed, not

@@ -72,7 +72,7 @@ pub async fn cluster(layout: &[NodeShape], terms: Terms) -> Cluster {
 pub async fn cluster_with(layout: &[NodeShape], ome_options: ome::Options) -> Cluster {
     let path = live::kubeconfig().expect("OME_SPREAD_E2E_KUBECONFIG names a kubeconfig");
     let client = api::client(Some(&path)).await.expect("a cluster in the kubeconfig");
-    live::install_crds(&path).await;
+    live::install(&path, live::OME_CRDS).await;
     // kwok first: an earlier run's pods, being deleted with their namespace, need it to go.
     let kwok = live::kwok(&path).await;
     remove_namespace(&client).await;
