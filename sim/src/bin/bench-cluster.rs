@@ -15,10 +15,10 @@
 //!    says why), and placing the round after;
 //! 4. 20,000 pods of other workloads (trainers), bound, which the webhook's objectSelector leaves
 //!    out;
-//! 5. the churn, CHURN_SECONDS of it at [`RATE`] events a second, on the real API server:
-//!    kube-apiserver's CPU profile taken over its third before halfway, then kube-apiserver
-//!    restarted (`cluster/restart.sh`). The controller's latencies are of the churn before the
-//!    restart; the restart is timed to the next condition.
+//! 5. the churn, CHURN_SECONDS of it (90: 45 s after the restart, for every watch to list again)
+//!    at [`RATE`] events a second: kube-apiserver's CPU profile over its third before halfway,
+//!    then kube-apiserver restarted (`cluster/restart.sh`), timed to the first condition of an
+//!    event the restarted server took. The controller's latencies are of the churn before it.
 //!
 //! The size is `make bench-churn`'s cluster (the controller's memory at its size on a real
 //! server), and the churn's [`RATE`] what kube-apiserver answers on two shared cores without a
@@ -807,7 +807,7 @@ async fn main() {
     let run = churn::required("OME_SPREAD_BENCH_RUN", "bench-cluster");
     let admin = run.join("kubeconfig");
     let binary = churn::required("OME_SPREAD_CHURN_CONTROLLER", "bench-cluster");
-    let seconds = churn::number("CHURN_SECONDS", 60);
+    let seconds = churn::number("CHURN_SECONDS", 90);
     let dir = std::env::temp_dir().join(format!("ome-spread-bench-cluster-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("cluster")).expect("a run directory");
     // The accept-all module built (if need be) before the run is timed.
