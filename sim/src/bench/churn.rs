@@ -345,9 +345,10 @@ impl Disruption {
     /// of process `pid` (the controller) then, and when it was done.
     async fn run(self, restart: Arc<Restart>, pid: u32) {
         self.before.await;
-        restart.started.get_or_init(|| (Instant::now(), peak_mib(pid)));
+        let started = (Instant::now(), peak_mib(pid));
+        restart.started.set(started).expect("one disruption");
         self.disrupt.await;
-        restart.done.get_or_init(Instant::now);
+        restart.done.set(Instant::now()).expect("one disruption");
     }
 }
 

@@ -191,7 +191,6 @@ pub async fn apply(kubeconfig: &Path, manifest: &str) -> String {
 pub type Crds = (&'static str, &'static str);
 pub const OME_CRDS: Crds = ("ome-crds.yaml", "--all");
 pub const OPENREPORTS_CRD: Crds = ("openreports-crd.yaml", "reports.openreports.io");
-/// Kubewarden's ClusterAdmissionPolicy CRD.
 pub const KUBEWARDEN_CRD: Crds = (
     "kubewarden-crds.yaml",
     "clusteradmissionpolicies.policies.kubewarden.io",
