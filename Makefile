@@ -467,7 +467,7 @@ bench-churn-large:
 # The benchmarks' large cluster on a real control plane of its own (sim/src/bin/bench-cluster.rs):
 # kube-apiserver, kube-scheduler and kwok's 5,000 nodes, 10,000 OME pods created through an
 # accept-all webhook and through the policy in turn (the policy's own cost, side by side), 20,000
-# pods of other workloads, then the controller under CHURN_SECONDS (90) of churn at 50 events a
+# pods of other workloads, then the controller under CHURN_SECONDS (90) of churn at 20 events a
 # second with kube-apiserver restarted halfway. That size fits in 15 minutes after the builds on two
 # shared cores, and its churn is what the API server answers there without a queue, so that the
 # controller's own time is not the API server's backlog (make bench-churn runs 1,000 a second in

@@ -198,7 +198,7 @@ async fn the_condition_follows_a_change_after_a_restart(admin: &Path, run: &Path
     .await;
     patch(admin, "inferencereplica", r#"{"spec":{"topologySpread":null}}"#).await;
     // Each watch comes back after its own backoff from the refused connections and a 410 for its
-    // stale resourceVersion, each wait at most 10 s (docs/controller.md): well within 30 s.
+    // stale resourceVersion, each wait at most 2 s (docs/controller.md): well within 30 s.
     let restarted_at = tokio::time::Instant::now();
     eventually("Spread True (NotRequested) within 30 s of the restart", 30, || async {
         let replica = replica(admin).await;
