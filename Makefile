@@ -468,10 +468,10 @@ bench-churn-large:
 # kube-apiserver, kube-scheduler and kwok's 5,000 nodes, 10,000 OME pods created through an
 # accept-all webhook and through the policy in turn (the policy's own cost, side by side), 20,000
 # pods of other workloads, then the controller under CHURN_SECONDS (90) of churn at 20 events a
-# second with kube-apiserver restarted halfway. That size fits in 15 minutes after the builds on two
-# shared cores, and its churn is what the API server answers there without a queue, so that the
-# controller's own time is not the API server's backlog (make bench-churn runs 1,000 a second in
-# memory). Not part of CI. The control plane is stopped at the end, pass or fail; its logs (an audit
+# second with kube-apiserver restarted halfway. That size is meant to fit in 15 minutes after the
+# builds on two shared cores (BENCHMARKS.md has the runs), and its churn is what the API server
+# answers there without a queue, so that the controller's own time is not the API server's backlog
+# (make bench-churn runs 1,000 a second in memory). Not part of CI. The control plane is stopped at the end, pass or fail; its logs (an audit
 # log of every deletion among them) stay in target/bench-cluster-logs. The controller is built
 # alone, as the image and bench-churn build it: built with the driver, cargo would give the
 # dependencies they share the driver's features too (serde_json's float_roundtrip, tokio's
