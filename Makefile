@@ -471,11 +471,11 @@ bench-churn-large:
 # second with kube-apiserver restarted halfway. That size is meant to fit in 15 minutes after the
 # builds on two shared cores (BENCHMARKS.md has the runs), and its churn is what the API server
 # answers there without a queue, so that the controller's own time is not the API server's backlog
-# (make bench-churn runs 1,000 a second in memory). Not part of CI. The control plane is stopped at the end, pass or fail; its logs (an audit
-# log of every deletion among them) stay in target/bench-cluster-logs. The controller is built
-# alone, as the image and bench-churn build it: built with the driver, cargo would give the
-# dependencies they share the driver's features too (serde_json's float_roundtrip, tokio's
-# test-util, among others).
+# (make bench-churn runs 1,000 a second in memory). Not part of CI. The control plane is stopped at
+# the end, pass or fail; its logs (an audit log of every deletion among them) stay in
+# target/bench-cluster-logs. The controller is built alone, as the image and bench-churn build it:
+# built with the driver, cargo would give the dependencies they share the driver's features too
+# (serde_json's float_roundtrip, tokio's test-util, among others).
 BENCH_CLUSTER_RUN := $(CURDIR)/target/bench-cluster
 bench-cluster: $(CLUSTER_BIN)/.built $(CLUSTER_BIN)/kwok policy.wasm
 	$(CARGO) build --release -p ome-spread-controller --bin ome-spread
