@@ -49,8 +49,7 @@ use ome_spread_sim::support::local::workspace;
 use ome_spread_sim::support::wait::eventually;
 use serde_json::{Value, json};
 
-/// Pod events a second in the churn: what kube-apiserver answers here without a queue (at 50, the
-/// churn's write slots were all busy at times, and the server's p99 on a write was 86 to 458 ms).
+/// Pod events a second in the churn (why this many: the size, in the first lines above).
 const RATE: u64 = 20;
 /// Creations under way at once: as many as a controller's workers (OME's, the Job controller's)
 /// would have.
