@@ -15,6 +15,7 @@ use std::time::Duration;
 use criterion::Criterion;
 use kube::runtime::watcher::Event;
 use ome_spread_controller::pods::{self, Pods};
+use ome_spread_core::labels;
 use ome_spread_core::pod::Pod;
 use ome_spread_sim::bench::large_cluster;
 
@@ -60,20 +61,31 @@ fn served(pods: Vec<serde_json::Value>) -> Vec<Vec<u8>> {
     pods.iter().map(|pod| serde_json::to_vec(pod).expect("json")).collect()
 }
 
-/// A pod event as the controller's watch of pods takes it: read from its JSON into the core's
-/// model, trimmed, then applied.
+/// A pod event as the controller's watches of pods take it: read from its JSON into the core's
+/// model and trimmed by the watch of every pod, applied to the room; an OMENative pod's read and
+/// trimmed again by their own watch, applied to its component.
 fn apply(cache: &Pods, event: impl Fn(Pod) -> Event<Pod>, pod: &[u8]) {
-    let mut read: Pod = serde_json::from_slice(pod).expect("a pod");
-    pods::trim(&mut read);
-    cache.apply(&event(read));
+    let read = || {
+        let mut read: Pod = serde_json::from_slice(pod).expect("a pod");
+        pods::trim(&mut read);
+        read
+    };
+    let held = read();
+    let omenative = held.label(labels::MANAGED_BY) == Some(labels::OME_NATIVE);
+    cache.hold(&event(held));
+    if omenative {
+        cache.apply(&event(read()));
+    }
 }
 
-/// The cache after a relist of `pods`.
+/// The cache after a relist of `pods` by both watches.
 fn relisted(cache: &Pods, pods: &[Vec<u8>]) {
+    cache.hold(&Event::Init);
     cache.apply(&Event::Init);
     for pod in pods {
         apply(cache, Event::InitApply, pod);
     }
+    cache.hold(&Event::InitDone);
     cache.apply(&Event::InitDone);
 }
 

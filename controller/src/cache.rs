@@ -1,8 +1,7 @@
-//! The controller's caches: one watch per kind fills each, into kube-runtime's stores.
+//! The controller's caches: one watch fills each, into kube-runtime's stores.
 //! InferenceServices, runtimes and InferenceReplicas are read by key; the OMENative pods, what
 //! every pod holds of its node (the room) and the nodes also keep plain maps derived from their
-//! store ([`Reflected`]). A reconcile waits until all are filled (the pods' two stores by one
-//! watch, at the same list's end).
+//! store ([`Reflected`]). A reconcile waits until all are filled.
 
 use std::sync::{Arc, Mutex};
 
@@ -74,7 +73,7 @@ impl Caches {
 
     /// Each cache the diagnosis reads, named, and the wait until its watch's first list is
     /// applied (Err: its watch is gone).
-    fn fills(&self) -> [(&'static str, BoxFuture<'_, Result<(), WriterDropped>>); 5] {
+    fn fills(&self) -> [(&'static str, BoxFuture<'_, Result<(), WriterDropped>>); 6] {
         [
             ("InferenceServices", self.services.wait_until_ready().boxed()),
             ("ServingRuntimes", self.runtimes.wait_until_ready().boxed()),
@@ -82,7 +81,8 @@ impl Caches {
                 "ClusterServingRuntimes",
                 self.cluster_runtimes.wait_until_ready().boxed(),
             ),
-            ("pods", self.pods.store().wait_until_ready().boxed()),
+            ("OMENative pods", self.pods.store().wait_until_ready().boxed()),
+            ("pods", self.pods.room().wait_until_ready().boxed()),
             ("nodes", self.nodes.store.wait_until_ready().boxed()),
         ]
     }

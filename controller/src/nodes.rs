@@ -9,6 +9,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt, future};
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::Config;
 use ome_spread_core::nodes::{Node, Nodes, Served};
 use ome_spread_core::room::Resources;
 use tracing::warn;
@@ -20,7 +21,13 @@ use ome_spread_core::ome::InferenceReplica;
 /// diagnosis reads.
 pub fn changes(client: kube::Client, nodes: Arc<NodeIndex>) -> impl Stream<Item = ()> {
     let read = |change: NodeChange| future::ready((change == NodeChange::Read).then_some(()));
-    reflected::changes(Api::all(client), |_| {}, move |event| nodes.apply(event)).filter_map(read)
+    let watch = reflected::changes(
+        Api::all(client),
+        Config::default(),
+        |_| {},
+        move |event| nodes.apply(event),
+    );
+    watch.filter_map(read)
 }
 
 /// The nodes, and what the diagnosis reads of them.

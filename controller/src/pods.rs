@@ -1,23 +1,23 @@
-//! The controller's one watch of pods, of every workload. Of an OMENative pod of a component,
-//! the core's model of it ([`Pod`]: what the diagnosis reads, nothing else), kept in a
+//! The controller's two watches of pods. Of an OMENative pod of a component (OME's label selects
+//! them), the core's model of it ([`Pod`]: what the diagnosis reads, nothing else), kept in a
 //! kube-runtime store ([`crate::reflected::Reflected`]) with the pods of each component derived of it,
 //! so that a pod event moves that pod alone, triggers its replica's reconcile
-//! ([`crate::reconcile`]), and a reconcile reads its own component's pods only. Of every pod, what
-//! it holds of its node ([`Held`]), in a store of its own with the room of each node derived of it
-//! ([`Room`]): what a rebalance plan counts on, whichever workload the pod belongs to (a training
-//! job's GPUs are as taken as an engine's). A pod of another workload is kept as that alone: most
-//! of a large GPU cluster's pods are not OME's, and the core's model of a pod in a store costs
-//! twice as much.
+//! ([`crate::reconcile`]), and a reconcile reads its own component's pods only. Of every pod, of
+//! every workload, what it holds of its node ([`Held`]), in a store of its own with the room of
+//! each node derived of it ([`Room`]): what a rebalance plan counts on, whichever workload the pod
+//! belongs to (a training job's GPUs are as taken as an engine's). A pod of another workload is
+//! kept as that alone: most of a large GPU cluster's pods are not OME's, and the core's model of a
+//! pod in a store costs twice as much.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, future, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::reflector::{Lookup, ObjectRef, Store};
-use kube::runtime::watcher::Event;
+use kube::runtime::watcher::{Config, Event};
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
 use ome_spread_core::ome::InferenceReplica;
@@ -28,13 +28,19 @@ use tracing::warn;
 
 use crate::reflected::{self, Derived, Reflected, key};
 
-/// The watch of every pod, trimmed, filling `pods`: the replicas whose OMENative pods it changed,
-/// a relist's pods found gone among them. An event that changes nothing kept of a pod (a
-/// container restarted, a probe's status) triggers no reconcile, nor does a pod of another
-/// workload (it re-plans a component at that component's next change). One watch for both the
-/// components and the room: every pod is listed once.
+/// The watches of the OMENative pods and of every pod, trimmed, filling `pods`: the replicas
+/// whose OMENative pods changed, a relist's pods found gone among them. An event that changes
+/// nothing kept of a pod (a container restarted, a probe's status) triggers no reconcile, nor does
+/// a pod of another workload (it re-plans a component at that component's next change). Two
+/// watches, so that after a relist (a kube-apiserver restart expires every watch) the components,
+/// and their conditions, are back once OME's pods are listed, not every pod of the cluster.
 pub fn changes(client: kube::Client, pods: Arc<Pods>) -> impl Stream<Item = ObjectRef<InferenceReplica>> {
-    reflected::changes(Api::all(client), trim, move |event| pods.apply(event)).flat_map(futures::stream::iter)
+    let omenative = Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::OME_NATIVE));
+    let room = pods.clone();
+    let every_pod = reflected::changes(Api::all(client.clone()), Config::default(), trim, move |e| room.hold(e));
+    let components = reflected::changes(Api::all(client), omenative, trim, move |event| pods.apply(event));
+    let held = every_pod.filter_map(|()| future::ready(None));
+    stream::select(components.flat_map(stream::iter), held)
 }
 
 /// The replica of an InferenceService's component, whose reconcile reads that component's pods.
@@ -63,13 +69,10 @@ pub struct Pods {
 }
 
 impl Pods {
-    /// Applies a watch event: to the room, whatever the pod; to the store and the components, as
-    /// an OMENative pod's (a pod that is not one, or no longer, is not in the store). The replicas
-    /// whose reconcile reads the pod, before and after.
+    /// Applies an event of the OMENative pods' watch to the store and the components (a pod that
+    /// is not one of a component, or no longer, is not in the store). The replicas whose
+    /// reconcile reads the pod, before and after.
     pub fn apply(&self, event: &Event<Pod>) -> Vec<ObjectRef<InferenceReplica>> {
-        if let Some(event) = Held::event(event) {
-            self.room.apply(&event);
-        }
         match event {
             Event::InitApply(pod) if component(pod).is_none() => Vec::new(),
             Event::Apply(pod) if component(pod).is_none() => self.components.apply(&Event::Delete(pod.clone())),
@@ -77,9 +80,21 @@ impl Pods {
         }
     }
 
-    /// The OMENative pods, filled by the watch's first list.
+    /// Applies an event of the watch of every pod to the room, whatever the pod.
+    pub fn hold(&self, event: &Event<Pod>) {
+        if let Some(event) = Held::event(event) {
+            self.room.apply(&event);
+        }
+    }
+
+    /// The OMENative pods, filled by their watch's first list.
     pub fn store(&self) -> &Store<Pod> {
         &self.components.store
+    }
+
+    /// What every pod holds, filled by the first list of every pod.
+    pub fn room(&self) -> &Store<Held> {
+        &self.room.store
     }
 
     /// The pods of `component`, by name: shared, not copied.
@@ -409,8 +424,8 @@ mod tests {
         );
     }
 
-    /// The watch sees every pod: one with OME's component labels but not `OMENative` is not in
-    /// its component, and a pod that stops being one leaves it.
+    /// A pod with OME's component labels but not `OMENative` is not in its component, and a pod
+    /// that stops being one leaves it.
     #[test]
     fn only_an_omenative_pod_is_in_its_component() {
         let not_omenative = || {
@@ -548,20 +563,20 @@ mod tests {
             watcher::Event::InitApply(train("unbound", None, 8, "Pending")),
             watcher::Event::InitDone,
         ] {
-            pods.apply(&event);
+            pods.hold(&event);
         }
         assert_eq!(
             requested(&pods),
             Requested::from([("n1".to_owned(), holding("6", "1", "2"))])
         );
         // train-0 moves to n2, train-1 finishes, then train-0 goes: n1 and n2 hold nothing.
-        pods.apply(&watcher::Event::Apply(train("train-0", Some("n2"), 4, "Running")));
-        pods.apply(&watcher::Event::Apply(train("train-1", Some("n1"), 2, "Failed")));
+        pods.hold(&watcher::Event::Apply(train("train-0", Some("n2"), 4, "Running")));
+        pods.hold(&watcher::Event::Apply(train("train-1", Some("n1"), 2, "Failed")));
         assert_eq!(
             requested(&pods),
             Requested::from([("n2".to_owned(), holding("4", "0.5", "1"))])
         );
-        pods.apply(&watcher::Event::Delete(train("train-0", Some("n2"), 4, "Running")));
+        pods.hold(&watcher::Event::Delete(train("train-0", Some("n2"), 4, "Running")));
         assert_eq!(requested(&pods), Requested::new());
     }
 
@@ -580,7 +595,10 @@ mod tests {
             events
                 .concat()
                 .iter()
-                .map(|event| pods.apply(event).len())
+                .map(|event| {
+                    pods.hold(event);
+                    pods.apply(event).len()
+                })
                 .collect::<Vec<_>>()
         };
         let engine = trimmed(&served("m-engine-0-default-0", Some("engine"), "n1"));
@@ -636,7 +654,7 @@ mod tests {
             .spec
         );
         let pods = Pods::default();
-        pods.apply(&watcher::Event::Apply(kept));
+        pods.hold(&watcher::Event::Apply(kept));
         // GPUs: the larger of fetch's 8 and c's 4; CPU: c's 500m, the proxy's 1 and 250m.
         let held = json!({"nvidia.com/gpu": "8", "cpu": "1750m", "memory": "8Gi", "pods": "1"});
         let held = Resources::from_quantities(&held).expect("readable");
@@ -650,8 +668,8 @@ mod tests {
         let mut unreadable = training("train-0", Some("n1"), 4, "Running");
         unreadable["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("500x");
         let pods = Pods::default();
-        pods.apply(&watcher::Event::Apply(trimmed(&unreadable)));
-        pods.apply(&watcher::Event::Apply(trimmed(&training(
+        pods.hold(&watcher::Event::Apply(trimmed(&unreadable)));
+        pods.hold(&watcher::Event::Apply(trimmed(&training(
             "train-1",
             Some("n1"),
             2,
@@ -691,8 +709,8 @@ mod tests {
     }
 
     proptest! {
-        /// After any sequence of watch events, the store holds the OMENative pods the watch last
-        /// told of, the components are what is derived anew from the store, and the room is the
+        /// After any sequence of watch events (each to both watches), the store holds the
+        /// OMENative pods the watch last told of, the components are what is derived anew from the store, and the room is the
         /// core's full count of every pod the watch last told of (a relist's in place of those
         /// before it once it is done, as kube-runtime's store applies it).
         #[test]
@@ -709,6 +727,7 @@ mod tests {
                     watcher::Event::Init => listed.clear(),
                     watcher::Event::InitDone => told = std::mem::take(&mut listed),
                 }
+                pods.hold(event);
                 pods.apply(event);
             }
             let mut stored: Vec<Pod> = pods.store().state().iter().map(|pod| (**pod).clone()).collect();

@@ -37,17 +37,19 @@ pub fn backoff() -> ResetTimerBackoff<ExponentialBackoff> {
     ResetTimerBackoff::new(exponential.into(), Duration::from_secs(120))
 }
 
-/// The watch of every object of `api`, trimmed, with no managed fields.
-fn watched<K>(api: Api<K>, trim: fn(&mut K)) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
+/// The watch of the objects of `api` that `config` selects, trimmed, with no managed fields.
+fn watched<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    watcher(api, watcher::Config::default())
-        .backoff(backoff())
-        .modify(move |object: &mut K| {
-            object.meta_mut().managed_fields = None;
-            trim(object);
-        })
+    watcher(api, config).backoff(backoff()).modify(move |object: &mut K| {
+        object.meta_mut().managed_fields = None;
+        trim(object);
+    })
 }
 
 /// A cache of `K`, and the stream of its watch's events that fills it.
@@ -57,7 +59,7 @@ where
     K::DynamicType: Default + Eq + Hash + Clone,
 {
     let (store, writer) = reflector::store();
-    (store, watched(api, |_| {}).reflect(writer))
+    (store, watched(api, watcher::Config::default(), |_| {}).reflect(writer))
 }
 
 /// What is derived of a store's objects, kept in step with it, event by event.
@@ -133,13 +135,19 @@ where
     }
 }
 
-/// The watch of every object of `api`, trimmed, each event applied to a cache: what each asks for.
-pub fn changes<K, O>(api: Api<K>, trim: fn(&mut K), apply: impl Fn(&watcher::Event<K>) -> O) -> impl Stream<Item = O>
+/// The watch of the objects of `api` that `config` selects, trimmed, each event applied to a
+/// cache: what each asks for.
+pub fn changes<K, O>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+    apply: impl Fn(&watcher::Event<K>) -> O,
+) -> impl Stream<Item = O>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::DynamicType: Default,
 {
-    watched(api, trim).filter_map(move |event| {
+    watched(api, config, trim).filter_map(move |event| {
         future::ready(match event {
             Ok(event) => Some(apply(&event)),
             Err(e) => {

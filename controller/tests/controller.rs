@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ome_spread_controller::context::Mode;
 use ome_spread_controller::controller::{self, Options};
@@ -625,13 +625,32 @@ async fn on_omes_minimal_crd_no_condition_is_written() {
     controller.abort();
 }
 
-/// Pods deleted while the pods' watch was down (their deletions never sent): the relist that
-/// follows the watch's 410 finds them gone, and their replica is reconciled at once, not at the
-/// next resync ten minutes on.
+/// Pods deleted while the watches of pods were down (their deletions never sent): the relist of
+/// the OMENative pods that follows the watches' 410 finds them gone, and their replica is
+/// reconciled at once, not at the next resync ten minutes on, nor after the list of every pod,
+/// which the server here takes a minute to answer.
 #[tokio::test(start_paused = true)]
 async fn a_relist_reconciles_the_replica_of_pods_deleted_while_the_watch_was_down() {
     let server = ApiServer::holding(fixture(Reason::Satisfied));
-    let controller = running(&server, options(Mode::Recommend));
+    // The server's client, but once `slow`, a list of every pod is answered a minute late.
+    let (slow, answering) = (Arc::new(AtomicBool::new(false)), server.clone());
+    let late = slow.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (server, late) = (answering.clone(), late.load(Ordering::Relaxed));
+        async move {
+            let query = request.uri().query().unwrap_or_default();
+            if late
+                && request.uri().path() == "/api/v1/pods"
+                && !query.contains("watch=")
+                && !query.contains("labelSelector")
+            {
+                sleep(Duration::from_secs(60)).await;
+            }
+            Ok::<_, std::convert::Infallible>(server.answer(request).await)
+        }
+    });
+    let client = kube::Client::new(service, "default");
+    let controller = tokio::spawn(controller::run(client, options(Mode::Recommend)));
     let (reason, message) = condition_number(&server, 1).await;
     assert_eq!(reason, "Satisfied", "{message}");
     assert!(
@@ -639,6 +658,7 @@ async fn a_relist_reconciles_the_replica_of_pods_deleted_while_the_watch_was_dow
         "{message}"
     );
 
+    slow.store(true, Ordering::Relaxed);
     server.delete_unseen("Pod", Some("spread-demo"), "qwen3-0-6b-engine-1-default-0");
     let cut = Instant::now();
     server.expire_watches("pods");

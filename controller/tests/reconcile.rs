@@ -652,7 +652,10 @@ async fn a_change_before_the_cache_shows_the_last_write_is_compared_with_that_wr
         .find(|p| p.metadata.name.as_deref() == Some("qwen3-0-6b-engine-2-default-0"))
         .expect("the fixture's third pod");
     pods::trim(&mut pod);
-    ctx.caches.pods.apply(&watcher::Event::Delete(pod.clone()));
+    // Gone, as both watches of pods tell it.
+    let deleted = watcher::Event::Delete(pod.clone());
+    ctx.caches.pods.hold(&deleted);
+    ctx.caches.pods.apply(&deleted);
     let reconciling = tokio::spawn(reconcile(cached.clone(), ctx.clone()));
     let (_, _, body, respond) = next(&mut server).await;
     assert_ne!(
@@ -663,7 +666,9 @@ async fn a_change_before_the_cache_shows_the_last_write_is_compared_with_that_wr
     answer(respond, StatusCode::OK, &serde_json::to_value(&*cached).expect("json"));
     reconciling.await.expect("no panic").expect("reconciled");
 
-    ctx.caches.pods.apply(&watcher::Event::Apply(pod));
+    let back = watcher::Event::Apply(pod);
+    ctx.caches.pods.hold(&back);
+    ctx.caches.pods.apply(&back);
     let reconciling = tokio::spawn(reconcile(cached.clone(), ctx));
     let (method, uri, body, respond) = next(&mut server).await;
     assert_eq!(

@@ -115,6 +115,7 @@ pub fn harness_reporting(objects: &[Value], rebalance: Mode, reports: Arc<Report
     let caches = Caches::new(services, runtimes, cluster_runtimes, replicas, settings);
     let pods = of_kind::<Pod>(objects, "Pod");
     listed(&pods, pods::trim, |event| {
+        caches.pods.hold(event);
         caches.pods.apply(event);
     });
     listed(

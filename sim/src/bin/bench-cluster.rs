@@ -834,37 +834,25 @@ async fn main() {
 fn print_creation(creation: &Creation) {
     churn::row("OME pods created, through", &WAYS, |way| way.to_string());
     let row = |name: &str, value: &dyn Fn(&Way) -> String| churn::row(name, &creation.ways, value);
+    let ms = |ms: f64| format!("{ms:.1} ms");
     row("  a second", &|w| format!("{:.0}", w.rate()));
-    for (i, name) in [
-        "  kube-apiserver's CPU a pod",
-        "  the hosts' and client's CPU a pod",
-        "  the machine's CPU a pod",
-    ]
-    .iter()
-    .enumerate()
-    {
-        row(name, &|w| format!("{:.1} ms", w.per_pod()[i]));
+    let per_pod = [
+        "kube-apiserver's CPU",
+        "the hosts' and client's CPU",
+        "the machine's CPU",
+    ];
+    for (i, name) in per_pod.iter().enumerate() {
+        row(&format!("  {name} a pod"), &|w| ms(w.per_pod()[i]));
     }
-    row("  reviews, connections to the host", &|w| {
-        format!("{}, {}", w.served[0], w.served[1])
-    });
-    row("  the API server's admission p50", &|w| {
-        format!("{:.1} ms", w.admission_ms.0)
-    });
-    row("  the API server's admission p99", &|w| {
-        format!("{:.1} ms", w.admission_ms.1)
-    });
-    row("  one at a time, each (p50)", &|w| {
-        format!("{:.1} ms", w.alone.as_secs_f64() * 1000.0)
-    });
-    row("  then placed and Running, a round", &|w| {
-        format!("{:.1} s", w.placing.as_secs_f64() * 2.0 / ROUNDS as f64)
-    });
-    println!(
-        "{:<40}{:>32}",
-        "the policy's share of the creation rate",
-        format!("{:.1}%", creation.policy_cost())
-    );
+    let served = |w: &Way| format!("{}, {}", w.served[0], w.served[1]);
+    row("  reviews, connections to the host", &served);
+    row("  the API server's admission p50", &|w| ms(w.admission_ms.0));
+    row("  the API server's admission p99", &|w| ms(w.admission_ms.1));
+    row("  one at a time, each (p50)", &|w| ms(w.alone.as_secs_f64() * 1000.0));
+    let round = |w: &Way| format!("{:.1} s", w.placing.as_secs_f64() * 2.0 / ROUNDS as f64);
+    row("  then placed and Running, a round", &round);
+    let share = format!("{:.1}%", creation.policy_cost());
+    println!("{:<40}{share:>32}", "the policy's share of the creation rate");
 }
 
 /// The run's last line: the policy's share of the creation rate beside the accept-all webhook
