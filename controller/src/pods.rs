@@ -39,6 +39,7 @@ pub fn changes(client: kube::Client, pods: Arc<Pods>) -> impl Stream<Item = Obje
     let room = pods.clone();
     let every_pod = reflected::changes(Api::all(client.clone()), Config::default(), trim, move |e| room.hold(e));
     let components = reflected::changes(Api::all(client), omenative, trim, move |event| pods.apply(event));
+    // The room triggers no reconcile: its watch is only polled beside the components'.
     let held = every_pod.filter_map(|()| future::ready(None));
     stream::select(components.flat_map(stream::iter), held)
 }
