@@ -711,9 +711,10 @@ mod tests {
 
     proptest! {
         /// After any sequence of watch events (each to both watches), the store holds the
-        /// OMENative pods the watch last told of, the components are what is derived anew from the store, and the room is the
-        /// core's full count of every pod the watch last told of (a relist's in place of those
-        /// before it once it is done, as kube-runtime's store applies it).
+        /// OMENative pods the watch last told of, the components are what is derived anew from
+        /// the store, and the room is the core's full count of every pod the watch last told of
+        /// (a relist's in place of those before it once it is done, as kube-runtime's store
+        /// applies it).
         #[test]
         fn the_index_equals_a_rebuild_after_any_events(events in proptest::collection::vec(event(), 0..40)) {
             let pods = Pods::default();
