@@ -11,11 +11,12 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::{Event, EventType, EventType::Normal, EventType::Warning};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use ome_spread_core::migration::{
-    Entry, Hold, LEDGER, Records, Request, Requests, Situation, Unconfigured, hold, ledger, ledger_with, request_key,
+    ACKNOWLEDGE_WITHIN, Entry, Hold, LEDGER, Records, Request, Requests, Situation, Unconfigured, hold, ledger,
+    ledger_with, request_key,
 };
 use ome_spread_core::rebalance::{Move, NoPlan, Plan};
 use serde_json::{Value, json};
@@ -38,37 +39,24 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
     let on = mode.as_ref().is_ok_and(|mode| *mode != Mode::Off);
     let moves = on.then(|| plan.as_ref().map_or(0, |p| p.moves.len()));
     ctx.metrics.rebalance_moves(&namespace, &name, moves);
-    let announcement = match (mode, plan) {
-        (Err(value), _) => Some(announcement(
-            EventType::Warning,
-            "RebalanceModeUnknown",
-            format!(
-                "InferenceService {namespace}/{} has {ANNOTATION}: {value:?}, not off, recommend or migrate: rebalance is off for it",
-                service.name_any()
-            ),
-            service.object_ref(&()),
-        )),
-        (Ok(Mode::Off), _) => None,
+    let announcement = match (mode, plan.as_ref().map(|plan| plan.moves.first())) {
+        (Err(value), _) => {
+            let service_name = service.name_any();
+            let note = format!(
+                "InferenceService {namespace}/{service_name} has {ANNOTATION}: {value:?}, not off, recommend or migrate: rebalance is off for it"
+            );
+            Some(announcement(Warning, "RebalanceModeUnknown", note, service))
+        }
+        (Ok(Mode::Off), _) | (_, Ok(None)) => None,
         // A pod OME would not have labelled so: named, as the diagnosis names a bad field.
-        (_, Err(bad @ NoPlan::BadIndex { .. })) => Some(announcement(
-            EventType::Warning,
-            "RebalanceBadInput",
-            bad.to_string(),
-            replica.object_ref(&()),
-        )),
+        (_, Err(bad @ NoPlan::BadIndex { .. })) => {
+            Some(announcement(Warning, "RebalanceBadInput", bad.to_string(), replica))
+        }
         (_, Err(_)) => None,
-        (Ok(mode), Ok(plan)) if ctx.rebalance == Mode::Migrate => match plan.moves.first() {
-            Some(next) => Some(migrate(next, (mode < Mode::Migrate).then(|| mode.into()), objects, ctx).await?),
-            None => None,
-        },
-        (Ok(_), Ok(plan)) => plan.moves.first().map(|first| {
-            announcement(
-                EventType::Normal,
-                "RebalanceRecommended",
-                recommendation(objects.describe(first), objects),
-                replica.object_ref(&()),
-            )
-        }),
+        (Ok(mode), Ok(Some(next))) if ctx.rebalance == Mode::Migrate => {
+            Some(migrate(next, (mode < Mode::Migrate).then(|| mode.into()), objects, ctx).await?)
+        }
+        (Ok(_), Ok(Some(next))) => Some(recommended(objects.describe(next), objects)),
     };
     announce(replica, announcement, ctx).await
 }
@@ -102,7 +90,7 @@ async fn migrate(
     // The gate: from here to the write, no other reconcile checks or writes.
     let mut written = ctx.migrations.lock().await;
     let now = Timestamp::now();
-    written.retain(|(_, e)| now.duration_since(e.at) < ome_spread_core::migration::ACKNOWLEDGE_WITHIN);
+    written.retain(|(_, e)| now.duration_since(e.at) < ACKNOWLEDGE_WITHIN);
     // The core's guardrails over the component's objects (its replica the freshest copy of
     // itself), and every InferenceService's requests and InferenceReplica's records as the caches
     // hold them: read here alone, for a move the plan asks for, behind the gate.
@@ -116,8 +104,21 @@ async fn migrate(
         now,
         max_per_hour: ctx.max_per_hour,
     });
-    if let Err(held) = held {
-        return Ok(say_held(&held, described, objects));
+    match held {
+        // The InferenceService lowers the mode: it recommends.
+        Err(Hold::ModeLowered { .. }) => return Ok(recommended(described, objects)),
+        // A Warning when something is wrong (OME's caps unset among them, which only the operator
+        // can fix), else why it waits; and the move it waits to request.
+        Err(held) => {
+            let type_ = if held.is_warning() { Warning } else { Normal };
+            return Ok(announcement(
+                type_,
+                "RebalanceHeld",
+                format!("{held}. Next: {described}"),
+                replica,
+            ));
+        }
+        Ok(()) => {}
     }
     let request = Request::new(&replica.spec.component, next, now);
     let uuid = uuid::Uuid::new_v4().to_string();
@@ -130,12 +131,8 @@ async fn migrate(
         Ok(()) => {
             info!(service = %service_name, %key, "migration requested");
             written.push((service_name.clone(), entry));
-            Ok(announcement(
-                EventType::Normal,
-                "RebalanceRequested",
-                format!("Requested {key} on InferenceService {service_name}: {described}"),
-                replica.object_ref(&()),
-            ))
+            let note = format!("Requested {key} on InferenceService {service_name}: {described}");
+            Ok(announcement(Normal, "RebalanceRequested", note, replica))
         }
         Err(Error::Api(kube::Error::Api(status))) if rejected(&status.message) => {
             let refused = Entry {
@@ -145,16 +142,9 @@ async fn migrate(
             let annotations = json!({LEDGER: ledger_with(&entries, refused.clone(), now)});
             write(service, annotations, ctx).await?;
             written.push((service_name.clone(), refused));
-            Ok(announcement(
-                EventType::Warning,
-                "RebalanceRejected",
-                format!(
-                    "OME rejected {key}: {} on InferenceService {service_name}: {}",
-                    request.value(),
-                    status.message
-                ),
-                service.object_ref(&()),
-            ))
+            let (value, message) = (request.value(), &status.message);
+            let note = format!("OME rejected {key}: {value} on InferenceService {service_name}: {message}");
+            Ok(announcement(Warning, "RebalanceRejected", note, service))
         }
         Err(other) => {
             // Unless the API server refused it as stale (409), the request may have landed (a
@@ -165,26 +155,6 @@ async fn migrate(
             Err(other)
         }
     }
-}
-
-/// A held request: the recommendation when the InferenceService lowers the mode, else why it
-/// waits and the move it waits to request (a Warning when something is wrong: OME's caps unset
-/// among them, which only the operator can fix).
-fn say_held(held: &Hold, described: String, objects: &Objects) -> Announcement {
-    let (type_, reason, note) = match held {
-        Hold::ModeLowered { .. } => (
-            EventType::Normal,
-            "RebalanceRecommended",
-            recommendation(described, objects),
-        ),
-        held if held.is_warning() => (
-            EventType::Warning,
-            "RebalanceHeld",
-            format!("{held}. Next: {described}"),
-        ),
-        held => (EventType::Normal, "RebalanceHeld", format!("{held}. Next: {described}")),
-    };
-    announcement(type_, reason, note, objects.replica.object_ref(&()))
 }
 
 /// A merge patch of the InferenceService's annotations, only if the cache saw its latest version.
@@ -208,16 +178,30 @@ fn rejected(message: &str) -> bool {
 /// What the rebalance says of a replica once: the Event, and the object it is about.
 type Announcement = (Event, ObjectReference);
 
-fn announcement(type_: EventType, reason: &str, note: String, regarding: ObjectReference) -> Announcement {
-    let action = "Rebalance".into();
+fn announcement(
+    type_: EventType,
+    reason: &str,
+    note: String,
+    regarding: &impl Resource<DynamicType = ()>,
+) -> Announcement {
     let event = Event {
         type_,
         reason: reason.into(),
         note: Some(note),
-        action,
+        action: "Rebalance".into(),
         secondary: None,
     };
-    (event, regarding)
+    (event, regarding.object_ref(&()))
+}
+
+/// The recommended move as its Event.
+fn recommended(described: String, objects: &Objects) -> Announcement {
+    announcement(
+        Normal,
+        "RebalanceRecommended",
+        recommendation(described, objects),
+        &objects.replica,
+    )
 }
 
 /// A recommended move as its Event says it: the move and its command, then, when OME would hold

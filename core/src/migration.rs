@@ -11,7 +11,9 @@
 //! cannot say which requests were ome-spread's, and it prunes them after its rate window; Events
 //! expire and would need one more read permission.)
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use indexmap::IndexMap;
 
 use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
@@ -317,45 +319,35 @@ impl Requests {
     }
 }
 
-/// Every InferenceReplica's migration records, with their replica, indexed by request UUID (the
-/// furthest copy of each).
+/// Every InferenceReplica's migration records by request UUID, in the order first read, each with
+/// the replica it was first read of and the furthest copy of it (OME only moves a record forward,
+/// so the further copy is the newer; the first of equals).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Records {
-    all: Vec<(String, Record)>,
-    by_uuid: HashMap<String, usize>,
-}
+pub struct Records(IndexMap<String, (String, Record)>);
 
 impl Records {
     pub fn read<'a>(replicas: impl IntoIterator<Item = &'a InferenceReplica>) -> Result<Self, BadRecord> {
-        let mut all = Vec::new();
+        let mut records = Self::default();
         for replica in replicas {
-            let name = named(replica);
-            all.extend(records_of(replica)?.into_iter().map(|record| (name.clone(), record)));
+            records.add(&named(replica), records_of(replica)?);
         }
-        Ok(Self::of(all))
+        Ok(records)
     }
 
-    /// The records, with their replicas, each migration's furthest copy indexed (the first of
-    /// equals).
-    fn of(all: Vec<(String, Record)>) -> Self {
-        let mut by_uuid = HashMap::new();
-        for (at, (_, record)) in all.iter().enumerate() {
-            let furthest = by_uuid.entry(record.uuid.clone()).or_insert(at);
-            if all[*furthest].1.phase.progress() < record.phase.progress() {
-                *furthest = at;
+    fn add(&mut self, replica: &str, records: impl IntoIterator<Item = Record>) {
+        for record in records {
+            if let Some((_, kept)) = self.0.get_mut(&record.uuid) {
+                if kept.phase.progress() < record.phase.progress() {
+                    *kept = record;
+                }
+            } else {
+                self.0.insert(record.uuid.clone(), (replica.into(), record));
             }
         }
-        Self { all, by_uuid }
     }
 
     fn get(&self, uuid: &str) -> Option<&Record> {
-        self.by_uuid.get(uuid).map(|at| &self.all[*at].1)
-    }
-
-    /// Every record, with its replica, each at its furthest phase.
-    fn furthest(&self) -> impl Iterator<Item = (&str, &Record)> {
-        let all = self.all.iter();
-        all.filter_map(|(replica, r)| Some((replica.as_str(), self.get(&r.uuid)?)))
+        self.0.get(uuid).map(|(_, record)| record)
     }
 }
 
@@ -436,6 +428,7 @@ impl Hold {
         )
     }
 }
+
 /// The first guardrail that holds the next request back, in this order: the component's own
 /// (mode, pause, its pods, OME's caps), then one migration at a time cluster-wide (records in
 /// flight, requests pending, ours not yet recorded), then the pace (the hourly limit, the tries
@@ -445,12 +438,14 @@ pub fn hold(situation: &Situation) -> Result<(), Hold> {
     let service = named(situation.component.service);
     component_holds(situation, &service)?;
     // The component's own replica's records first: of two copies as far along, its own is read.
-    let replica = situation.component.replica;
+    let (replica, mut recorded) = (situation.component.replica, Records::default());
     let name = named(replica);
-    let own = records_of(replica)?.into_iter().map(|r| (name.clone(), r));
+    recorded.add(&name, records_of(replica)?);
     let cluster = situation.records.as_ref().map_err(Clone::clone)?;
-    let recorded = Records::of(own.chain(cluster.all.iter().cloned()).collect());
-    let own = recorded.furthest().filter(|(replica, _)| *replica == name);
+    for (replica, record) in cluster.0.values() {
+        recorded.add(replica, [record.clone()]);
+    }
+    let own = recorded.0.values().filter(|(replica, _)| *replica == name);
     if let Some(unconfigured) = unconfigured(replica, own.map(|(_, r)| r)) {
         return Err(unconfigured.into());
     }
@@ -497,9 +492,9 @@ fn our_requests<'a>(s: &'a Situation, requests: &'a Requests) -> Vec<(&'a str, &
 }
 
 fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
-    if let Some((replica, record)) = records.furthest().find(|(_, r)| r.in_flight()) {
+    if let Some((replica, record)) = records.0.values().find(|(_, r)| r.in_flight()) {
         return Err(Hold::Active {
-            replica: replica.to_owned(),
+            replica: replica.clone(),
             uuid: record.uuid.clone(),
             phase: record.phase,
         });

@@ -185,27 +185,26 @@ impl<'a, 'r> Candidates<'a, 'r> {
     }
 
     pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
-        let anchors = &component.anchors;
         let key = report.in_effect.domain_key();
+        let anchor = component.anchors.first().filter(|_| key.is_some());
         // Requests that cannot be read (never served: the API server refuses them; refused in
         // explain's saved objects before this) leave no room anywhere, as no key or no Instance.
-        let pods = (anchors.first().filter(|_| key.is_some()))
-            .and_then(|anchor| instance_requests(component, anchor))
-            .unwrap_or_default();
-        let mut candidates = Candidates::new(pods, requested);
-        if let (Some(key), Some(anchor), false) = (key, anchors.first(), candidates.pods.is_empty()) {
-            let selection = Selection::of_pod(anchor);
-            // A single pod keeps to no rack: the domain is its one rack.
-            let rack_key = (report.in_effect.topology_key.as_deref()).filter(|_| candidates.pods.len() > 1);
-            for &node in component.eligible(key) {
-                let Some(domain) = node.labels.get(key) else {
-                    continue;
-                };
-                let racks = candidates.domains.entry(domain).or_default();
-                let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
-                if let (Some(rack), true) = (rack, selection.tolerates(node)) {
-                    racks.entry(rack).or_default().push((node, OnceCell::new()));
-                }
+        let pods = anchor.and_then(|anchor| instance_requests(component, anchor));
+        let mut candidates = Candidates::new(pods.unwrap_or_default(), requested);
+        let (Some(key), Some(anchor), false) = (key, anchor, candidates.pods.is_empty()) else {
+            return candidates;
+        };
+        let selection = Selection::of_pod(anchor);
+        // A single pod keeps to no rack: the domain is its one rack.
+        let rack_key = (report.in_effect.topology_key.as_deref()).filter(|_| candidates.pods.len() > 1);
+        for &node in component.eligible(key) {
+            let Some(domain) = node.labels.get(key) else {
+                continue;
+            };
+            let racks = candidates.domains.entry(domain).or_default();
+            let rack = rack_key.map_or(Some(domain), |k| node.labels.get(k));
+            if let (Some(rack), true) = (rack, selection.tolerates(node)) {
+                racks.entry(rack).or_default().push((node, OnceCell::new()));
             }
         }
         candidates
@@ -377,7 +376,25 @@ struct Working<'a> {
     racks: Vec<&'a [Vec<String>]>,
 }
 
-impl Working<'_> {
+impl<'a> Working<'a> {
+    /// The domain (by name as [`rooms`] gives them, so that ties break the same way on every
+    /// pass) with its placed Instances and its racks. An Instance unplaced, or outside the
+    /// eligible domains, is not counted and never moved.
+    fn of(domain: &'a Domain, instances: &'a [Instance]) -> Self {
+        let placed = instances.iter().filter_map(|i| Some((i, i.node.as_deref()?)));
+        let mut leaving: Vec<_> = placed
+            .filter(|(i, _)| i.domain.as_ref() == Some(&domain.name))
+            .collect();
+        leaving.sort_by_key(|(i, _)| (i.ready, i.index));
+        let racks = domain.racks.iter().map(|r| r.starts.as_slice()).collect();
+        Working {
+            name: &domain.name,
+            count: leaving.len(),
+            leaving,
+            racks,
+        }
+    }
+
     fn room(&self) -> usize {
         self.racks.iter().map(|starts| starts.len()).sum()
     }
@@ -399,11 +416,9 @@ impl Working<'_> {
 /// search. A source's slot is not counted as freed: the source still counts until drained, and a
 /// move into a domain that is also emptied would be wasted anyway.
 pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Result<Plan, NoPlan> {
-    let mut working = working_domains(instances, domains);
-    let spread = |working: &[Working]| {
-        let counts = working.iter().map(|w| w.count);
-        counts.clone().max().unwrap_or(0) - counts.min().unwrap_or(0)
-    };
+    let mut working: Vec<Working> = domains.iter().map(|domain| Working::of(domain, instances)).collect();
+    let most = |working: &[Working]| working.iter().map(|w| w.count).max().unwrap_or(0);
+    let spread = |working: &[Working]| most(working) - working.iter().map(|w| w.count).min().unwrap_or(0);
     if spread(&working) <= max_skew {
         return Err(NoPlan::WithinSkew);
     }
@@ -412,58 +427,28 @@ pub fn plan(instances: &[Instance], domains: &[Domain], max_skew: usize) -> Resu
     }
     let mut moves = Vec::new();
     while spread(&working) > max_skew {
-        // The first fullest domain with an Instance that may leave.
-        let most = working.iter().map(|w| w.count).max().unwrap_or(0);
-        let Some(from) = working.iter().position(|w| w.count == most && !w.leaving.is_empty()) else {
-            return Err(NoPlan::Unreachable);
-        };
-        // The first emptiest domain with room, and at least two fewer: a move must narrow the spread.
+        let most = most(&working);
+        // The first fullest domain with an Instance that may leave, and the first emptiest with
+        // room and at least two fewer: a move must narrow the spread.
+        let from = working.iter().position(|w| w.count == most && !w.leaving.is_empty());
+        let from = from.ok_or(NoPlan::Unreachable)?;
         let to = (0..working.len())
             .filter(|&i| working[i].room() > 0 && working[i].count + 2 <= most)
-            .min_by_key(|&i| working[i].count);
-        let start = to.and_then(|to| Some((to, working[to].start()?)));
-        let (Some((to, hint_nodes)), Some((instance, node))) = (start, working[from].leaving.pop()) else {
-            return Err(NoPlan::Unreachable);
-        };
-        let target = &mut working[to];
-        target.count += 1;
-        let to_domain = target.name.to_owned();
+            .min_by_key(|&i| working[i].count)
+            .ok_or(NoPlan::Unreachable)?;
+        let hint_nodes = working[to].start().ok_or(NoPlan::Unreachable)?;
+        let (instance, node) = working[from].leaving.pop().ok_or(NoPlan::Unreachable)?;
+        working[to].count += 1;
         working[from].count -= 1;
         moves.push(Move {
             instance: instance.index,
             from_node: node.to_owned(),
             from_domain: working[from].name.to_owned(),
-            to_domain,
+            to_domain: working[to].name.to_owned(),
             hint_nodes,
         });
     }
     Ok(Plan { moves })
-}
-
-/// The eligible domains, by name as [`rooms`] gives them (so that ties break the same way on
-/// every pass), each with its placed Instances (the last to leave first) and its racks.
-fn working_domains<'a>(instances: &'a [Instance], domains: &'a [Domain]) -> Vec<Working<'a>> {
-    let mut working: Vec<Working> = (domains.iter())
-        .map(|d| Working {
-            name: &d.name,
-            count: 0,
-            leaving: Vec::new(),
-            racks: d.racks.iter().map(|r| r.starts.as_slice()).collect(),
-        })
-        .collect();
-    for instance in instances {
-        let (Some(node), Some(domain)) = (&instance.node, &instance.domain) else {
-            continue; // unplaced, or outside the eligible domains: not counted, never moved
-        };
-        if let Some(w) = working.iter_mut().find(|w| w.name == domain) {
-            w.count += 1;
-            w.leaving.push((instance, node));
-        }
-    }
-    for w in &mut working {
-        w.leaving.sort_by_key(|(i, _)| (i.ready, i.index));
-    }
-    working
 }
 
 #[cfg(test)]
