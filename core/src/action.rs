@@ -55,24 +55,18 @@ fn unblock(report: &Report, plan: &Result<Plan, NoPlan>, rooms: &[Domain]) -> St
                 .filter(|(_, count)| Some(*count) == fewest)
                 .map(|(domain, _)| domain.as_str())
                 .partition(|domain| closed(domain));
-            let honor = |closed: &[&str]| {
-                format!(
-                    "set nodeTaintsPolicy: Honor in the policy's settings, so that {}, where no node takes the pods, stops counting",
-                    closed.join(" and ")
-                )
-            };
+            let free = format!("Free room for one more Instance in {}", open.join(" or "));
+            let honor = format!(
+                "set nodeTaintsPolicy: Honor in the policy's settings, so that {}, where no node takes the pods, stops counting",
+                closed.join(" and ")
+            );
             match (open.is_empty(), closed.is_empty()) {
-                (_, true) => format!("Free room for one more Instance in {}.", open.join(" or ")),
+                (_, true) => format!("{free}."),
                 (true, false) => format!(
-                    "Let the nodes of {} take the pods (uncordon them, or tolerate their taints), or {}.",
-                    closed.join(" and "),
-                    honor(&closed)
+                    "Let the nodes of {} take the pods (uncordon them, or tolerate their taints), or {honor}.",
+                    closed.join(" and ")
                 ),
-                (false, false) => format!(
-                    "Free room for one more Instance in {}, or {}.",
-                    open.join(" or "),
-                    honor(&closed)
-                ),
+                (false, false) => format!("{free}, or {honor}."),
             }
         }
     }

@@ -12,6 +12,7 @@ use crate::diagnosis::Component;
 use crate::instance::anchor_labels;
 use crate::labels;
 use crate::ome::InferenceReplica;
+use crate::pod::Pod;
 use crate::rules::spread_selector;
 use crate::shown::shown;
 
@@ -47,19 +48,16 @@ fn empty_key(replica: &InferenceReplica) -> Option<String> {
 /// constraint with OME's selector for their runner and a `maxSkew` other than 1; None when Alfred
 /// refuses none.
 fn refused(component: &Component) -> Option<String> {
-    let mut named = Vec::new();
-    for pod in &component.anchors {
+    let refused = |pod: &&Pod| {
         let instance = anchor_labels(pod, component.service_name(), component.kind());
         let omes = spread_selector(&instance);
-        let other = (pod.constraints().iter())
-            .filter(|c| omes.is_exactly_in(c))
-            .find(|c| c["maxSkew"] != 1);
-        if let Some(constraint) = other {
-            let index = pod.label(labels::INSTANCE_INDEX).unwrap_or_default();
-            let max_skew = shown(&constraint["maxSkew"]);
-            named.push(format!("Instance {index} (pod {}, maxSkew {max_skew})", pod.name()));
-        }
-    }
+        let mut omes_own = pod.constraints().iter().filter(|c| omes.is_exactly_in(c));
+        let other = omes_own.find(|c| c["maxSkew"] != 1)?;
+        let index = pod.label(labels::INSTANCE_INDEX).unwrap_or_default();
+        let max_skew = shown(&other["maxSkew"]);
+        Some(format!("Instance {index} (pod {}, maxSkew {max_skew})", pod.name()))
+    };
+    let named: Vec<String> = component.anchors.iter().filter_map(refused).collect();
     (!named.is_empty()).then(|| {
         format!(
             "Alfred will not simulate or relocate {}: the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"configured topology spread does not match observed Pod constraints\").",
@@ -75,7 +73,6 @@ mod tests {
     use super::*;
     use crate::nodes::Nodes;
     use crate::ome::typed;
-    use crate::pod::Pod;
 
     fn pod(index: u32, runner: &str, constraints: Value) -> Pod {
         typed(&json!({"metadata": {"name": format!("s-engine-{index}-{runner}-0"),

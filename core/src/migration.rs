@@ -221,10 +221,8 @@ pub struct Unconfigured {
 /// `MigrationPolicyUnconfigured` condition is `True`, or one of `records` (the replica's) is held
 /// for them. OME sets the condition only when it judges a request, so a record can say it first.
 fn unconfigured<'a>(replica: &InferenceReplica, records: impl IntoIterator<Item = &'a Record>) -> Option<Unconfigured> {
-    let conditions = replica.status.iter().flat_map(|status| &status.conditions);
-    let condition = conditions
-        .filter(|c| c.type_ == POLICY_UNCONFIGURED)
-        .any(|c| c.status == "True");
+    let mut conditions = replica.status.iter().flat_map(|status| &status.conditions);
+    let condition = conditions.any(|c| c.type_ == POLICY_UNCONFIGURED && c.status == "True");
     let held = records.into_iter().find(|r| r.held_for_caps()).map(|r| r.uuid.clone());
     (condition || held.is_some()).then(|| Unconfigured {
         replica: named(replica),
@@ -450,7 +448,10 @@ pub fn hold(situation: &Situation) -> Result<(), Hold> {
         return Err(unconfigured.into());
     }
     let requests = situation.requests.as_ref().map_err(Clone::clone)?;
-    let ours = our_requests(situation, requests);
+    // Our requests: every service's ledger, and those just written that it does not show yet
+    // (what the caches show wins: it may say the request was rejected since).
+    let unseen = (situation.written.iter()).filter(|(_, e)| !requests.ours.iter().any(|(_, o)| o.uuid == e.uuid));
+    let ours: Vec<&(String, Entry)> = requests.ours.iter().chain(unseen).collect();
     one_at_a_time(situation, &recorded, requests, &ours)?;
     pace(situation, &service, &recorded, &ours)
 }
@@ -479,19 +480,7 @@ fn component_holds(s: &Situation, service: &str) -> Result<(), Hold> {
     Ok(())
 }
 
-/// Our requests: every service's ledger, and those just written that it does not show yet.
-fn our_requests<'a>(s: &'a Situation, requests: &'a Requests) -> Vec<(&'a str, &'a Entry)> {
-    let mut ours: Vec<(&str, &Entry)> = requests.ours.iter().map(|(service, e)| (service.as_str(), e)).collect();
-    for (service, entry) in s.written {
-        // What the caches show wins: it may say the request was rejected since.
-        if !requests.ours.iter().any(|(_, e)| e.uuid == entry.uuid) {
-            ours.push((service, entry));
-        }
-    }
-    ours
-}
-
-fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
+fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[&(String, Entry)]) -> Result<(), Hold> {
     if let Some((replica, record)) = records.0.values().find(|(_, r)| r.in_flight()) {
         return Err(Hold::Active {
             replica: replica.clone(),
@@ -499,11 +488,8 @@ fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[
             phase: record.phase,
         });
     }
-    if let Some((service, key)) = &requests.pending {
-        return Err(Hold::Pending {
-            service: service.clone(),
-            key: key.clone(),
-        });
+    if let Some((service, key)) = requests.pending.clone() {
+        return Err(Hold::Pending { service, key });
     }
     let unacknowledged = ours.iter().find(|(_, e)| {
         e.rejected.is_none() && s.now.duration_since(e.at) < ACKNOWLEDGE_WITHIN && records.get(&e.uuid).is_none()
@@ -517,22 +503,19 @@ fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[
     }
 }
 
-fn pace(s: &Situation, service: &str, records: &Records, ours: &[(&str, &Entry)]) -> Result<(), Hold> {
+fn pace(s: &Situation, service: &str, records: &Records, ours: &[&(String, Entry)]) -> Result<(), Hold> {
     let started = ours
         .iter()
-        .filter(|(_, e)| e.rejected.is_none() && s.now.duration_since(e.at) < HOUR)
-        .count();
-    if started >= s.max_per_hour {
-        return Err(Hold::HourlyLimit {
-            count: started,
-            limit: s.max_per_hour,
-        });
+        .filter(|(_, e)| e.rejected.is_none() && s.now.duration_since(e.at) < HOUR);
+    let (count, limit) = (started.count(), s.max_per_hour);
+    if count >= limit {
+        return Err(Hold::HourlyLimit { count, limit });
     }
     let kind = s.component.kind();
     let mine: Vec<&Entry> = ours
         .iter()
         .filter(|(of, e)| *of == service && e.component == kind)
-        .map(|(_, e)| *e)
+        .map(|(_, e)| e)
         .collect();
     // Of the component's own: the same Instance off the same node.
     let tries = (mine.iter())

@@ -333,13 +333,11 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
         let leader = pods.first().map_or(0, |pod| room(used, at, pod));
         (leader > 0 || pods.iter().skip(1).any(|pod| room(used, at, pod) > 0)).then_some((at, leader))
     };
-    let roomiest_first = |&(a, room_a): &(usize, usize), &(b, room_b): &(usize, usize)| {
-        room_b.cmp(&room_a).then(nodes[a].name.cmp(&nodes[b].name))
-    };
+    let roomiest_first = |&(at, leader): &(usize, usize)| (Reverse(leader), &nodes[at].name);
     // Each node's room is read once: a start changes only the nodes it takes, which alone are read
     // again (on nodes with room, reading every node at every start would be most of a reconcile).
     let mut order: Vec<(usize, usize)> = (0..nodes.len()).filter_map(|at| placeable(&used, at)).collect();
-    order.sort_by(roomiest_first);
+    order.sort_by_key(roomiest_first);
     let mut starts = Vec::new();
     while starts.len() < most {
         let mut taken = Vec::new();
@@ -360,7 +358,7 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
         taken.sort_unstable();
         taken.dedup();
         order.extend(taken.iter().filter_map(|&at| placeable(&used, at)));
-        order.sort_by(roomiest_first);
+        order.sort_by_key(roomiest_first);
     }
     starts
 }
