@@ -110,13 +110,9 @@ async fn migrate(
         // A Warning when something is wrong (OME's caps unset among them, which only the operator
         // can fix), else why it waits; and the move it waits to request.
         Err(held) => {
+            let note = format!("{held}. Next: {described}");
             let type_ = if held.is_warning() { Warning } else { Normal };
-            return Ok(announcement(
-                type_,
-                "RebalanceHeld",
-                format!("{held}. Next: {described}"),
-                replica,
-            ));
+            return Ok(announcement(type_, "RebalanceHeld", note, replica));
         }
         Ok(()) => {}
     }

@@ -95,23 +95,19 @@ pub const MAX_HINT_NODES: usize = 8;
 impl Move {
     /// The move in words, then its command: as `explain` lists it and the Event says it.
     pub fn describe(&self, service: &str, component: &str, namespace: &str) -> String {
+        let (instance, from_node, from_domain) = (self.instance, &self.from_node, &self.from_domain);
+        let command = self.command(service, component, namespace);
         format!(
-            "Move Instance {} from {} ({}) to {}: {}",
-            self.instance,
-            self.from_node,
-            self.from_domain,
-            self.to_domain,
-            self.command(service, component, namespace)
+            "Move Instance {instance} from {from_node} ({from_domain}) to {}: {command}",
+            self.to_domain
         )
     }
 
     /// The `kubectl ome` command that requests this move (OME's CLI takes the hints comma-separated).
     pub fn command(&self, service: &str, component: &str, namespace: &str) -> String {
+        let (instance, from_node, hints) = (self.instance, &self.from_node, self.hint_nodes.join(","));
         format!(
-            "kubectl ome migration start {service} --component {component} --instance {} --from-node {} --hint-node {} -n {namespace}",
-            self.instance,
-            self.from_node,
-            self.hint_nodes.join(",")
+            "kubectl ome migration start {service} --component {component} --instance {instance} --from-node {from_node} --hint-node {hints} -n {namespace}"
         )
     }
 }
@@ -133,9 +129,7 @@ pub fn recommend(
     }
     // Both are there for those two reasons: the diagnosis read them.
     let kind = component.kind();
-    let Some(key) = report.in_effect.domain_key() else {
-        return Err(NoPlan::NotAMove(Reason::NoKey));
-    };
+    let key = report.in_effect.domain_key().ok_or(NoPlan::NotAMove(Reason::NoKey))?;
     if migration_policy(component, kind) == Some("Never") {
         return Err(NoPlan::MigrationNever {
             component: kind.to_owned(),
