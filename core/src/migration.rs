@@ -224,10 +224,8 @@ fn unconfigured<'a>(replica: &InferenceReplica, records: impl IntoIterator<Item 
     let mut conditions = replica.status.iter().flat_map(|status| &status.conditions);
     let condition = conditions.any(|c| c.type_ == POLICY_UNCONFIGURED && c.status == "True");
     let held = records.into_iter().find(|r| r.held_for_caps()).map(|r| r.uuid.clone());
-    (condition || held.is_some()).then(|| Unconfigured {
-        replica: named(replica),
-        held,
-    })
+    let replica = named(replica);
+    (condition || held.is_some()).then_some(Unconfigured { replica, held })
 }
 
 impl Unconfigured {
@@ -270,11 +268,9 @@ pub fn records(replica: &str, migrations: Option<&Value>) -> Result<Vec<Record>,
     let record = |(i, record): (usize, &Value)| {
         let bad = |name: &str, expected| bad(format!("[{i}].{name}"), &record[name], expected);
         let phases = "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated";
-        let uuid = String::deserialize(&record["requestUUID"])
-            .ok()
-            .filter(|u| !u.is_empty());
+        let uuid = record["requestUUID"].as_str().filter(|u| !u.is_empty());
         Ok(Record {
-            uuid: uuid.ok_or_else(|| bad("requestUUID", "not a request UUID"))?,
+            uuid: uuid.ok_or_else(|| bad("requestUUID", "not a request UUID"))?.to_owned(),
             phase: Phase::deserialize(&record["phase"]).map_err(|_| bad("phase", phases))?,
             message: record["message"].as_str().unwrap_or_default().to_owned(),
             completed_at: Option::deserialize(&record["completedAt"])

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::diagnosis::{Component, Reason, Report};
 use crate::instance::{domain_of, members};
@@ -334,13 +334,13 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
     order.sort_by_key(roomiest_first);
     let mut starts = Vec::new();
     while starts.len() < most {
-        let mut taken = Vec::new();
+        let mut taken = BTreeSet::new();
         for pod in pods {
             let Some(&(at, _)) = order.iter().find(|&&(at, _)| room(&used, at, pod) > 0) else {
                 return starts;
             };
             used[at].to_mut().add(pod);
-            taken.push(at);
+            taken.insert(at);
         }
         // The nodes the start took first, in the order's order, then the others: so that a first
         // fit over the hints takes them.
@@ -349,8 +349,6 @@ fn starts(nodes: &[&Node], requested: &Requested, pods: &[Resources], most: usiz
         let hints = took.into_iter().chain(others).take(MAX_HINT_NODES);
         starts.push(hints.map(|at| nodes[at].name.clone()).collect());
         order.retain(|(at, _)| !taken.contains(at));
-        taken.sort_unstable();
-        taken.dedup();
         order.extend(taken.iter().filter_map(|&at| placeable(&used, at)));
         order.sort_by_key(roomiest_first);
     }
@@ -775,13 +773,13 @@ pub(crate) mod tests {
                 let leader = |at| room(&used, at, &pods[0]);
                 leader(b).cmp(&leader(a)).then(nodes[a].name.cmp(&nodes[b].name))
             });
-            let mut taken = Vec::new();
+            let mut taken = BTreeSet::new();
             for pod in pods {
                 let Some(&at) = order.iter().find(|&&at| room(&used, at, pod) > 0) else {
                     return starts;
                 };
                 used[at].add(pod);
-                taken.push(at);
+                taken.insert(at);
             }
             order.sort_by_key(|at| !taken.contains(at));
             starts.push(
