@@ -53,9 +53,7 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
             Some(announcement(Warning, "RebalanceBadInput", bad.to_string(), replica))
         }
         (_, Err(_)) => None,
-        (Ok(mode), Ok(Some(next))) if ctx.rebalance == Mode::Migrate => {
-            Some(migrate(next, (mode < Mode::Migrate).then(|| mode.into()), objects, ctx).await?)
-        }
+        (Ok(mode), Ok(Some(next))) if ctx.rebalance == Mode::Migrate => Some(migrate(next, mode, objects, ctx).await?),
         (Ok(_), Ok(Some(next))) => Some(recommended(objects.describe(next), objects)),
     };
     announce(replica, announcement, ctx).await
@@ -70,20 +68,14 @@ async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>
     {
         within_timeout("the rebalance Event", ctx.recorder.publish(event, regarding)).await?;
     }
-    ctx.replicas.with(&key, |kept| {
-        kept.announced = announcement.and_then(|(event, _)| event.note)
-    });
+    let note = announcement.and_then(|(event, _)| event.note);
+    ctx.replicas.with(&key, |kept| kept.announced = note);
     Ok(())
 }
 
-/// What `migrate` does with the next move, as the Event that says it; `lowered_to`: the mode the
-/// InferenceService's annotation lowers `migrate` to, if it does.
-async fn migrate(
-    next: &Move,
-    lowered_to: Option<&str>,
-    objects: &Objects,
-    ctx: &Context,
-) -> Result<Announcement, Error> {
+/// What `migrate` does with the next move, as the Event that says it; `mode`: the
+/// InferenceService's, lower than `migrate` when its annotation lowers it.
+async fn migrate(next: &Move, mode: Mode, objects: &Objects, ctx: &Context) -> Result<Announcement, Error> {
     let (replica, service) = (&objects.replica, &*objects.service);
     let service_name = key(service);
     let described = objects.describe(next);
@@ -96,7 +88,7 @@ async fn migrate(
     // hold them: read here alone, for a move the plan asks for, behind the gate.
     let held = hold(&Situation {
         component: &objects.component(),
-        lowered_to,
+        lowered_to: (mode < Mode::Migrate).then(|| mode.into()),
         next,
         requests: &Requests::read(ctx.caches.services.state().iter().map(|s| &**s)),
         records: &Records::read(ctx.caches.replicas.state().iter().map(|r| &**r)),

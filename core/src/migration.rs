@@ -301,11 +301,8 @@ impl Requests {
         let mut requests = Self::default();
         for service in services {
             let (name, annotations) = (named(service), service.annotations());
-            if requests.pending.is_none()
-                && let Some(key) = annotations.keys().find(|k| k.starts_with(REQUEST_PREFIX))
-            {
-                requests.pending = Some((name.clone(), key.clone()));
-            }
+            let pending = annotations.keys().find(|k| k.starts_with(REQUEST_PREFIX));
+            requests.pending = requests.pending.or(pending.map(|key| (name.clone(), key.clone())));
             let ours = ledger(&name, annotations)?.into_iter();
             requests.ours.extend(ours.map(|entry| (name.clone(), entry)));
         }
