@@ -141,55 +141,45 @@ fn cli() -> Cli {
 }
 
 fn main() -> ExitCode {
-    match cli().command {
-        Command::Explain(args) => explain(args),
-        Command::Controller(args) => controller(args),
-        Command::Crd => match resources::crd_yaml() {
-            Ok(yaml) => {
-                print!("{yaml}");
-                ExitCode::SUCCESS
-            }
-            Err(message) => {
-                eprintln!("error: {message}");
-                ExitCode::FAILURE
-            }
-        },
-    }
-}
-
-/// `explain`: the text, and the exit code that says whether the spread holds.
-fn explain(args: ExplainArgs) -> ExitCode {
-    let service = &args.service;
-    let explained = (|| {
-        let (objects, namespace, source, settings) = match &args.from {
-            Some(path) => {
-                let (objects, source) = (objects::load(path)?, path.display().to_string());
-                let namespace = match args.namespace {
-                    Some(namespace) => namespace,
-                    None => namespace_of_service(&objects, service, &source).map_err(|e| e.to_string())?,
-                };
-                let settings = policy::read_settings(args.settings.as_deref())?;
-                (objects, namespace, source, settings)
-            }
-            None => {
-                let fetched = fetch(service, args.namespace, args.settings.as_deref(), &args.policy);
-                let (objects, namespace, settings) = runtime()?.block_on(fetched)?;
-                (objects, namespace, "the cluster".into(), settings)
-            }
-        };
-        let only = args.component.as_deref();
-        explain::run(service, &namespace, only, &objects, &source, &settings, args.nodes)
-    })();
-    match explained {
-        Ok((text, holds)) => {
+    // What to print and the exit code, or the error and its exit code.
+    let (printed, failed) = match cli().command {
+        Command::Explain(args) => (explain(args).map(|(text, holds)| (text, if holds { 0 } else { 1 })), 2),
+        Command::Controller(args) => return controller(args),
+        Command::Crd => (resources::crd_yaml().map(|yaml| (yaml, 0)), 1),
+    };
+    match printed {
+        Ok((text, code)) => {
             print!("{text}");
-            ExitCode::from(if holds { 0 } else { 1 })
+            ExitCode::from(code)
         }
         Err(message) => {
             eprintln!("error: {message}");
-            ExitCode::from(2)
+            ExitCode::from(failed)
         }
     }
+}
+
+/// `explain`: the text, and whether the spread holds.
+fn explain(args: ExplainArgs) -> Result<(String, bool), String> {
+    let service = &args.service;
+    let (objects, namespace, source, settings) = match &args.from {
+        Some(path) => {
+            let (objects, source) = (objects::load(path)?, path.display().to_string());
+            let namespace = match args.namespace {
+                Some(namespace) => namespace,
+                None => namespace_of_service(&objects, service, &source).map_err(|e| e.to_string())?,
+            };
+            let settings = policy::read_settings(args.settings.as_deref())?;
+            (objects, namespace, source, settings)
+        }
+        None => {
+            let fetched = fetch(service, args.namespace, args.settings.as_deref(), &args.policy);
+            let (objects, namespace, settings) = runtime()?.block_on(fetched)?;
+            (objects, namespace, "the cluster".into(), settings)
+        }
+    };
+    let only = args.component.as_deref();
+    explain::run(service, &namespace, only, &objects, &source, &settings, args.nodes)
 }
 
 /// `controller`: serves and leads until asked to stop.
