@@ -23,6 +23,7 @@ use tracing::{Span, debug, field, info, instrument, warn};
 use crate::cache::{Caches, Fill};
 use crate::context::{Context, Mode, Objects};
 use crate::error::{Error, FILL_TIMEOUT, within_timeout};
+use crate::pods::replica_of_component;
 use crate::rebalance::{self, recommendation};
 use crate::reflected::key;
 use crate::resources::{CONDITION, FIELD_MANAGER};
@@ -171,7 +172,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         runtime,
         cluster_runtime,
         replica: replica.clone(),
-        pods: (ctx.caches.pods).of(&(namespace.clone(), parent, replica.spec.component.clone())),
+        pods: (ctx.caches.pods).of(&replica_of_component(&namespace, &parent, &replica.spec.component)),
         nodes: ctx.caches.nodes.current(),
     };
     let component = objects.component();
