@@ -12,9 +12,10 @@ use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::{self, Source};
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_controller::serve::Health;
-use ome_spread_controller::{explain, objects, resources, serve};
+use ome_spread_controller::{explain, resources, serve};
 use ome_spread_core::explain::{Objects, namespace_of_service};
 use ome_spread_core::settings::Settings;
+use serde_json::Value;
 use tracing::{error, info};
 
 // A reconcile builds and drops many small maps, where jemalloc costs the controller less CPU than
@@ -164,7 +165,7 @@ fn explain(args: ExplainArgs) -> Result<(String, bool), String> {
     let service = &args.service;
     let (objects, namespace, source, settings) = match &args.from {
         Some(path) => {
-            let (objects, source) = (objects::load(path)?, path.display().to_string());
+            let (objects, source) = (saved(path)?, path.display().to_string());
             let namespace = match args.namespace {
                 Some(namespace) => namespace,
                 None => namespace_of_service(&objects, service, &source).map_err(|e| e.to_string())?,
@@ -235,6 +236,29 @@ async fn fetch(
     };
     let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
     Ok((explain::fetch(client, service, &namespace).await?, namespace, settings))
+}
+
+/// Saved Kubernetes objects: `kubectl get -o yaml` output (single objects or Lists, several
+/// documents per file), from a file or a directory.
+fn saved(path: &Path) -> Result<Objects, String> {
+    let files = if path.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
+            .collect();
+        files.sort();
+        files
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut documents = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let parsed: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+        documents.extend(parsed);
+    }
+    Objects::new(documents).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 async fn serve_and_lead(options: Options, listen: SocketAddr) -> Result<(), String> {

@@ -92,13 +92,11 @@ async fn reconcile_replica(
         ctx.forget(&key);
         return Ok(Action::await_change());
     };
-    let Diagnosed {
-        report, objects, plan, ..
-    } = &diagnosis;
+    let (report, action, objects) = (&diagnosis.report, &diagnosis.action, &diagnosis.objects);
+    let (plan, worst_loss) = (&diagnosis.plan, &diagnosis.worst_loss);
     Span::current().record("reason", field::display(report.reason.as_str()));
-    let worst_loss = diagnosis.worst_loss.as_ref();
-    ctx.metrics.show(&namespace, &name, report, worst_loss);
-    record(replica, report, &diagnosis.action, ctx, arrived).await?;
+    ctx.metrics.show(&namespace, &name, report, worst_loss.as_ref());
+    record(replica, report, action, ctx, arrived).await?;
     let moves = match (ctx.rebalance.for_service(&objects.service), plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan
             .moves
@@ -107,8 +105,8 @@ async fn reconcile_replica(
             .collect(),
         _ => Vec::new(),
     };
-    let message = condition_message(report, &diagnosis.action);
-    let results = ctx.reports.results(report, &message, worst_loss, &moves);
+    let message = condition_message(report, action);
+    let results = ctx.reports.results(report, &message, worst_loss.as_ref(), &moves);
     show_report(replica, results, ctx).await?;
     rebalance::recommend(plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
