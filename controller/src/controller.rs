@@ -312,7 +312,7 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
         // and at a start a thousand at once would set the peak memory (BENCHMARKS.md).
         .with_config(controller::Config::default().concurrency(16))
         .run(reconcile, error_policy, context)
-        .for_each(|result| {
+        .for_each(|result| async move {
             match result {
                 // A service's decoder (or engine) that OME has not made, or a replica just
                 // deleted: the watches name it, there is nothing to reconcile.
@@ -320,7 +320,6 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
                 Err(e) => error!(error = %e, "controller"),
                 Ok(_) => {}
             }
-            future::ready(())
         })
         .await;
 }
@@ -404,19 +403,17 @@ fn replica_changes(
 ) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
     let forgetting = context.clone();
     events
-        .inspect_ok(move |event| {
-            match event {
-                watcher::Event::Delete(replica) => forgetting.forget(&ObjectRef::from_obj(replica)),
-                // Those deleted while the watch was down: the relist no longer lists them.
-                watcher::Event::InitDone => {
-                    for replica in forgetting.replicas.replicas() {
-                        if store.get(&replica).is_none() {
-                            forgetting.forget(&replica);
-                        }
+        .inspect_ok(move |event| match event {
+            watcher::Event::Delete(replica) => forgetting.forget(&ObjectRef::from_obj(replica)),
+            // Those deleted while the watch was down: the relist no longer lists them.
+            watcher::Event::InitDone => {
+                for replica in forgetting.replicas.replicas() {
+                    if store.get(&replica).is_none() {
+                        forgetting.forget(&replica);
                     }
                 }
-                _ => {}
             }
+            _ => {}
         })
         .touched_objects()
         .predicate_filter(all_but_the_condition, PredicateConfig::default())
