@@ -23,12 +23,9 @@ use tracing::{error, info};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Fault-domain spread of OME's OMENative Instances
 #[derive(Parser)]
-#[command(
-    name = "ome-spread",
-    version,
-    about = "Fault-domain spread of OME's OMENative Instances"
-)]
+#[command(name = "ome-spread", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -98,19 +98,15 @@ impl Metrics {
             .iter()
             .map(|(domain, n)| (Some(("domain", domain.clone())), *n));
         let reason = (Some(("reason", report.reason.as_str().to_owned())), 1);
+        let left_serving = one(worst_loss.map(|loss| loss.left_serving));
+        let replaceable = one(worst_loss.map(|loss| loss.placed_again.len()));
         let shown = [
             ("instances", instances.collect()),
             // No domains counted (the reason came first): no skew to show, rather than a false 0.
             ("skew", one((!per_domain.is_empty()).then_some(report.skew))),
             ("reason", vec![reason]),
-            (
-                "worst_domain_left_serving",
-                one(worst_loss.map(|loss| loss.left_serving)),
-            ),
-            (
-                "worst_domain_replaceable",
-                one(worst_loss.map(|loss| loss.placed_again.len())),
-            ),
+            ("worst_domain_left_serving", left_serving),
+            ("worst_domain_replaceable", replaceable),
         ];
         self.replicas.show(namespace, replica, shown);
     }

@@ -19,14 +19,8 @@ use ome_spread_core::ome::{InferenceReplica, InferenceService};
 /// predicate filter drops an event whose value is the one seen last).
 pub fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
-    let metadata = &replica.metadata;
-    (
-        &metadata.uid,
-        metadata.generation,
-        &metadata.labels,
-        &metadata.annotations,
-    )
-        .hash(&mut hasher);
+    let meta = &replica.metadata;
+    (&meta.uid, meta.generation, &meta.labels, &meta.annotations).hash(&mut hasher);
     serde_json::to_string(&replica.spec).ok()?.hash(&mut hasher);
     if let Some(status) = &replica.status {
         let others = status.conditions.iter().filter(|c| c.type_ != CONDITION);
