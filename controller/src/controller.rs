@@ -242,10 +242,9 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
     let every_replica = every_replica_changes(&client, &context);
     let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
     let [of_pods, of_services, of_runtimes, of_cluster_runtimes] = [(); 4].map(|()| context.clone());
+    let pod_changes = pods::changes(client, context.caches.pods.clone());
     let controller = Controller::for_stream(replica_changes, replicas)
-        .reconcile_on(
-            pods::changes(client, context.caches.pods.clone()).inspect(move |replica| of_pods.arrived([replica])),
-        )
+        .reconcile_on(pod_changes.inspect(move |replica| of_pods.arrived([replica])))
         .watches_stream(service_events.touched_objects(), move |service| {
             arrived(&of_services, replicas_of_service(&service))
         })

@@ -94,9 +94,7 @@ impl Metrics {
     /// Instance, no series), in place of what was shown for it before.
     pub fn show(&self, namespace: &str, replica: &str, report: &Report, worst_loss: Option<&Loss>) {
         let per_domain = &report.instances_per_domain;
-        let instances = per_domain
-            .iter()
-            .map(|(domain, n)| (Some(("domain", domain.clone())), *n));
+        let instances = per_domain.iter().map(|(d, n)| (Some(("domain", d.clone())), *n));
         let reason = (Some(("reason", report.reason.as_str().to_owned())), 1);
         let left_serving = one(worst_loss.map(|loss| loss.left_serving));
         let replaceable = one(worst_loss.map(|loss| loss.placed_again.len()));
@@ -178,11 +176,8 @@ const GAUGES: [(&str, &str); 6] = [
 impl Replicas {
     /// Shows these gauges' series of a replica in place of what they showed before.
     fn show(&self, namespace: &str, replica: &str, shown: impl IntoIterator<Item = (&'static str, Series)>) {
-        let mut replicas = lock(&self.0);
-        replicas
-            .entry((namespace.to_owned(), replica.to_owned()))
-            .or_default()
-            .extend(shown);
+        let key = (namespace.to_owned(), replica.to_owned());
+        lock(&self.0).entry(key).or_default().extend(shown);
     }
 }
 

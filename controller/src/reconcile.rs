@@ -97,12 +97,9 @@ async fn reconcile_replica(
     Span::current().record("reason", field::display(report.reason.as_str()));
     ctx.metrics.show(&namespace, &name, report, worst_loss.as_ref());
     record(replica, report, action, ctx, arrived).await?;
+    let recommended = |step| recommendation(objects.describe(step), objects);
     let moves = match (ctx.rebalance.for_service(&objects.service), plan) {
-        (Ok(Mode::Recommend), Ok(plan)) => plan
-            .moves
-            .iter()
-            .map(|step| recommendation(objects.describe(step), objects))
-            .collect(),
+        (Ok(Mode::Recommend), Ok(plan)) => plan.moves.iter().map(recommended).collect(),
         _ => Vec::new(),
     };
     let message = condition_message(report, action);
