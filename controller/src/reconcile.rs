@@ -92,18 +92,17 @@ async fn reconcile_replica(
         ctx.forget(&key);
         return Ok(Action::await_change());
     };
-    let (report, action, objects) = (&diagnosis.report, &diagnosis.action, &diagnosis.objects);
+    let (report, message, objects) = (&diagnosis.report, &diagnosis.message, &diagnosis.objects);
     let (plan, worst_loss) = (&diagnosis.plan, &diagnosis.worst_loss);
     Span::current().record("reason", field::display(report.reason.as_str()));
     ctx.metrics.show(&namespace, &name, report, worst_loss.as_ref());
-    record(replica, report, action, ctx, arrived).await?;
+    record(replica, report, message, ctx, arrived).await?;
     let recommended = |step| recommendation(objects.describe(step), objects);
     let moves = match (ctx.rebalance.for_service(&objects.service), plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan.moves.iter().map(recommended).collect(),
         _ => Vec::new(),
     };
-    let message = condition_message(report, action);
-    let results = ctx.reports.results(report, &message, worst_loss.as_ref(), &moves);
+    let results = ctx.reports.results(report, message, worst_loss.as_ref(), &moves);
     show_report(replica, results, ctx).await?;
     rebalance::recommend(plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
@@ -136,8 +135,9 @@ async fn filled(caches: &Caches) -> Result<(), Error> {
 /// A replica's diagnosis, the rebalance plan from it, and the objects both read.
 struct Diagnosed {
     report: Report,
-    /// What to do, knowing the plan (`explain`'s words).
-    action: String,
+    /// The condition's message: what is the matter, then what to do knowing the plan (`explain`'s
+    /// words).
+    message: String,
     plan: Result<Plan, NoPlan>,
     /// What losing the worst domain leaves; None without a key or an Instance.
     worst_loss: Option<Loss>,
@@ -178,7 +178,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         // A label no replica read before: the nodes were built without its changes since.
         return diagnosed(replica, ctx);
     }
-    let (plan, action, worst_loss) = ctx.caches.pods.with_requested(|requested| {
+    let (plan, message, worst_loss) = ctx.caches.pods.with_requested(|requested| {
         let plan = recommend(&component, &report, requested, &settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
         let rooms = match no_move(&plan) {
@@ -187,11 +187,12 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         };
         let action = what_to_do(&report, &plan, &rooms, &objects.replica);
         let worst_loss = worst(&component, &report, requested, &settings);
-        (plan, action, worst_loss)
+        // What is the matter, then what to do.
+        (plan, format!("{}. {action}", report.message), worst_loss)
     });
     Ok(Some(Diagnosed {
         report,
-        action,
+        message,
         plan,
         worst_loss,
         objects,
@@ -203,7 +204,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
 async fn record(
     replica: &InferenceReplica,
     report: &Report,
-    action: &str,
+    message: &str,
     ctx: &Context,
     arrived: &mut Option<Instant>,
 ) -> Result<(), Error> {
@@ -219,7 +220,7 @@ async fn record(
     });
     let previous = written.as_ref().or(cached);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let condition = spread_condition(report, action, replica.meta().generation, previous, now);
+    let condition = spread_condition(report, message, replica.meta().generation, previous, now);
     let told = told.or_else(|| previous.map(|p| p.reason.clone()));
     let tell = async {
         if told.is_some_and(|reason| reason == condition.reason) {
@@ -265,11 +266,11 @@ async fn record(
     told.and(written)
 }
 
-/// The `Spread` condition for a report and what to do. Its transition time moves only when its
-/// status does.
+/// The `Spread` condition for a report and its message. Its transition time moves only when
+/// its status does.
 pub fn spread_condition(
     report: &Report,
-    action: &str,
+    message: &str,
     generation: Option<i64>,
     previous: Option<&Condition>,
     now: Time,
@@ -279,17 +280,12 @@ pub fn spread_condition(
         type_: CONDITION.into(),
         status: status.into(),
         reason: report.reason.as_str().into(),
-        message: condition_message(report, action),
+        message: message.to_owned(),
         observed_generation: generation,
         last_transition_time: previous
             .filter(|p| p.status == status)
             .map_or(now, |p| p.last_transition_time.clone()),
     }
-}
-
-/// What is the matter, then what to do.
-fn condition_message(report: &Report, action: &str) -> String {
-    format!("{}. {action}", report.message)
 }
 
 fn same(a: &Condition, b: &Condition) -> bool {
