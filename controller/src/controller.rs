@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt, future};
+use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
@@ -64,9 +64,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     // What follows the policy and the Lease, aborted when the run ends.
     let mut following = JoinSet::new();
     match &options.settings {
-        Source::Fixed(fixed) => {
-            sender.send_replace(fixed.clone());
-        }
+        Source::Fixed(fixed) => sender.send_modify(|settings| *settings = fixed.clone()),
         Source::Policy(name) => {
             let (health, reports) = (options.health.clone(), options.reports.clone());
             let follow = policy::follow(client.clone(), name.clone(), sender.clone(), health, reports);
@@ -92,10 +90,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     let outcome = tokio::select! {
         () = controller => Ok(()),
         _ = leading.wait_for(|leading| !*leading) => Err("lost the Lease: another replica leads now".to_owned()),
-        () = async {
-            stop.cancelled().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => {
+        () = stop.cancelled().then(|()| tokio::time::sleep(SHUTDOWN_GRACE)) => {
             warn!("the reconciles in flight did not end within {SHUTDOWN_GRACE:?} of the stop: stopping without them");
             Ok(())
         }
