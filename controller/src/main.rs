@@ -123,6 +123,8 @@ struct ControllerArgs {
 
 /// The name kubectl runs a plugin by: `kubectl ome-spread ...` runs `kubectl-ome_spread ...`.
 const PLUGIN: &str = "kubectl-ome_spread";
+/// The command as its help and errors name it when run as the plugin.
+const AS_PLUGIN: &str = "kubectl ome-spread";
 
 /// The command line, its help and errors naming the command as it was run: `kubectl ome-spread`
 /// when run as the kubectl plugin.
@@ -131,9 +133,7 @@ fn cli() -> Cli {
     let plugin = run_as.as_deref().and_then(Path::file_name) == Some(PLUGIN.as_ref());
     let mut command = Cli::command();
     if plugin {
-        command = command
-            .bin_name("kubectl ome-spread")
-            .display_name("kubectl ome-spread");
+        command = command.bin_name(AS_PLUGIN).display_name(AS_PLUGIN);
     }
     Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
 }

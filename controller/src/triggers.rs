@@ -34,11 +34,8 @@ pub fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
 
 /// The replicas of an InferenceService: one per component.
 pub fn replicas_of_service(service: &InferenceService) -> Vec<ObjectRef<InferenceReplica>> {
-    let namespace = service.namespace().unwrap_or_default();
-    COMPONENTS
-        .iter()
-        .map(|component| replica_of_component(&namespace, &service.name_any(), component))
-        .collect()
+    let (namespace, name) = (service.namespace().unwrap_or_default(), service.name_any());
+    Vec::from(COMPONENTS.map(|component| replica_of_component(&namespace, &name, component)))
 }
 
 /// The replicas of every InferenceService that uses the runtime (a namespaced one only in its
