@@ -35,9 +35,20 @@ pub struct Caches {
     /// Whether every cache the diagnosis reads is filled: the readiness tells it
     /// ([`Self::all_filled`]), and the reconciles wait on it.
     pub filled: watch::Sender<Fill>,
-    /// The caches [`Self::all_filled`] has seen filled, by name: what [`Self::unfilled`] reads.
-    seen_filled: Mutex<Vec<&'static str>>,
+    /// The caches [`Self::all_filled`] has not seen filled yet, by name: what [`Self::unfilled`]
+    /// reads.
+    unfilled: Mutex<Vec<&'static str>>,
 }
+
+/// The caches the diagnosis reads, named as [`Caches::all_filled`] waits on them.
+const NAMES: [&str; 6] = [
+    "InferenceServices",
+    "ServingRuntimes",
+    "ClusterServingRuntimes",
+    "OMENative pods",
+    "pods",
+    "nodes",
+];
 
 /// Whether the reconciles can read the caches.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -67,24 +78,8 @@ impl Caches {
             nodes: Arc::default(),
             settings,
             filled: watch::Sender::default(),
-            seen_filled: Mutex::default(),
+            unfilled: Mutex::new(NAMES.to_vec()),
         }
-    }
-
-    /// Each cache the diagnosis reads, named, and the wait until its watch's first list is
-    /// applied (Err: its watch is gone).
-    fn fills(&self) -> [(&'static str, BoxFuture<'_, Result<(), WriterDropped>>); 6] {
-        [
-            ("InferenceServices", self.services.wait_until_ready().boxed()),
-            ("ServingRuntimes", self.runtimes.wait_until_ready().boxed()),
-            (
-                "ClusterServingRuntimes",
-                self.cluster_runtimes.wait_until_ready().boxed(),
-            ),
-            ("OMENative pods", self.pods.store().wait_until_ready().boxed()),
-            ("pods", self.pods.room().wait_until_ready().boxed()),
-            ("nodes", self.nodes.store.wait_until_ready().boxed()),
-        ]
     }
 
     /// Waits until every cache the diagnosis reads is filled (its watch's first list applied),
@@ -92,9 +87,17 @@ impl Caches {
     /// wakes only the task that polled it last): the controller's readiness, which then tells
     /// [`Self::filled`].
     pub async fn all_filled(&self) -> Result<(), Error> {
-        let waits = self.fills().map(|(name, fill)| async move {
+        let fills: [BoxFuture<'_, Result<(), WriterDropped>>; 6] = [
+            self.services.wait_until_ready().boxed(),
+            self.runtimes.wait_until_ready().boxed(),
+            self.cluster_runtimes.wait_until_ready().boxed(),
+            self.pods.store().wait_until_ready().boxed(),
+            self.pods.room().wait_until_ready().boxed(),
+            self.nodes.store.wait_until_ready().boxed(),
+        ];
+        let waits = NAMES.into_iter().zip(fills).map(|(name, fill)| async move {
             fill.await.map_err(|_| Error::CacheGone)?;
-            lock(&self.seen_filled).push(name);
+            lock(&self.unfilled).retain(|unfilled| *unfilled != name);
             Ok::<_, Error>(())
         });
         futures::future::try_join_all(waits).await.map(drop)
@@ -103,13 +106,6 @@ impl Caches {
     /// The caches not filled yet, named, as [`Self::all_filled`] saw them: without polling a
     /// store's wait, which would take the readiness's place as the task it wakes.
     pub fn unfilled(&self) -> Error {
-        let seen = lock(&self.seen_filled);
-        let names: Vec<&str> = self
-            .fills()
-            .into_iter()
-            .map(|(name, _)| name)
-            .filter(|name| !seen.contains(name))
-            .collect();
-        Error::NotFilled(names.join(", "))
+        Error::NotFilled(lock(&self.unfilled).join(", "))
     }
 }

@@ -94,13 +94,8 @@ impl Objects {
     pub fn component(&self) -> Component<'_> {
         let runtime = self.runtime.as_deref().map(Runtime::Namespaced);
         let runtime = runtime.or(self.cluster_runtime.as_deref().map(Runtime::Cluster));
-        Component::new(
-            &self.service,
-            runtime,
-            &self.replica,
-            self.pods.iter().map(|pod| &**pod),
-            &self.nodes,
-        )
+        let pods = self.pods.iter().map(|pod| &**pod);
+        Component::new(&self.service, runtime, &self.replica, pods, &self.nodes)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt, future};
+use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
@@ -64,9 +64,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     // What follows the policy and the Lease, aborted when the run ends.
     let mut following = JoinSet::new();
     match &options.settings {
-        Source::Fixed(fixed) => {
-            sender.send_replace(fixed.clone());
-        }
+        Source::Fixed(fixed) => sender.send_modify(|settings| *settings = fixed.clone()),
         Source::Policy(name) => {
             let (health, reports) = (options.health.clone(), options.reports.clone());
             let follow = policy::follow(client.clone(), name.clone(), sender.clone(), health, reports);
@@ -92,10 +90,7 @@ pub async fn run(client: Client, options: Options) -> Result<(), String> {
     let outcome = tokio::select! {
         () = controller => Ok(()),
         _ = leading.wait_for(|leading| !*leading) => Err("lost the Lease: another replica leads now".to_owned()),
-        () = async {
-            stop.cancelled().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => {
+        () = stop.cancelled().then(|()| tokio::time::sleep(SHUTDOWN_GRACE)) => {
             warn!("the reconciles in flight did not end within {SHUTDOWN_GRACE:?} of the stop: stopping without them");
             Ok(())
         }
@@ -242,10 +237,9 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
     let every_replica = every_replica_changes(&client, &context);
     let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
     let [of_pods, of_services, of_runtimes, of_cluster_runtimes] = [(); 4].map(|()| context.clone());
+    let pod_changes = pods::changes(client, context.caches.pods.clone());
     let controller = Controller::for_stream(replica_changes, replicas)
-        .reconcile_on(
-            pods::changes(client, context.caches.pods.clone()).inspect(move |replica| of_pods.arrived([replica])),
-        )
+        .reconcile_on(pod_changes.inspect(move |replica| of_pods.arrived([replica])))
         .watches_stream(service_events.touched_objects(), move |service| {
             arrived(&of_services, replicas_of_service(&service))
         })
@@ -312,7 +306,7 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
         // and at a start a thousand at once would set the peak memory (BENCHMARKS.md).
         .with_config(controller::Config::default().concurrency(16))
         .run(reconcile, error_policy, context)
-        .for_each(|result| {
+        .for_each(|result| async move {
             match result {
                 // A service's decoder (or engine) that OME has not made, or a replica just
                 // deleted: the watches name it, there is nothing to reconcile.
@@ -320,7 +314,6 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
                 Err(e) => error!(error = %e, "controller"),
                 Ok(_) => {}
             }
-            future::ready(())
         })
         .await;
 }
@@ -404,19 +397,17 @@ fn replica_changes(
 ) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
     let forgetting = context.clone();
     events
-        .inspect_ok(move |event| {
-            match event {
-                watcher::Event::Delete(replica) => forgetting.forget(&ObjectRef::from_obj(replica)),
-                // Those deleted while the watch was down: the relist no longer lists them.
-                watcher::Event::InitDone => {
-                    for replica in forgetting.replicas.replicas() {
-                        if store.get(&replica).is_none() {
-                            forgetting.forget(&replica);
-                        }
+        .inspect_ok(move |event| match event {
+            watcher::Event::Delete(replica) => forgetting.forget(&ObjectRef::from_obj(replica)),
+            // Those deleted while the watch was down: the relist no longer lists them.
+            watcher::Event::InitDone => {
+                for replica in forgetting.replicas.replicas() {
+                    if store.get(&replica).is_none() {
+                        forgetting.forget(&replica);
                     }
                 }
-                _ => {}
             }
+            _ => {}
         })
         .touched_objects()
         .predicate_filter(all_but_the_condition, PredicateConfig::default())

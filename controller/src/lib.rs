@@ -9,7 +9,6 @@ pub mod error;
 pub mod explain;
 pub mod metrics;
 pub mod nodes;
-pub mod objects;
 pub mod pods;
 pub mod policy;
 pub mod rebalance;

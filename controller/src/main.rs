@@ -12,9 +12,10 @@ use ome_spread_controller::controller::{self, Options};
 use ome_spread_controller::policy::{self, Source};
 use ome_spread_controller::report::{Format, Reports};
 use ome_spread_controller::serve::Health;
-use ome_spread_controller::{explain, objects, resources, serve};
+use ome_spread_controller::{explain, resources, serve};
 use ome_spread_core::explain::{Objects, namespace_of_service};
 use ome_spread_core::settings::Settings;
+use serde_json::Value;
 use tracing::{error, info};
 
 // A reconcile builds and drops many small maps, where jemalloc costs the controller less CPU than
@@ -22,12 +23,9 @@ use tracing::{error, info};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Fault-domain spread of OME's OMENative Instances
 #[derive(Parser)]
-#[command(
-    name = "ome-spread",
-    version,
-    about = "Fault-domain spread of OME's OMENative Instances"
-)]
+#[command(name = "ome-spread", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -125,6 +123,8 @@ struct ControllerArgs {
 
 /// The name kubectl runs a plugin by: `kubectl ome-spread ...` runs `kubectl-ome_spread ...`.
 const PLUGIN: &str = "kubectl-ome_spread";
+/// The command as its help and errors name it when run as the plugin.
+const AS_PLUGIN: &str = "kubectl ome-spread";
 
 /// The command line, its help and errors naming the command as it was run: `kubectl ome-spread`
 /// when run as the kubectl plugin.
@@ -133,63 +133,51 @@ fn cli() -> Cli {
     let plugin = run_as.as_deref().and_then(Path::file_name) == Some(PLUGIN.as_ref());
     let mut command = Cli::command();
     if plugin {
-        command = command
-            .bin_name("kubectl ome-spread")
-            .display_name("kubectl ome-spread");
+        command = command.bin_name(AS_PLUGIN).display_name(AS_PLUGIN);
     }
     Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
 }
 
 fn main() -> ExitCode {
-    match cli().command {
-        Command::Explain(args) => explain(args),
-        Command::Controller(args) => controller(args),
-        Command::Crd => match resources::crd_yaml() {
-            Ok(yaml) => {
-                print!("{yaml}");
-                ExitCode::SUCCESS
-            }
-            Err(message) => {
-                eprintln!("error: {message}");
-                ExitCode::FAILURE
-            }
-        },
-    }
-}
-
-/// `explain`: the text, and the exit code that says whether the spread holds.
-fn explain(args: ExplainArgs) -> ExitCode {
-    let service = &args.service;
-    let explained = (|| {
-        let (objects, namespace, source, settings) = match &args.from {
-            Some(path) => {
-                let (objects, source) = (objects::load(path)?, path.display().to_string());
-                let namespace = match args.namespace {
-                    Some(namespace) => namespace,
-                    None => namespace_of_service(&objects, service, &source).map_err(|e| e.to_string())?,
-                };
-                let settings = policy::read_settings(args.settings.as_deref())?;
-                (objects, namespace, source, settings)
-            }
-            None => {
-                let fetched = fetch(service, args.namespace, args.settings.as_deref(), &args.policy);
-                let (objects, namespace, settings) = runtime()?.block_on(fetched)?;
-                (objects, namespace, "the cluster".into(), settings)
-            }
-        };
-        let only = args.component.as_deref();
-        explain::run(service, &namespace, only, &objects, &source, &settings, args.nodes)
-    })();
-    match explained {
-        Ok((text, holds)) => {
+    // What to print and the exit code, or the error and its exit code.
+    let (printed, failed) = match cli().command {
+        Command::Explain(args) => (explain(args).map(|(text, holds)| (text, if holds { 0 } else { 1 })), 2),
+        Command::Controller(args) => return controller(args),
+        Command::Crd => (resources::crd_yaml().map(|yaml| (yaml, 0)), 1),
+    };
+    match printed {
+        Ok((text, code)) => {
             print!("{text}");
-            ExitCode::from(if holds { 0 } else { 1 })
+            ExitCode::from(code)
         }
         Err(message) => {
             eprintln!("error: {message}");
-            ExitCode::from(2)
+            ExitCode::from(failed)
         }
     }
+}
+
+/// `explain`: the text, and whether the spread holds.
+fn explain(args: ExplainArgs) -> Result<(String, bool), String> {
+    let service = &args.service;
+    let (objects, namespace, source, settings) = match &args.from {
+        Some(path) => {
+            let (objects, source) = (saved(path)?, path.display().to_string());
+            let namespace = match args.namespace {
+                Some(namespace) => namespace,
+                None => namespace_of_service(&objects, service, &source).map_err(|e| e.to_string())?,
+            };
+            let settings = policy::read_settings(args.settings.as_deref())?;
+            (objects, namespace, source, settings)
+        }
+        None => {
+            let fetched = fetch(service, args.namespace, args.settings.as_deref(), &args.policy);
+            let (objects, namespace, settings) = runtime()?.block_on(fetched)?;
+            (objects, namespace, "the cluster".into(), settings)
+        }
+    };
+    let only = args.component.as_deref();
+    explain::run(service, &namespace, only, &objects, &source, &settings, args.nodes)
 }
 
 /// `controller`: serves and leads until asked to stop.
@@ -245,6 +233,29 @@ async fn fetch(
     };
     let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
     Ok((explain::fetch(client, service, &namespace).await?, namespace, settings))
+}
+
+/// Saved Kubernetes objects: `kubectl get -o yaml` output (single objects or Lists, several
+/// documents per file), from a file or a directory.
+fn saved(path: &Path) -> Result<Objects, String> {
+    let files = if path.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
+            .collect();
+        files.sort();
+        files
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut documents = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let parsed: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+        documents.extend(parsed);
+    }
+    Objects::new(documents).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 async fn serve_and_lead(options: Options, listen: SocketAddr) -> Result<(), String> {

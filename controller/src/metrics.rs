@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ome_spread_core::diagnosis::{Reason, Report};
+use ome_spread_core::diagnosis::Report;
 use ome_spread_core::loss::Loss;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -93,18 +93,26 @@ impl Metrics {
     /// Shows a replica's report and what losing its worst domain leaves (None: no key or no
     /// Instance, no series), in place of what was shown for it before.
     pub fn show(&self, namespace: &str, replica: &str, report: &Report, worst_loss: Option<&Loss>) {
-        self.replicas.with(namespace, replica, |shown| {
-            shown.reason = Some(report.reason);
-            shown.instances_per_domain = report.instances_per_domain.clone();
+        let per_domain = &report.instances_per_domain;
+        let instances = per_domain.iter().map(|(d, n)| (Some(("domain", d.clone())), *n));
+        let reason = (Some(("reason", report.reason.as_str().to_owned())), 1);
+        let left_serving = one(worst_loss.map(|loss| loss.left_serving));
+        let replaceable = one(worst_loss.map(|loss| loss.placed_again.len()));
+        let shown = [
+            ("instances", instances.collect()),
             // No domains counted (the reason came first): no skew to show, rather than a false 0.
-            shown.skew = (!report.instances_per_domain.is_empty()).then_some(report.skew);
-            shown.worst_loss = worst_loss.map(|loss| (loss.left_serving, loss.placed_again.len()));
-        });
+            ("skew", one((!per_domain.is_empty()).then_some(report.skew))),
+            ("reason", vec![reason]),
+            ("worst_domain_left_serving", left_serving),
+            ("worst_domain_replaceable", replaceable),
+        ];
+        self.replicas.show(namespace, replica, shown);
     }
 
     /// Shows the moves a replica's plan still needs; None (rebalance off) removes the series.
     pub fn rebalance_moves(&self, namespace: &str, replica: &str, moves: Option<usize>) {
-        self.replicas.with(namespace, replica, |shown| shown.moves = moves);
+        self.replicas
+            .show(namespace, replica, [("rebalance_moves", one(moves))]);
     }
 
     /// Removes a replica's series: it is gone, or no longer on OMENative.
@@ -121,19 +129,20 @@ impl Metrics {
     }
 }
 
-/// What a replica shows now, by namespace and name: its series are written from it at each
-/// scrape, so that a domain or reason that goes away leaves no stale series.
+/// What each replica shows now, by namespace and name, then by gauge: its series are written
+/// from it at each scrape, so that a domain or reason that goes away leaves no stale series.
 #[derive(Debug, Default)]
 struct Replicas(Mutex<BTreeMap<(String, String), Shown>>);
 
-#[derive(Debug, Default)]
-struct Shown {
-    reason: Option<Reason>,
-    instances_per_domain: BTreeMap<String, usize>,
-    skew: Option<usize>,
-    /// Left serving and placed again, after losing the worst domain.
-    worst_loss: Option<(usize, usize)>,
-    moves: Option<usize>,
+/// What a replica shows, by gauge.
+type Shown = BTreeMap<&'static str, Series>;
+
+/// A replica's series of one gauge: the label of its own, if any, and the value.
+type Series = Vec<(Option<(&'static str, String)>, usize)>;
+
+/// The one series of a gauge without a label of its own, if it has a value.
+fn one(value: Option<usize>) -> Series {
+    value.map(|value| (None, value)).into_iter().collect()
 }
 
 /// The replicas' gauges, by name: their help, as the registry would write it.
@@ -164,29 +173,11 @@ const GAUGES: [(&str, &str); 6] = [
     ),
 ];
 
-impl Shown {
-    /// The replica's series of gauge `name`: the label of its own, if any, and the value.
-    fn series(&self, name: &str) -> Vec<(Option<(&'static str, &str)>, usize)> {
-        let one = |value: Option<usize>| value.map(|value| (None, value)).into_iter().collect();
-        match name {
-            "instances" => (self.instances_per_domain.iter())
-                .map(|(domain, n)| (Some(("domain", domain.as_str())), *n))
-                .collect(),
-            "skew" => one(self.skew),
-            "reason" => (self.reason.iter())
-                .map(|reason| (Some(("reason", reason.as_str())), 1))
-                .collect(),
-            "rebalance_moves" => one(self.moves),
-            "worst_domain_left_serving" => one(self.worst_loss.map(|(left_serving, _)| left_serving)),
-            _ => one(self.worst_loss.map(|(_, placed_again)| placed_again)),
-        }
-    }
-}
-
 impl Replicas {
-    fn with(&self, namespace: &str, replica: &str, change: impl FnOnce(&mut Shown)) {
-        let mut replicas = lock(&self.0);
-        change(replicas.entry((namespace.to_owned(), replica.to_owned())).or_default());
+    /// Shows these gauges' series of a replica in place of what they showed before.
+    fn show(&self, namespace: &str, replica: &str, shown: impl IntoIterator<Item = (&'static str, Series)>) {
+        let key = (namespace.to_owned(), replica.to_owned());
+        lock(&self.0).entry(key).or_default().extend(shown);
     }
 }
 
@@ -198,8 +189,11 @@ impl Collector for Replicas {
             let series: Vec<(Vec<_>, usize)> = (replicas.iter())
                 .flat_map(|((namespace, replica), shown)| {
                     let labels = [("namespace", namespace.as_str()), ("replica", replica.as_str())];
-                    let series = shown.series(name).into_iter();
-                    series.map(move |(own, value)| (labels.into_iter().chain(own).collect(), value))
+                    let series = shown.get(name).into_iter().flatten();
+                    series.map(move |(own, value)| {
+                        let own = own.as_ref().map(|(label, value)| (*label, value.as_str()));
+                        (labels.into_iter().chain(own).collect(), *value)
+                    })
                 })
                 .collect();
             if series.is_empty() {
@@ -217,6 +211,7 @@ impl Collector for Replicas {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use ome_spread_core::diagnosis::Reason;
     use ome_spread_core::spread::SpreadSettings;
 
     /// A report of `reason`, its Instances per domain and skew, with no message.

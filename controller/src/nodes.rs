@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt, future};
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher::Config;
+use kube::runtime::watcher::{Config, Event};
 use ome_spread_core::nodes::{Node, Nodes, Served};
 use ome_spread_core::room::Resources;
 use tracing::warn;
@@ -20,14 +20,8 @@ use ome_spread_core::ome::InferenceReplica;
 /// The node watch, filling `nodes`: one item (a reconcile of every replica) for each change the
 /// diagnosis reads.
 pub fn changes(client: kube::Client, nodes: Arc<NodeIndex>) -> impl Stream<Item = ()> {
-    let read = |change: NodeChange| future::ready((change == NodeChange::Read).then_some(()));
-    let watch = reflected::changes(
-        Api::all(client),
-        Config::default(),
-        |_| {},
-        move |event| nodes.apply(event),
-    );
-    watch.filter_map(read)
+    let read = move |event: &Event<Served>| (nodes.apply(event) == NodeChange::Read).then_some(());
+    reflected::changes(Api::all(client), Config::default(), |_| {}, read).filter_map(future::ready)
 }
 
 /// The nodes, and what the diagnosis reads of them.

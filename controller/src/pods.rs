@@ -50,16 +50,14 @@ pub fn replica_of_component(namespace: &str, service: &str, component: &str) -> 
     ObjectRef::new(&replica.name).within(&replica.namespace)
 }
 
-/// (namespace, InferenceService, component).
-pub type ComponentKey = (String, String, String);
-
-/// Its component by OME's labels (None: not an OMENative pod, or no component's).
-fn component(pod: &Pod) -> Option<ComponentKey> {
+/// Its component by OME's labels, as the replica that reads it (None: not an OMENative pod, or
+/// no component's).
+fn component(pod: &Pod) -> Option<ObjectRef<InferenceReplica>> {
     if pod.label(labels::MANAGED_BY) != Some(labels::OME_NATIVE) {
         return None;
     }
     let (namespace, service, component) = component_of(pod)?;
-    Some((namespace.to_owned(), service.to_owned(), component.to_owned()))
+    Some(replica_of_component(namespace, service, component))
 }
 
 /// Every pod: the OMENative pods of the components, and the room every pod holds.
@@ -98,8 +96,8 @@ impl Pods {
         &self.room.store
     }
 
-    /// The pods of `component`, by name: shared, not copied.
-    pub fn of(&self, component: &ComponentKey) -> Vec<Arc<Pod>> {
+    /// The pods of the component `replica` reads, by name: shared, not copied.
+    pub fn of(&self, component: &ObjectRef<InferenceReplica>) -> Vec<Arc<Pod>> {
         self.components.with(|components| {
             let pods = components.0.get(component).into_iter().flat_map(BTreeMap::values);
             pods.cloned().collect()
@@ -112,19 +110,17 @@ impl Pods {
     }
 }
 
-/// Each component's OMENative pods by name (shared with the store).
+/// Each component's OMENative pods by name (shared with the store), by the replica that reads
+/// them.
 #[derive(Debug, Default, PartialEq)]
-struct Components(HashMap<ComponentKey, BTreeMap<String, Arc<Pod>>>);
+struct Components(HashMap<ObjectRef<InferenceReplica>, BTreeMap<String, Arc<Pod>>>);
 
 impl Components {
     fn insert(&mut self, pod: &Arc<Pod>) -> Option<ObjectRef<InferenceReplica>> {
         let component = component(pod)?;
-        let trigger = replica_of_component(&component.0, &component.1, &component.2);
-        self.0
-            .entry(component)
-            .or_default()
-            .insert(pod.name().to_owned(), pod.clone());
-        Some(trigger)
+        let pods = self.0.entry(component.clone()).or_default();
+        pods.insert(pod.name().to_owned(), pod.clone());
+        Some(component)
     }
 
     /// Takes away a pod inserted before.
@@ -136,7 +132,7 @@ impl Components {
                 self.0.remove(&component);
             }
         }
-        Some(replica_of_component(&component.0, &component.1, &component.2))
+        Some(component)
     }
 }
 
@@ -155,11 +151,9 @@ impl Derived<Pod> for Components {
         for pod in all {
             self.insert(&pod);
         }
-        let components: HashSet<&ComponentKey> = before.0.keys().chain(self.0.keys()).collect();
+        let components: HashSet<&ObjectRef<InferenceReplica>> = before.0.keys().chain(self.0.keys()).collect();
         let changed = components.into_iter().filter(|c| before.0.get(*c) != self.0.get(*c));
-        changed
-            .map(|(ns, service, component)| replica_of_component(ns, service, component))
-            .collect()
+        changed.cloned().collect()
     }
 }
 
@@ -447,7 +441,7 @@ mod tests {
         );
         let engine = || vec!["m-engine".to_owned()];
         assert_eq!(triggers, [vec![], vec![], vec![], engine(), engine()]);
-        let component = ("ns".to_owned(), "m".to_owned(), "engine".to_owned());
+        let component = ObjectRef::new("m-engine").within("ns");
         assert_eq!(pods.of(&component).len(), 0);
     }
 
@@ -480,7 +474,7 @@ mod tests {
             ))]),
             [none(), none(), vec!["m-decoder".to_owned()]]
         );
-        let decoder = ("ns".to_owned(), "m".to_owned(), "decoder".to_owned());
+        let decoder = ObjectRef::new("m-decoder").within("ns");
         assert_eq!(pods.of(&decoder).len(), 0);
     }
 
@@ -497,7 +491,7 @@ mod tests {
         ] {
             pods.apply(&event);
         }
-        let engine = ("ns".to_owned(), "m".to_owned(), "engine".to_owned());
+        let engine = ObjectRef::new("m-engine").within("ns");
         let placed = |pods: &Pods| -> Vec<(String, String)> {
             pods.of(&engine)
                 .iter()
@@ -520,10 +514,7 @@ mod tests {
             "n2",
         )));
         assert_eq!(placed(&pods), [named("m-engine-1-default-0", "n3")]);
-        assert_eq!(
-            pods.of(&("ns".to_owned(), "m".to_owned(), "decoder".to_owned())).len(),
-            1
-        );
+        assert_eq!(pods.of(&ObjectRef::new("m-decoder").within("ns")).len(), 1);
     }
 
     /// A training pod as the API server serves it.
@@ -605,7 +596,7 @@ mod tests {
         let engine = trimmed(&served("m-engine-0-default-0", Some("engine"), "n1"));
         let train = trimmed(&training("train-0", Some("n1"), 2, "Running"));
         assert_eq!(listed(vec![engine, train.clone()]), [0, 0, 0, 1]);
-        let component = ("ns".to_owned(), "m".to_owned(), "engine".to_owned());
+        let component = ObjectRef::new("m-engine").within("ns");
         assert_eq!(pods.of(&component).len(), 1);
         assert_eq!(
             requested(&pods),

@@ -141,16 +141,12 @@ pub async fn follow(
                 // Marked as changed even when equal to the channel's first value: the first read.
                 settings.send_replace(new);
             }
-            Ok(new) => {
-                settings.send_if_modified(|current| {
-                    let changed = *current != new;
-                    if changed {
-                        info!(policy = %name, settings = ?new, "settings changed: reconciling every replica");
-                        *current = new;
-                    }
-                    changed
-                });
+            // Compared before it is sent: this is the channel's one writer.
+            Ok(new) if *settings.borrow() != new => {
+                info!(policy = %name, settings = ?new, "settings changed: reconciling every replica");
+                settings.send_replace(new);
             }
+            Ok(_) => {}
             Err(why) if read => error!("{why}: keeping the settings last read"),
             Err(why) => {
                 error!("{why}: not standing for the Lease until they are fixed");

@@ -23,6 +23,7 @@ use tracing::{Span, debug, field, info, instrument, warn};
 use crate::cache::{Caches, Fill};
 use crate::context::{Context, Mode, Objects};
 use crate::error::{Error, FILL_TIMEOUT, within_timeout};
+use crate::pods::replica_of_component;
 use crate::rebalance::{self, recommendation};
 use crate::reflected::key;
 use crate::resources::{CONDITION, FIELD_MANAGER};
@@ -91,23 +92,17 @@ async fn reconcile_replica(
         ctx.forget(&key);
         return Ok(Action::await_change());
     };
-    let Diagnosed {
-        report, objects, plan, ..
-    } = &diagnosis;
+    let (report, message, objects) = (&diagnosis.report, &diagnosis.message, &diagnosis.objects);
+    let (plan, worst_loss) = (&diagnosis.plan, &diagnosis.worst_loss);
     Span::current().record("reason", field::display(report.reason.as_str()));
-    let worst_loss = diagnosis.worst_loss.as_ref();
-    ctx.metrics.show(&namespace, &name, report, worst_loss);
-    record(replica, report, &diagnosis.action, ctx, arrived).await?;
+    ctx.metrics.show(&namespace, &name, report, worst_loss.as_ref());
+    record(replica, report, message, ctx, arrived).await?;
+    let recommended = |step| recommendation(objects.describe(step), objects);
     let moves = match (ctx.rebalance.for_service(&objects.service), plan) {
-        (Ok(Mode::Recommend), Ok(plan)) => plan
-            .moves
-            .iter()
-            .map(|step| recommendation(objects.describe(step), objects))
-            .collect(),
+        (Ok(Mode::Recommend), Ok(plan)) => plan.moves.iter().map(recommended).collect(),
         _ => Vec::new(),
     };
-    let message = condition_message(report, &diagnosis.action);
-    let results = ctx.reports.results(report, &message, worst_loss, &moves);
+    let results = ctx.reports.results(report, message, worst_loss.as_ref(), &moves);
     show_report(replica, results, ctx).await?;
     rebalance::recommend(plan, objects, ctx).await?;
     Ok(Action::requeue(RESYNC))
@@ -140,8 +135,9 @@ async fn filled(caches: &Caches) -> Result<(), Error> {
 /// A replica's diagnosis, the rebalance plan from it, and the objects both read.
 struct Diagnosed {
     report: Report,
-    /// What to do, knowing the plan (`explain`'s words).
-    action: String,
+    /// The condition's message: what is the matter, then what to do knowing the plan (`explain`'s
+    /// words).
+    message: String,
     plan: Result<Plan, NoPlan>,
     /// What losing the worst domain leaves; None without a key or an Instance.
     worst_loss: Option<Loss>,
@@ -171,7 +167,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         runtime,
         cluster_runtime,
         replica: replica.clone(),
-        pods: (ctx.caches.pods).of(&(namespace.clone(), parent, replica.spec.component.clone())),
+        pods: (ctx.caches.pods).of(&replica_of_component(&namespace, &parent, &replica.spec.component)),
         nodes: ctx.caches.nodes.current(),
     };
     let component = objects.component();
@@ -182,7 +178,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         // A label no replica read before: the nodes were built without its changes since.
         return diagnosed(replica, ctx);
     }
-    let (plan, action, worst_loss) = ctx.caches.pods.with_requested(|requested| {
+    let (plan, message, worst_loss) = ctx.caches.pods.with_requested(|requested| {
         let plan = recommend(&component, &report, requested, &settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
         let rooms = match no_move(&plan) {
@@ -191,11 +187,12 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         };
         let action = what_to_do(&report, &plan, &rooms, &objects.replica);
         let worst_loss = worst(&component, &report, requested, &settings);
-        (plan, action, worst_loss)
+        // What is the matter, then what to do.
+        (plan, format!("{}. {action}", report.message), worst_loss)
     });
     Ok(Some(Diagnosed {
         report,
-        action,
+        message,
         plan,
         worst_loss,
         objects,
@@ -207,16 +204,14 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
 async fn record(
     replica: &InferenceReplica,
     report: &Report,
-    action: &str,
+    message: &str,
     ctx: &Context,
     arrived: &mut Option<Instant>,
 ) -> Result<(), Error> {
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let key = ObjectRef::from_obj(replica);
-    let cached = replica
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
+    let status = replica.status.as_ref();
+    let cached = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
     let (written, told) = ctx.replicas.with(&key, |kept| {
         if kept.written.as_ref().zip(cached).is_some_and(|(w, c)| same(w, c)) {
             kept.written = None;
@@ -225,7 +220,7 @@ async fn record(
     });
     let previous = written.as_ref().or(cached);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let condition = spread_condition(report, action, replica.meta().generation, previous, now);
+    let condition = spread_condition(report, message, replica.meta().generation, previous, now);
     let told = told.or_else(|| previous.map(|p| p.reason.clone()));
     let tell = async {
         if told.is_some_and(|reason| reason == condition.reason) {
@@ -271,11 +266,11 @@ async fn record(
     told.and(written)
 }
 
-/// The `Spread` condition for a report and what to do. Its transition time moves only when its
-/// status does.
+/// The `Spread` condition for a report and its message. Its transition time moves only when
+/// its status does.
 pub fn spread_condition(
     report: &Report,
-    action: &str,
+    message: &str,
     generation: Option<i64>,
     previous: Option<&Condition>,
     now: Time,
@@ -285,17 +280,12 @@ pub fn spread_condition(
         type_: CONDITION.into(),
         status: status.into(),
         reason: report.reason.as_str().into(),
-        message: condition_message(report, action),
+        message: message.to_owned(),
         observed_generation: generation,
         last_transition_time: previous
             .filter(|p| p.status == status)
             .map_or(now, |p| p.last_transition_time.clone()),
     }
-}
-
-/// What is the matter, then what to do.
-fn condition_message(report: &Report, action: &str) -> String {
-    format!("{}. {action}", report.message)
 }
 
 fn same(a: &Condition, b: &Condition) -> bool {

@@ -13,7 +13,7 @@ use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::utils::ResetTimerBackoff;
-use kube::runtime::watcher::ExponentialBackoff;
+use kube::runtime::watcher::{Event, ExponentialBackoff};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -106,25 +106,21 @@ where
     /// Applies a watch event to the store, then to what is derived of it. An object that comes
     /// again unchanged changes nothing; a relist (kube-runtime's: the store is swapped when it is
     /// done) is derived anew once it is done.
-    pub fn apply(&self, event: &watcher::Event<K>) -> D::Output {
+    pub fn apply(&self, event: &Event<K>) -> D::Output {
         let mut written = lock(&self.written);
         let (writer, derived) = &mut *written;
         let old = match event {
-            watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
-                self.store.get(&ObjectRef::from_obj(object))
-            }
+            Event::Apply(object) | Event::Delete(object) => self.store.get(&ObjectRef::from_obj(object)),
             _ => None,
         };
-        if let watcher::Event::Apply(object) = event
-            && old.as_deref() == Some(object)
-        {
+        if matches!(event, Event::Apply(object) if old.as_deref() == Some(object)) {
             return D::Output::default();
         }
         writer.apply_watcher_event(event);
         match event {
-            watcher::Event::Apply(object) => derived.changed(old, self.store.get(&ObjectRef::from_obj(object))),
-            watcher::Event::Delete(_) if old.is_some() => derived.changed(old, None),
-            watcher::Event::InitDone => derived.relisted(self.store.state()),
+            Event::Apply(object) => derived.changed(old, self.store.get(&ObjectRef::from_obj(object))),
+            Event::Delete(_) if old.is_some() => derived.changed(old, None),
+            Event::InitDone => derived.relisted(self.store.state()),
             _ => D::Output::default(),
         }
     }

@@ -32,12 +32,11 @@ const MISSING_RETRY: Duration = Duration::from_secs(300);
 
 /// Which reports the controller writes (`--reports`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "lower")]
 pub enum Format {
     /// `openreports.io/v1alpha1` `Report`: what Kubewarden 1.33 and later write.
-    #[value(name = "openreports")]
     OpenReports,
     /// `wgpolicyk8s.io/v1alpha2` `PolicyReport`: what older Kubewarden writes.
-    #[value(name = "policyreport")]
     PolicyReport,
     Off,
 }

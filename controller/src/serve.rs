@@ -67,12 +67,10 @@ impl Health {
 
     /// Ok when ready, else why not.
     pub fn ready(&self) -> Result<(), String> {
-        if let Some(why) = lock(&self.settings).clone() {
-            return Err(why);
-        }
-        match self.ready.load(Ordering::Acquire) {
-            true => Ok(()),
-            false => Err("filling caches".into()),
+        match lock(&self.settings).clone() {
+            Some(why) => Err(why),
+            None if self.ready.load(Ordering::Acquire) => Ok(()),
+            None => Err("filling caches".into()),
         }
     }
 

@@ -19,14 +19,8 @@ use ome_spread_core::ome::{InferenceReplica, InferenceService};
 /// predicate filter drops an event whose value is the one seen last).
 pub fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
-    let metadata = &replica.metadata;
-    (
-        &metadata.uid,
-        metadata.generation,
-        &metadata.labels,
-        &metadata.annotations,
-    )
-        .hash(&mut hasher);
+    let meta = &replica.metadata;
+    (&meta.uid, meta.generation, &meta.labels, &meta.annotations).hash(&mut hasher);
     serde_json::to_string(&replica.spec).ok()?.hash(&mut hasher);
     if let Some(status) = &replica.status {
         let others = status.conditions.iter().filter(|c| c.type_ != CONDITION);
@@ -40,11 +34,8 @@ pub fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
 
 /// The replicas of an InferenceService: one per component.
 pub fn replicas_of_service(service: &InferenceService) -> Vec<ObjectRef<InferenceReplica>> {
-    let namespace = service.namespace().unwrap_or_default();
-    COMPONENTS
-        .iter()
-        .map(|component| replica_of_component(&namespace, &service.name_any(), component))
-        .collect()
+    let (namespace, name) = (service.namespace().unwrap_or_default(), service.name_any());
+    Vec::from(COMPONENTS.map(|component| replica_of_component(&namespace, &name, component)))
 }
 
 /// The replicas of every InferenceService that uses the runtime (a namespaced one only in its
