@@ -54,28 +54,20 @@ impl Exact {
     /// named by its resource.
     fn of_json(quantities: &Value) -> Result<Self, Unreadable> {
         let amounts = quantities.as_object().into_iter().flatten();
-        let read = amounts.map(|(name, value)| match amount(value) {
-            Ok(quantity) => Ok((name.clone(), quantity)),
-            Err(reason) => Err(Unreadable {
-                at: name.clone(),
-                reason,
-            }),
+        let read = amounts.map(|(name, value)| {
+            let at = name.clone();
+            amount(value)
+                .map(|quantity| (name.clone(), quantity))
+                .map_err(|reason| Unreadable { at, reason })
         });
         read.collect::<Result<_, _>>().map(Self)
     }
 
-    fn add(&mut self, other: &Exact) {
+    /// Each resource `with` its amount and `other`'s: their sum, or the larger of the two.
+    fn merge(&mut self, other: &Exact, with: fn(Quantity, Quantity) -> Quantity) {
         for (name, amount) in &other.0 {
             let mine = self.0.entry(name.clone()).or_default();
-            *mine = mine.saturating_add(*amount);
-        }
-    }
-
-    /// Each resource the larger of the two amounts.
-    fn raise(&mut self, other: &Exact) {
-        for (name, amount) in &other.0 {
-            let mine = self.0.entry(name.clone()).or_default();
-            *mine = (*mine).max(*amount);
+            *mine = with(*mine, *amount);
         }
     }
 
@@ -127,26 +119,27 @@ impl Resources {
         };
         let mut total = Exact::default();
         for (i, container) in spec.containers.iter().enumerate() {
-            total.add(&requests("containers", i, container)?);
+            total.merge(&requests("containers", i, container)?, Quantity::saturating_add);
         }
         let (mut sidecars, mut init) = (Exact::default(), Exact::default());
         for (i, container) in spec.init_containers.iter().enumerate() {
             let mut running = requests("initContainers", i, container)?;
             if container.restart_policy.as_deref() == Some("Always") {
-                total.add(&running);
-                sidecars.add(&running);
+                total.merge(&running, Quantity::saturating_add);
+                sidecars.merge(&running, Quantity::saturating_add);
                 running = sidecars.clone();
             } else {
-                running.add(&sidecars);
+                running.merge(&sidecars, Quantity::saturating_add);
             }
-            init.raise(&running);
+            init.merge(&running, Ord::max);
         }
-        total.raise(&init);
+        total.merge(&init, Ord::max);
         let pod_level = Exact::of_json(&spec.resources.requests).map_err(|e| e.within("spec.resources.requests."))?;
         for (name, quantity) in pod_level.0.into_iter().filter(|(name, _)| is_pod_level(name)) {
             total.0.insert(name, quantity);
         }
-        total.add(&Exact::of_json(&spec.overhead).map_err(|e| e.within("spec.overhead."))?);
+        let overhead = Exact::of_json(&spec.overhead).map_err(|e| e.within("spec.overhead."))?;
+        total.merge(&overhead, Quantity::saturating_add);
         let mut counted = total.counted();
         counted.add(&Self([(PODS.to_owned(), 1000)].into()));
         Ok(counted)
@@ -204,8 +197,8 @@ fn is_pod_level(name: &str) -> bool {
 pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Result<Requested, Unreadable> {
     let mut requested = Requested::new();
     for pod in pods {
-        let name = || format!("Pod {}/{}: ", pod.namespace(), pod.name());
-        if let Some((node, requests)) = held(pod).map_err(|e| e.within(&name()))? {
+        let named = |e: Unreadable| e.within(&format!("Pod {}/{}: ", pod.namespace(), pod.name()));
+        if let Some((node, requests)) = held(pod).map_err(named)? {
             requested.entry(node.to_owned()).or_default().add(&requests);
         }
     }
@@ -214,10 +207,9 @@ pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Result<Requeste
 
 /// The node a pod holds room on and what it holds there, if it holds any: bound, not finished.
 pub fn held(pod: &Pod) -> Result<Option<(&str, Resources)>, Unreadable> {
-    let Some(node) = pod.node().filter(|_| !pod.is_finished()) else {
-        return Ok(None);
-    };
-    Ok(Some((node, Resources::of_pod(pod)?)))
+    let node = pod.node().filter(|_| !pod.is_finished());
+    node.map(|node| Resources::of_pod(pod).map(|requests| (node, requests)))
+        .transpose()
 }
 
 #[cfg(test)]
