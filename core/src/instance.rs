@@ -3,7 +3,6 @@
 //! pods), each Instance's workers, and the domain an Instance runs in.
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 
 use serde_json::Value;
 use thiserror::Error;
@@ -124,13 +123,12 @@ pub(crate) fn anchors<'a>(pods: &[&'a Pod], service: &str, kind: &str) -> Vec<&'
             anchors.push(pod);
             continue;
         };
-        match at.entry(index) {
-            Entry::Vacant(slot) => {
-                slot.insert(anchors.len());
-                anchors.push(pod);
-            }
-            Entry::Occupied(slot) if counted_before(pod, anchors[*slot.get()]) => anchors[*slot.get()] = pod,
-            Entry::Occupied(_) => {}
+        let slot = *at.entry(index).or_insert_with(|| {
+            anchors.push(pod);
+            anchors.len() - 1
+        });
+        if counted_before(pod, anchors[slot]) {
+            anchors[slot] = pod;
         }
     }
     anchors

@@ -173,16 +173,11 @@ impl Resources {
         if self.0.is_empty() {
             return 0;
         }
-        pod.0
-            .iter()
-            .filter(|(_, amount)| **amount > 0)
-            .map(|(name, amount)| {
-                let free = self.0.get(name).copied().unwrap_or(0);
-                let free = free.saturating_sub(used.0.get(name).copied().unwrap_or(0));
-                usize::try_from(free / amount).unwrap_or(usize::MAX)
-            })
-            .min()
-            .unwrap_or(0)
+        let amount = |of: &Resources, name: &str| of.0.get(name).copied().unwrap_or(0);
+        let free = |name: &str| amount(self, name).saturating_sub(amount(used, name));
+        let requested = pod.0.iter().filter(|(_, each)| **each > 0);
+        let fits = requested.map(|(name, each)| usize::try_from(free(name) / each).unwrap_or(usize::MAX));
+        fits.min().unwrap_or(0)
     }
 }
 
