@@ -2,7 +2,7 @@
 //! the seed's Step 2 tables, then the diagnosis' reason, why, and what to do. From saved objects
 //! (`kubectl get -o yaml`, Lists included) or a live cluster's, the same way.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::ptr;
 
@@ -161,9 +161,7 @@ pub enum ExplainError {
 /// to look in: the one the objects give it, when only one does.
 pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
     let named = objects.parts.services.iter().filter(|o| o.name_any() == service);
-    let mut namespaces: Vec<&str> = named.map(namespace).collect();
-    namespaces.sort_unstable();
-    namespaces.dedup();
+    let namespaces: Vec<&str> = named.map(namespace).collect::<BTreeSet<_>>().into_iter().collect();
     match namespaces[..] {
         [namespace] => Ok(namespace.to_owned()),
         [] => Err(ExplainError::NoService {
