@@ -162,15 +162,13 @@ pub enum ExplainError {
 pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
     let named = objects.parts.services.iter().filter(|o| o.name_any() == service);
     let namespaces: Vec<&str> = named.map(namespace).collect::<BTreeSet<_>>().into_iter().collect();
+    let (service, origin) = (service.to_owned(), origin.to_owned());
     match namespaces[..] {
         [namespace] => Ok(namespace.to_owned()),
-        [] => Err(ExplainError::NoService {
-            service: service.into(),
-            origin: origin.into(),
-        }),
+        [] => Err(ExplainError::NoService { service, origin }),
         _ => Err(ExplainError::SeveralNamespaces {
-            service: service.into(),
-            origin: origin.into(),
+            service,
+            origin,
             namespaces: namespaces.join(", "),
         }),
     }
@@ -318,9 +316,8 @@ fn drawn<'a>(component: &diagnosis::Component<'a>, report: &Report) -> Vec<Drawn
     let key = report.in_effect.domain_key();
     // Each counted anchor is its own Instance's: never another's member.
     let counted = &component.anchors;
-    let mut unclaimed: Vec<&Pod> = (component.pods.iter().copied())
-        .filter(|pod| !counted.iter().any(|anchor| ptr::eq(*anchor, *pod)))
-        .collect();
+    let is_counted = |pod: &&Pod| counted.iter().any(|anchor| ptr::eq(*anchor, *pod));
+    let mut unclaimed: Vec<&Pod> = component.pods.iter().copied().filter(|pod| !is_counted(pod)).collect();
     let mut instances = Vec::new();
     for &anchor in counted {
         let members: Vec<&Pod>;

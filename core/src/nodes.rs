@@ -323,11 +323,9 @@ impl Selection {
     /// Does the pod select `node` (nodeSelector and required node affinity; an empty term
     /// selects no node, as in Kubernetes)?
     pub fn selects(&self, node: &Node) -> bool {
+        let by_affinity = |terms: &Vec<NodeSelectorTerm>| terms.iter().any(|term| selects(term, node));
         self.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
-            && self
-                .terms
-                .as_ref()
-                .is_none_or(|terms| terms.iter().any(|term| selects(term, node)))
+            && self.terms.as_ref().is_none_or(by_affinity)
     }
 
     /// Does the pod tolerate every NoSchedule and NoExecute taint of `node`?
