@@ -110,8 +110,8 @@ pub fn component_of(pod: &Pod) -> Option<(&str, &str, &str)> {
 /// newer slot's pod runs once that is placed (the older one is being drained), else where the
 /// older one runs.
 pub(crate) fn anchors<'a>(pods: &[&'a Pod], service: &str, kind: &str) -> Vec<&'a Pod> {
-    let mut anchors: Vec<&'a Pod> = Vec::new();
-    let mut at: HashMap<&str, usize> = HashMap::new();
+    // Each Instance index's place among the anchors.
+    let (mut anchors, mut at) = (Vec::new(), HashMap::new());
     let is_anchor = |pod: &&Pod| {
         pod.label(labels::INFERENCE_SERVICE) == Some(service)
             && pod.label(labels::COMPONENT) == Some(kind)

@@ -317,8 +317,10 @@ impl<'a, 'r> Failures<'a, 'r> {
         let mut room = self.whole.clone();
         if on_rack {
             // The spread domains the failed rack is in are counted again without its nodes.
-            let touched = domains_of(self.tallies(self.counted_under_honor)).filter(|(d, racks)| taken(d, racks) > 0);
-            let touched: BTreeSet<&str> = touched.map(|(d, _)| d).collect();
+            let touched: BTreeSet<&str> = domains_of(self.tallies(self.counted_under_honor))
+                .filter(|(domain, racks)| taken(domain, racks) > 0)
+                .map(|(domain, _)| domain)
+                .collect();
             let up = |node: &Node| label(node, key) != Some(domain);
             room.extend(self.candidates.room_up_to(lost, &up, &|d| touched.contains(d)));
         } else if let Some(left) = room.get_mut(domain) {

@@ -34,15 +34,11 @@ pub struct Unreadable {
 impl Unreadable {
     /// The same, inside `outer`: a field (`spec.overhead.`) or an object (`Pod ns/name: `).
     #[must_use]
-    pub fn within(self, outer: &str) -> Self {
-        Self {
-            at: format!("{outer}{}", self.at),
-            ..self
-        }
+    pub fn within(mut self, outer: &str) -> Self {
+        self.at.insert_str(0, outer);
+        self
     }
 }
-
-const PODS: &str = "pods";
 
 /// Amounts per resource name, exact to the nano-unit: `PodRequests` (k8s.io/component-helpers)
 /// sums a pod's quantities exactly, and kube-scheduler rounds only the pod's totals.
@@ -141,7 +137,8 @@ impl Resources {
         let overhead = Exact::of_json(&spec.overhead).map_err(|e| e.within("spec.overhead."))?;
         total.merge(&overhead, Quantity::saturating_add);
         let mut counted = total.counted();
-        counted.add(&Self([(PODS.to_owned(), 1000)].into()));
+        // One of the node's `pods`, in thousandths.
+        counted.add(&Self([("pods".to_owned(), 1000)].into()));
         Ok(counted)
     }
 
