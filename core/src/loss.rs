@@ -132,11 +132,7 @@ impl Repair {
     /// Can a domain the spread counts, with `count` of the Instances, take one more? Required:
     /// only while it stays within maxSkew of the fewest; else always.
     fn allows(&self, count: Option<usize>, fewest: usize) -> bool {
-        match count {
-            _ if !self.required => true,
-            Some(count) => count < fewest + self.max_skew,
-            None => false,
-        }
+        !self.required || count.is_some_and(|count| count < fewest + self.max_skew)
     }
 
     /// The fewest Instances of a counted domain, as kube-scheduler reads them: 0 while fewer

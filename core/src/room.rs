@@ -50,11 +50,12 @@ impl Exact {
     /// named by its resource.
     fn of_json(quantities: &Value) -> Result<Self, Unreadable> {
         let amounts = quantities.as_object().into_iter().flatten();
-        let read = amounts.map(|(name, value)| {
-            let at = name.clone();
-            amount(value)
-                .map(|quantity| (name.clone(), quantity))
-                .map_err(|reason| Unreadable { at, reason })
+        let read = amounts.map(|(name, value)| match amount(value) {
+            Ok(quantity) => Ok((name.clone(), quantity)),
+            Err(reason) => Err(Unreadable {
+                at: name.clone(),
+                reason,
+            }),
         });
         read.collect::<Result<_, _>>().map(Self)
     }
