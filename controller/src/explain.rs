@@ -46,8 +46,7 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
     parts.pods = pods(&client, service, namespace).await?;
     let nodes: Api<Served> = Api::all(client);
     let listed = nodes.list(&ListParams::default()).await.map_err(failed("the nodes"))?;
-    parts.nodes = listed.iter().map(crate::nodes::node).collect();
-    Objects::of(parts).map_err(|e| e.to_string())
+    Objects::of(parts, listed.iter().map(crate::nodes::node).collect()).map_err(|e| e.to_string())
 }
 
 /// What went wrong reading `what` from the cluster.

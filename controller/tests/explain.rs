@@ -567,12 +567,12 @@ fn diagnosed(change: impl FnOnce(&mut Vec<Value>), settings: Settings) -> (Reaso
 /// The core's report on the one component among `objects`.
 fn report_of(objects: &[Value], settings: &Settings) -> Report {
     let read = Objects::new(objects.to_vec()).expect("readable objects");
-    let service = read.services().next().expect("the service");
-    let replica = read.replicas().next().expect("the replica");
+    let service = read.parts.services.first().expect("the service");
+    let replica = read.parts.replicas.first().expect("the replica");
     let pods: Vec<_> = (objects.iter().filter(|o| o["kind"] == "Pod"))
         .map(ome_spread_sim::support::objects::read)
         .collect();
-    let component = Component::new(service, read.runtime_of(service), replica, &pods, read.nodes());
+    let component = Component::new(service, read.runtime_of(service), replica, &pods, &read.nodes);
     diagnose(&component, settings).expect("a report")
 }
 

@@ -2,35 +2,21 @@
 
 /// Left-aligned columns, three spaces apart, each line ending with a newline.
 pub fn table(rows: &[Vec<String>]) -> String {
-    let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
-        .map(|i| {
-            rows.iter()
-                .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut text = String::new();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        text.push_str(cells.join("   ").trim_end());
-        text.push('\n');
-    }
-    text
+    let width = |i: usize| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max();
+    let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len)).filter_map(width).collect();
+    let line = |row: &Vec<String>| {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        format!("{}\n", cells.join("   ").trim_end())
+    };
+    rows.iter().map(line).collect()
 }
 
 /// A list's values joined as kubectl joins `[*]`, or `<none>`.
 pub fn joined<T>(items: &[T], value: impl Fn(&T) -> String) -> String {
     if items.is_empty() {
-        "<none>".into()
-    } else {
-        items.iter().map(value).collect::<Vec<_>>().join(",")
+        return "<none>".into();
     }
+    items.iter().map(value).collect::<Vec<_>>().join(",")
 }
 
 #[cfg(test)]

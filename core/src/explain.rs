@@ -2,7 +2,7 @@
 //! the seed's Step 2 tables, then the diagnosis' reason, why, and what to do. From saved objects
 //! (`kubectl get -o yaml`, Lists included) or a live cluster's, the same way.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::ptr;
 
@@ -30,15 +30,14 @@ use crate::spread::Spread;
 /// every InferenceService of a large cluster never scans every object for each. Objects of other
 /// kinds take no part.
 pub struct Objects {
-    /// All but the nodes, which are in `nodes`.
-    parts: Parts,
-    nodes: Nodes,
+    pub parts: Parts,
+    pub nodes: Nodes,
     requested: Requested,
     /// (namespace, InferenceService, component) -> its pods, in order, from OME's labels.
     by_component: HashMap<(String, String, String), Vec<usize>>,
 }
 
-/// Objects each read into its model: OME's, the pods and the nodes.
+/// OME's objects and the pods, each read into its model.
 #[derive(Default)]
 pub struct Parts {
     pub services: Vec<InferenceService>,
@@ -46,72 +45,55 @@ pub struct Parts {
     pub cluster_runtimes: Vec<ClusterServingRuntime>,
     pub replicas: Vec<InferenceReplica>,
     pub pods: Vec<Pod>,
-    pub nodes: Vec<Node>,
 }
 
 impl Objects {
     /// The objects, or the first that cannot be read, named.
     pub fn new(documents: Vec<Value>) -> Result<Self, Unusable> {
-        let mut parts = Parts::default();
+        let (mut parts, mut nodes) = (Parts::default(), Vec::new());
         for object in documents.into_iter().flat_map(items) {
             match object["kind"].as_str().unwrap_or_default() {
                 "InferenceService" => parts.services.push(typed(&object)?),
                 "ServingRuntime" => parts.runtimes.push(typed(&object)?),
                 "ClusterServingRuntime" => parts.cluster_runtimes.push(typed(&object)?),
                 "InferenceReplica" => parts.replicas.push(typed(&object)?),
-                "Node" => parts.nodes.push(Node::from_json(&object)?),
+                "Node" => nodes.push(Node::from_json(&object)?),
                 "Pod" => parts.pods.push(typed(&object)?),
                 _ => {}
             }
         }
-        Ok(Self::of(parts)?)
+        Ok(Self::of(parts, nodes)?)
     }
 
     /// Objects already read (a live cluster's, listed as their models), or a pod's requests that
     /// cannot be counted, named.
-    pub fn of(mut parts: Parts) -> Result<Self, Unreadable> {
+    pub fn of(parts: Parts, nodes: Vec<Node>) -> Result<Self, Unreadable> {
         let mut by_component: HashMap<_, Vec<usize>> = HashMap::new();
         for (i, pod) in parts.pods.iter().enumerate() {
             if let Some((namespace, service, component)) = component_of(pod) {
-                let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
-                by_component.entry(key).or_default().push(i);
+                let pods = by_component.entry(key(namespace, service, component));
+                pods.or_default().push(i);
             }
         }
         // The room a plan counts on is taken by every pod bound to a node, of any workload.
         let requested = room::requested(&parts.pods)?;
+        let nodes = Nodes::new(nodes);
         Ok(Self {
-            nodes: Nodes::new(std::mem::take(&mut parts.nodes)),
             parts,
+            nodes,
             requested,
             by_component,
         })
-    }
-
-    pub fn nodes(&self) -> &Nodes {
-        &self.nodes
-    }
-
-    pub fn services(&self) -> impl Iterator<Item = &InferenceService> {
-        self.parts.services.iter()
     }
 
     pub fn service(&self, namespace: &str, name: &str) -> Option<&InferenceService> {
         named_in(&self.parts.services, namespace, name)
     }
 
-    pub fn replicas(&self) -> impl Iterator<Item = &InferenceReplica> {
-        self.parts.replicas.iter()
-    }
-
-    pub fn replica(&self, namespace: &str, name: &str) -> Option<&InferenceReplica> {
-        named_in(&self.parts.replicas, namespace, name)
-    }
-
     /// The pods of an InferenceService's component, by OME's labels.
     pub fn pods_of(&self, namespace: &str, service: &str, component: &str) -> Vec<&Pod> {
-        let key = (namespace.to_owned(), service.to_owned(), component.to_owned());
-        let pods = self.by_component.get(&key).map(Vec::as_slice).unwrap_or_default();
-        pods.iter().map(|&i| &self.parts.pods[i]).collect()
+        let pods = self.by_component.get(&key(namespace, service, component));
+        pods.into_iter().flatten().map(|&i| &self.parts.pods[i]).collect()
     }
 
     /// The ServingRuntime or ClusterServingRuntime that `service` names, if it is among them.
@@ -125,6 +107,10 @@ impl Objects {
                 .map(Runtime::Cluster),
         }
     }
+}
+
+fn key(namespace: &str, service: &str, component: &str) -> (String, String, String) {
+    (namespace.to_owned(), service.to_owned(), component.to_owned())
 }
 
 /// A document's objects: a List's items, or the document itself.
@@ -174,19 +160,15 @@ pub enum ExplainError {
 /// The namespace of the InferenceService `service` among saved objects that name no namespace
 /// to look in: the one the objects give it, when only one does.
 pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
-    let named = objects.services().filter(|o| o.name_any() == service);
-    let mut namespaces: Vec<&str> = named.map(namespace).collect();
-    namespaces.sort_unstable();
-    namespaces.dedup();
+    let named = objects.parts.services.iter().filter(|o| o.name_any() == service);
+    let namespaces: Vec<&str> = named.map(namespace).collect::<BTreeSet<_>>().into_iter().collect();
+    let (service, origin) = (service.to_owned(), origin.to_owned());
     match namespaces[..] {
         [namespace] => Ok(namespace.to_owned()),
-        [] => Err(ExplainError::NoService {
-            service: service.into(),
-            origin: origin.into(),
-        }),
+        [] => Err(ExplainError::NoService { service, origin }),
         _ => Err(ExplainError::SeveralNamespaces {
-            service: service.into(),
-            origin: origin.into(),
+            service,
+            origin,
             namespaces: namespaces.join(", "),
         }),
     }
@@ -199,7 +181,6 @@ pub struct Explained<'a> {
     pub namespace: &'a str,
     pub component: &'static str,
     pub replica: &'a InferenceReplica,
-    pub pods: Vec<&'a Pod>,
     pub tables: Vec<Vec<Vec<String>>>,
     pub report: Report,
     pub plan: Result<Plan, NoPlan>,
@@ -258,19 +239,18 @@ pub fn explain<'a>(
             origin: source.into(),
         });
     }
-    let nodes = objects.nodes();
+    let nodes = &objects.nodes;
     let mut explained = Vec::new();
     for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {
         let name = ReplicaRef::for_component(namespace, service, component).name;
-        let Some(replica) = objects.replica(namespace, &name) else {
+        let Some(replica) = named_in(&objects.parts.replicas, namespace, &name) else {
             continue;
         };
         let pods = objects.pods_of(namespace, service, component);
         let diagnosed = diagnosis::Component::new(isvc, runtime, replica, pods.iter().copied(), nodes);
         let (report, requested) = (diagnosis::diagnose(&diagnosed, settings)?, &objects.requested);
         let rooms = rebalance::rooms(&diagnosed, &report, requested, usize::MAX);
-        // Fields are evaluated in order: the pods, the report and the rooms are read before
-        // they move in.
+        // Fields are evaluated in order: the report and the rooms are read before they move in.
         explained.push(Explained {
             service,
             namespace,
@@ -281,7 +261,6 @@ pub fn explain<'a>(
             losses: loss::losses(&diagnosed, &report, requested, settings),
             instances: drawn(&diagnosed, &report),
             alfred: alfred::remarks(&diagnosed),
-            pods,
             report,
             rooms,
         });
@@ -304,8 +283,7 @@ pub fn text(explained: &[Explained]) -> String {
             text.push('\n');
         }
         for table in &component.tables {
-            text.push_str(&columns::table(table));
-            text.push('\n');
+            let _ = writeln!(text, "{}", columns::table(table));
         }
         if !component.losses.is_empty() {
             text.push_str(&columns::table(&loss::table(&component.losses)));
@@ -338,9 +316,8 @@ fn drawn<'a>(component: &diagnosis::Component<'a>, report: &Report) -> Vec<Drawn
     let key = report.in_effect.domain_key();
     // Each counted anchor is its own Instance's: never another's member.
     let counted = &component.anchors;
-    let mut unclaimed: Vec<&Pod> = (component.pods.iter().copied())
-        .filter(|pod| !counted.iter().any(|anchor| ptr::eq(*anchor, *pod)))
-        .collect();
+    let is_counted = |pod: &&Pod| counted.iter().any(|anchor| ptr::eq(*anchor, *pod));
+    let mut unclaimed: Vec<&Pod> = component.pods.iter().copied().filter(|pod| !is_counted(pod)).collect();
     let mut instances = Vec::new();
     for &anchor in counted {
         let members: Vec<&Pod>;

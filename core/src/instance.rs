@@ -3,7 +3,6 @@
 //! pods), each Instance's workers, and the domain an Instance runs in.
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 
 use serde_json::Value;
 use thiserror::Error;
@@ -111,8 +110,8 @@ pub fn component_of(pod: &Pod) -> Option<(&str, &str, &str)> {
 /// newer slot's pod runs once that is placed (the older one is being drained), else where the
 /// older one runs.
 pub(crate) fn anchors<'a>(pods: &[&'a Pod], service: &str, kind: &str) -> Vec<&'a Pod> {
-    let mut anchors: Vec<&'a Pod> = Vec::new();
-    let mut at: HashMap<&str, usize> = HashMap::new();
+    // Each Instance index's place among the anchors.
+    let (mut anchors, mut at) = (Vec::new(), HashMap::new());
     let is_anchor = |pod: &&Pod| {
         pod.label(labels::INFERENCE_SERVICE) == Some(service)
             && pod.label(labels::COMPONENT) == Some(kind)
@@ -124,13 +123,12 @@ pub(crate) fn anchors<'a>(pods: &[&'a Pod], service: &str, kind: &str) -> Vec<&'
             anchors.push(pod);
             continue;
         };
-        match at.entry(index) {
-            Entry::Vacant(slot) => {
-                slot.insert(anchors.len());
-                anchors.push(pod);
-            }
-            Entry::Occupied(slot) if counted_before(pod, anchors[*slot.get()]) => anchors[*slot.get()] = pod,
-            Entry::Occupied(_) => {}
+        let slot = *at.entry(index).or_insert_with(|| {
+            anchors.push(pod);
+            anchors.len() - 1
+        });
+        if counted_before(pod, anchors[slot]) {
+            anchors[slot] = pod;
         }
     }
     anchors

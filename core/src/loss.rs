@@ -132,11 +132,7 @@ impl Repair {
     /// Can a domain the spread counts, with `count` of the Instances, take one more? Required:
     /// only while it stays within maxSkew of the fewest; else always.
     fn allows(&self, count: Option<usize>, fewest: usize) -> bool {
-        match count {
-            _ if !self.required => true,
-            Some(count) => count < fewest + self.max_skew,
-            None => false,
-        }
+        !self.required || count.is_some_and(|count| count < fewest + self.max_skew)
     }
 
     /// The fewest Instances of a counted domain, as kube-scheduler reads them: 0 while fewer
@@ -260,16 +256,13 @@ impl<'a, 'r> Failures<'a, 'r> {
     /// loses and leaves serving.
     fn each(&self) -> Vec<Failure<'r>> {
         let mut failures = Vec::new();
-        for failed_key in std::iter::once(self.key).chain(self.rack) {
+        for key in std::iter::once(self.key).chain(self.rack) {
             // Each Instance's domains of the key, read once for all the domains' failures.
-            let domains_of_instance: Vec<Vec<&str>> = self
-                .instances
-                .iter()
-                .map(|i| i.nodes.iter().filter_map(|node| label(node, failed_key)).collect())
-                .collect();
+            let its_domains = |i: &Placed<'a>| i.nodes.iter().filter_map(|node| label(node, key)).collect();
+            let domains_of_instance: Vec<Vec<&str>> = self.instances.iter().map(its_domains).collect();
             let counted = self.tallies(self.counted_under_honor).iter();
             let mut domains = BTreeSet::new();
-            if failed_key == self.key {
+            if key == self.key {
                 domains.extend(counted.filter_map(|(domain, _)| *domain));
             } else {
                 // Each node's rack hashed, and only the few racks ordered: every node's rack put
@@ -290,11 +283,7 @@ impl<'a, 'r> Failures<'a, 'r> {
                     placed_again: Vec::new(),
                     still_counts: None,
                 };
-                failures.push(Failure {
-                    key: failed_key,
-                    is_lost,
-                    loss,
-                });
+                failures.push(Failure { key, is_lost, loss });
             }
         }
         failures
@@ -320,13 +309,13 @@ impl<'a, 'r> Failures<'a, 'r> {
                 0
             }
         };
-        let takes_all = |(spread_domain, racks): (&&'a str, &Racks)| taken(spread_domain, racks) == racks.len();
+        let takes_all = |(spread_domain, racks): (&'a str, &Racks)| taken(spread_domain, racks) == racks.len();
         let mut room = self.whole.clone();
         if on_rack {
             // The spread domains the failed rack is in are counted again without its nodes.
             let touched: BTreeSet<&str> = domains_of(self.tallies(self.counted_under_honor))
                 .filter(|(domain, racks)| taken(domain, racks) > 0)
-                .map(|(domain, _)| *domain)
+                .map(|(domain, _)| domain)
                 .collect();
             let up = |node: &Node| label(node, key) != Some(domain);
             room.extend(self.candidates.room_up_to(lost, &up, &|d| touched.contains(d)));
@@ -336,10 +325,8 @@ impl<'a, 'r> Failures<'a, 'r> {
         }
         // The domains the spread counts once `domain` fails, with the Instances left in each.
         let counts = |honor: bool| {
-            let mut counts: BTreeMap<&str, usize> = domains_of(self.tallies(honor))
-                .filter(|&domain| !(honor && takes_all(domain)))
-                .map(|(domain, _)| (*domain, 0))
-                .collect();
+            let counted = domains_of(self.tallies(honor)).filter(|&domain| !(honor && takes_all(domain)));
+            let mut counts: BTreeMap<&str, usize> = counted.map(|(domain, _)| (domain, 0)).collect();
             let left = self.instances.iter().zip(&is_lost).filter(|(_, lost)| !**lost);
             for domain in left.filter_map(|(i, _)| i.domain) {
                 if let Some(count) = counts.get_mut(domain) {
@@ -351,10 +338,8 @@ impl<'a, 'r> Failures<'a, 'r> {
         let replaceable = |honor: bool| place(lost, counts(honor), &room, &self.repair);
         loss.placed_again = replaceable(self.honor);
         // The spread domains the failure takes whole, which still count under Ignore.
-        let emptied: Vec<String> = domains_of(self.tallies(false))
-            .filter(|&domain| takes_all(domain))
-            .map(|(domain, _)| (*domain).to_owned())
-            .collect();
+        let emptied = domains_of(self.tallies(false)).filter(|&domain| takes_all(domain));
+        let emptied: Vec<String> = emptied.map(|(domain, _)| domain.to_owned()).collect();
         if self.repair.required && !self.honor && !emptied.is_empty() {
             loss.still_counts = Some(StillCounts {
                 domains: emptied,
@@ -388,10 +373,8 @@ fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 }
 
 /// The tallied spread domains (nodes without the key's label have none).
-fn domains_of<'t, 'a>(tallies: &'t Tallies<'a>) -> impl Iterator<Item = (&'t &'a str, &'t Racks<'a>)> {
-    tallies
-        .iter()
-        .filter_map(|(domain, racks)| Some((domain.as_ref()?, racks)))
+fn domains_of<'t, 'a>(tallies: &'t Tallies<'a>) -> impl Iterator<Item = (&'a str, &'t Racks<'a>)> {
+    tallies.iter().filter_map(|(domain, racks)| Some(((*domain)?, racks)))
 }
 
 /// The Instance of `anchor`: itself and its workers.

@@ -147,10 +147,9 @@ impl Node {
 
     /// A node as served, with its allocatable as read of it ([`Served::allocatable`]).
     pub fn of(node: &Served, allocatable: Resources) -> Self {
-        let labels = node.metadata.labels.iter().flatten();
         Self::new(
             node.metadata.name.clone().unwrap_or_default(),
-            labels.map(|(key, value)| (key.clone(), value.clone())).collect(),
+            node.metadata.labels.clone().unwrap_or_default().into_iter().collect(),
             node.spec.taints.clone(),
             node.spec.unschedulable,
             allocatable,
@@ -289,20 +288,13 @@ fn in_order(mut chosen: Vec<usize>) -> Vec<usize> {
     chosen
 }
 
-// A key of the choices kept (`Nodes::choices`): hashed on every field its equality compares.
+// A key of the choices kept (`Nodes::choices`). Hashed on its nodeSelector alone (k8s-openapi's
+// terms and tolerations hash not): the models' pods differ there, and equality tells the rest.
 impl Eq for Selection {}
 
 impl Hash for Selection {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.node_selector.hash(state);
-        for term in self.terms.iter().flatten() {
-            for e in term.match_expressions.iter().chain(&term.match_fields).flatten() {
-                (&e.key, &e.operator, &e.values).hash(state);
-            }
-        }
-        for t in &self.tolerations {
-            (&t.key, &t.operator, &t.value, &t.effect, t.toleration_seconds).hash(state);
-        }
     }
 }
 
@@ -331,11 +323,9 @@ impl Selection {
     /// Does the pod select `node` (nodeSelector and required node affinity; an empty term
     /// selects no node, as in Kubernetes)?
     pub fn selects(&self, node: &Node) -> bool {
+        let by_affinity = |terms: &Vec<NodeSelectorTerm>| terms.iter().any(|term| selects(term, node));
         self.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
-            && self
-                .terms
-                .as_ref()
-                .is_none_or(|terms| terms.iter().any(|term| selects(term, node)))
+            && self.terms.as_ref().is_none_or(by_affinity)
     }
 
     /// Does the pod tolerate every NoSchedule and NoExecute taint of `node`?

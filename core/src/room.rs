@@ -34,15 +34,11 @@ pub struct Unreadable {
 impl Unreadable {
     /// The same, inside `outer`: a field (`spec.overhead.`) or an object (`Pod ns/name: `).
     #[must_use]
-    pub fn within(self, outer: &str) -> Self {
-        Self {
-            at: format!("{outer}{}", self.at),
-            ..self
-        }
+    pub fn within(mut self, outer: &str) -> Self {
+        self.at.insert_str(0, outer);
+        self
     }
 }
-
-const PODS: &str = "pods";
 
 /// Amounts per resource name, exact to the nano-unit: `PodRequests` (k8s.io/component-helpers)
 /// sums a pod's quantities exactly, and kube-scheduler rounds only the pod's totals.
@@ -64,18 +60,11 @@ impl Exact {
         read.collect::<Result<_, _>>().map(Self)
     }
 
-    fn add(&mut self, other: &Exact) {
+    /// Each resource `with` its amount and `other`'s: their sum, or the larger of the two.
+    fn merge(&mut self, other: &Exact, with: fn(Quantity, Quantity) -> Quantity) {
         for (name, amount) in &other.0 {
             let mine = self.0.entry(name.clone()).or_default();
-            *mine = mine.saturating_add(*amount);
-        }
-    }
-
-    /// Each resource the larger of the two amounts.
-    fn raise(&mut self, other: &Exact) {
-        for (name, amount) in &other.0 {
-            let mine = self.0.entry(name.clone()).or_default();
-            *mine = (*mine).max(*amount);
+            *mine = with(*mine, *amount);
         }
     }
 
@@ -127,28 +116,30 @@ impl Resources {
         };
         let mut total = Exact::default();
         for (i, container) in spec.containers.iter().enumerate() {
-            total.add(&requests("containers", i, container)?);
+            total.merge(&requests("containers", i, container)?, Quantity::saturating_add);
         }
         let (mut sidecars, mut init) = (Exact::default(), Exact::default());
         for (i, container) in spec.init_containers.iter().enumerate() {
             let mut running = requests("initContainers", i, container)?;
             if container.restart_policy.as_deref() == Some("Always") {
-                total.add(&running);
-                sidecars.add(&running);
+                total.merge(&running, Quantity::saturating_add);
+                sidecars.merge(&running, Quantity::saturating_add);
                 running = sidecars.clone();
             } else {
-                running.add(&sidecars);
+                running.merge(&sidecars, Quantity::saturating_add);
             }
-            init.raise(&running);
+            init.merge(&running, Ord::max);
         }
-        total.raise(&init);
+        total.merge(&init, Ord::max);
         let pod_level = Exact::of_json(&spec.resources.requests).map_err(|e| e.within("spec.resources.requests."))?;
         for (name, quantity) in pod_level.0.into_iter().filter(|(name, _)| is_pod_level(name)) {
             total.0.insert(name, quantity);
         }
-        total.add(&Exact::of_json(&spec.overhead).map_err(|e| e.within("spec.overhead."))?);
+        let overhead = Exact::of_json(&spec.overhead).map_err(|e| e.within("spec.overhead."))?;
+        total.merge(&overhead, Quantity::saturating_add);
         let mut counted = total.counted();
-        counted.add(&Self([(PODS.to_owned(), 1000)].into()));
+        // One of the node's `pods`, in thousandths.
+        counted.add(&Self([("pods".to_owned(), 1000)].into()));
         Ok(counted)
     }
 
@@ -180,16 +171,11 @@ impl Resources {
         if self.0.is_empty() {
             return 0;
         }
-        pod.0
-            .iter()
-            .filter(|(_, amount)| **amount > 0)
-            .map(|(name, amount)| {
-                let free = self.0.get(name).copied().unwrap_or(0);
-                let free = free.saturating_sub(used.0.get(name).copied().unwrap_or(0));
-                usize::try_from(free / amount).unwrap_or(usize::MAX)
-            })
-            .min()
-            .unwrap_or(0)
+        let amount = |of: &Resources, name: &str| of.0.get(name).copied().unwrap_or(0);
+        let free = |name: &str| amount(self, name).saturating_sub(amount(used, name));
+        let requested = pod.0.iter().filter(|(_, each)| **each > 0);
+        let fits = requested.map(|(name, each)| usize::try_from(free(name) / each).unwrap_or(usize::MAX));
+        fits.min().unwrap_or(0)
     }
 }
 
@@ -204,8 +190,8 @@ fn is_pod_level(name: &str) -> bool {
 pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Result<Requested, Unreadable> {
     let mut requested = Requested::new();
     for pod in pods {
-        let name = || format!("Pod {}/{}: ", pod.namespace(), pod.name());
-        if let Some((node, requests)) = held(pod).map_err(|e| e.within(&name()))? {
+        let named = |e: Unreadable| e.within(&format!("Pod {}/{}: ", pod.namespace(), pod.name()));
+        if let Some((node, requests)) = held(pod).map_err(named)? {
             requested.entry(node.to_owned()).or_default().add(&requests);
         }
     }
@@ -214,10 +200,9 @@ pub fn requested<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Result<Requeste
 
 /// The node a pod holds room on and what it holds there, if it holds any: bound, not finished.
 pub fn held(pod: &Pod) -> Result<Option<(&str, Resources)>, Unreadable> {
-    let Some(node) = pod.node().filter(|_| !pod.is_finished()) else {
-        return Ok(None);
-    };
-    Ok(Some((node, Resources::of_pod(pod)?)))
+    let node = pod.node().filter(|_| !pod.is_finished());
+    node.map(|node| Resources::of_pod(pod).map(|requests| (node, requests)))
+        .transpose()
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ fn host(objects: &[Value], wanted: &ReplicaRef) -> Result<Option<Value>, String>
         return Ok(Some(replica.clone()));
     }
     let objects = input::read(objects.to_vec())?;
-    for service in objects.services().filter(|s| namespace(*s) == wanted.namespace) {
+    for service in (objects.parts.services.iter()).filter(|s| namespace(*s) == wanted.namespace) {
         let name = service.metadata.name.clone().unwrap_or_default();
         let component = COMPONENTS
             .into_iter()

@@ -22,8 +22,7 @@ pub fn diagnose(objects: &str, settings: &str) -> Value {
 fn answer(objects: &str, settings: &str) -> Result<Value, String> {
     let (_, settings) = input::settings(settings)?;
     let objects = input::objects(objects)?;
-    let services: Vec<Value> = objects
-        .services()
+    let services: Vec<Value> = (objects.parts.services.iter())
         .map(|service| {
             let name = service.metadata.name.as_deref().unwrap_or_default();
             let namespace = namespace(service);
