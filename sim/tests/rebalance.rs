@@ -120,8 +120,9 @@ fn decide(objects: &[Value], settings: &Settings, now: Timestamp) -> Result<(Mov
     let nodes = Nodes::from_json(&of_kind(objects, "Node").cloned().collect::<Vec<_>>()).expect("readable nodes");
     let read = Objects::new(objects.to_vec()).expect("readable objects");
     let service = read.service(NAMESPACE, SERVICE).expect("the service");
-    let replica = read
-        .replica(NAMESPACE, &format!("{SERVICE}-engine"))
+    let engine = format!("{SERVICE}-engine");
+    let replica = (read.parts.replicas.iter())
+        .find(|r| r.metadata.name.as_deref() == Some(engine.as_str()))
         .expect("the replica");
     let component = Component::new(service, None, replica, &pods, &nodes);
     let report = diagnose(&component, settings).expect("a report");
