@@ -288,13 +288,20 @@ fn in_order(mut chosen: Vec<usize>) -> Vec<usize> {
     chosen
 }
 
-// A key of the choices kept (`Nodes::choices`). Hashed on its nodeSelector alone (k8s-openapi's
-// terms and tolerations hash not): the models' pods differ there, and equality tells the rest.
+// A key of the choices kept (`Nodes::choices`): hashed on every field its equality compares.
 impl Eq for Selection {}
 
 impl Hash for Selection {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.node_selector.hash(state);
+        for term in self.terms.iter().flatten() {
+            for e in term.match_expressions.iter().chain(&term.match_fields).flatten() {
+                (&e.key, &e.operator, &e.values).hash(state);
+            }
+        }
+        for t in &self.tolerations {
+            (&t.key, &t.operator, &t.value, &t.effect, t.toleration_seconds).hash(state);
+        }
     }
 }
 
