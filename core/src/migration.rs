@@ -224,8 +224,11 @@ fn unconfigured<'a>(replica: &InferenceReplica, records: impl IntoIterator<Item 
     let mut conditions = replica.status.iter().flat_map(|status| &status.conditions);
     let condition = conditions.any(|c| c.type_ == POLICY_UNCONFIGURED && c.status == "True");
     let held = records.into_iter().find(|r| r.held_for_caps()).map(|r| r.uuid.clone());
-    let replica = named(replica);
-    (condition || held.is_some()).then_some(Unconfigured { replica, held })
+    // Named only when held: most calls find nothing held.
+    (condition || held.is_some()).then(|| Unconfigured {
+        replica: named(replica),
+        held,
+    })
 }
 
 impl Unconfigured {
