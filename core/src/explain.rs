@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::action;
 use crate::alfred;
 use crate::columns;
-use crate::diagnosis::{self, DiagnosisError, Report};
+use crate::diagnosis::{self, Component, DiagnosisError, Report};
 use crate::instance::{COMPONENTS, component_of, domain_of, same_instance};
 use crate::loss::{self, Loss};
 use crate::nodes::{Node, Nodes, Selection};
@@ -77,10 +77,9 @@ impl Objects {
         }
         // The room a plan counts on is taken by every pod bound to a node, of any workload.
         let requested = room::requested(&parts.pods)?;
-        let nodes = Nodes::new(nodes);
         Ok(Self {
+            nodes: Nodes::new(nodes),
             parts,
-            nodes,
             requested,
             by_component,
         })
@@ -127,32 +126,24 @@ fn named_in<'a, K: Resource>(objects: &'a [K], namespace: &str, name: &str) -> O
     (objects.iter()).find(|o| crate::ome::namespace(*o) == namespace && o.name_any() == name)
 }
 
-/// Why nothing can be explained. `service` is the InferenceService as `namespace/name`, or its
-/// name alone where no namespace was given; `origin` where the objects came from.
+/// Why nothing can be explained. The InferenceService is named `namespace/name`, or by its name
+/// alone where no namespace was given; the origin is where the objects came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExplainError {
-    #[error("no InferenceService {service} in {origin}")]
-    NoService { service: String, origin: String },
-    #[error("InferenceService {service} is in more than one namespace in {origin} ({namespaces}): name one with -n")]
-    SeveralNamespaces {
-        service: String,
-        origin: String,
-        namespaces: String,
-    },
-    /// `runtime`: its kind and name, as kubectl names it.
-    #[error("{runtime} is not in {origin}: InferenceService {service} runs on it")]
-    NoRuntime {
-        runtime: String,
-        service: String,
-        origin: String,
-    },
+    /// The InferenceService, the origin.
+    #[error("no InferenceService {0} in {1}")]
+    NoService(String, String),
+    /// The InferenceService, the origin, the namespaces it is in.
+    #[error("InferenceService {0} is in more than one namespace in {1} ({2}): name one with -n")]
+    SeveralNamespaces(String, String, String),
+    /// The runtime (its kind and name, as kubectl names it), the InferenceService, the origin.
+    #[error("{0} is not in {2}: InferenceService {1} runs on it")]
+    NoRuntime(String, String, String),
     #[error("InferenceService {0} does not run on OMENative: nothing spreads its Instances")]
     NotOmeNative(String),
-    /// `for_component`: ` for its engine` when one component was asked for, else empty.
-    #[error(
-        "InferenceService {service} has no InferenceReplica{for_component}: the component doesn't run on OMENative"
-    )]
-    NoReplica { service: String, for_component: String },
+    /// The InferenceService, and ` for its engine` when one component was asked for, else empty.
+    #[error("InferenceService {0} has no InferenceReplica{1}: the component doesn't run on OMENative")]
+    NoReplica(String, String),
     #[error(transparent)]
     Diagnosis(#[from] DiagnosisError),
 }
@@ -165,12 +156,8 @@ pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> R
     let (service, origin) = (service.to_owned(), origin.to_owned());
     match namespaces[..] {
         [namespace] => Ok(namespace.to_owned()),
-        [] => Err(ExplainError::NoService { service, origin }),
-        _ => Err(ExplainError::SeveralNamespaces {
-            service,
-            origin,
-            namespaces: namespaces.join(", "),
-        }),
+        [] => Err(ExplainError::NoService(service, origin)),
+        _ => Err(ExplainError::SeveralNamespaces(service, origin, namespaces.join(", "))),
     }
 }
 
@@ -181,7 +168,7 @@ pub struct Explained<'a> {
     pub namespace: &'a str,
     pub component: &'static str,
     pub replica: &'a InferenceReplica,
-    pub tables: Vec<Vec<Vec<String>>>,
+    pub tables: Vec<Table>,
     pub report: Report,
     pub plan: Result<Plan, NoPlan>,
     /// The eligible domains and the whole Instances each can still start.
@@ -193,6 +180,9 @@ pub struct Explained<'a> {
     /// What OME's caretaker Alfred refuses to relocate, a note each ([`alfred::remarks`]).
     pub alfred: Vec<String>,
 }
+
+/// A table's rows, header first, each its cells.
+pub type Table = Vec<Vec<String>>;
 
 /// An Instance as the playground draws it: its leader or only pod first, then its workers, and
 /// the eligible domain the diagnosis counts it in (None: counted in none, such as while its
@@ -207,6 +197,28 @@ impl Explained<'_> {
     /// What to do: see [`action::what_to_do`].
     pub fn what_to_do(&self) -> String {
         action::what_to_do(&self.report, &self.plan, &self.rooms, self.replica)
+    }
+
+    /// What `explain` prints of it: its tables, what losing a domain leaves, then its reason, why
+    /// and what to do, with the whole plan under it (a move a line, with its command) and notes.
+    fn text(&self) -> String {
+        let mut text: String = self.tables.iter().map(|table| columns::table(table) + "\n").collect();
+        if !self.losses.is_empty() {
+            text += &columns::table(&loss::table(&self.losses));
+            text.extend(loss::sentence(&self.losses).map(|sentence| sentence + "\n"));
+            text.push('\n');
+        }
+        let reason = self.report.reason;
+        let _ = writeln!(text, "Spread: {} ({})", reason.status(), reason.as_str());
+        let _ = writeln!(text, "Why: {}.", self.report.message);
+        let _ = writeln!(text, "What to do: {}", self.what_to_do());
+        let moves = self.plan.as_ref().map_or(&[][..], |plan| &plan.moves);
+        for (step, m) in moves.iter().enumerate() {
+            let described = m.describe(self.service, self.component, self.namespace);
+            let _ = writeln!(text, "  {}. {described}", step + 1);
+        }
+        text.extend(self.alfred.iter().map(|alfred| format!("Note: {alfred}\n")));
+        text
     }
 }
 
@@ -224,8 +236,7 @@ pub fn explain<'a>(
 ) -> Result<Vec<Explained<'a>>, ExplainError> {
     let named = format!("{namespace}/{service}");
     let Some(isvc) = objects.service(namespace, service) else {
-        let origin = source.into();
-        return Err(ExplainError::NoService { service: named, origin });
+        return Err(ExplainError::NoService(named, source.into()));
     };
     if !isvc.on_omenative() {
         return Err(ExplainError::NotOmeNative(named));
@@ -233,13 +244,9 @@ pub fn explain<'a>(
     let runtime = objects.runtime_of(isvc);
     // Without the runtime the settings in effect are not known: say which object is missing.
     if let (None, Some(runtime)) = (runtime, isvc.runtime()) {
-        return Err(ExplainError::NoRuntime {
-            runtime: format!("{} {}", runtime.kind(), runtime.name()),
-            service: named,
-            origin: source.into(),
-        });
+        let runtime = format!("{} {}", runtime.kind(), runtime.name());
+        return Err(ExplainError::NoRuntime(runtime, named, source.into()));
     }
-    let nodes = &objects.nodes;
     let mut explained = Vec::new();
     for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {
         let name = ReplicaRef::for_component(namespace, service, component).name;
@@ -247,7 +254,7 @@ pub fn explain<'a>(
             continue;
         };
         let pods = objects.pods_of(namespace, service, component);
-        let diagnosed = diagnosis::Component::new(isvc, runtime, replica, pods.iter().copied(), nodes);
+        let diagnosed = Component::new(isvc, runtime, replica, pods, &objects.nodes);
         let (report, requested) = (diagnosis::diagnose(&diagnosed, settings)?, &objects.requested);
         let rooms = rebalance::rooms(&diagnosed, &report, requested, usize::MAX);
         // Fields are evaluated in order: the report and the rooms are read before they move in.
@@ -256,7 +263,7 @@ pub fn explain<'a>(
             namespace,
             component,
             replica,
-            tables: tables(replica, &pods, nodes, &report, &rooms, every_node),
+            tables: tables(&diagnosed, &report, &rooms, every_node),
             plan: rebalance::recommend(&diagnosed, &report, requested, settings),
             losses: loss::losses(&diagnosed, &report, requested, settings),
             instances: drawn(&diagnosed, &report),
@@ -266,53 +273,21 @@ pub fn explain<'a>(
         });
     }
     if explained.is_empty() {
-        return Err(ExplainError::NoReplica {
-            service: named,
-            for_component: only.map(|c| format!(" for its {c}")).unwrap_or_default(),
-        });
+        let for_component = only.map(|c| format!(" for its {c}")).unwrap_or_default();
+        return Err(ExplainError::NoReplica(named, for_component));
     }
     Ok(explained)
 }
 
-/// The text `explain` prints: each component's tables, what losing a domain leaves, then its
-/// reason, why and what to do.
+/// The text `explain` prints: each component's, a blank line between.
 pub fn text(explained: &[Explained]) -> String {
-    let mut text = String::new();
-    for (i, component) in explained.iter().enumerate() {
-        if i > 0 {
-            text.push('\n');
-        }
-        for table in &component.tables {
-            let _ = writeln!(text, "{}", columns::table(table));
-        }
-        if !component.losses.is_empty() {
-            text.push_str(&columns::table(&loss::table(&component.losses)));
-            if let Some(sentence) = loss::sentence(&component.losses) {
-                let _ = writeln!(text, "{sentence}");
-            }
-            text.push('\n');
-        }
-        let report = &component.report;
-        let _ = writeln!(text, "Spread: {} ({})", report.reason.status(), report.reason.as_str());
-        let _ = writeln!(text, "Why: {}.", report.message);
-        let _ = writeln!(text, "What to do: {}", component.what_to_do());
-        // The whole plan under it, a move a line with its command.
-        let moves = component.plan.as_ref().map_or(&[][..], |plan| &plan.moves);
-        for (step, m) in moves.iter().enumerate() {
-            let described = m.describe(component.service, component.component, component.namespace);
-            let _ = writeln!(text, "  {}. {described}", step + 1);
-        }
-        for alfred in &component.alfred {
-            let _ = writeln!(text, "Note: {alfred}");
-        }
-    }
-    text
+    explained.iter().map(Explained::text).collect::<Vec<_>>().join("\n")
 }
 
 /// Each Instance, in the pods' order: the anchor counted, then the other pods of its Instance
 /// (workers, and its other slot's anchor during a SurgeThenDrain update), drawn where the
 /// counted anchor runs; then the pods no Instance here claims, one by one.
-fn drawn<'a>(component: &diagnosis::Component<'a>, report: &Report) -> Vec<Drawn<'a>> {
+fn drawn<'a>(component: &Component<'a>, report: &Report) -> Vec<Drawn<'a>> {
     let key = report.in_effect.domain_key();
     // Each counted anchor is its own Instance's: never another's member.
     let counted = &component.anchors;
@@ -329,24 +304,17 @@ fn drawn<'a>(component: &diagnosis::Component<'a>, report: &Report) -> Vec<Drawn
         let pods = std::iter::once(anchor).chain(members).collect();
         instances.push(Drawn { pods, domain });
     }
-    let alone = unclaimed.into_iter().map(|pod| Drawn {
-        pods: vec![pod],
-        domain: None,
-    });
-    instances.extend(alone);
+    instances.extend(unclaimed.into_iter().map(|pod| {
+        let (pods, domain) = (vec![pod], None);
+        Drawn { pods, domain }
+    }));
     instances
 }
 
 /// The seed's Step 2 views: the replica's fields, the pods' terms, and the nodes the pods run on
 /// or select with their domain (when a domain key is in effect and any node is).
-fn tables(
-    replica: &InferenceReplica,
-    pods: &[&Pod],
-    nodes: &Nodes,
-    report: &Report,
-    rooms: &[Domain],
-    every_node: bool,
-) -> Vec<Vec<Vec<String>>> {
+fn tables(component: &Component, report: &Report, rooms: &[Domain], every_node: bool) -> Vec<Table> {
+    let (replica, pods, nodes) = (component.replica, &component.pods, component.nodes);
     let or_none = |value: Option<&str>| value.unwrap_or("<none>").to_owned();
     // The replica's fields as the core read them: an empty key is unset (P4).
     let projected = &report.projected;
@@ -396,11 +364,7 @@ fn tables(
 }
 
 /// A table: its `header`, with a column for the label `rack` where there is one, then its `rows`.
-fn table<const N: usize>(
-    header: [&str; N],
-    rack: Option<&str>,
-    rows: impl IntoIterator<Item = Vec<String>>,
-) -> Vec<Vec<String>> {
+fn table<const N: usize>(header: [&str; N], rack: Option<&str>, rows: impl IntoIterator<Item = Vec<String>>) -> Table {
     let mut header = header.map(String::from).to_vec();
     header.extend(rack.map(heading));
     std::iter::once(header).chain(rows).collect()
@@ -412,7 +376,7 @@ pub const NODES_LISTED: usize = 20;
 
 /// The nodes a line per domain (its value of `key`, `<none>` for nodes without it): how many,
 /// and the whole Instances it can still start (ROOM, 0 where the domain does not count).
-fn per_domain(listed: &[&Node], key: &str, rooms: &[Domain]) -> Vec<Vec<String>> {
+fn per_domain(listed: &[&Node], key: &str, rooms: &[Domain]) -> Table {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for node in listed {
         *counts.entry(label(Some(node), key)).or_default() += 1;
@@ -431,7 +395,6 @@ fn heading(key: &str) -> String {
 
 /// A node's value of the label `key`, `<none>` when it has none or there is no node.
 fn label(node: Option<&Node>, key: &str) -> String {
-    node.and_then(|n| n.labels.get(key))
-        .cloned()
-        .unwrap_or_else(|| "<none>".into())
+    let value = node.and_then(|n| n.labels.get(key));
+    value.map_or("<none>", String::as_str).to_owned()
 }

@@ -70,9 +70,8 @@ impl<'a> InstanceLabels<'a> {
             "leader" => Runner::Leader,
             "worker" => match required(labels::INSTANCE_INDEX)? {
                 index if (1..=63).contains(&index.len()) && index.bytes().all(|b| b.is_ascii_digit()) => {
-                    Runner::Worker {
-                        instance_index: index.to_owned(),
-                    }
+                    let instance_index = index.to_owned();
+                    Runner::Worker { instance_index }
                 }
                 index => return Err(invalid(labels::INSTANCE_INDEX, index, "must be a whole number")),
             },
@@ -97,11 +96,8 @@ impl<'a> InstanceLabels<'a> {
 /// None for a pod without them. A pod saved without a namespace is in `default`, as kubectl
 /// reads it.
 pub fn component_of(pod: &Pod) -> Option<(&str, &str, &str)> {
-    Some((
-        pod.namespace(),
-        pod.label(labels::INFERENCE_SERVICE)?,
-        pod.label(labels::COMPONENT)?,
-    ))
+    let (service, component) = (pod.label(labels::INFERENCE_SERVICE)?, pod.label(labels::COMPONENT)?);
+    Some((pod.namespace(), service, component))
 }
 
 /// The leaders and only pods of the `kind` component of `service` among `pods`, one per Instance: the pods the spread counts, in the
@@ -138,11 +134,8 @@ pub(crate) fn anchors<'a>(pods: &[&'a Pod], service: &str, kind: &str) -> Vec<&'
 /// Pending, then the newer slot (the greater `ome.io/pod-ordinal`).
 fn counted_before(pod: &Pod, other: &Pod) -> bool {
     let rank = |pod: &Pod| {
-        let slot = pod.label(labels::POD_ORDINAL);
-        (
-            pod.node().is_some(),
-            slot.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0),
-        )
+        let slot = pod.label(labels::POD_ORDINAL).and_then(|s| s.parse::<u64>().ok());
+        (pod.node().is_some(), slot.unwrap_or(0))
     };
     rank(pod) > rank(other)
 }

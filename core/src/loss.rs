@@ -60,14 +60,10 @@ impl Loss {
         if lost == 0 {
             return "-".into();
         }
-        match &self.still_counts {
-            Some(still) => format!(
-                "{replaceable} of {lost} ({}; with Honor: {} of {lost})",
-                still.still_count(),
-                still.with_honor
-            ),
-            None => format!("{replaceable} of {lost}"),
-        }
+        let still = self.still_counts.as_ref();
+        let honor =
+            still.map(|still| format!(" ({}; with Honor: {} of {lost})", still.still_count(), still.with_honor));
+        format!("{replaceable} of {lost}{}", honor.unwrap_or_default())
     }
 }
 
@@ -101,14 +97,14 @@ pub fn sentence(losses: &[Loss]) -> Option<String> {
         (false, true) => "the loss is not absorbed",
         (false, false) => "an outage",
     };
-    if replaceable == lost {
-        return Some(format!(
-            "{left}, and every lost Instance ({lost}) can be placed again elsewhere: {verdict}."
-        ));
-    }
+    let placed = if replaceable == lost {
+        format!("every lost Instance ({lost})")
+    } else {
+        format!("{replaceable} of the {lost} lost")
+    };
     // Say so only when Honor would change the answer: it is the reason to set it.
     let honor = match &worst.still_counts {
-        Some(still) if still.with_honor != replaceable => format!(
+        Some(still) if replaceable != lost && still.with_honor != replaceable => format!(
             " ({} for the spread, so Required keeps the repairs Pending; \
              with nodeTaintsPolicy: Honor in the policy's settings, {} of {lost} could be)",
             still.still_count(),
@@ -117,7 +113,7 @@ pub fn sentence(losses: &[Loss]) -> Option<String> {
         _ => String::new(),
     };
     Some(format!(
-        "{left}, and {replaceable} of the {lost} lost can be placed again elsewhere: {verdict}{honor}."
+        "{left}, and {placed} can be placed again elsewhere: {verdict}{honor}."
     ))
 }
 
@@ -137,11 +133,33 @@ impl Repair {
 
     /// The fewest Instances of a counted domain, as kube-scheduler reads them: 0 while fewer
     /// domains count than `minDomains`.
-    fn fewest(&self, counts: &BTreeMap<&str, usize>) -> usize {
+    fn fewest(&self, counts: &PerDomain) -> usize {
         match counts.values().min() {
             Some(fewest) if counts.len() >= self.min_domains => *fewest,
             _ => 0,
         }
+    }
+
+    /// Where the scheduler places `lost` Instances again, one after another (as many as it can),
+    /// each into a domain with the fewest Instances among those with room that the repair's
+    /// constraint allows: as kube-scheduler's spread scoring prefers.
+    fn place<'a>(&self, lost: usize, mut counts: PerDomain<'a>, room: &PerDomain<'a>) -> Vec<String> {
+        let (mut room, mut placed) = (room.clone(), Vec::new());
+        while placed.len() < lost {
+            let fewest = self.fewest(&counts);
+            let to = room
+                .iter()
+                .filter(|(domain, left)| **left > 0 && self.allows(counts.get(*domain).copied(), fewest))
+                .min_by_key(|(domain, _)| counts.get(*domain).copied().unwrap_or(0))
+                .map(|(domain, _)| *domain);
+            let Some(to) = to else { break };
+            *counts.entry(to).or_default() += 1;
+            if let Some(left) = room.get_mut(to) {
+                *left -= 1;
+            }
+            placed.push(to.to_owned());
+        }
+        placed
     }
 }
 
@@ -202,7 +220,7 @@ struct Failures<'a, 'r> {
     /// The room with every node up, reused for the domains a failure leaves whole: only those
     /// it touches are counted again. No domain takes more Instances than are placed again, so
     /// it is counted up to all the Instances, and a failure's touched domains up to those lost.
-    whole: BTreeMap<&'a str, usize>,
+    whole: PerDomain<'a>,
 }
 
 /// One domain's failure, before its lost Instances are placed again.
@@ -326,7 +344,7 @@ impl<'a, 'r> Failures<'a, 'r> {
         // The domains the spread counts once `domain` fails, with the Instances left in each.
         let counts = |honor: bool| {
             let counted = domains_of(self.tallies(honor)).filter(|&domain| !(honor && takes_all(domain)));
-            let mut counts: BTreeMap<&str, usize> = counted.map(|(domain, _)| (domain, 0)).collect();
+            let mut counts: PerDomain = counted.map(|(domain, _)| (domain, 0)).collect();
             let left = self.instances.iter().zip(&is_lost).filter(|(_, lost)| !**lost);
             for domain in left.filter_map(|(i, _)| i.domain) {
                 if let Some(count) = counts.get_mut(domain) {
@@ -335,7 +353,7 @@ impl<'a, 'r> Failures<'a, 'r> {
             }
             counts
         };
-        let replaceable = |honor: bool| place(lost, counts(honor), &room, &self.repair);
+        let replaceable = |honor: bool| self.repair.place(lost, counts(honor), &room);
         loss.placed_again = replaceable(self.honor);
         // The spread domains the failure takes whole, which still count under Ignore.
         let emptied = domains_of(self.tallies(false)).filter(|&domain| takes_all(domain));
@@ -349,6 +367,9 @@ impl<'a, 'r> Failures<'a, 'r> {
         loss
     }
 }
+
+/// Instances, or room for them, by spread domain.
+type PerDomain<'a> = BTreeMap<&'a str, usize>;
 
 /// Nodes by spread domain (None: without the spread key's label), each node as its rack: what a
 /// failure takes of each domain is read off them, not off every node's labels again.
@@ -392,34 +413,6 @@ fn placed<'a>(component: &Component<'a>, anchor: &'a Pod, key: &str) -> Placed<'
         nodes,
         pending,
     }
-}
-
-/// Where the scheduler places `lost` Instances again, one after another (as many as it can),
-/// each into a domain with the fewest Instances among those with room that the repair's
-/// constraint allows: as kube-scheduler's spread scoring prefers.
-fn place<'a>(
-    lost: usize,
-    mut counts: BTreeMap<&'a str, usize>,
-    room: &BTreeMap<&'a str, usize>,
-    repair: &Repair,
-) -> Vec<String> {
-    let mut room = room.clone();
-    let mut placed = Vec::new();
-    while placed.len() < lost {
-        let fewest = repair.fewest(&counts);
-        let to = room
-            .iter()
-            .filter(|(domain, left)| **left > 0 && repair.allows(counts.get(*domain).copied(), fewest))
-            .min_by_key(|(domain, _)| counts.get(*domain).copied().unwrap_or(0))
-            .map(|(domain, _)| *domain);
-        let Some(to) = to else { break };
-        *counts.entry(to).or_default() += 1;
-        if let Some(left) = room.get_mut(to) {
-            *left -= 1;
-        }
-        placed.push(to.to_owned());
-    }
-    placed
 }
 
 #[cfg(test)]
@@ -909,8 +902,8 @@ mod tests {
                 }
             }
             let capped: BTreeMap<&str, usize> = room.iter().map(|(d, r)| (*d, (*r).min(lost))).collect();
-            let placed = place(lost, counts.clone(), &room, &repair);
-            assert_eq!(place(lost, counts, &capped, &repair), placed, "case {case}");
+            let placed = repair.place(lost, counts.clone(), &room);
+            assert_eq!(repair.place(lost, counts, &capped), placed, "case {case}");
             differs += usize::from(capped != room && !placed.is_empty());
         }
         // Not vacuous: the cap changes the room of many cases that place Instances.

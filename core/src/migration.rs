@@ -124,25 +124,19 @@ pub fn ledger_with(entries: &[Entry], entry: Entry, now: Timestamp) -> String {
     serde_json::to_string(&all).unwrap_or_default()
 }
 
-/// A ledger that is not ome-spread's JSON: nothing can be counted, so nothing is requested.
+/// A ledger that is not ome-spread's JSON: nothing can be counted, so nothing is requested. The
+/// InferenceService, the ledger as a message shows it, and why it cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("InferenceService {service} has {LEDGER} {value}: {error}")]
-pub struct BadLedger {
-    pub service: String,
-    pub value: String,
-    pub error: String,
-}
+#[error("InferenceService {0} has {LEDGER} {1}: {2}")]
+pub struct BadLedger(pub String, pub String, pub String);
 
 /// An InferenceService's ledger; none when it has no annotation.
 pub fn ledger(service: &str, annotations: &BTreeMap<String, String>) -> Result<Vec<Entry>, BadLedger> {
     let Some(value) = annotations.get(LEDGER) else {
         return Ok(Vec::new());
     };
-    serde_json::from_str(value).map_err(|e| BadLedger {
-        service: service.into(),
-        value: shown(&Value::String(value.clone())),
-        error: e.to_string(),
-    })
+    let bad = |e: serde_json::Error| BadLedger(service.into(), shown(&Value::String(value.clone())), e.to_string());
+    serde_json::from_str(value).map_err(bad)
 }
 
 /// A migration's phase (OME v1.3's `MigrationPhase`). Pending and InProgress are OME's legacy
@@ -244,25 +238,15 @@ fn named(object: &impl ResourceExt) -> String {
     format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
-/// A record OME would not have written: named by replica, place, field and value.
+/// A record OME would not have written: the InferenceReplica, the place (`[i].field`, or empty
+/// for the list itself), the value as a message shows it, and what it should be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("InferenceReplica {replica} has status.migrations{at} {value}: {expected}")]
-pub struct BadRecord {
-    pub replica: String,
-    /// `[i].field`, or empty for the list itself.
-    pub at: String,
-    pub value: String,
-    pub expected: &'static str,
-}
+#[error("InferenceReplica {0} has status.migrations{1} {2}: {3}")]
+pub struct BadRecord(pub String, pub String, pub String, pub &'static str);
 
 /// A replica's `status.migrations` (absent: none).
 pub fn records(replica: &str, migrations: Option<&Value>) -> Result<Vec<Record>, BadRecord> {
-    let bad = |at: String, value: &Value, expected| BadRecord {
-        replica: replica.into(),
-        at,
-        value: shown(value),
-        expected,
-    };
+    let bad = |at: String, value: &Value, expected| BadRecord(replica.into(), at, shown(value), expected);
     let list = match migrations {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(list)) => list,
@@ -362,35 +346,37 @@ pub struct Situation<'a> {
     pub max_per_hour: usize,
 }
 
-/// Why the next request is held back: the first guardrail that holds, naming its object.
+/// Why the next request is held back: the first guardrail that holds, naming its object (an
+/// InferenceService or InferenceReplica as `namespace/name`, a pod by its name).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Hold {
-    #[error("InferenceService {service} lowers rebalance to {mode} (spread.ome.io/rebalance)")]
-    ModeLowered { service: String, mode: String },
-    #[error("InferenceReplica {replica} is paused (spec.paused): OME starts no migration")]
-    Paused { replica: String },
+    /// The InferenceService, the mode its annotation lowers `migrate` to.
+    #[error("InferenceService {0} lowers rebalance to {1} (spread.ome.io/rebalance)")]
+    ModeLowered(String, String),
+    #[error("InferenceReplica {0} is paused (spec.paused): OME starts no migration")]
+    Paused(String),
     #[error(transparent)]
     Unconfigured(#[from] Unconfigured),
-    #[error("pod {pod} is Pending: every pod of the component must be placed first")]
-    PodPending { pod: String },
-    #[error("pod {pod} is not Ready: every Instance of the component must be Ready first")]
-    NotReady { pod: String },
+    #[error("pod {0} is Pending: every pod of the component must be placed first")]
+    PodPending(String),
+    #[error("pod {0} is not Ready: every Instance of the component must be Ready first")]
+    NotReady(String),
     #[error(transparent)]
     BadRecord(#[from] BadRecord),
     #[error(transparent)]
     BadLedger(#[from] BadLedger),
-    #[error("migration {uuid} of InferenceReplica {replica} is {phase:?}: one migration at a time")]
-    Active {
-        replica: String,
-        uuid: String,
-        phase: Phase,
-    },
-    #[error("InferenceService {service} has {key} pending: one migration at a time")]
-    Pending { service: String, key: String },
-    #[error("request {uuid} on InferenceService {service} is not yet in OME's records: one migration at a time")]
-    Unacknowledged { service: String, uuid: String },
-    #[error("{count} requests of ome-spread started in the last hour: the limit is {limit} (--rebalance-max-per-hour)")]
-    HourlyLimit { count: usize, limit: usize },
+    /// The InferenceReplica, the migration's request UUID, its phase.
+    #[error("migration {1} of InferenceReplica {0} is {2:?}: one migration at a time")]
+    Active(String, String, Phase),
+    /// The InferenceService, the request annotation's key.
+    #[error("InferenceService {0} has {1} pending: one migration at a time")]
+    Pending(String, String),
+    /// The InferenceService, the request's UUID.
+    #[error("request {1} on InferenceService {0} is not yet in OME's records: one migration at a time")]
+    Unacknowledged(String, String),
+    /// How many started, the limit.
+    #[error("{0} requests of ome-spread started in the last hour: the limit is {1} (--rebalance-max-per-hour)")]
+    HourlyLimit(usize, usize),
     #[error(
         "Instance {instance} of InferenceService {service}'s {component} was requested off {from_node} {tries} times: at most {MAX_TRIES}"
     )]
@@ -440,9 +426,7 @@ pub fn hold(situation: &Situation) -> Result<(), Hold> {
         recorded.add(replica, [record.clone()]);
     }
     let own = recorded.0.values().filter(|(replica, _)| *replica == name);
-    if let Some(unconfigured) = unconfigured(replica, own.map(|(_, r)| r)) {
-        return Err(unconfigured.into());
-    }
+    unconfigured(replica, own.map(|(_, r)| r)).map_or(Ok(()), Err)?;
     let requests = situation.requests.as_ref().map_err(Clone::clone)?;
     // Our requests: every service's ledger, and those just written that it does not show yet
     // (what the caches show wins: it may say the request was rejected since).
@@ -454,23 +438,18 @@ pub fn hold(situation: &Situation) -> Result<(), Hold> {
 
 fn component_holds(s: &Situation, service: &str) -> Result<(), Hold> {
     if let Some(mode) = s.lowered_to {
-        return Err(Hold::ModeLowered {
-            service: service.into(),
-            mode: mode.into(),
-        });
+        return Err(Hold::ModeLowered(service.into(), mode.into()));
     }
     if s.component.replica.spec.paused == Some(true) {
-        return Err(Hold::Paused {
-            replica: named(s.component.replica),
-        });
+        return Err(Hold::Paused(named(s.component.replica)));
     }
     for pod in &s.component.pods {
         let name = || pod.name().to_owned();
         if pod.status.phase.as_deref() == Some("Pending") || pod.node().is_none() {
-            return Err(Hold::PodPending { pod: name() });
+            return Err(Hold::PodPending(name()));
         }
         if !pod.is_ready() {
-            return Err(Hold::NotReady { pod: name() });
+            return Err(Hold::NotReady(name()));
         }
     }
     Ok(())
@@ -478,25 +457,17 @@ fn component_holds(s: &Situation, service: &str) -> Result<(), Hold> {
 
 fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[&(String, Entry)]) -> Result<(), Hold> {
     if let Some((replica, record)) = records.0.values().find(|(_, r)| r.in_flight()) {
-        return Err(Hold::Active {
-            replica: replica.clone(),
-            uuid: record.uuid.clone(),
-            phase: record.phase,
-        });
+        return Err(Hold::Active(replica.clone(), record.uuid.clone(), record.phase));
     }
     if let Some((service, key)) = requests.pending.clone() {
-        return Err(Hold::Pending { service, key });
+        return Err(Hold::Pending(service, key));
     }
     let unacknowledged = ours.iter().find(|(_, e)| {
         e.rejected.is_none() && s.now.duration_since(e.at) < ACKNOWLEDGE_WITHIN && records.get(&e.uuid).is_none()
     });
-    match unacknowledged {
-        Some((service, entry)) => Err(Hold::Unacknowledged {
-            service: (*service).to_owned(),
-            uuid: entry.uuid.clone(),
-        }),
-        None => Ok(()),
-    }
+    unacknowledged.map_or(Ok(()), |(service, entry)| {
+        Err(Hold::Unacknowledged(service.clone(), entry.uuid.clone()))
+    })
 }
 
 fn pace(s: &Situation, service: &str, records: &Records, ours: &[&(String, Entry)]) -> Result<(), Hold> {
@@ -505,7 +476,7 @@ fn pace(s: &Situation, service: &str, records: &Records, ours: &[&(String, Entry
         .filter(|(_, e)| e.rejected.is_none() && s.now.duration_since(e.at) < HOUR);
     let (count, limit) = (started.count(), s.max_per_hour);
     if count >= limit {
-        return Err(Hold::HourlyLimit { count, limit });
+        return Err(Hold::HourlyLimit(count, limit));
     }
     let kind = s.component.kind();
     let mine: Vec<&Entry> = ours

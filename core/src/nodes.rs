@@ -203,8 +203,8 @@ impl Nodes {
     }
 
     pub fn from_json(nodes: &[Value]) -> Result<Self, Unusable> {
-        let nodes = nodes.iter().map(Node::from_json).collect::<Result<_, _>>()?;
-        Ok(Self::new(nodes))
+        let nodes: Result<Vec<Node>, _> = nodes.iter().map(Node::from_json).collect();
+        nodes.map(Self::new)
     }
 
     pub fn get(&self, name: &str) -> Option<&Node> {
@@ -261,10 +261,8 @@ impl Nodes {
         let (mut selected, mut tolerated) = (Vec::new(), Vec::new());
         for selection in selections {
             let rarest = selection.node_selector.iter().map(|(key, value)| {
-                self.by_label
-                    .get(key)
-                    .and_then(|values| values.get(value))
-                    .map_or(&[][..], Vec::as_slice)
+                let values = self.by_label.get(key);
+                values.and_then(|v| v.get(value)).map_or(&[][..], Vec::as_slice)
             });
             let candidates: Box<dyn Iterator<Item = usize>> = match rarest.min_by_key(|nodes| nodes.len()) {
                 Some(nodes) => Box::new(nodes.iter().copied()),
@@ -347,10 +345,9 @@ fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     let effect = toleration.effect.as_deref().unwrap_or_default();
     let key = toleration.key.as_deref().unwrap_or_default();
     let key_matches = key.is_empty() || key == taint.key;
-    let value_matches = match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        _ => toleration.value.as_deref().unwrap_or_default() == taint.value,
-    };
+    // `Equal` unless it says `Exists`.
+    let value = toleration.value.as_deref().unwrap_or_default();
+    let value_matches = toleration.operator.as_deref() == Some("Exists") || value == taint.value;
     (effect.is_empty() || effect == taint.effect) && key_matches && value_matches
 }
 

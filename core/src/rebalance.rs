@@ -11,11 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::diagnosis::{Component, Reason, Report};
 use crate::instance::{domain_of, members};
-use crate::labels;
+use crate::labels::INSTANCE_INDEX;
 use crate::nodes::{Node, Selection};
 use crate::pod::Pod;
 use crate::room::{Requested, Resources};
 use crate::settings::Settings;
+use crate::shown::shown;
 use crate::spread::SpreadFields;
 
 /// One Instance of a component, as its anchor pod (leader or only pod) places it.
@@ -85,8 +86,9 @@ pub enum NoPlan {
     NotAMove(Reason),
     #[error("the {component}'s migrationPolicy.mode is Never: OME fails every migration request")]
     MigrationNever { component: String },
-    #[error("pod {pod} has {} {value}: not an Instance index", labels::INSTANCE_INDEX)]
-    BadIndex { pod: String, value: String },
+    /// The pod, its index as a message shows it.
+    #[error("pod {0} has {INSTANCE_INDEX} {1}: not an Instance index")]
+    BadIndex(String, String),
 }
 
 /// OME's limit on `hint_target_nodes`.
@@ -95,12 +97,9 @@ pub const MAX_HINT_NODES: usize = 8;
 impl Move {
     /// The move in words, then its command: as `explain` lists it and the Event says it.
     pub fn describe(&self, service: &str, component: &str, namespace: &str) -> String {
-        let (instance, from_node, from_domain) = (self.instance, &self.from_node, &self.from_domain);
         let command = self.command(service, component, namespace);
-        format!(
-            "Move Instance {instance} from {from_node} ({from_domain}) to {}: {command}",
-            self.to_domain
-        )
+        let (from, to) = (format!("{} ({})", self.from_node, self.from_domain), &self.to_domain);
+        format!("Move Instance {} from {from} to {to}: {command}", self.instance)
     }
 
     /// The `kubectl ome` command that requests this move (OME's CLI takes the hints comma-separated).
@@ -208,8 +207,7 @@ impl<'a, 'r> Candidates<'a, 'r> {
     pub(crate) fn rooms(&self, most: usize) -> Vec<Domain> {
         let rack = |(name, nodes): (&&str, &Vec<Candidate>)| {
             let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).collect();
-            let starts = starts(&nodes, self.requested, &self.pods, most);
-            let name = (*name).to_owned();
+            let (name, starts) = ((*name).to_owned(), starts(&nodes, self.requested, &self.pods, most));
             Rack { name, starts }
         };
         let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| {
@@ -285,11 +283,8 @@ fn migration_policy<'a>(component: &Component<'a>, kind: &str) -> Option<&'a str
 }
 
 fn instance(component: &Component, pod: &Pod, key: &str) -> Result<Instance, NoPlan> {
-    let index = pod.label(labels::INSTANCE_INDEX);
-    let bad = || NoPlan::BadIndex {
-        pod: pod.name().to_owned(),
-        value: crate::shown::shown(&index.into()),
-    };
+    let index = pod.label(INSTANCE_INDEX);
+    let bad = || NoPlan::BadIndex(pod.name().to_owned(), shown(&index.into()));
     Ok(Instance {
         index: index.and_then(|i| i.parse().ok()).ok_or_else(bad)?,
         ready: pod.is_ready(),

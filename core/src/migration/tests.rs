@@ -262,13 +262,7 @@ fn a_quiet_cluster_holds_nothing_back() {
 fn the_components_own_records_join_the_clusters_read_at_the_furthest_phase() {
     let ledger = [entry("u1", 2, "gpu-node-1", 20, None)];
     let draining = with_records(with_ledger(quiet(), 0, &ledger), 0, json!([record("u1", "Draining")]));
-    let active = |replica: &str, uuid: &str, phase| {
-        Err(Hold::Active {
-            replica: replica.into(),
-            uuid: uuid.into(),
-            phase,
-        })
-    };
+    let active = |replica: &str, uuid: &str, phase| Err(Hold::Active(replica.into(), uuid.into(), phase));
     // The read is older: its Draining is over.
     assert_eq!(held_with_own(&draining, &json!([record("u1", "Completed")])), Ok(()));
     // The read is newer: the reconcile's copy still shows Draining, the read Completed.
@@ -320,31 +314,22 @@ fn the_component_and_its_objects_hold_the_request_back_naming_them() {
         (
             "the service's annotation lowers the mode",
             lowered,
-            Hold::ModeLowered {
-                service: SERVICE.into(),
-                mode: "recommend".into(),
-            },
+            Hold::ModeLowered(SERVICE.into(), "recommend".into()),
         ),
         (
             "the replica is paused",
             paused,
-            Hold::Paused {
-                replica: "spread-demo/qwen3-0-6b-engine".into(),
-            },
+            Hold::Paused("spread-demo/qwen3-0-6b-engine".into()),
         ),
         (
             "a pod is Pending",
             pending_pod,
-            Hold::PodPending {
-                pod: "qwen3-0-6b-engine-1-default-0".into(),
-            },
+            Hold::PodPending("qwen3-0-6b-engine-1-default-0".into()),
         ),
         (
             "an Instance is not Ready",
             unready,
-            Hold::NotReady {
-                pod: "qwen3-0-6b-engine-2-default-0".into(),
-            },
+            Hold::NotReady("qwen3-0-6b-engine-2-default-0".into()),
         ),
         (
             "OME's MigrationPolicyUnconfigured condition on the replica",
@@ -377,54 +362,37 @@ fn a_migration_in_flight_or_a_bad_record_anywhere_holds_the_request_back_naming_
         (
             "a record of the component is active",
             with_records(quiet(), 0, json!([record("u1", "Completed"), record("u2", "Draining")])),
-            Hold::Active {
-                replica: "spread-demo/qwen3-0-6b-engine".into(),
-                uuid: "u2".into(),
-                phase: Phase::Draining,
-            },
+            Hold::Active("spread-demo/qwen3-0-6b-engine".into(), "u2".into(), Phase::Draining),
         ),
         (
             "a record of another service is active",
             with_records(quiet(), 1, json!([record("a1", "Accepted")])),
-            Hold::Active {
-                replica: "other/llama-engine".into(),
-                uuid: "a1".into(),
-                phase: Phase::Accepted,
-            },
+            Hold::Active("other/llama-engine".into(), "a1".into(), Phase::Accepted),
         ),
         (
             "someone's request is pending on another service",
             elsewhere,
-            Hold::Pending {
-                service: "other/llama".into(),
-                key: "ome.io/migration-request-v1-abc".into(),
-            },
+            Hold::Pending("other/llama".into(), "ome.io/migration-request-v1-abc".into()),
         ),
         (
             "ours was just written and is not in the caches yet",
             just_written,
-            Hold::Unacknowledged {
-                service: SERVICE.into(),
-                uuid: "u9".into(),
-            },
+            Hold::Unacknowledged(SERVICE.into(), "u9".into()),
         ),
         (
             "ours is in the ledger, not yet recorded",
             with_ledger(quiet(), 0, &[entry("u8", 2, "gpu-node-1", 9, None)]),
-            Hold::Unacknowledged {
-                service: SERVICE.into(),
-                uuid: "u8".into(),
-            },
+            Hold::Unacknowledged(SERVICE.into(), "u8".into()),
         ),
         (
             "a malformed record anywhere",
             with_records(quiet(), 1, json!([{"requestUUID": "x", "phase": "Surging"}])),
-            Hold::BadRecord(BadRecord {
-                replica: "other/llama-engine".into(),
-                at: "[0].phase".into(),
-                value: "\"Surging\"".into(),
-                expected: "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated",
-            }),
+            Hold::BadRecord(BadRecord(
+                "other/llama-engine".into(),
+                "[0].phase".into(),
+                "\"Surging\"".into(),
+                "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated",
+            )),
         ),
     ]);
 }
@@ -451,7 +419,7 @@ fn the_limits_hold_the_request_back_naming_them() {
                         .collect::<Vec<_>>()
                 ),
             ),
-            Hold::HourlyLimit { count: 10, limit: 10 },
+            Hold::HourlyLimit(10, 10),
         ),
         (
             "the same move three times",
@@ -566,10 +534,6 @@ fn a_request_held_for_caps_elsewhere_holds_no_other_component_back() {
     let waiting_its_turn = with_records(with_ledger(quiet(), 1, &ledger), 1, json!([accepted]));
     assert_eq!(
         held(&waiting_its_turn),
-        Err(Hold::Active {
-            replica: "other/llama-engine".into(),
-            uuid: "o1".into(),
-            phase: Phase::Accepted,
-        })
+        Err(Hold::Active("other/llama-engine".into(), "o1".into(), Phase::Accepted))
     );
 }
