@@ -70,9 +70,8 @@ impl Objects {
     pub fn of(parts: Parts, nodes: Vec<Node>) -> Result<Self, Unreadable> {
         let mut by_component: HashMap<_, Vec<usize>> = HashMap::new();
         for (i, pod) in parts.pods.iter().enumerate() {
-            if let Some((namespace, service, component)) = component_of(pod) {
-                let pods = by_component.entry(key(namespace, service, component));
-                pods.or_default().push(i);
+            if let Some(component) = component_of(pod) {
+                by_component.entry(key(component)).or_default().push(i);
             }
         }
         // The room a plan counts on is taken by every pod bound to a node, of any workload.
@@ -91,7 +90,7 @@ impl Objects {
 
     /// The pods of an InferenceService's component, by OME's labels.
     pub fn pods_of(&self, namespace: &str, service: &str, component: &str) -> Vec<&Pod> {
-        let pods = self.by_component.get(&key(namespace, service, component));
+        let pods = self.by_component.get(&key((namespace, service, component)));
         pods.into_iter().flatten().map(|&i| &self.parts.pods[i]).collect()
     }
 
@@ -108,7 +107,7 @@ impl Objects {
     }
 }
 
-fn key(namespace: &str, service: &str, component: &str) -> (String, String, String) {
+fn key((namespace, service, component): (&str, &str, &str)) -> (String, String, String) {
     (namespace.to_owned(), service.to_owned(), component.to_owned())
 }
 

@@ -198,18 +198,14 @@ impl Record {
     }
 }
 
-/// OME holds every migration request of a component until its caps are configured.
+/// OME holds every migration request of a component until its caps are configured: its
+/// InferenceReplica (`namespace/name`), and the first record of it that OME holds, if one does.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "OME holds every migration request of InferenceReplica {replica} in Accepted{}: {HELD_FOR_CAPS}. Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, or the same audit block under lifecycle in its inferenceservice-config ConfigMap",
-    .held.as_ref().map(|uuid| format!(" (migration {uuid} among them)")).unwrap_or_default()
+    "OME holds every migration request of InferenceReplica {0} in Accepted{held}: {HELD_FOR_CAPS}. Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, or the same audit block under lifecycle in its inferenceservice-config ConfigMap",
+    held = .1.as_ref().map(|uuid| format!(" (migration {uuid} among them)")).unwrap_or_default()
 )]
-pub struct Unconfigured {
-    /// `namespace/name`.
-    pub replica: String,
-    /// The first record of it that OME holds, if one does.
-    pub held: Option<String>,
-}
+pub struct Unconfigured(pub String, pub Option<String>);
 
 /// Whether OME holds the component's migration requests for caps: its replica's
 /// `MigrationPolicyUnconfigured` condition is `True`, or one of `records` (the replica's) is held
@@ -219,10 +215,7 @@ fn unconfigured<'a>(replica: &InferenceReplica, records: impl IntoIterator<Item 
     let condition = conditions.any(|c| c.type_ == POLICY_UNCONFIGURED && c.status == "True");
     let held = records.into_iter().find(|r| r.held_for_caps()).map(|r| r.uuid.clone());
     // Named only when held: most calls find nothing held.
-    (condition || held.is_some()).then(|| Unconfigured {
-        replica: named(replica),
-        held,
-    })
+    (condition || held.is_some()).then(|| Unconfigured(named(replica), held))
 }
 
 impl Unconfigured {
@@ -377,26 +370,14 @@ pub enum Hold {
     /// How many started, the limit.
     #[error("{0} requests of ome-spread started in the last hour: the limit is {1} (--rebalance-max-per-hour)")]
     HourlyLimit(usize, usize),
-    #[error(
-        "Instance {instance} of InferenceService {service}'s {component} was requested off {from_node} {tries} times: at most {MAX_TRIES}"
-    )]
-    Tried {
-        service: String,
-        component: String,
-        instance: u32,
-        from_node: String,
-        tries: usize,
-    },
-    #[error(
-        "request {uuid} on InferenceService {service} {outcome}: the {component}'s next request waits until {until}"
-    )]
-    Backoff {
-        service: String,
-        component: String,
-        uuid: String,
-        outcome: String,
-        until: Timestamp,
-    },
+    /// The InferenceService, the component, the Instance, the node it was requested off, how many
+    /// times.
+    #[error("Instance {2} of InferenceService {0}'s {1} was requested off {3} {4} times: at most {MAX_TRIES}")]
+    Tried(String, String, u32, String, usize),
+    /// The InferenceService, the component, the request that failed, how (`failed (...)`, `was
+    /// rejected (...)`), and when the next may go.
+    #[error("request {2} on InferenceService {0} {3}: the {1}'s next request waits until {4}")]
+    Backoff(String, String, String, String, Timestamp),
 }
 
 impl Hold {
@@ -404,7 +385,7 @@ impl Hold {
     pub fn is_warning(&self) -> bool {
         matches!(
             self,
-            Self::BadRecord(_) | Self::BadLedger(_) | Self::Backoff { .. } | Self::Tried { .. } | Self::Unconfigured(_)
+            Self::BadRecord(_) | Self::BadLedger(_) | Self::Backoff(..) | Self::Tried(..) | Self::Unconfigured(_)
         )
     }
 }
@@ -489,13 +470,8 @@ fn pace(s: &Situation, service: &str, records: &Records, ours: &[&(String, Entry
         .filter(|e| (e.instance, &e.from_node) == (s.next.instance, &s.next.from_node))
         .count();
     if tries >= MAX_TRIES {
-        return Err(Hold::Tried {
-            service: service.into(),
-            component: kind.into(),
-            instance: s.next.instance,
-            from_node: s.next.from_node.clone(),
-            tries,
-        });
+        let (instance, from_node) = (s.next.instance, s.next.from_node.clone());
+        return Err(Hold::Tried(service.into(), kind.into(), instance, from_node, tries));
     }
     backoff(s, service, kind, &mine, records)
 }
@@ -512,20 +488,17 @@ fn backoff<'a>(s: &Situation, service: &str, kind: &str, mine: &[&'a Entry], rec
         _ => None,
     };
     let failures: Vec<(&Entry, Timestamp, String)> = mine.iter().filter_map(failure).collect();
-    let Some((last, when, outcome)) = failures.iter().max_by_key(|(_, when, _)| *when) else {
+    let doublings = u32::try_from(failures.len().saturating_sub(1))
+        .unwrap_or(u32::MAX)
+        .min(8);
+    let Some((last, when, outcome)) = failures.into_iter().max_by_key(|(_, when, _)| *when) else {
         return Ok(());
     };
-    let doublings = u32::try_from(failures.len() - 1).unwrap_or(u32::MAX).min(8);
     let wait = (BACKOFF * 2i32.pow(doublings)).min(MAX_BACKOFF);
-    let until = when.checked_add(wait).unwrap_or(*when);
+    let until = when.checked_add(wait).unwrap_or(when);
     if s.now < until {
-        return Err(Hold::Backoff {
-            service: service.into(),
-            component: kind.into(),
-            uuid: last.uuid.clone(),
-            outcome: outcome.clone(),
-            until,
-        });
+        let uuid = last.uuid.clone();
+        return Err(Hold::Backoff(service.into(), kind.into(), uuid, outcome, until));
     }
     Ok(())
 }

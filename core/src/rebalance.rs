@@ -130,9 +130,8 @@ pub fn recommend(
     let kind = component.kind();
     let key = report.in_effect.domain_key().ok_or(NoPlan::NotAMove(Reason::NoKey))?;
     if migration_policy(component, kind) == Some("Never") {
-        return Err(NoPlan::MigrationNever {
-            component: kind.to_owned(),
-        });
+        let component = kind.to_owned();
+        return Err(NoPlan::MigrationNever { component });
     }
     let instances = (component.anchors.iter())
         .map(|pod| instance(component, pod, key))

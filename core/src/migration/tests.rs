@@ -334,18 +334,12 @@ fn the_component_and_its_objects_hold_the_request_back_naming_them() {
         (
             "OME's MigrationPolicyUnconfigured condition on the replica",
             unconfigured_replica,
-            Hold::Unconfigured(Unconfigured {
-                replica: "spread-demo/qwen3-0-6b-engine".into(),
-                held: None,
-            }),
+            Hold::Unconfigured(Unconfigured("spread-demo/qwen3-0-6b-engine".into(), None)),
         ),
         (
             "a record of the component held for caps, before OME's condition says so",
             with_records(quiet(), 0, json!([held_for_caps("u4")])),
-            Hold::Unconfigured(Unconfigured {
-                replica: "spread-demo/qwen3-0-6b-engine".into(),
-                held: Some("u4".into()),
-            }),
+            Hold::Unconfigured(Unconfigured("spread-demo/qwen3-0-6b-engine".into(), Some("u4".into()))),
         ),
     ]);
 }
@@ -424,13 +418,7 @@ fn the_limits_hold_the_request_back_naming_them() {
         (
             "the same move three times",
             with_ledger(quiet(), 0, &three_tries),
-            Hold::Tried {
-                service: SERVICE.into(),
-                component: "engine".into(),
-                instance: 2,
-                from_node: "gpu-node-1".into(),
-                tries: 3,
-            },
+            Hold::Tried(SERVICE.into(), "engine".into(), 2, "gpu-node-1".into(), 3),
         ),
         (
             "a request of the component, made 20 minutes ago, failed 4 minutes ago",
@@ -439,13 +427,13 @@ fn the_limits_hold_the_request_back_naming_them() {
                 0,
                 json!([failed("u5", "2026-11-30T14:56:00Z")]),
             ),
-            Hold::Backoff {
-                service: SERVICE.into(),
-                component: "engine".into(),
-                uuid: "u5".into(),
-                outcome: "failed (no node fits the surge)".into(),
-                until: at("2026-11-30T15:01:00Z"),
-            },
+            Hold::Backoff(
+                SERVICE.into(),
+                "engine".into(),
+                "u5".into(),
+                "failed (no node fits the surge)".into(),
+                at("2026-11-30T15:01:00Z"),
+            ),
         ),
         (
             "two rejected: 10 minutes after the last",
@@ -463,13 +451,13 @@ fn the_limits_hold_the_request_back_naming_them() {
                     entry("u7", 1, "gpu-node-3", 8, Some("migration request: from_node mismatch")),
                 ],
             ),
-            Hold::Backoff {
-                service: SERVICE.into(),
-                component: "engine".into(),
-                uuid: "u7".into(),
-                outcome: "was rejected (migration request: from_node mismatch)".into(),
-                until: at("2026-11-30T15:02:00Z"),
-            },
+            Hold::Backoff(
+                SERVICE.into(),
+                "engine".into(),
+                "u7".into(),
+                "was rejected (migration request: from_node mismatch)".into(),
+                at("2026-11-30T15:02:00Z"),
+            ),
         ),
     ]);
 }
@@ -499,10 +487,7 @@ fn backoff_ends_and_an_old_failure_holds_nothing() {
 /// OME's hold for caps, in its own words and with what to set.
 #[test]
 fn the_hold_for_caps_says_omes_message_and_what_to_set() {
-    let unconfigured = Unconfigured {
-        replica: "spread-demo/qwen3-0-6b-engine".into(),
-        held: Some("u4".into()),
-    };
+    let unconfigured = Unconfigured("spread-demo/qwen3-0-6b-engine".into(), Some("u4".into()));
     assert_eq!(
         unconfigured.to_string(),
         "OME holds every migration request of InferenceReplica spread-demo/qwen3-0-6b-engine in Accepted (migration u4 among them): waiting for migration capacity policy (no lifecycle.audit configured). Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, or the same audit block under lifecycle in its inferenceservice-config ConfigMap"
