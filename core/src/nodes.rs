@@ -203,8 +203,8 @@ impl Nodes {
     }
 
     pub fn from_json(nodes: &[Value]) -> Result<Self, Unusable> {
-        let nodes: Result<Vec<Node>, _> = nodes.iter().map(Node::from_json).collect();
-        nodes.map(Self::new)
+        let nodes = nodes.iter().map(Node::from_json).collect::<Result<_, _>>()?;
+        Ok(Self::new(nodes))
     }
 
     pub fn get(&self, name: &str) -> Option<&Node> {
@@ -308,16 +308,13 @@ impl Selection {
     pub fn label_keys(&self) -> impl Iterator<Item = &str> {
         let terms = self.terms.iter().flatten();
         let affinity = terms.flat_map(|term| term.match_expressions.iter().flatten());
-        self.node_selector
-            .keys()
-            .chain(affinity.map(|e| &e.key))
-            .map(String::as_str)
+        let keys = self.node_selector.keys().chain(affinity.map(|e| &e.key));
+        keys.map(String::as_str)
     }
 
     pub fn of_pod(pod: &Pod) -> Self {
         let affinity = pod.spec.affinity.node_affinity.as_ref();
-        let required =
-            affinity.and_then(|affinity| affinity.required_during_scheduling_ignored_during_execution.as_ref());
+        let required = affinity.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref());
         Self {
             node_selector: pod.spec.node_selector.clone(),
             terms: required.map(|required| required.node_selector_terms.clone()),
