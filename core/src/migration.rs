@@ -124,18 +124,26 @@ pub fn ledger_with(entries: &[Entry], entry: Entry, now: Timestamp) -> String {
     serde_json::to_string(&all).unwrap_or_default()
 }
 
-/// A ledger that is not ome-spread's JSON: nothing can be counted, so nothing is requested. The
-/// InferenceService, the ledger as a message shows it, and why it cannot be read.
+/// A ledger that is not ome-spread's JSON: nothing can be counted, so nothing is requested.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("InferenceService {0} has {LEDGER} {1}: {2}")]
-pub struct BadLedger(pub String, pub String, pub String);
+#[error("InferenceService {service} has {LEDGER} {value}: {error}")]
+pub struct BadLedger {
+    pub service: String,
+    /// The ledger, as a message shows it.
+    pub value: String,
+    pub error: String,
+}
 
 /// An InferenceService's ledger; none when it has no annotation.
 pub fn ledger(service: &str, annotations: &BTreeMap<String, String>) -> Result<Vec<Entry>, BadLedger> {
     let Some(value) = annotations.get(LEDGER) else {
         return Ok(Vec::new());
     };
-    let bad = |e: serde_json::Error| BadLedger(service.into(), shown(&Value::String(value.clone())), e.to_string());
+    let bad = |e: serde_json::Error| BadLedger {
+        service: service.into(),
+        value: shown(&Value::String(value.clone())),
+        error: e.to_string(),
+    };
     serde_json::from_str(value).map_err(bad)
 }
 
@@ -198,14 +206,18 @@ impl Record {
     }
 }
 
-/// OME holds every migration request of a component until its caps are configured: its
-/// InferenceReplica (`namespace/name`), and the first record of it that OME holds, if one does.
+/// OME holds every migration request of a component until its caps are configured.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "OME holds every migration request of InferenceReplica {0} in Accepted{held}: {HELD_FOR_CAPS}. Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, or the same audit block under lifecycle in its inferenceservice-config ConfigMap",
-    held = .1.as_ref().map(|uuid| format!(" (migration {uuid} among them)")).unwrap_or_default()
+    "OME holds every migration request of InferenceReplica {replica} in Accepted{held}: {HELD_FOR_CAPS}. Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, or the same audit block under lifecycle in its inferenceservice-config ConfigMap",
+    held = .held.as_ref().map(|uuid| format!(" (migration {uuid} among them)")).unwrap_or_default()
 )]
-pub struct Unconfigured(pub String, pub Option<String>);
+pub struct Unconfigured {
+    /// `namespace/name`.
+    pub replica: String,
+    /// The first record of it that OME holds, if one does.
+    pub held: Option<String>,
+}
 
 /// Whether OME holds the component's migration requests for caps: its replica's
 /// `MigrationPolicyUnconfigured` condition is `True`, or one of `records` (the replica's) is held
@@ -215,7 +227,10 @@ fn unconfigured<'a>(replica: &InferenceReplica, records: impl IntoIterator<Item 
     let condition = conditions.any(|c| c.type_ == POLICY_UNCONFIGURED && c.status == "True");
     let held = records.into_iter().find(|r| r.held_for_caps()).map(|r| r.uuid.clone());
     // Named only when held: most calls find nothing held.
-    (condition || held.is_some()).then(|| Unconfigured(named(replica), held))
+    (condition || held.is_some()).then(|| Unconfigured {
+        replica: named(replica),
+        held,
+    })
 }
 
 impl Unconfigured {
@@ -231,15 +246,25 @@ fn named(object: &impl ResourceExt) -> String {
     format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
-/// A record OME would not have written: the InferenceReplica, the place (`[i].field`, or empty
-/// for the list itself), the value as a message shows it, and what it should be.
+/// A record OME would not have written: named by replica, place, field and value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("InferenceReplica {0} has status.migrations{1} {2}: {3}")]
-pub struct BadRecord(pub String, pub String, pub String, pub &'static str);
+#[error("InferenceReplica {replica} has status.migrations{at} {value}: {expected}")]
+pub struct BadRecord {
+    pub replica: String,
+    /// `[i].field`, or empty for the list itself.
+    pub at: String,
+    pub value: String,
+    pub expected: &'static str,
+}
 
 /// A replica's `status.migrations` (absent: none).
 pub fn records(replica: &str, migrations: Option<&Value>) -> Result<Vec<Record>, BadRecord> {
-    let bad = |at: String, value: &Value, expected| BadRecord(replica.into(), at, shown(value), expected);
+    let bad = |at: String, value: &Value, expected| BadRecord {
+        replica: replica.into(),
+        at,
+        value: shown(value),
+        expected,
+    };
     let list = match migrations {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(list)) => list,
@@ -358,9 +383,12 @@ pub enum Hold {
     BadRecord(#[from] BadRecord),
     #[error(transparent)]
     BadLedger(#[from] BadLedger),
-    /// The InferenceReplica, the migration's request UUID, its phase.
-    #[error("migration {1} of InferenceReplica {0} is {2:?}: one migration at a time")]
-    Active(String, String, Phase),
+    #[error("migration {uuid} of InferenceReplica {replica} is {phase:?}: one migration at a time")]
+    Active {
+        replica: String,
+        uuid: String,
+        phase: Phase,
+    },
     /// The InferenceService, the request annotation's key.
     #[error("InferenceService {0} has {1} pending: one migration at a time")]
     Pending(String, String),
@@ -370,14 +398,27 @@ pub enum Hold {
     /// How many started, the limit.
     #[error("{0} requests of ome-spread started in the last hour: the limit is {1} (--rebalance-max-per-hour)")]
     HourlyLimit(usize, usize),
-    /// The InferenceService, the component, the Instance, the node it was requested off, how many
-    /// times.
-    #[error("Instance {2} of InferenceService {0}'s {1} was requested off {3} {4} times: at most {MAX_TRIES}")]
-    Tried(String, String, u32, String, usize),
-    /// The InferenceService, the component, the request that failed, how (`failed (...)`, `was
-    /// rejected (...)`), and when the next may go.
-    #[error("request {2} on InferenceService {0} {3}: the {1}'s next request waits until {4}")]
-    Backoff(String, String, String, String, Timestamp),
+    #[error(
+        "Instance {instance} of InferenceService {service}'s {component} was requested off {from_node} {tries} times: at most {MAX_TRIES}"
+    )]
+    Tried {
+        service: String,
+        component: String,
+        instance: u32,
+        from_node: String,
+        tries: usize,
+    },
+    /// `outcome` says how the request ended: `failed (...)` or `was rejected (...)`.
+    #[error(
+        "request {uuid} on InferenceService {service} {outcome}: the {component}'s next request waits until {until}"
+    )]
+    Backoff {
+        service: String,
+        component: String,
+        uuid: String,
+        outcome: String,
+        until: Timestamp,
+    },
 }
 
 impl Hold {
@@ -385,7 +426,7 @@ impl Hold {
     pub fn is_warning(&self) -> bool {
         matches!(
             self,
-            Self::BadRecord(_) | Self::BadLedger(_) | Self::Backoff(..) | Self::Tried(..) | Self::Unconfigured(_)
+            Self::BadRecord(_) | Self::BadLedger(_) | Self::Backoff { .. } | Self::Tried { .. } | Self::Unconfigured(_)
         )
     }
 }
@@ -438,7 +479,11 @@ fn component_holds(s: &Situation, service: &str) -> Result<(), Hold> {
 
 fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[&(String, Entry)]) -> Result<(), Hold> {
     if let Some((replica, record)) = records.0.values().find(|(_, r)| r.in_flight()) {
-        return Err(Hold::Active(replica.clone(), record.uuid.clone(), record.phase));
+        return Err(Hold::Active {
+            replica: replica.clone(),
+            uuid: record.uuid.clone(),
+            phase: record.phase,
+        });
     }
     if let Some((service, key)) = requests.pending.clone() {
         return Err(Hold::Pending(service, key));
@@ -471,7 +516,13 @@ fn pace(s: &Situation, service: &str, records: &Records, ours: &[&(String, Entry
         .count();
     if tries >= MAX_TRIES {
         let (instance, from_node) = (s.next.instance, s.next.from_node.clone());
-        return Err(Hold::Tried(service.into(), kind.into(), instance, from_node, tries));
+        return Err(Hold::Tried {
+            service: service.into(),
+            component: kind.into(),
+            instance,
+            from_node,
+            tries,
+        });
     }
     backoff(s, service, kind, &mine, records)
 }
@@ -498,7 +549,13 @@ fn backoff<'a>(s: &Situation, service: &str, kind: &str, mine: &[&'a Entry], rec
     let until = when.checked_add(wait).unwrap_or(when);
     if s.now < until {
         let uuid = last.uuid.clone();
-        return Err(Hold::Backoff(service.into(), kind.into(), uuid, outcome, until));
+        return Err(Hold::Backoff {
+            service: service.into(),
+            component: kind.into(),
+            uuid,
+            outcome,
+            until,
+        });
     }
     Ok(())
 }

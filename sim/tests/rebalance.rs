@@ -348,10 +348,10 @@ fn held_for_caps(
     );
     assert_eq!(
         decide(objects, settings, *now).map(|(_, held)| held),
-        Ok(Err(Hold::Unconfigured(Unconfigured(
-            format!("{NAMESPACE}/{SERVICE}-engine"),
-            Some(uuid.to_owned())
-        )))),
+        Ok(Err(Hold::Unconfigured(Unconfigured {
+            replica: format!("{NAMESPACE}/{SERVICE}-engine"),
+            held: Some(uuid.to_owned())
+        }))),
         "{why}"
     );
 }

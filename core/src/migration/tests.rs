@@ -262,7 +262,13 @@ fn a_quiet_cluster_holds_nothing_back() {
 fn the_components_own_records_join_the_clusters_read_at_the_furthest_phase() {
     let ledger = [entry("u1", 2, "gpu-node-1", 20, None)];
     let draining = with_records(with_ledger(quiet(), 0, &ledger), 0, json!([record("u1", "Draining")]));
-    let active = |replica: &str, uuid: &str, phase| Err(Hold::Active(replica.into(), uuid.into(), phase));
+    let active = |replica: &str, uuid: &str, phase| {
+        Err(Hold::Active {
+            replica: replica.into(),
+            uuid: uuid.into(),
+            phase,
+        })
+    };
     // The read is older: its Draining is over.
     assert_eq!(held_with_own(&draining, &json!([record("u1", "Completed")])), Ok(()));
     // The read is newer: the reconcile's copy still shows Draining, the read Completed.
@@ -334,12 +340,18 @@ fn the_component_and_its_objects_hold_the_request_back_naming_them() {
         (
             "OME's MigrationPolicyUnconfigured condition on the replica",
             unconfigured_replica,
-            Hold::Unconfigured(Unconfigured("spread-demo/qwen3-0-6b-engine".into(), None)),
+            Hold::Unconfigured(Unconfigured {
+                replica: "spread-demo/qwen3-0-6b-engine".into(),
+                held: None,
+            }),
         ),
         (
             "a record of the component held for caps, before OME's condition says so",
             with_records(quiet(), 0, json!([held_for_caps("u4")])),
-            Hold::Unconfigured(Unconfigured("spread-demo/qwen3-0-6b-engine".into(), Some("u4".into()))),
+            Hold::Unconfigured(Unconfigured {
+                replica: "spread-demo/qwen3-0-6b-engine".into(),
+                held: Some("u4".into()),
+            }),
         ),
     ]);
 }
@@ -356,12 +368,20 @@ fn a_migration_in_flight_or_a_bad_record_anywhere_holds_the_request_back_naming_
         (
             "a record of the component is active",
             with_records(quiet(), 0, json!([record("u1", "Completed"), record("u2", "Draining")])),
-            Hold::Active("spread-demo/qwen3-0-6b-engine".into(), "u2".into(), Phase::Draining),
+            Hold::Active {
+                replica: "spread-demo/qwen3-0-6b-engine".into(),
+                uuid: "u2".into(),
+                phase: Phase::Draining,
+            },
         ),
         (
             "a record of another service is active",
             with_records(quiet(), 1, json!([record("a1", "Accepted")])),
-            Hold::Active("other/llama-engine".into(), "a1".into(), Phase::Accepted),
+            Hold::Active {
+                replica: "other/llama-engine".into(),
+                uuid: "a1".into(),
+                phase: Phase::Accepted,
+            },
         ),
         (
             "someone's request is pending on another service",
@@ -381,12 +401,12 @@ fn a_migration_in_flight_or_a_bad_record_anywhere_holds_the_request_back_naming_
         (
             "a malformed record anywhere",
             with_records(quiet(), 1, json!([{"requestUUID": "x", "phase": "Surging"}])),
-            Hold::BadRecord(BadRecord(
-                "other/llama-engine".into(),
-                "[0].phase".into(),
-                "\"Surging\"".into(),
-                "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated",
-            )),
+            Hold::BadRecord(BadRecord {
+                replica: "other/llama-engine".into(),
+                at: "[0].phase".into(),
+                value: "\"Surging\"".into(),
+                expected: "not Accepted, SurgePending, SurgeReady, Draining, Completed, Failed or Relocated",
+            }),
         ),
     ]);
 }
@@ -418,7 +438,13 @@ fn the_limits_hold_the_request_back_naming_them() {
         (
             "the same move three times",
             with_ledger(quiet(), 0, &three_tries),
-            Hold::Tried(SERVICE.into(), "engine".into(), 2, "gpu-node-1".into(), 3),
+            Hold::Tried {
+                service: SERVICE.into(),
+                component: "engine".into(),
+                instance: 2,
+                from_node: "gpu-node-1".into(),
+                tries: 3,
+            },
         ),
         (
             "a request of the component, made 20 minutes ago, failed 4 minutes ago",
@@ -427,13 +453,13 @@ fn the_limits_hold_the_request_back_naming_them() {
                 0,
                 json!([failed("u5", "2026-11-30T14:56:00Z")]),
             ),
-            Hold::Backoff(
-                SERVICE.into(),
-                "engine".into(),
-                "u5".into(),
-                "failed (no node fits the surge)".into(),
-                at("2026-11-30T15:01:00Z"),
-            ),
+            Hold::Backoff {
+                service: SERVICE.into(),
+                component: "engine".into(),
+                uuid: "u5".into(),
+                outcome: "failed (no node fits the surge)".into(),
+                until: at("2026-11-30T15:01:00Z"),
+            },
         ),
         (
             "two rejected: 10 minutes after the last",
@@ -451,13 +477,13 @@ fn the_limits_hold_the_request_back_naming_them() {
                     entry("u7", 1, "gpu-node-3", 8, Some("migration request: from_node mismatch")),
                 ],
             ),
-            Hold::Backoff(
-                SERVICE.into(),
-                "engine".into(),
-                "u7".into(),
-                "was rejected (migration request: from_node mismatch)".into(),
-                at("2026-11-30T15:02:00Z"),
-            ),
+            Hold::Backoff {
+                service: SERVICE.into(),
+                component: "engine".into(),
+                uuid: "u7".into(),
+                outcome: "was rejected (migration request: from_node mismatch)".into(),
+                until: at("2026-11-30T15:02:00Z"),
+            },
         ),
     ]);
 }
@@ -487,7 +513,10 @@ fn backoff_ends_and_an_old_failure_holds_nothing() {
 /// OME's hold for caps, in its own words and with what to set.
 #[test]
 fn the_hold_for_caps_says_omes_message_and_what_to_set() {
-    let unconfigured = Unconfigured("spread-demo/qwen3-0-6b-engine".into(), Some("u4".into()));
+    let unconfigured = Unconfigured {
+        replica: "spread-demo/qwen3-0-6b-engine".into(),
+        held: Some("u4".into()),
+    };
     assert_eq!(
         unconfigured.to_string(),
         "OME holds every migration request of InferenceReplica spread-demo/qwen3-0-6b-engine in Accepted (migration u4 among them): waiting for migration capacity policy (no lifecycle.audit configured). Set ome.controller.lifecycle.audit (maxInFlightMigrations, maxMigrationsPerWindow and window, each above zero) in OME's chart values, or the same audit block under lifecycle in its inferenceservice-config ConfigMap"
@@ -519,6 +548,10 @@ fn a_request_held_for_caps_elsewhere_holds_no_other_component_back() {
     let waiting_its_turn = with_records(with_ledger(quiet(), 1, &ledger), 1, json!([accepted]));
     assert_eq!(
         held(&waiting_its_turn),
-        Err(Hold::Active("other/llama-engine".into(), "o1".into(), Phase::Accepted))
+        Err(Hold::Active {
+            replica: "other/llama-engine".into(),
+            uuid: "o1".into(),
+            phase: Phase::Accepted
+        })
     );
 }
