@@ -19,10 +19,8 @@ use crate::shown::shown;
 /// What `explain` notes of Alfred for the component: an empty key on its replica first (it refuses
 /// every Instance), then the Instances it refuses for their `maxSkew`.
 pub fn remarks(component: &Component) -> Vec<String> {
-    empty_key(component.replica)
-        .into_iter()
-        .chain(refused(component))
-        .collect()
+    let remarks = [empty_key(component.replica), refused(component)];
+    remarks.into_iter().flatten().collect()
 }
 
 /// Alfred's checks of the replica's keys, in its order: a `topologyKey` of `""` ("configured
@@ -51,8 +49,7 @@ fn refused(component: &Component) -> Option<String> {
     let refused = |pod: &&Pod| {
         let instance = anchor_labels(pod, component.service_name(), component.kind());
         let omes = spread_selector(&instance);
-        let mut omes_own = pod.constraints().iter().filter(|c| omes.is_exactly_in(c));
-        let other = omes_own.find(|c| c["maxSkew"] != 1)?;
+        let other = (pod.constraints().iter()).find(|c| omes.is_exactly_in(c) && c["maxSkew"] != 1)?;
         let index = pod.label(labels::INSTANCE_INDEX).unwrap_or_default();
         let max_skew = shown(&other["maxSkew"]);
         Some(format!("Instance {index} (pod {}, maxSkew {max_skew})", pod.name()))

@@ -103,9 +103,8 @@ impl Quantity {
 
     /// The sum, held at the largest amount rather than overflowing.
     pub fn saturating_add(self, other: Self) -> Self {
-        Self {
-            nanos: self.nanos.saturating_add(other.nanos),
-        }
+        let nanos = self.nanos.saturating_add(other.nanos);
+        Self { nanos }
     }
 }
 
@@ -175,13 +174,9 @@ fn multiply(number: &mut Vec<u8>, factor: u128) {
     }
 }
 
+/// The remainder has the sign of `nanos`, or is 0: one more unit away from zero where there is one.
 fn away_from_zero(nanos: i128, unit: i128) -> i128 {
-    let whole = nanos / unit;
-    if nanos % unit == 0 {
-        whole
-    } else {
-        whole + nanos.signum()
-    }
+    nanos / unit + (nanos % unit).signum()
 }
 
 #[cfg(test)]

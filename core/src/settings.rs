@@ -15,7 +15,8 @@ pub struct Settings {
     pub on_missing_replica: OnMissingReplica,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+/// Written into a constraint by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, strum::IntoStaticStr, strum::VariantArray)]
 pub enum NodeTaintsPolicy {
     Honor,
     Ignore,
@@ -55,20 +56,15 @@ impl Settings {
         for (name, value) in by_name {
             match name.as_str() {
                 "maxSkew" => settings.max_skew = at_least_one(name, value)?,
-                "minDomains" => settings.min_domains = optional(value, |v| at_least_one(name, v))?,
-                "nodeTaintsPolicy" => settings.node_taints_policy = optional(value, |v| one_of(name, v))?,
+                // Null leaves them unset, as by default.
+                "minDomains" | "nodeTaintsPolicy" if value.is_null() => {}
+                "minDomains" => settings.min_domains = Some(at_least_one(name, value)?),
+                "nodeTaintsPolicy" => settings.node_taints_policy = Some(one_of(name, value)?),
                 "onMissingReplica" => settings.on_missing_replica = one_of(name, value)?,
                 _ => return Err(format!("unknown setting {name:?}: the settings are {NAMES}")),
             }
         }
         Ok(settings)
-    }
-}
-
-fn optional<T>(value: &Value, parse: impl FnOnce(&Value) -> Result<T, String>) -> Result<Option<T>, String> {
-    match value {
-        Value::Null => Ok(None),
-        set => parse(set).map(Some),
     }
 }
 
