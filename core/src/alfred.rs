@@ -6,6 +6,7 @@
 //! constraint with that very selector, so a `maxSkew` setting other than 1, on the pods it
 //! reaches, takes their Instances out of Alfred's hands.
 
+use itertools::Itertools;
 use serde_json::Value;
 
 use crate::diagnosis::Component;
@@ -54,11 +55,10 @@ fn refused(component: &Component) -> Option<String> {
         let max_skew = shown(&other["maxSkew"]);
         Some(format!("Instance {index} (pod {}, maxSkew {max_skew})", pod.name()))
     };
-    let named: Vec<String> = component.anchors.iter().filter_map(refused).collect();
+    let named = component.anchors.iter().filter_map(refused).join(", ");
     (!named.is_empty()).then(|| {
         format!(
-            "Alfred will not simulate or relocate {}: the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"configured topology spread does not match observed Pod constraints\").",
-            named.join(", ")
+            "Alfred will not simulate or relocate {named}: the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"configured topology spread does not match observed Pod constraints\")."
         )
     })
 }

@@ -88,7 +88,7 @@ impl<'a> Component<'a> {
 }
 
 /// Why the spread holds or not, named as the `Spread` condition's reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantArray)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantArray)]
 pub enum Reason {
     SettingsNotProjected,
     InstanceSplit,
@@ -102,6 +102,7 @@ pub enum Reason {
     DomainsFull,
     SingleDomain,
     Skewed,
+    #[default]
     Satisfied,
 }
 
@@ -124,7 +125,7 @@ impl Reason {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
     pub reason: Reason,
     /// What is the matter, naming the pods or nodes that cause it.
@@ -165,13 +166,9 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
     let projected = checked(component.replica.spec.spread.clone(), in_replica)?;
     let in_effect = settings_in_effect(component.service, component.runtime, kind)?;
     let mut report = Report {
-        reason: Reason::Satisfied,
-        message: String::new(),
-        action: "",
         projected: projected.clone(),
         in_effect: in_effect.clone(),
-        instances_per_domain: BTreeMap::new(),
-        skew: 0,
+        ..Report::default()
     };
     let split = || instance_split(component, in_effect.topology_key.as_deref()?);
     let finding = if projected != in_effect {
@@ -255,10 +252,9 @@ fn instance_split(component: &Component, rack: &str) -> Option<Finding> {
         let one_rack = placed.iter().all(|(_, _, r)| r.is_some() && *r == placed[0].2);
         if placed.len() > 1 && !one_rack {
             let index = anchor.label(labels::INSTANCE_INDEX).unwrap_or_default();
-            let on = |(pod, node, rack): &(&str, &str, Option<&String>)| {
-                format!("{pod} on {node} ({})", rack.map_or("<none>", String::as_str))
-            };
-            let pods = placed.iter().map(on).join(", ");
+            let pods = (placed.iter())
+                .map(|(pod, node, rack)| format!("{pod} on {node} ({})", rack.map_or("<none>", String::as_str)))
+                .join(", ");
             split.push((index.parse().unwrap_or(u32::MAX), format!("Instance {index}: {pods}")));
         }
     }
@@ -297,10 +293,8 @@ fn pods_predate_or_conflict(component: &Component, spread: Spread, key: &str, se
         let ours = |c: &&Value| expected.label_selector.is_exactly_in(c);
         let on_key = |c: &&Value| c["topologyKey"] == key;
         let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable;
-        match (
-            constraints.iter().find(|c| on_key(c) && ours(c)),
-            constraints.iter().find(on_key),
-        ) {
+        let own = constraints.iter().find(|c| on_key(c) && ours(c));
+        match (own, constraints.iter().find(on_key)) {
             (Some(own), _) if when_differs(own) || completion(own, settings).is_some() => predating.push(*pod),
             (Some(_), _) => {}
             _ if constraints.iter().any(|c| ours(&c)) => predating.push(*pod),

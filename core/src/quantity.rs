@@ -71,9 +71,8 @@ impl Quantity {
             }
             Suffix::Two(power) => {
                 multiply(&mut number, 1 << power);
-                let nanos =
-                    nano_units(&number, 9i64.saturating_sub(fraction_digits)).map_or(BINARY_CAP, |n| n.min(BINARY_CAP));
-                nanos as i128
+                let nanos = nano_units(&number, 9i64.saturating_sub(fraction_digits));
+                nanos.map_or(BINARY_CAP, |n| n.min(BINARY_CAP)) as i128
             }
         };
         let nanos = if negative { -magnitude } else { magnitude };
