@@ -93,11 +93,10 @@ impl Quantity {
     /// An amount a pod requests or a node offers, which the API server's validation keeps at 0
     /// or more (`ValidateResourceQuantityValue`, k8s.io/kubernetes/pkg/apis/core/validation).
     pub fn amount(text: &str) -> Result<Self, QuantityError> {
-        let quantity = Self::parse(text)?;
-        if quantity.nanos < 0 {
-            return Err(QuantityError::Negative(text.to_owned()));
+        match Self::parse(text)? {
+            Self { nanos } if nanos < 0 => Err(QuantityError::Negative(text.to_owned())),
+            quantity => Ok(quantity),
         }
-        Ok(quantity)
     }
 
     /// The sum, held at the largest amount rather than overflowing.

@@ -1,5 +1,6 @@
 //! The policy's settings (the README's Settings). With none set, the output is exactly OME's.
 
+use itertools::Itertools;
 use serde_json::Value;
 
 use crate::shown::shown;
@@ -50,10 +51,8 @@ impl Settings {
             Value::Object(given) => given,
             other => return Err(format!("settings must be an object, got {}", shown(other))),
         };
-        let mut by_name: Vec<(&String, &Value)> = given.iter().collect();
-        by_name.sort_by_key(|(name, _)| *name);
         let mut settings = Self::default();
-        for (name, value) in by_name {
+        for (name, value) in given.iter().sorted_by_key(|(name, _)| *name) {
             match name.as_str() {
                 "maxSkew" => settings.max_skew = at_least_one(name, value)?,
                 // Null leaves them unset, as by default.
@@ -69,10 +68,8 @@ impl Settings {
 }
 
 fn at_least_one(name: &str, value: &Value) -> Result<i32, String> {
-    value
-        .as_i64()
-        .filter(|n| (1..=i64::from(i32::MAX)).contains(n))
-        .map(|n| n as i32)
+    let n = value.as_i64().and_then(|n| i32::try_from(n).ok());
+    n.filter(|n| *n >= 1)
         .ok_or_else(|| format!("{name} must be a whole number of at least 1, got {}", shown(value)))
 }
 
