@@ -6,6 +6,7 @@
 //! constraint with that very selector, so a `maxSkew` setting other than 1, on the pods it
 //! reaches, takes their Instances out of Alfred's hands.
 
+use itertools::Itertools;
 use serde_json::Value;
 
 use crate::diagnosis::Component;
@@ -19,10 +20,8 @@ use crate::shown::shown;
 /// What `explain` notes of Alfred for the component: an empty key on its replica first (it refuses
 /// every Instance), then the Instances it refuses for their `maxSkew`.
 pub fn remarks(component: &Component) -> Vec<String> {
-    empty_key(component.replica)
-        .into_iter()
-        .chain(refused(component))
-        .collect()
+    let remarks = [empty_key(component.replica), refused(component)];
+    remarks.into_iter().flatten().collect()
 }
 
 /// Alfred's checks of the replica's keys, in its order: a `topologyKey` of `""` ("configured
@@ -51,17 +50,15 @@ fn refused(component: &Component) -> Option<String> {
     let refused = |pod: &&Pod| {
         let instance = anchor_labels(pod, component.service_name(), component.kind());
         let omes = spread_selector(&instance);
-        let mut omes_own = pod.constraints().iter().filter(|c| omes.is_exactly_in(c));
-        let other = omes_own.find(|c| c["maxSkew"] != 1)?;
+        let other = (pod.constraints().iter()).find(|c| omes.is_exactly_in(c) && c["maxSkew"] != 1)?;
         let index = pod.label(labels::INSTANCE_INDEX).unwrap_or_default();
         let max_skew = shown(&other["maxSkew"]);
         Some(format!("Instance {index} (pod {}, maxSkew {max_skew})", pod.name()))
     };
-    let named: Vec<String> = component.anchors.iter().filter_map(refused).collect();
+    let named = component.anchors.iter().filter_map(refused).join(", ");
     (!named.is_empty()).then(|| {
         format!(
-            "Alfred will not simulate or relocate {}: the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"configured topology spread does not match observed Pod constraints\").",
-            named.join(", ")
+            "Alfred will not simulate or relocate {named}: the anchor pod of each carries a spread constraint with OME's selector and a maxSkew other than 1 (\"configured topology spread does not match observed Pod constraints\")."
         )
     })
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use itertools::Itertools;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -14,7 +15,6 @@ use crate::ome::{InferenceReplica, InferenceService, Runtime, named};
 use crate::pod::Pod;
 use crate::rules::{completion, spread_constraint};
 use crate::settings::Settings;
-use crate::shown::shown;
 use crate::spread::{BadField, Spread, SpreadFields, SpreadSettings};
 
 /// The objects of one component, as the API server (or `kubectl get -o yaml`) gives them.
@@ -88,7 +88,7 @@ impl<'a> Component<'a> {
 }
 
 /// Why the spread holds or not, named as the `Spread` condition's reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantArray)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantArray)]
 pub enum Reason {
     SettingsNotProjected,
     InstanceSplit,
@@ -102,6 +102,7 @@ pub enum Reason {
     DomainsFull,
     SingleDomain,
     Skewed,
+    #[default]
     Satisfied,
 }
 
@@ -124,7 +125,7 @@ impl Reason {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
     pub reason: Reason,
     /// What is the matter, naming the pods or nodes that cause it.
@@ -145,8 +146,9 @@ pub enum DiagnosisError {
     /// `object` names where the three fields sit.
     #[error("{object}.{}: {} {}", .bad.field, .bad.value, .bad.why)]
     BadField { object: String, bad: BadField },
-    #[error("InferenceReplica {replica} spec.component is {value}: must be engine or decoder")]
-    NoComponent { replica: String, value: String },
+    /// Only an empty one: the diagnosis reads any other as a component of its own.
+    #[error("InferenceReplica {replica} spec.component is \"\": must be engine or decoder")]
+    NoComponent { replica: String },
 }
 
 /// A reason, what is the matter, and what to do.
@@ -158,21 +160,15 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
     let replica = component.replica.name_any();
     let kind = component.kind();
     if kind.is_empty() {
-        let value = shown(&Value::from(kind));
-        return Err(DiagnosisError::NoComponent { replica, value });
+        return Err(DiagnosisError::NoComponent { replica });
     }
-    let projected = checked(component.replica.spec.spread.clone(), || {
-        format!("InferenceReplica {replica} spec")
-    })?;
+    let in_replica = || format!("InferenceReplica {replica} spec");
+    let projected = checked(component.replica.spec.spread.clone(), in_replica)?;
     let in_effect = settings_in_effect(component.service, component.runtime, kind)?;
     let mut report = Report {
-        reason: Reason::Satisfied,
-        message: String::new(),
-        action: "",
         projected: projected.clone(),
         in_effect: in_effect.clone(),
-        instances_per_domain: BTreeMap::new(),
-        skew: 0,
+        ..Report::default()
     };
     let split = || instance_split(component, in_effect.topology_key.as_deref()?);
     let finding = if projected != in_effect {
@@ -218,26 +214,21 @@ pub fn settings_in_effect(
     checked(from_service.clone(), in_service)?;
     let from_runtime = runtime.and_then(|r| r.config(kind)).cloned().unwrap_or_default();
     if let Some(runtime) = runtime {
-        checked(from_runtime.clone(), || {
-            format!("{} spec.{kind}Config", runtime.named())
-        })?;
+        let in_runtime = || format!("{} spec.{kind}Config", runtime.named());
+        checked(from_runtime.clone(), in_runtime)?;
     }
     checked(from_service.over(from_runtime), in_service)
 }
 
 fn names(pods: &[&Pod]) -> String {
-    let names: Vec<&str> = pods.iter().map(|p| p.name()).collect();
-    names.join(", ")
+    pods.iter().map(|p| p.name()).join(", ")
 }
 
 fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings) -> Finding {
+    let (projected, in_effect) = (describe(projected), describe(in_effect));
     (
         Reason::SettingsNotProjected,
-        format!(
-            "the replica carries {} but the settings in effect are {}",
-            describe(projected),
-            describe(in_effect)
-        ),
+        format!("the replica carries {projected} but the settings in effect are {in_effect}"),
         "Check that OME v1.3 or later runs the component on OMENative; it projects the settings in effect onto the InferenceReplica.",
     )
 }
@@ -258,29 +249,21 @@ fn instance_split(component: &Component, rack: &str) -> Option<Finding> {
                 Some((pod.name(), node.name.as_str(), node.labels.get(rack)))
             })
             .collect();
-        let first = placed.first().and_then(|(_, _, rack)| *rack);
-        let one_rack = first.is_some() && placed.iter().all(|(_, _, rack)| *rack == first);
+        let one_rack = placed.iter().all(|(_, _, r)| r.is_some() && *r == placed[0].2);
         if placed.len() > 1 && !one_rack {
             let index = anchor.label(labels::INSTANCE_INDEX).unwrap_or_default();
-            let pods: Vec<String> = placed
-                .iter()
+            let pods = (placed.iter())
                 .map(|(pod, node, rack)| format!("{pod} on {node} ({})", rack.map_or("<none>", String::as_str)))
-                .collect();
-            split.push((
-                index.parse().unwrap_or(u32::MAX),
-                format!("Instance {index}: {}", pods.join(", ")),
-            ));
+                .join(", ");
+            split.push((index.parse().unwrap_or(u32::MAX), format!("Instance {index}: {pods}")));
         }
     }
     split.sort();
-    let split: Vec<String> = split.into_iter().map(|(_, instance)| instance).collect();
+    let split = split.into_iter().map(|(_, instance)| instance).join("; ");
     (!split.is_empty()).then(|| {
         (
             Reason::InstanceSplit,
-            format!(
-                "the pods of an Instance run in more than one rack of {rack}, or on a node without it: {}",
-                split.join("; ")
-            ),
+            format!("the pods of an Instance run in more than one rack of {rack}, or on a node without it: {split}"),
             "Request an Instance migration of each split Instance: OME makes it anew, its workers in its leader's rack.",
         )
     })
@@ -310,10 +293,8 @@ fn pods_predate_or_conflict(component: &Component, spread: Spread, key: &str, se
         let ours = |c: &&Value| expected.label_selector.is_exactly_in(c);
         let on_key = |c: &&Value| c["topologyKey"] == key;
         let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable;
-        match (
-            constraints.iter().find(|c| on_key(c) && ours(c)),
-            constraints.iter().find(on_key),
-        ) {
+        let own = constraints.iter().find(|c| on_key(c) && ours(c));
+        match (own, constraints.iter().find(on_key)) {
             (Some(own), _) if when_differs(own) || completion(own, settings).is_some() => predating.push(*pod),
             (Some(_), _) => {}
             _ if constraints.iter().any(|c| ours(&c)) => predating.push(*pod),
@@ -345,33 +326,25 @@ fn pods_predate_or_conflict(component: &Component, spread: Spread, key: &str, se
 /// Counts the Instances per eligible domain into `report`.
 fn placement(component: &Component, key: &str, settings: &Settings, report: &mut Report) -> Finding {
     let (anchors, selected) = (&component.anchors, component.eligible(key));
-    let unlabelled: Vec<&str> = selected
-        .iter()
-        .filter(|n| !n.labels.contains_key(key))
-        .map(|n| n.name.as_str())
-        .collect();
+    let unlabelled = selected.iter().filter(|n| !n.labels.contains_key(key));
+    let unlabelled = unlabelled.map(|n| &n.name).join(", ");
     if !unlabelled.is_empty() {
         return (
             Reason::MissingLabel,
-            format!(
-                "the nodes {} lack the label {key}, so Required skips them",
-                unlabelled.join(", ")
-            ),
+            format!("the nodes {unlabelled} lack the label {key}, so Required skips them"),
             "Label the nodes, or correct topologySpreadKey.",
         );
     }
-    let pending: Vec<&Pod> = anchors.iter().copied().filter(|pod| held_by_spread(pod)).collect();
+    let pending = anchors.iter().filter(|pod| held_by_spread(pod));
+    let pending = pending.map(|pod| pod.name()).join(", ");
     if !pending.is_empty() {
         return (
             Reason::DomainsFull,
-            format!(
-                "{} stays Pending: the domains with the fewest of the component's Instances are full",
-                names(&pending)
-            ),
+            format!("{pending} stays Pending: the domains with the fewest of the component's Instances are full"),
             "Free room in one of them, or run fewer Instances.",
         );
     }
-    report.instances_per_domain = instances_per_domain(component.nodes, anchors, key, selected);
+    report.instances_per_domain = instances_per_domain(component, key, selected);
     let counts = report.instances_per_domain.values();
     report.skew = counts.clone().max().unwrap_or(&0) - counts.min().unwrap_or(&0);
     where_instances_run(report, anchors, key, settings)
@@ -382,11 +355,8 @@ fn placement(component: &Component, key: &str, settings: &Settings, report: &mut
 /// Feature Discovery timestamp) changes nothing they say.
 pub fn node_keys(component: &Component, report: &Report) -> BTreeSet<String> {
     let in_effect = &report.in_effect;
-    let mut keys: BTreeSet<String> = [&in_effect.spread_key, &in_effect.topology_key]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect();
+    let keys = [&in_effect.spread_key, &in_effect.topology_key];
+    let mut keys: BTreeSet<String> = keys.into_iter().flatten().cloned().collect();
     for selection in selections(&component.anchors) {
         keys.extend(selection.label_keys().map(str::to_owned));
     }
@@ -406,19 +376,14 @@ fn selections(anchors: &[&Pod]) -> Vec<Selection> {
 }
 
 /// Placed Instances (their anchors' nodes) per eligible domain, empty domains included.
-pub(crate) fn instances_per_domain(
-    nodes: &Nodes,
-    anchors: &[&Pod],
-    key: &str,
-    eligible: &[&Node],
-) -> BTreeMap<String, usize> {
+fn instances_per_domain(component: &Component, key: &str, eligible: &[&Node]) -> BTreeMap<String, usize> {
     // Inserted one by one: many nodes share few domains, and `collect` would sort every node's
     // domain, duplicates and all, before it dropped the duplicates.
     let mut domains = BTreeSet::new();
     domains.extend(eligible.iter().filter_map(|n| n.labels.get(key)));
     let mut per_domain: BTreeMap<String, usize> = domains.into_iter().map(|d| (d.clone(), 0)).collect();
-    for pod in anchors {
-        if let Some(count) = instance::domain_of(nodes, pod, key).and_then(|d| per_domain.get_mut(d)) {
+    for pod in &component.anchors {
+        if let Some(count) = instance::domain_of(component.nodes, pod, key).and_then(|d| per_domain.get_mut(d)) {
             *count += 1;
         }
     }
@@ -437,15 +402,11 @@ fn where_instances_run(report: &Report, anchors: &[&Pod], key: &str, settings: &
         );
     }
     if report.skew > settings.max_skew as usize {
-        let counts: Vec<String> = per_domain.iter().map(|(d, n)| format!("{d}: {n}")).collect();
+        let counts = per_domain.iter().map(|(domain, n)| format!("{domain}: {n}")).join(", ");
+        let (skew, max_skew) = (report.skew, settings.max_skew);
         return (
             Reason::Skewed,
-            format!(
-                "Instances per domain ({}) differ by {}, more than maxSkew {}",
-                counts.join(", "),
-                report.skew,
-                settings.max_skew
-            ),
+            format!("Instances per domain ({counts}) differ by {skew}, more than maxSkew {max_skew}"),
             "Request an Instance migration to move an Instance out of the fullest domain.",
         );
     }
@@ -464,11 +425,8 @@ fn where_instances_run(report: &Report, anchors: &[&Pod], key: &str, settings: &
         // OME has not made the pods yet: nothing to count.
         _ if anchors.is_empty() => "no Instance has a pod yet".to_owned(),
         0 => run_in,
-        n => format!(
-            "{run_in}; {} {} Pending",
-            names(&pending),
-            if n == 1 { "is" } else { "are" }
-        ),
+        1 => format!("{run_in}; {} is Pending", names(&pending)),
+        _ => format!("{run_in}; {} are Pending", names(&pending)),
     };
     // In one domain (one Instance, or a maxSkew at least their number) the spread holds, but
     // losing that domain is not survived: the one sentence every other Satisfied says is false.
@@ -492,11 +450,9 @@ fn held_by_spread(pod: &Pod) -> bool {
     const SPREAD: &str = "didn't match pod topology spread constraints";
     pod.node().is_none()
         && pod.condition("PodScheduled").is_some_and(|c| {
-            let message = c.message.as_deref().unwrap_or_default();
-            c.status == "False"
-                && message
-                    .match_indices(SPREAD)
-                    .any(|(at, _)| !message[at + SPREAD.len()..].starts_with(" (missing required label)"))
+            // What follows each mention of the spread constraints.
+            let mut after = c.message.as_deref().unwrap_or_default().split(SPREAD).skip(1);
+            c.status == "False" && after.any(|after| !after.starts_with(" (missing required label)"))
         })
 }
 

@@ -32,35 +32,28 @@ pub fn check_value(value: &str) -> Result<(), &'static str> {
 }
 
 fn check_name(name: &str) -> Result<(), &'static str> {
-    let bytes = name.as_bytes();
-    if bytes.is_empty() {
-        return Err("the name part is empty");
+    let alphanumeric = |c: char| c.is_ascii_alphanumeric();
+    let allowed = |c: char| alphanumeric(c) || matches!(c, '-' | '_' | '.');
+    if name.is_empty() {
+        Err("the name part is empty")
+    } else if name.len() > 63 {
+        Err("the name part is longer than 63 characters")
+    } else if !(name.starts_with(alphanumeric) && name.ends_with(alphanumeric) && name.chars().all(allowed)) {
+        Err("a name must be alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character")
+    } else {
+        Ok(())
     }
-    if bytes.len() > 63 {
-        return Err("the name part is longer than 63 characters");
-    }
-    let inner_ok = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
-    let ends_ok = bytes[0].is_ascii_alphanumeric() && bytes[bytes.len() - 1].is_ascii_alphanumeric();
-    if !ends_ok || !bytes.iter().all(inner_ok) {
-        return Err(
-            "a name must be alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character",
-        );
-    }
-    Ok(())
 }
 
 fn check_dns_subdomain(prefix: &str) -> Result<(), &'static str> {
     if prefix.is_empty() || prefix.len() > 253 {
         return Err("the prefix must be a DNS subdomain of 1 to 253 characters");
     }
+    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     let label_ok = |label: &str| {
-        let b = label.as_bytes();
-        !b.is_empty()
-            && b.len() <= 63
-            && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-            && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
-            && b.iter()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        (1..=63).contains(&label.len())
+            && (label.starts_with(alphanumeric) && label.ends_with(alphanumeric))
+            && label.chars().all(|c| alphanumeric(c) || c == '-')
     };
     if prefix.split('.').all(label_ok) {
         Ok(())

@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::pod::{Pod, or_default, watched_as};
+use crate::pod::{Pod, or_default};
 use crate::read::{self, Unusable};
 use crate::room::{Resources, Unreadable};
 
@@ -37,7 +38,8 @@ pub struct Taint {
 /// A node as the API server serves it (or as saved), only the parts a [`Node`] is made of: every
 /// other field (images, conditions, annotations, managed fields) is skipped as it is read. The
 /// controller watches nodes into it, and `explain` reads saved nodes into it.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Resource)]
+#[resource(inherit = KubeNode)]
 #[serde(default)]
 pub struct Served {
     #[serde(deserialize_with = "read_metadata")]
@@ -95,9 +97,6 @@ impl Served {
             .map_err(|e| e.within(&format!("Node {name}: status.allocatable.")))
     }
 }
-
-// The controller watches nodes into this model directly.
-watched_as!(Served, KubeNode);
 
 /// The nodes some selections select: taints ignored (`nodeTaintsPolicy: Ignore`) and honoured.
 #[derive(Debug, Default, PartialEq)]

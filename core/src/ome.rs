@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::{CustomResource, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::replica::{DEFAULT_NAMESPACE, RuntimeRef};
 use crate::spread::SpreadFields;
@@ -231,23 +231,21 @@ pub fn namespace<K: Resource>(object: &K) -> &str {
 /// the API server never validated (saved objects, another CRD) reaches the diagnosis, which names
 /// it: `component` is required, and `topologySpread` only `Preferred` or `Required`.
 fn as_omes_crd(schema: &mut schemars::Schema) {
-    if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
+    let required = schema.ensure_object().entry("required").or_insert_with(|| json!([]));
+    if let Some(required) = required.as_array_mut() {
         required.insert(0, "component".into());
-    } else {
-        schema.insert("required".into(), serde_json::json!(["component"]));
     }
     if let Some(component) = property(schema, "component") {
         component.remove("default");
     }
     if let Some(spread) = property(schema, "topologySpread") {
-        spread.insert("enum".into(), serde_json::json!(["Preferred", "Required"]));
+        spread.insert("enum".into(), json!(["Preferred", "Required"]));
         spread.remove("nullable");
     }
 }
 
 fn property<'a>(schema: &'a mut schemars::Schema, name: &str) -> Option<&'a mut serde_json::Map<String, Value>> {
-    let properties = schema.get_mut("properties")?.as_object_mut()?;
-    properties.get_mut(name)?.as_object_mut()
+    schema.get_mut("properties")?.get_mut(name)?.as_object_mut()
 }
 
 fn any_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

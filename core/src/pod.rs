@@ -11,12 +11,15 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeAffinity, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::replica::DEFAULT_NAMESPACE;
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+// The controller watches pods into this model directly, as Kubernetes' Pods.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Resource)]
+#[resource(inherit = k8s_openapi::api::core::v1::Pod)]
 #[serde(default)]
 pub struct Pod {
     #[serde(deserialize_with = "or_default")]
@@ -145,37 +148,6 @@ fn read_conditions<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Con
     let read = |c: &Condition| c.type_ == "Ready" || c.type_ == "PodScheduled";
     Ok(conditions.into_iter().filter(read).collect())
 }
-
-/// A model of a Kubernetes kind that reads only part of it, watched as that kind: the kind's
-/// API, and the model's metadata.
-macro_rules! watched_as {
-    ($model:ty, $kind:ty) => {
-        impl k8s_openapi::Resource for $model {
-            const API_VERSION: &'static str = <$kind as k8s_openapi::Resource>::API_VERSION;
-            const GROUP: &'static str = <$kind as k8s_openapi::Resource>::GROUP;
-            const KIND: &'static str = <$kind as k8s_openapi::Resource>::KIND;
-            const VERSION: &'static str = <$kind as k8s_openapi::Resource>::VERSION;
-            const URL_PATH_SEGMENT: &'static str = <$kind as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-            type Scope = <$kind as k8s_openapi::Resource>::Scope;
-        }
-
-        impl k8s_openapi::Metadata for $model {
-            type Ty = ObjectMeta;
-
-            fn metadata(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-
-            fn metadata_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-pub(crate) use watched_as;
-
-// The controller watches pods into this model directly.
-watched_as!(Pod, k8s_openapi::api::core::v1::Pod);
 
 #[cfg(test)]
 mod tests {

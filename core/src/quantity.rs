@@ -71,9 +71,8 @@ impl Quantity {
             }
             Suffix::Two(power) => {
                 multiply(&mut number, 1 << power);
-                let nanos =
-                    nano_units(&number, 9i64.saturating_sub(fraction_digits)).map_or(BINARY_CAP, |n| n.min(BINARY_CAP));
-                nanos as i128
+                let nanos = nano_units(&number, 9i64.saturating_sub(fraction_digits));
+                nanos.map_or(BINARY_CAP, |n| n.min(BINARY_CAP)) as i128
             }
         };
         let nanos = if negative { -magnitude } else { magnitude };
@@ -94,18 +93,16 @@ impl Quantity {
     /// An amount a pod requests or a node offers, which the API server's validation keeps at 0
     /// or more (`ValidateResourceQuantityValue`, k8s.io/kubernetes/pkg/apis/core/validation).
     pub fn amount(text: &str) -> Result<Self, QuantityError> {
-        let quantity = Self::parse(text)?;
-        if quantity.nanos < 0 {
-            return Err(QuantityError::Negative(text.to_owned()));
+        match Self::parse(text)? {
+            Self { nanos } if nanos < 0 => Err(QuantityError::Negative(text.to_owned())),
+            quantity => Ok(quantity),
         }
-        Ok(quantity)
     }
 
     /// The sum, held at the largest amount rather than overflowing.
     pub fn saturating_add(self, other: Self) -> Self {
-        Self {
-            nanos: self.nanos.saturating_add(other.nanos),
-        }
+        let nanos = self.nanos.saturating_add(other.nanos);
+        Self { nanos }
     }
 }
 
@@ -175,13 +172,9 @@ fn multiply(number: &mut Vec<u8>, factor: u128) {
     }
 }
 
+/// The remainder has the sign of `nanos`, or is 0: one more unit away from zero where there is one.
 fn away_from_zero(nanos: i128, unit: i128) -> i128 {
-    let whole = nanos / unit;
-    if nanos % unit == 0 {
-        whole
-    } else {
-        whole + nanos.signum()
-    }
+    nanos / unit + (nanos % unit).signum()
 }
 
 #[cfg(test)]

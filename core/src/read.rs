@@ -2,10 +2,11 @@
 //! into their models: where one cannot be, the object, the field and why are named.
 
 use std::any::TypeId;
+use std::borrow::Cow;
 
 use kube::Resource;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::replica::namespace_of;
 use crate::room::Unreadable;
@@ -35,15 +36,11 @@ where
     } else {
         format!("{} {}/{name}", K::kind(&()), namespace_of(object))
     };
-    let read = match object.get("spec") {
-        None if object.is_object() => {
-            let mut with_spec = object.clone();
-            with_spec["spec"] = Value::Object(Default::default());
-            serde_path_to_error::deserialize(&with_spec)
-        }
-        _ => serde_path_to_error::deserialize(object),
-    };
-    read.map_err(|e| Unusable::Malformed {
+    let mut with_spec = Cow::Borrowed(object);
+    if object.is_object() && object.get("spec").is_none() {
+        with_spec.to_mut()["spec"] = json!({});
+    }
+    serde_path_to_error::deserialize(&*with_spec).map_err(|e| Unusable::Malformed {
         object: object_named,
         why: format!("{}: {}", e.path(), e.inner()),
     })

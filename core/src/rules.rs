@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::instance::{InstanceLabels, Runner};
-use crate::settings::Settings;
+use crate::settings::{NodeTaintsPolicy, Settings};
 use crate::spread::{Spread, SpreadSettings};
 
 /// What the rules do to an OMENative pod, given the terms already in the list they read.
@@ -31,7 +31,7 @@ pub struct Completion {
     #[serde(skip_serializing_if = "Option::is_none")]
     min_domains: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    node_taints_policy: Option<&'static str>,
+    node_taints_policy: Option<NodeTaintsPolicy>,
 }
 
 /// A term a rule appends, as it is written into the pod.
@@ -53,7 +53,7 @@ pub struct SpreadConstraint<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     min_domains: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    node_taints_policy: Option<&'static str>,
+    node_taints_policy: Option<NodeTaintsPolicy>,
 }
 
 /// P8's required pod-affinity term.
@@ -76,11 +76,8 @@ impl Selector<'_> {
     /// from an operator's.
     pub fn is_exactly_in(&self, term: &Value) -> bool {
         let selector = &term["labelSelector"];
-        let no_expressions = match selector.get("matchExpressions") {
-            None | Some(Value::Null) => true,
-            Some(Value::Array(expressions)) => expressions.is_empty(),
-            Some(_) => false,
-        };
+        let expressions = &selector["matchExpressions"];
+        let no_expressions = expressions.is_null() || expressions.as_array().is_some_and(Vec::is_empty);
         // JSON objects are equal whatever the order of their fields.
         no_expressions && serde_json::to_value(&self.match_labels).is_ok_and(|ours| selector["matchLabels"] == ours)
     }
@@ -148,12 +145,9 @@ pub fn decide<'a>(term: Term<'a>, present: &[&Value], settings: &Settings) -> De
     };
     let on_key = |t: &Value| t["topologyKey"] == key;
     if let Term::Spread(_) = term
-        && let Some((index, own)) = present
-            .iter()
-            .enumerate()
-            .find(|(_, c)| on_key(c) && ours.is_exactly_in(c))
+        && let Some(index) = present.iter().position(|c| on_key(c) && ours.is_exactly_in(c))
     {
-        return match completion(own, settings) {
+        return match completion(present[index], settings) {
             Some(fields) => Decision::Complete { index, fields },
             None => Decision::Unchanged(Unchanged::SpreadConstraintKept),
         };
@@ -187,16 +181,13 @@ impl Term<'_> {
 /// (even as null) is never written again.
 pub fn completion(constraint: &Value, settings: &Settings) -> Option<Completion> {
     let lacks = |field: &str| constraint.get(field).is_none();
-    let fields = Completion {
-        min_domains: settings
-            .min_domains
-            .filter(|_| lacks("minDomains") && constraint["whenUnsatisfiable"] == "DoNotSchedule"),
-        node_taints_policy: settings
-            .node_taints_policy
-            .filter(|_| lacks("nodeTaintsPolicy"))
-            .map(Into::into),
-    };
-    (fields.min_domains.is_some() || fields.node_taints_policy.is_some()).then_some(fields)
+    let do_not_schedule = constraint["whenUnsatisfiable"] == "DoNotSchedule";
+    let min_domains = settings.min_domains.filter(|_| lacks("minDomains") && do_not_schedule);
+    let node_taints_policy = settings.node_taints_policy.filter(|_| lacks("nodeTaintsPolicy"));
+    (min_domains.is_some() || node_taints_policy.is_some()).then_some(Completion {
+        min_domains,
+        node_taints_policy,
+    })
 }
 
 /// P5: counts one pod per Instance (its leader or only pod), of every revision, per component.
@@ -212,35 +203,34 @@ pub fn spread_constraint<'a>(
         when_unsatisfiable: spread.when_unsatisfiable(),
         label_selector: spread_selector(instance),
         min_domains: settings.min_domains.filter(|_| spread == Spread::Required),
-        node_taints_policy: settings.node_taints_policy.map(Into::into),
+        node_taints_policy: settings.node_taints_policy,
     }
 }
 
 /// The Instances P5's constraint counts: OME's own selector for them, exactly.
 pub fn spread_selector<'a>(instance: &'a InstanceLabels) -> Selector<'a> {
-    Selector {
-        match_labels: MatchLabels {
-            service: instance.service,
-            component: instance.component,
-            instance_index: None,
-            runner: instance.runner.as_str(),
-        },
-    }
+    selector(instance, None, instance.runner.as_str())
 }
 
 /// P8: keeps a worker in the domain of its own Instance's leader.
 pub fn leader_affinity<'a>(instance: &'a InstanceLabels, instance_index: &'a str, key: &'a str) -> LeaderAffinity<'a> {
+    let label_selector = selector(instance, Some(instance_index), "leader");
     LeaderAffinity {
         topology_key: key,
-        label_selector: Selector {
-            match_labels: MatchLabels {
-                service: instance.service,
-                component: instance.component,
-                instance_index: Some(instance_index),
-                runner: "leader",
-            },
-        },
+        label_selector,
     }
+}
+
+/// OME's selector of the Instance's `runner` pods, or of one Instance's.
+fn selector<'a>(instance: &'a InstanceLabels, instance_index: Option<&'a str>, runner: &'static str) -> Selector<'a> {
+    let (service, component) = (instance.service, instance.component);
+    let match_labels = MatchLabels {
+        service,
+        component,
+        instance_index,
+        runner,
+    };
+    Selector { match_labels }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The policy's settings (the README's Settings). With none set, the output is exactly OME's.
 
+use itertools::Itertools;
 use serde_json::Value;
 
 use crate::shown::shown;
@@ -15,7 +16,8 @@ pub struct Settings {
     pub on_missing_replica: OnMissingReplica,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+/// Written into a constraint by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, strum::IntoStaticStr, strum::VariantArray)]
 pub enum NodeTaintsPolicy {
     Honor,
     Ignore,
@@ -49,14 +51,14 @@ impl Settings {
             Value::Object(given) => given,
             other => return Err(format!("settings must be an object, got {}", shown(other))),
         };
-        let mut by_name: Vec<(&String, &Value)> = given.iter().collect();
-        by_name.sort_by_key(|(name, _)| *name);
         let mut settings = Self::default();
-        for (name, value) in by_name {
+        for (name, value) in given.iter().sorted_by_key(|(name, _)| *name) {
             match name.as_str() {
                 "maxSkew" => settings.max_skew = at_least_one(name, value)?,
-                "minDomains" => settings.min_domains = optional(value, |v| at_least_one(name, v))?,
-                "nodeTaintsPolicy" => settings.node_taints_policy = optional(value, |v| one_of(name, v))?,
+                // Null leaves them unset, as by default.
+                "minDomains" | "nodeTaintsPolicy" if value.is_null() => {}
+                "minDomains" => settings.min_domains = Some(at_least_one(name, value)?),
+                "nodeTaintsPolicy" => settings.node_taints_policy = Some(one_of(name, value)?),
                 "onMissingReplica" => settings.on_missing_replica = one_of(name, value)?,
                 _ => return Err(format!("unknown setting {name:?}: the settings are {NAMES}")),
             }
@@ -65,18 +67,9 @@ impl Settings {
     }
 }
 
-fn optional<T>(value: &Value, parse: impl FnOnce(&Value) -> Result<T, String>) -> Result<Option<T>, String> {
-    match value {
-        Value::Null => Ok(None),
-        set => parse(set).map(Some),
-    }
-}
-
 fn at_least_one(name: &str, value: &Value) -> Result<i32, String> {
-    value
-        .as_i64()
-        .filter(|n| (1..=i64::from(i32::MAX)).contains(n))
-        .map(|n| n as i32)
+    let n = value.as_i64().and_then(|n| i32::try_from(n).ok());
+    n.filter(|n| *n >= 1)
         .ok_or_else(|| format!("{name} must be a whole number of at least 1, got {}", shown(value)))
 }
 

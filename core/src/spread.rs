@@ -77,22 +77,15 @@ impl SpreadSettings {
     /// Checks the three fields of a spec, a component or a runtime config. Absent, null and, for
     /// a key, `""` are unset, as OME reads them; anything else must be valid (P4).
     pub fn from_fields(fields: SpreadFields) -> Result<Self, BadField> {
-        let spread = match &fields.topology_spread {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) if s == "Required" => Some(Spread::Required),
-            Some(Value::String(s)) if s == "Preferred" => Some(Spread::Preferred),
-            Some(other) => {
-                return Err(BadField {
-                    field: "topologySpread",
-                    value: shown(other),
-                    why: "must be Required, Preferred or unset".into(),
-                });
-            }
-        };
+        let spread = checked("topologySpread", fields.topology_spread, |value| match value.as_str() {
+            Some("Required") => Ok(Some(Spread::Required)),
+            Some("Preferred") => Ok(Some(Spread::Preferred)),
+            _ => Err("must be Required, Preferred or unset".into()),
+        })?;
         Ok(Self {
             spread,
-            spread_key: label_key(fields.topology_spread_key, "topologySpreadKey")?,
-            topology_key: label_key(fields.topology_key, "topologyKey")?,
+            spread_key: checked("topologySpreadKey", fields.topology_spread_key, label_key)?,
+            topology_key: checked("topologyKey", fields.topology_key, label_key)?,
         })
     }
 
@@ -109,10 +102,7 @@ impl SpreadFields {
     /// fields with `omitempty`: `""` is written, and replaces the runtime's key), and only then
     /// reads as unset (P4); absent or null is no value.
     pub fn over(self, runtime: SpreadFields) -> SpreadFields {
-        let pick = |own: Option<Value>, default: Option<Value>| match own {
-            None | Some(Value::Null) => default,
-            own => own,
-        };
+        let pick = |own: Option<Value>, default| own.filter(|own| !own.is_null()).or(default);
         SpreadFields {
             topology_spread: pick(self.topology_spread, runtime.topology_spread),
             topology_spread_key: pick(self.topology_spread_key, runtime.topology_spread_key),
@@ -123,23 +113,29 @@ impl SpreadFields {
     }
 }
 
-fn label_key(value: Option<Value>, field: &'static str) -> Result<Option<String>, BadField> {
+/// One of the three fields: absent or null is unset, anything else is `read`, or named with why not.
+fn checked<T>(
+    field: &'static str,
+    value: Option<Value>,
+    read: impl FnOnce(&Value) -> Result<Option<T>, String>,
+) -> Result<Option<T>, BadField> {
     match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(key)) if key.is_empty() => Ok(None),
-        Some(Value::String(key)) => match labels::check_key(&key) {
-            Ok(()) => Ok(Some(key)),
-            Err(why) => Err(BadField {
-                field,
-                value: shown(&Value::String(key)),
-                why: format!("not a valid label key: {why}"),
-            }),
-        },
-        Some(other) => Err(BadField {
-            field,
-            value: shown(&other),
-            why: "must be a label key (a string)".into(),
+        Some(value) => read(&value).map_err(|why| {
+            let value = shown(&value);
+            BadField { field, value, why }
         }),
+    }
+}
+
+fn label_key(value: &Value) -> Result<Option<String>, String> {
+    match value {
+        Value::String(key) if key.is_empty() => Ok(None),
+        Value::String(key) => match labels::check_key(key) {
+            Ok(()) => Ok(Some(key.clone())),
+            Err(why) => Err(format!("not a valid label key: {why}")),
+        },
+        _ => Err("must be a label key (a string)".into()),
     }
 }
 
