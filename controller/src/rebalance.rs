@@ -22,7 +22,7 @@ use ome_spread_core::rebalance::{Move, NoPlan, Plan};
 use serde_json::{Value, json};
 use tracing::info;
 
-use crate::context::{ANNOTATION, Context, Mode, Objects};
+use crate::context::{ANNOTATION, Context, Mode, Objects, event};
 use crate::error::{Error, within_timeout};
 use crate::reflected::key;
 use ome_spread_core::ome::{InferenceReplica, InferenceService};
@@ -166,30 +166,14 @@ fn rejected(message: &str) -> bool {
 /// What the rebalance says of a replica once: the Event, and the object it is about.
 type Announcement = (Event, ObjectReference);
 
-fn announcement(
-    type_: EventType,
-    reason: &str,
-    note: String,
-    regarding: &impl Resource<DynamicType = ()>,
-) -> Announcement {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Rebalance".into(),
-        secondary: None,
-    };
-    (event, regarding.object_ref(&()))
+fn announcement(type_: EventType, reason: &str, note: String, about: &impl Resource<DynamicType = ()>) -> Announcement {
+    (event(type_, reason, note, "Rebalance"), about.object_ref(&()))
 }
 
 /// The recommended move as its Event.
 fn recommended(described: String, objects: &Objects) -> Announcement {
-    announcement(
-        Normal,
-        "RebalanceRecommended",
-        recommendation(described, objects),
-        &objects.replica,
-    )
+    let note = recommendation(described, objects);
+    announcement(Normal, "RebalanceRecommended", note, &objects.replica)
 }
 
 /// A recommended move as its Event says it: the move and its command, then, when OME would hold
