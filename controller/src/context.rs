@@ -37,7 +37,7 @@ pub struct Context {
     pub client: kube::Client,
     pub recorder: Recorder,
     /// Why the `Spread` condition is not written (the served schema would let it replace OME's
-    /// status: [`crate::schema`]), or None.
+    /// status: [`crate::resources`]), or None.
     pub no_condition: Mutex<Option<String>>,
     /// Each diagnosis as a policy report (`--reports`).
     pub reports: Arc<Reports>,

@@ -36,8 +36,7 @@ use crate::policy::{self, Source};
 use crate::reconcile::{error_policy, reconcile};
 use crate::reflected::{self, Events, reflected};
 use crate::report::Reports;
-use crate::resources::CONDITION;
-use crate::schema;
+use crate::resources::{self, CONDITION};
 use crate::serve::Health;
 use crate::{nodes, pods};
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
@@ -324,10 +323,10 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
 /// meanwhile).
 async fn condition_refused(client: &Client) -> Option<String> {
     loop {
-        match within_timeout("the InferenceReplica schema", schema::served(client)).await {
-            Ok(document) => return schema::condition_merges(&document).err(),
+        match within_timeout("the InferenceReplica schema", resources::served(client)).await {
+            Ok(document) => return resources::condition_merges(&document).err(),
             Err(e) => {
-                warn!(error = %e, "reading the served InferenceReplica schema ({}); asking again", schema::OPENAPI_PATH);
+                warn!(error = %e, "reading the served InferenceReplica schema ({}); asking again", resources::OPENAPI_PATH);
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
         }
@@ -445,12 +444,8 @@ pub fn replicas_using(
     namespace: Option<String>,
 ) -> Vec<ObjectRef<InferenceReplica>> {
     let namespaced = matches!(runtime, RuntimeRef::Namespaced(_));
-    services
-        .state()
-        .iter()
-        .filter(|s| s.runtime() == Some(runtime) && (!namespaced || s.namespace() == namespace))
-        .flat_map(|s| replicas_of_service(s))
-        .collect()
+    let using = services.state_filter(|s| s.runtime() == Some(runtime) && (!namespaced || s.namespace() == namespace));
+    using.iter().flat_map(|s| replicas_of_service(s)).collect()
 }
 
 #[cfg(test)]

@@ -15,5 +15,4 @@ pub mod reconcile;
 pub mod reflected;
 pub mod report;
 pub mod resources;
-pub mod schema;
 pub mod serve;

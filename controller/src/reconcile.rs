@@ -91,8 +91,7 @@ async fn reconcile_replica(
         ctx.forget(&key);
         return Ok(Action::await_change());
     };
-    let (report, message, objects) = (&diagnosis.report, &diagnosis.message, &diagnosis.objects);
-    let (plan, worst_loss) = (&diagnosis.plan, &diagnosis.worst_loss);
+    let (report, message, plan, worst_loss, objects) = &diagnosis;
     Span::current().record("reason", field::display(report.reason.as_str()));
     ctx.metrics.show(&namespace, &name, report, worst_loss.as_ref());
     record(replica, report, message, ctx, arrived).await?;
@@ -131,17 +130,10 @@ async fn filled(caches: &Caches) -> Result<(), Error> {
     }
 }
 
-/// A replica's diagnosis, the rebalance plan from it, and the objects both read.
-struct Diagnosed {
-    report: Report,
-    /// The condition's message: what is the matter, then what to do knowing the plan (`explain`'s
-    /// words).
-    message: String,
-    plan: Result<Plan, NoPlan>,
-    /// What losing the worst domain leaves; None without a key or an Instance.
-    worst_loss: Option<Loss>,
-    objects: Objects,
-}
+/// A replica's diagnosis; the condition's message (what is the matter, then what to do knowing
+/// the plan: `explain`'s words); the rebalance plan; what losing the worst domain leaves (None
+/// without a key or an Instance); and the objects they read.
+type Diagnosed = (Report, String, Result<Plan, NoPlan>, Option<Loss>, Objects);
 
 /// The diagnosis of a replica of an OMENative InferenceService, from the caches; None for any
 /// other replica.
@@ -185,13 +177,7 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         // What is the matter, then what to do.
         (plan, format!("{}. {action}", report.message), worst_loss)
     });
-    Ok(Some(Diagnosed {
-        report,
-        message,
-        plan,
-        worst_loss,
-        objects,
-    }))
+    Ok(Some((report, message, plan, worst_loss, objects)))
 }
 
 /// The Event when the reason changes and the condition when it changes, written at once so that
@@ -234,9 +220,8 @@ async fn record(
         let event = event(type_, &condition.reason, condition.message.clone(), "Diagnose");
         let published = within_timeout("the Event", ctx.recorder.publish(&event, &replica.object_ref(&()))).await;
         // A failed Event is owed (no reason told), though the condition beside it was written.
-        let reason = published.is_ok().then(|| condition.reason.clone());
-        ctx.replicas
-            .with(&key, |kept| kept.told = Some(reason.unwrap_or_default()));
+        let reason = published.as_ref().map_or(String::new(), |_| condition.reason.clone());
+        ctx.replicas.with(&key, |kept| kept.told = Some(reason));
         published
     };
     let refused = lock(&ctx.no_condition).is_some();

@@ -4,7 +4,6 @@
 //! [`crate::context`].
 
 use std::fmt::Debug;
-use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -70,20 +69,12 @@ pub trait Derived<K>: Default {
 
 /// A kube-runtime store and what is derived of it, written under one lock: a reader never sees
 /// the one without the other.
-pub struct Reflected<K: Lookup + Clone + 'static, D>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
+pub struct Reflected<K: Lookup<DynamicType = ()> + Clone + 'static, D> {
     pub store: Store<K>,
     written: Mutex<(Writer<K>, D)>,
 }
 
-impl<K, D> Default for Reflected<K, D>
-where
-    K: Lookup + Clone + PartialEq + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
-    D: Derived<K>,
-{
+impl<K: Lookup<DynamicType = ()> + Clone + PartialEq + 'static, D: Derived<K>> Default for Reflected<K, D> {
     fn default() -> Self {
         let (store, writer) = reflector::store();
         Self {
@@ -93,12 +84,7 @@ where
     }
 }
 
-impl<K, D> Reflected<K, D>
-where
-    K: Lookup + Clone + PartialEq + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
-    D: Derived<K>,
-{
+impl<K: Lookup<DynamicType = ()> + Clone + PartialEq + 'static, D: Derived<K>> Reflected<K, D> {
     /// Applies a watch event to the store, then to what is derived of it. An object that comes
     /// again unchanged changes nothing; a relist (kube-runtime's: the store is swapped when it is
     /// done) is derived anew once it is done.

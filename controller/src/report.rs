@@ -150,12 +150,10 @@ impl Reports {
         replica: &InferenceReplica,
         results: &[Value],
     ) -> Result<bool, kube::Error> {
-        let Some(resource) = self.format.resource() else {
+        let missing = lock(&self.missing).is_some_and(|at| at.elapsed() < MISSING_RETRY);
+        let Some(resource) = self.format.resource().filter(|_| !missing) else {
             return Ok(false);
         };
-        if lock(&self.missing).is_some_and(|at| at.elapsed() < MISSING_RETRY) {
-            return Ok(false);
-        }
         let namespace = replica.namespace().unwrap_or_default();
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
         let report = report(&resource, replica, results, Timestamp::now());
@@ -199,12 +197,10 @@ impl Reports {
 
 /// What losing the worst domain leaves: none serving fails; fewer than all but one warns.
 fn loss_outcome(loss: &Loss) -> &'static str {
-    if loss.left_serving == 0 {
-        "fail"
-    } else if loss.left_serving + 1 < loss.instances {
-        "warn"
-    } else {
-        "pass"
+    match loss.left_serving {
+        0 => "fail",
+        left if left + 1 < loss.instances => "warn",
+        _ => "pass",
     }
 }
 
