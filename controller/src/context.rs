@@ -97,8 +97,8 @@ pub struct Caches {
     /// Whether every cache the diagnosis reads is filled: the readiness tells it
     /// ([`Self::all_filled`]), and the reconciles wait on it.
     pub filled: watch::Sender<Fill>,
-    /// The caches [`Self::all_filled`] has not seen filled yet, by name: what [`Self::unfilled`]
-    /// reads.
+    /// The caches [`Self::all_filled`] has not seen filled yet, by name (every one as it starts):
+    /// what [`Self::unfilled`] reads.
     unfilled: Mutex<Vec<&'static str>>,
 }
 

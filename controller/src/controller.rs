@@ -415,7 +415,7 @@ fn replica_changes(
 /// A replica as a trigger reads it: all but its resourceVersion and the `Spread` condition, so
 /// that the condition a reconcile writes does not reconcile the replica again (kube-runtime's
 /// predicate filter drops an event whose value is the one seen last).
-pub fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
+fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
     let meta = &replica.metadata;
     (&meta.uid, meta.generation, &meta.labels, &meta.annotations).hash(&mut hasher);
@@ -431,14 +431,14 @@ pub fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
 }
 
 /// The replicas of an InferenceService: one per component.
-pub fn replicas_of_service(service: &InferenceService) -> Vec<ObjectRef<InferenceReplica>> {
+fn replicas_of_service(service: &InferenceService) -> Vec<ObjectRef<InferenceReplica>> {
     let (namespace, name) = (service.namespace().unwrap_or_default(), service.name_any());
     Vec::from(COMPONENTS.map(|component| pods::replica_of_component(&namespace, &name, component)))
 }
 
 /// The replicas of every InferenceService that uses the runtime (a namespaced one only in its
 /// own namespace).
-pub fn replicas_using(
+fn replicas_using(
     services: &Store<InferenceService>,
     runtime: RuntimeRef,
     namespace: Option<String>,

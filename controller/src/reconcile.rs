@@ -191,8 +191,8 @@ async fn record(
 ) -> Result<(), Error> {
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let key = ObjectRef::from_obj(replica);
-    let status = replica.status.as_ref();
-    let cached = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
+    let mut conditions = replica.status.iter().flat_map(|s| &s.conditions);
+    let cached = conditions.find(|c| c.type_ == CONDITION);
     let (written, told) = ctx.replicas.with(&key, |kept| {
         if kept.written.as_ref().zip(cached).is_some_and(|(w, c)| same(w, c)) {
             kept.written = None;
