@@ -63,7 +63,7 @@ impl Context {
     /// Forgets a replica: its record, its metric series and the node labels it read. A replica
     /// deleted, or one with nothing left to say.
     pub fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
-        self.replicas.forget(replica);
+        lock(&self.replicas.0).remove(replica);
         self.metrics
             .forget(replica.namespace.as_deref().unwrap_or_default(), &replica.name);
         self.caches.nodes.forget(replica);
@@ -215,11 +215,6 @@ impl ReplicaStates {
         self.with(replica, |kept| {
             kept.arrived = Some(kept.arrived.map_or(at, |earliest| earliest.min(at)));
         });
-    }
-
-    /// Drops the replica's record.
-    pub(crate) fn forget(&self, replica: &ObjectRef<InferenceReplica>) {
-        lock(&self.0).remove(replica);
     }
 
     /// The replicas that have a record.
