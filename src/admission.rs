@@ -81,11 +81,9 @@ fn mutated(
     };
     let accept = settings.on_missing_replica == OnMissingReplica::Accept;
     let spread = match replica::settings_in_effect(&replica, read_replica(&replica)) {
-        Err(unreadable @ Rejection::ReplicaUnreadable { .. }) if accept => {
-            let warning = Some(format!(
-                "{unreadable}; admitted without spread (onMissingReplica: Accept)"
-            ));
-            let outcome = Outcome::Unchanged(Unchanged::ReplicaUnreadable);
+        Err(unreadable @ Rejection::ReplicaUnreadable(..)) if accept => {
+            let warning = format!("{unreadable}; admitted without spread (onMissingReplica: Accept)");
+            let (outcome, warning) = (Outcome::Unchanged(Unchanged::ReplicaUnreadable), Some(warning));
             return Ok(Admission { outcome, warning });
         }
         read => read?,
@@ -105,7 +103,7 @@ fn mutated(
             .map_err(as_json)
             .and_then(|fields| complete(&mut object, path, index, fields)),
     };
-    written.map_err(|what| Rejection::Internal { pod: name, what })?;
+    written.map_err(|what| Rejection::Internal(name, what))?;
     Ok(Outcome::Mutated(object).into())
 }
 
@@ -283,8 +281,8 @@ impl<'a> Pod<'a> {
 }
 
 fn bad(pod: &str, field: &str, value: &Value, why: &str) -> Rejection {
-    Rejection::BadPod {
-        pod: pod.into(),
+    Rejection::BadField {
+        object: format!("pod {pod}"),
         field: field.into(),
         value: shown(value),
         why: why.into(),

@@ -9,9 +9,11 @@ pub enum Rejection {
     MalformedRequest(String),
     #[error("invalid policy settings: {0}")]
     BadSettings(String),
-    #[error("pod {pod}: {field} is {value}: {why}")]
-    BadPod {
-        pod: String,
+    /// A field of the pod (`pod <namespace>/<name>`) or of its replica (`InferenceReplica
+    /// <namespace>/<name>`): its value, and why it is wrong.
+    #[error("{object}: {field} is {value}: {why}")]
+    BadField {
+        object: String,
         field: String,
         value: String,
         why: String,
@@ -19,21 +21,10 @@ pub enum Rejection {
     /// P11: the pod, and what is wrong with its labels.
     #[error("pod {0}: {1}")]
     Label(String, BadLabel),
-    #[error("cannot read InferenceReplica {namespace}/{name}: {reason}")]
-    ReplicaUnreadable {
-        namespace: String,
-        name: String,
-        reason: String,
-    },
-    #[error("InferenceReplica {namespace}/{name}: {field} is {value}: {why}")]
-    BadReplica {
-        namespace: String,
-        name: String,
-        field: String,
-        value: String,
-        why: String,
-    },
-    /// What cannot happen, if it ever did: said, never passed over.
-    #[error("pod {pod}: internal error: {what}")]
-    Internal { pod: String, what: String },
+    /// The replica, `<namespace>/<name>`, and the reason it could not be read.
+    #[error("cannot read InferenceReplica {0}: {1}")]
+    ReplicaUnreadable(String, String),
+    /// What cannot happen, if it ever did, and the pod: said, never passed over.
+    #[error("pod {0}: internal error: {1}")]
+    Internal(String, String),
 }

@@ -36,17 +36,13 @@ pub fn get_resource_request(replica: &ReplicaRef) -> Result<Vec<u8>, String> {
 /// P3, P4: the replica's settings in effect from the host's `answer`. A replica that could not be
 /// read is [`Rejection::ReplicaUnreadable`], which `onMissingReplica: Accept` turns into a warning.
 pub fn settings_in_effect(replica: &ReplicaRef, answer: Result<Vec<u8>, String>) -> Result<SpreadSettings, Rejection> {
+    let replica = format!("{}/{}", replica.namespace, replica.name);
     let spec = answer
         .map_err(|e| host_reason(&e))
         .and_then(|answer| spec(&answer))
-        .map_err(|reason| Rejection::ReplicaUnreadable {
-            namespace: replica.namespace.clone(),
-            name: replica.name.clone(),
-            reason,
-        })?;
-    let bad = |field: String, value: String, why: String| Rejection::BadReplica {
-        namespace: replica.namespace.clone(),
-        name: replica.name.clone(),
+        .map_err(|reason| Rejection::ReplicaUnreadable(replica.clone(), reason))?;
+    let bad = |field: String, value: String, why: String| Rejection::BadField {
+        object: format!("InferenceReplica {replica}"),
         field,
         value,
         why,
@@ -69,10 +65,8 @@ fn spec(answer: &[u8]) -> Result<Value, String> {
         None | Some(Value::Null) => {}
         Some(Value::String(kind)) if kind == "InferenceReplica" => {}
         Some(other) => {
-            return Err(format!(
-                "the host answered with kind {}, not InferenceReplica",
-                shown(other)
-            ));
+            let kind = shown(other);
+            return Err(format!("the host answered with kind {kind}, not InferenceReplica"));
         }
     }
     replica

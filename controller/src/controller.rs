@@ -1,20 +1,25 @@
 //! `ome-spread controller`: leader election, then the caches and the triggers wired to the
-//! reconciler.
+//! reconciler. What change re-diagnoses which InferenceReplica: a pod its replica
+//! ([`crate::pods`]), an InferenceService its engine and decoder, a runtime the services that use
+//! it, a node every replica (only when what the diagnosis reads of it changed, [`crate::nodes`]).
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt, TryStreamExt, future};
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use kube_lease_manager::LeaseManagerBuilder;
+use ome_spread_core::instance::COMPONENTS;
 use ome_spread_core::replica::RuntimeRef;
 use ome_spread_core::settings::Settings;
 use tokio::signal::unix::{SignalKind, signal};
@@ -24,18 +29,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::cache::{Caches, Fill};
-use crate::context::{Context, Mode};
-use crate::error::{API_TIMEOUT, FILL_TIMEOUT, within_timeout};
+use crate::context::{Caches, Context, Fill, Mode, ReplicaStates};
+use crate::error::{API_TIMEOUT, FILL_TIMEOUT, lock, within_timeout};
 use crate::metrics::Metrics;
 use crate::policy::{self, Source};
 use crate::reconcile::{error_policy, reconcile};
-use crate::reflected::{self, reflected};
+use crate::reflected::{self, Events, reflected};
 use crate::report::Reports;
-use crate::schema;
+use crate::resources::{self, CONDITION};
 use crate::serve::Health;
-use crate::state::{ReplicaStates, lock};
-use crate::triggers::{all_but_the_condition, replicas_of_service, replicas_using};
 use crate::{nodes, pods};
 use ome_spread_core::ome::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 
@@ -190,19 +192,17 @@ async fn stand_by(
 /// an event while its watches work.
 async fn watch_lease(client: Client, namespace: String, health: Arc<Health>, holder: watch::Sender<Option<String>>) {
     health.watched();
-    watcher::watch_object(Api::<Lease>::namespaced(client, &namespace), LEASE)
-        .backoff(reflected::backoff())
-        .for_each(|event| {
-            match event {
-                Ok(lease) => {
-                    health.watched();
-                    holder.send_replace(lease.and_then(|lease| lease.spec?.holder_identity));
-                }
-                Err(e) => warn!(error = %e, "watching the Lease {LEASE}"),
+    let lease = watcher::watch_object(Api::<Lease>::namespaced(client, &namespace), LEASE);
+    let mut events = std::pin::pin!(lease.backoff(reflected::backoff()));
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(lease) => {
+                health.watched();
+                holder.send_replace(lease.and_then(|lease| lease.spec?.holder_identity));
             }
-            future::ready(())
-        })
-        .await;
+            Err(e) => warn!(error = %e, "watching the Lease {LEASE}"),
+        }
+    }
 }
 
 /// The caches, the context and the controller's triggers, run until the controller ends: asked
@@ -235,7 +235,7 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
     });
     tokio::spawn(ready_when_filled(context.clone(), stop.clone()));
     let every_replica = every_replica_changes(&client, &context);
-    let replica_changes = replica_changes(replica_events, replicas.clone(), context.clone());
+    let replica_changes = replica_changes(replica_events, context.clone());
     let [of_pods, of_services, of_runtimes, of_cluster_runtimes] = [(); 4].map(|()| context.clone());
     let pod_changes = pods::changes(client, context.caches.pods.clone());
     let controller = Controller::for_stream(replica_changes, replicas)
@@ -268,7 +268,7 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
 /// refusal to write the condition lifted (the conditions held back are written: the schema's
 /// recheck, started here, tells it), and the settings changed (the policy's, followed: every
 /// diagnosis reads them), each noted as arrived on every replica.
-fn every_replica_changes(client: &Client, context: &Arc<Context>) -> impl futures::Stream<Item = ()> + use<> {
+fn every_replica_changes(client: &Client, context: &Arc<Context>) -> impl Stream<Item = ()> + use<> {
     let (lifted, lifts) = futures::channel::mpsc::unbounded();
     tokio::spawn(recheck_schema(client.clone(), context.clone(), lifted));
     let settings = context.caches.settings.clone();
@@ -323,10 +323,10 @@ async fn run_controller(controller: Controller<InferenceReplica>, context: Arc<C
 /// meanwhile).
 async fn condition_refused(client: &Client) -> Option<String> {
     loop {
-        match within_timeout("the InferenceReplica schema", schema::served(client)).await {
-            Ok(document) => return schema::condition_merges(&document).err(),
+        match within_timeout("the InferenceReplica schema", resources::served(client)).await {
+            Ok(document) => return resources::condition_merges(&document).err(),
             Err(e) => {
-                warn!(error = %e, "reading the served InferenceReplica schema ({}); asking again", schema::OPENAPI_PATH);
+                warn!(error = %e, "reading the served InferenceReplica schema ({}); asking again", resources::OPENAPI_PATH);
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
         }
@@ -338,26 +338,24 @@ async fn condition_refused(client: &Client) -> Option<String> {
 /// applied), and the API server publishes a CRD's schema a moment after the CRD itself. Asked
 /// again every 15 s while refused, every 5 minutes while not.
 async fn recheck_schema(client: Client, context: Arc<Context>, lifted: futures::channel::mpsc::UnboundedSender<()>) {
+    let mut refused = lock(&context.no_condition).clone();
     loop {
-        let refused = lock(&context.no_condition).clone();
         match &refused {
             Some(why) => error!("writing no Spread condition: {why}"),
             None => debug!("the served InferenceReplica schema keeps OME's status beside the Spread condition"),
         }
-        loop {
+        let mut now = refused.clone();
+        while now == refused {
             let wait = if refused.is_some() { 15 } else { 300 };
             tokio::time::sleep(Duration::from_secs(wait)).await;
-            let now = condition_refused(&client).await;
-            if now != refused {
-                let lifts = now.is_none();
-                *lock(&context.no_condition) = now;
-                if lifts {
-                    info!("the served InferenceReplica schema now keeps OME's status: writing the Spread condition");
-                    let _ = lifted.unbounded_send(());
-                }
-                break;
-            }
+            now = condition_refused(&client).await;
         }
+        *lock(&context.no_condition) = now.clone();
+        if now.is_none() {
+            info!("the served InferenceReplica schema now keeps OME's status: writing the Spread condition");
+            let _ = lifted.unbounded_send(());
+        }
+        refused = now;
     }
 }
 
@@ -391,10 +389,9 @@ async fn ready_when_filled(context: Arc<Context>, stop: CancellationToken) {
 /// replica goes with it, and a change of all but the `Spread` condition reconciles it (its
 /// arrival noted).
 fn replica_changes(
-    events: impl futures::Stream<Item = Result<watcher::Event<InferenceReplica>, watcher::Error>>,
-    store: reflector::Store<InferenceReplica>,
+    events: impl Stream<Item = Events<InferenceReplica>>,
     context: Arc<Context>,
-) -> impl futures::Stream<Item = Result<InferenceReplica, watcher::Error>> {
+) -> impl Stream<Item = Result<InferenceReplica, watcher::Error>> {
     let forgetting = context.clone();
     events
         .inspect_ok(move |event| match event {
@@ -402,7 +399,7 @@ fn replica_changes(
             // Those deleted while the watch was down: the relist no longer lists them.
             watcher::Event::InitDone => {
                 for replica in forgetting.replicas.replicas() {
-                    if store.get(&replica).is_none() {
+                    if forgetting.caches.replicas.get(&replica).is_none() {
                         forgetting.forget(&replica);
                     }
                 }
@@ -413,4 +410,124 @@ fn replica_changes(
         .predicate_filter(all_but_the_condition, PredicateConfig::default())
         // Its own event: noted even while it is listed, before the store holds it.
         .inspect_ok(move |replica| (context.replicas).arrived(&ObjectRef::from_obj(replica), Instant::now()))
+}
+
+/// A replica as a trigger reads it: all but its resourceVersion and the `Spread` condition, so
+/// that the condition a reconcile writes does not reconcile the replica again (kube-runtime's
+/// predicate filter drops an event whose value is the one seen last).
+fn all_but_the_condition(replica: &InferenceReplica) -> Option<u64> {
+    let mut hasher = DefaultHasher::new();
+    let meta = &replica.metadata;
+    (&meta.uid, meta.generation, &meta.labels, &meta.annotations).hash(&mut hasher);
+    serde_json::to_string(&replica.spec).ok()?.hash(&mut hasher);
+    if let Some(status) = &replica.status {
+        let others = status.conditions.iter().filter(|c| c.type_ != CONDITION);
+        for c in others {
+            (&c.type_, &c.status, &c.reason, &c.message, c.observed_generation).hash(&mut hasher);
+        }
+        serde_json::to_string(&status.migrations).ok()?.hash(&mut hasher);
+    }
+    Some(hasher.finish())
+}
+
+/// The replicas of an InferenceService: one per component.
+fn replicas_of_service(service: &InferenceService) -> Vec<ObjectRef<InferenceReplica>> {
+    let (namespace, name) = (service.namespace().unwrap_or_default(), service.name_any());
+    Vec::from(COMPONENTS.map(|component| pods::replica_of_component(&namespace, &name, component)))
+}
+
+/// The replicas of every InferenceService that uses the runtime (a namespaced one only in its
+/// own namespace).
+fn replicas_using(
+    services: &Store<InferenceService>,
+    runtime: RuntimeRef,
+    namespace: Option<String>,
+) -> Vec<ObjectRef<InferenceReplica>> {
+    let namespaced = matches!(runtime, RuntimeRef::Namespaced(_));
+    let using = services.state_filter(|s| s.runtime() == Some(runtime) && (!namespaced || s.namespace() == namespace));
+    using.iter().flat_map(|s| replicas_of_service(s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::{reflector, watcher};
+    use serde_json::json;
+
+    #[test]
+    fn the_spread_condition_written_alone_triggers_nothing_else_does() {
+        let replica = |generation: i64, conditions: serde_json::Value, migrations: serde_json::Value| {
+            let replica: InferenceReplica = serde_json::from_value(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+                "metadata": {"name": "m-engine", "namespace": "ns", "uid": "u1", "generation": generation, "resourceVersion": "7"},
+                "spec": {"parentRef": {"name": "m"}, "component": "engine", "replicas": 2},
+                "status": {"conditions": conditions, "migrations": migrations}}))
+            .expect("a replica");
+            all_but_the_condition(&replica)
+        };
+        let condition = |type_: &str, reason: &str| json!({"type": type_, "status": "True", "reason": reason, "message": "", "lastTransitionTime": "2026-12-01T10:00:00Z"});
+        let ready = condition("Ready", "Available");
+        let before = replica(3, json!([ready]), json!(null));
+        // Ours, written or changed: the same value, so the filter drops the event.
+        assert_eq!(
+            replica(3, json!([ready, condition("Spread", "Satisfied")]), json!(null)),
+            before
+        );
+        assert_eq!(
+            replica(3, json!([ready, condition("Spread", "Skewed")]), json!(null)),
+            before
+        );
+        // OME's condition, its migrations, a new generation: each reconciles.
+        assert_ne!(
+            replica(3, json!([condition("Ready", "Progressing")]), json!(null)),
+            before
+        );
+        assert_ne!(
+            replica(3, json!([ready]), json!([{"id": "m1", "phase": "Running"}])),
+            before
+        );
+        assert_ne!(replica(4, json!([ready]), json!(null)), before);
+    }
+
+    #[test]
+    fn a_service_maps_to_its_engine_and_decoder_and_a_runtime_to_the_services_using_it() {
+        let service = |name: &str, ns: &str, runtime: serde_json::Value| -> InferenceService {
+            serde_json::from_value(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+                "metadata": {"name": name, "namespace": ns}, "spec": {"runtime": runtime}}))
+            .expect("a service")
+        };
+        let (store, mut writer) = reflector::store();
+        for s in [
+            service("a", "ns1", json!({"name": "srt"})),
+            service("b", "ns2", json!({"name": "srt", "kind": "ClusterServingRuntime"})),
+            service("c", "ns1", json!({"name": "srt", "kind": "ServingRuntime"})),
+            service("d", "ns2", json!({"name": "srt", "kind": "ServingRuntime"})),
+            service("e", "ns1", json!({"name": "other"})),
+        ] {
+            writer.apply_watcher_event(&watcher::Event::Apply(s));
+        }
+        let names = |refs: Vec<ObjectRef<InferenceReplica>>| {
+            let mut names: Vec<String> = refs
+                .iter()
+                .map(|r| format!("{}/{}", r.namespace.clone().unwrap_or_default(), r.name))
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            names(replicas_of_service(&service("a", "ns1", json!(null)))),
+            ["ns1/a-decoder", "ns1/a-engine"]
+        );
+        assert_eq!(
+            names(replicas_using(&store, RuntimeRef::Cluster("srt"), None)),
+            ["ns1/a-decoder", "ns1/a-engine", "ns2/b-decoder", "ns2/b-engine"]
+        );
+        assert_eq!(
+            names(replicas_using(
+                &store,
+                RuntimeRef::Namespaced("srt"),
+                Some("ns1".into())
+            )),
+            ["ns1/c-decoder", "ns1/c-engine"]
+        );
+    }
 }

@@ -1,5 +1,6 @@
-//! A reconcile's errors, and the bounds on its waits.
+//! A reconcile's errors, the bounds on its waits, and the one rule for a poisoned lock.
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use ome_spread_core::diagnosis::DiagnosisError;
@@ -51,4 +52,11 @@ pub async fn within_timeout<T>(
         .await
         .map_err(|_| Error::Timeout(what))?
         .map_err(Error::from)
+}
+
+/// The one rule for a poisoned lock: go on with what it holds. Every lock of the controller
+/// guards plain records that each write leaves whole, and a reconcile that panicked fails alone
+/// (kube-runtime retries it): the process must not stop for it.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

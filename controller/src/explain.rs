@@ -22,16 +22,13 @@ pub async fn fetch(client: kube::Client, service: &str, namespace: &str) -> Resu
     let mut parts = Parts::default();
     match isvc.runtime() {
         Some(RuntimeRef::Namespaced(name)) => {
-            let runtimes: Api<ServingRuntime> = Api::namespaced(client.clone(), namespace);
-            let runtime = runtimes.get_opt(name).await.map_err(failed("the ServingRuntime"))?;
+            let api: Api<ServingRuntime> = Api::namespaced(client.clone(), namespace);
+            let runtime = api.get_opt(name).await.map_err(failed("the ServingRuntime"))?;
             parts.runtimes.extend(runtime);
         }
         Some(RuntimeRef::Cluster(name)) => {
-            let runtimes: Api<ClusterServingRuntime> = Api::all(client.clone());
-            let runtime = runtimes
-                .get_opt(name)
-                .await
-                .map_err(failed("the ClusterServingRuntime"))?;
+            let api: Api<ClusterServingRuntime> = Api::all(client.clone());
+            let runtime = api.get_opt(name).await.map_err(failed("the ClusterServingRuntime"))?;
             parts.cluster_runtimes.extend(runtime);
         }
         None => {}

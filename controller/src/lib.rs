@@ -2,7 +2,6 @@
 //! metrics on every InferenceReplica of an OMENative InferenceService; `ome-spread explain` prints
 //! the same diagnosis for one InferenceService. Both are shells around `ome_spread_core::diagnosis`.
 
-pub mod cache;
 pub mod context;
 pub mod controller;
 pub mod error;
@@ -16,7 +15,4 @@ pub mod reconcile;
 pub mod reflected;
 pub mod report;
 pub mod resources;
-pub mod schema;
 pub mod serve;
-pub mod state;
-pub mod triggers;

@@ -171,8 +171,7 @@ fn explain(args: ExplainArgs) -> Result<(String, bool), String> {
             (objects, namespace, source, settings)
         }
         None => {
-            let fetched = fetch(service, args.namespace, args.settings.as_deref(), &args.policy);
-            let (objects, namespace, settings) = runtime()?.block_on(fetched)?;
+            let (objects, namespace, settings) = runtime()?.block_on(fetch(&args))?;
             (objects, namespace, "the cluster".into(), settings)
         }
     };
@@ -216,23 +215,19 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Runtime::new().map_err(|e| format!("starting the async runtime: {e}"))
 }
 
-/// The objects `explain` reads, in `namespace` or else the kubeconfig context's, as kubectl does,
-/// and the settings: from `settings`, else of the cluster's ClusterAdmissionPolicy `policy`.
-async fn fetch(
-    service: &str,
-    namespace: Option<String>,
-    settings: Option<&Path>,
-    policy: &str,
-) -> Result<(Objects, String, Settings), String> {
+/// The objects `explain` reads, in `--namespace` or else the kubeconfig context's, as kubectl does,
+/// and the settings: from `--settings`, else of the cluster's ClusterAdmissionPolicy `--policy`.
+async fn fetch(args: &ExplainArgs) -> Result<(Objects, String, Settings), String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("connecting to the cluster of the kubeconfig: {e}"))?;
-    let settings = match settings {
-        Some(_) => policy::read_settings(settings)?,
-        None => policy::fetch_settings(client.clone(), policy).await?,
+    let settings = match &args.settings {
+        Some(path) => policy::read_settings(Some(path))?,
+        None => policy::fetch_settings(client.clone(), &args.policy).await?,
     };
-    let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
-    Ok((explain::fetch(client, service, &namespace).await?, namespace, settings))
+    let namespace = (args.namespace.clone()).unwrap_or_else(|| client.default_namespace().to_owned());
+    let objects = explain::fetch(client, &args.service, &namespace).await?;
+    Ok((objects, namespace, settings))
 }
 
 /// Saved Kubernetes objects: `kubectl get -o yaml` output (single objects or Lists, several

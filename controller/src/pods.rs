@@ -16,7 +16,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt, future, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
-use kube::runtime::reflector::{Lookup, ObjectRef, Store};
+use kube::runtime::reflector::{Lookup, ObjectRef};
 use kube::runtime::watcher::{Config, Event};
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
@@ -63,8 +63,10 @@ fn component(pod: &Pod) -> Option<ObjectRef<InferenceReplica>> {
 /// Every pod: the OMENative pods of the components, and the room every pod holds.
 #[derive(Default)]
 pub struct Pods {
-    components: Reflected<Pod, Components>,
-    room: Reflected<Held, Room>,
+    /// The OMENative pods, filled by their watch's first list.
+    pub(crate) components: Reflected<Pod, Components>,
+    /// What every pod holds, filled by the first list of every pod.
+    pub(crate) room: Reflected<Held, Room>,
 }
 
 impl Pods {
@@ -86,16 +88,6 @@ impl Pods {
         }
     }
 
-    /// The OMENative pods, filled by their watch's first list.
-    pub fn store(&self) -> &Store<Pod> {
-        &self.components.store
-    }
-
-    /// What every pod holds, filled by the first list of every pod.
-    pub fn room(&self) -> &Store<Held> {
-        &self.room.store
-    }
-
     /// The pods of the component `replica` reads, by name: shared, not copied.
     pub fn of(&self, component: &ObjectRef<InferenceReplica>) -> Vec<Arc<Pod>> {
         self.components.with(|components| {
@@ -113,7 +105,7 @@ impl Pods {
 /// Each component's OMENative pods by name (shared with the store), by the replica that reads
 /// them.
 #[derive(Debug, Default, PartialEq)]
-struct Components(HashMap<ObjectRef<InferenceReplica>, BTreeMap<String, Arc<Pod>>>);
+pub(crate) struct Components(HashMap<ObjectRef<InferenceReplica>, BTreeMap<String, Arc<Pod>>>);
 
 impl Components {
     fn insert(&mut self, pod: &Arc<Pod>) -> Option<ObjectRef<InferenceReplica>> {
@@ -245,7 +237,7 @@ impl Lookup for Held {
 
 /// The requests of the pods bound to each node, summed from what each holds.
 #[derive(Debug, Default)]
-struct Room(Requested);
+pub(crate) struct Room(Requested);
 
 impl Derived<Held> for Room {
     type Output = ();
@@ -723,12 +715,12 @@ mod tests {
                 pods.hold(event);
                 pods.apply(event);
             }
-            let mut stored: Vec<Pod> = pods.store().state().iter().map(|pod| (**pod).clone()).collect();
+            let mut stored: Vec<Pod> = pods.components.store.state().iter().map(|pod| (**pod).clone()).collect();
             stored.sort_by_key(key);
             let ome: Vec<Pod> = told.values().filter(|pod| component(pod).is_some()).cloned().collect();
             prop_assert_eq!(stored, ome);
             let mut rebuilt = Components::default();
-            rebuilt.relisted(pods.store().state());
+            rebuilt.relisted(pods.components.store.state());
             pods.components.with(|components| {
                 prop_assert_eq!(&*components, &rebuilt);
                 Ok(())

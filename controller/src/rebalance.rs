@@ -22,7 +22,7 @@ use ome_spread_core::rebalance::{Move, NoPlan, Plan};
 use serde_json::{Value, json};
 use tracing::info;
 
-use crate::context::{ANNOTATION, Context, Mode, Objects};
+use crate::context::{ANNOTATION, Context, Mode, Objects, event};
 use crate::error::{Error, within_timeout};
 use crate::reflected::key;
 use ome_spread_core::ome::{InferenceReplica, InferenceService};
@@ -63,9 +63,7 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
 async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>, ctx: &Context) -> Result<(), Error> {
     let key = ObjectRef::from_obj(replica);
     let last = ctx.replicas.with(&key, |kept| kept.announced.clone());
-    if let Some((event, regarding)) = &announcement
-        && last != event.note
-    {
+    if let Some((event, regarding)) = announcement.as_ref().filter(|(event, _)| last != event.note) {
         within_timeout("the rebalance Event", ctx.recorder.publish(event, regarding)).await?;
     }
     let note = announcement.and_then(|(event, _)| event.note);
@@ -148,10 +146,8 @@ async fn migrate(next: &Move, mode: Mode, objects: &Objects, ctx: &Context) -> R
 /// A merge patch of the InferenceService's annotations, only if the cache saw its latest version.
 async fn write(service: &InferenceService, annotations: Value, ctx: &Context) -> Result<(), Error> {
     let api: Api<InferenceService> = Api::namespaced(ctx.client.clone(), &service.namespace().unwrap_or_default());
-    let mut patch = json!({"metadata": {"annotations": annotations}});
-    if let Some(version) = service.resource_version() {
-        patch["metadata"]["resourceVersion"] = version.into();
-    }
+    // A cached object always has its resourceVersion: the patch is refused (409) if it is stale.
+    let patch = json!({"metadata": {"annotations": annotations, "resourceVersion": service.resource_version()}});
     let (name, params, patch) = (service.name_any(), PatchParams::default(), Patch::Merge(patch));
     within_timeout("the migration request", api.patch(&name, &params, &patch)).await?;
     Ok(())
@@ -166,30 +162,14 @@ fn rejected(message: &str) -> bool {
 /// What the rebalance says of a replica once: the Event, and the object it is about.
 type Announcement = (Event, ObjectReference);
 
-fn announcement(
-    type_: EventType,
-    reason: &str,
-    note: String,
-    regarding: &impl Resource<DynamicType = ()>,
-) -> Announcement {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Rebalance".into(),
-        secondary: None,
-    };
-    (event, regarding.object_ref(&()))
+fn announcement(type_: EventType, reason: &str, note: String, about: &impl Resource<DynamicType = ()>) -> Announcement {
+    (event(type_, reason, note, "Rebalance"), about.object_ref(&()))
 }
 
 /// The recommended move as its Event.
 fn recommended(described: String, objects: &Objects) -> Announcement {
-    announcement(
-        Normal,
-        "RebalanceRecommended",
-        recommendation(described, objects),
-        &objects.replica,
-    )
+    let note = recommendation(described, objects);
+    announcement(Normal, "RebalanceRecommended", note, &objects.replica)
 }
 
 /// A recommended move as its Event says it: the move and its command, then, when OME would hold

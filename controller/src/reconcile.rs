@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType::{Normal, Warning};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use ome_spread_core::action::{no_move, what_to_do};
@@ -20,14 +21,12 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{Span, debug, field, info, instrument, warn};
 
-use crate::cache::{Caches, Fill};
-use crate::context::{Context, Mode, Objects};
-use crate::error::{Error, FILL_TIMEOUT, within_timeout};
+use crate::context::{Caches, Context, Fill, Mode, Objects, event};
+use crate::error::{Error, FILL_TIMEOUT, lock, within_timeout};
 use crate::pods::replica_of_component;
 use crate::rebalance::{self, recommendation};
 use crate::reflected::key;
 use crate::resources::{CONDITION, FIELD_MANAGER};
-use crate::state::lock;
 use ome_spread_core::ome::InferenceReplica;
 
 /// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
@@ -92,8 +91,7 @@ async fn reconcile_replica(
         ctx.forget(&key);
         return Ok(Action::await_change());
     };
-    let (report, message, objects) = (&diagnosis.report, &diagnosis.message, &diagnosis.objects);
-    let (plan, worst_loss) = (&diagnosis.plan, &diagnosis.worst_loss);
+    let (report, message, plan, worst_loss, objects) = &diagnosis;
     Span::current().record("reason", field::display(report.reason.as_str()));
     ctx.metrics.show(&namespace, &name, report, worst_loss.as_ref());
     record(replica, report, message, ctx, arrived).await?;
@@ -132,27 +130,19 @@ async fn filled(caches: &Caches) -> Result<(), Error> {
     }
 }
 
-/// A replica's diagnosis, the rebalance plan from it, and the objects both read.
-struct Diagnosed {
-    report: Report,
-    /// The condition's message: what is the matter, then what to do knowing the plan (`explain`'s
-    /// words).
-    message: String,
-    plan: Result<Plan, NoPlan>,
-    /// What losing the worst domain leaves; None without a key or an Instance.
-    worst_loss: Option<Loss>,
-    objects: Objects,
-}
+/// A replica's diagnosis; the condition's message (what is the matter, then what to do knowing
+/// the plan: `explain`'s words); the rebalance plan; what losing the worst domain leaves (None
+/// without a key or an Instance); and the objects they read.
+type Diagnosed = (Report, String, Result<Plan, NoPlan>, Option<Loss>, Objects);
 
 /// The diagnosis of a replica of an OMENative InferenceService, from the caches; None for any
 /// other replica.
 fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnosed>, Error> {
     let namespace = replica.namespace().unwrap_or_default();
     // A replica without a parent (OME's standalone form) has no InferenceService to diagnose.
-    let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.clone());
-    let cached = |parent: &String| ctx.caches.services.get(&ObjectRef::new(parent).within(&namespace));
-    let service = parent.as_ref().and_then(cached).filter(|s| s.on_omenative());
-    let (Some(parent), Some(service)) = (parent, service) else {
+    let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.as_str());
+    let cached = |parent: &str| ctx.caches.services.get(&ObjectRef::new(parent).within(&namespace));
+    let (Some(parent), Some(service)) = (parent, parent.and_then(cached).filter(|s| s.on_omenative())) else {
         debug!(replica = %ObjectRef::from_obj(replica), "no OMENative InferenceService of this replica in the cache: nothing to say");
         return Ok(None);
     };
@@ -163,11 +153,11 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         None => (None, None),
     };
     let objects = Objects {
-        service: service.clone(),
+        service,
         runtime,
         cluster_runtime,
         replica: replica.clone(),
-        pods: (ctx.caches.pods).of(&replica_of_component(&namespace, &parent, &replica.spec.component)),
+        pods: (ctx.caches.pods).of(&replica_of_component(&namespace, parent, &replica.spec.component)),
         nodes: ctx.caches.nodes.current(),
     };
     let component = objects.component();
@@ -181,22 +171,13 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
     let (plan, message, worst_loss) = ctx.caches.pods.with_requested(|requested| {
         let plan = recommend(&component, &report, requested, &settings);
         // The domains where no node takes the pods are read only when a skew has no migration.
-        let rooms = match no_move(&plan) {
-            Some(_) => rooms(&component, &report, requested, 0),
-            None => Vec::new(),
-        };
+        let rooms = no_move(&plan).map_or_else(Vec::new, |_| rooms(&component, &report, requested, 0));
         let action = what_to_do(&report, &plan, &rooms, &objects.replica);
         let worst_loss = worst(&component, &report, requested, &settings);
         // What is the matter, then what to do.
         (plan, format!("{}. {action}", report.message), worst_loss)
     });
-    Ok(Some(Diagnosed {
-        report,
-        message,
-        plan,
-        worst_loss,
-        objects,
-    }))
+    Ok(Some((report, message, plan, worst_loss, objects)))
 }
 
 /// The Event when the reason changes and the condition when it changes, written at once so that
@@ -210,8 +191,8 @@ async fn record(
 ) -> Result<(), Error> {
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
     let key = ObjectRef::from_obj(replica);
-    let status = replica.status.as_ref();
-    let cached = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION));
+    let mut conditions = replica.status.iter().flat_map(|s| &s.conditions);
+    let cached = conditions.find(|c| c.type_ == CONDITION);
     let (written, told) = ctx.replicas.with(&key, |kept| {
         if kept.written.as_ref().zip(cached).is_some_and(|(w, c)| same(w, c)) {
             kept.written = None;
@@ -219,29 +200,28 @@ async fn record(
         (kept.written.clone(), kept.told.clone())
     });
     let previous = written.as_ref().or(cached);
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let condition = spread_condition(report, message, replica.meta().generation, previous, now);
+    let status = report.reason.status();
+    // Its transition time moves only when its status does.
+    let (unmoved, now) = (previous.filter(|p| p.status == status), Time(Timestamp::now()));
+    let condition = Condition {
+        type_: CONDITION.into(),
+        status: status.into(),
+        reason: report.reason.as_str().into(),
+        message: message.to_owned(),
+        observed_generation: replica.meta().generation,
+        last_transition_time: unmoved.map_or(now, |p| p.last_transition_time.clone()),
+    };
     let told = told.or_else(|| previous.map(|p| p.reason.clone()));
     let tell = async {
         if told.is_some_and(|reason| reason == condition.reason) {
             return Ok(());
         }
-        let event = Event {
-            type_: if report.reason.holds() {
-                EventType::Normal
-            } else {
-                EventType::Warning
-            },
-            reason: condition.reason.clone(),
-            note: Some(condition.message.clone()),
-            action: "Diagnose".into(),
-            secondary: None,
-        };
+        let type_ = if report.reason.holds() { Normal } else { Warning };
+        let event = event(type_, &condition.reason, condition.message.clone(), "Diagnose");
         let published = within_timeout("the Event", ctx.recorder.publish(&event, &replica.object_ref(&()))).await;
         // A failed Event is owed (no reason told), though the condition beside it was written.
-        let reason = published.is_ok().then(|| condition.reason.clone());
-        ctx.replicas
-            .with(&key, |kept| kept.told = Some(reason.unwrap_or_default()));
+        let reason = published.as_ref().map_or(String::new(), |_| condition.reason.clone());
+        ctx.replicas.with(&key, |kept| kept.told = Some(reason));
         published
     };
     let refused = lock(&ctx.no_condition).is_some();
@@ -264,28 +244,6 @@ async fn record(
     };
     let (told, written) = tokio::join!(tell, write);
     told.and(written)
-}
-
-/// The `Spread` condition for a report and its message. Its transition time moves only when
-/// its status does.
-pub fn spread_condition(
-    report: &Report,
-    message: &str,
-    generation: Option<i64>,
-    previous: Option<&Condition>,
-    now: Time,
-) -> Condition {
-    let status = report.reason.status();
-    Condition {
-        type_: CONDITION.into(),
-        status: status.into(),
-        reason: report.reason.as_str().into(),
-        message: message.to_owned(),
-        observed_generation: generation,
-        last_transition_time: previous
-            .filter(|p| p.status == status)
-            .map_or(now, |p| p.last_transition_time.clone()),
-    }
 }
 
 fn same(a: &Condition, b: &Condition) -> bool {

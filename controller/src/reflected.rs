@@ -1,11 +1,10 @@
 //! One cache mechanism for the kinds whose objects are also kept in plain maps (the OMENative
 //! pods, the room every pod holds, the nodes): kube-runtime's store and what is derived of it,
 //! written under one lock, and the watch that fills them. The caches themselves are in
-//! [`crate::cache`].
+//! [`crate::context`].
 
-use std::hash::Hash;
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
@@ -19,7 +18,7 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-use crate::state::lock;
+use crate::error::lock;
 
 /// The wait of every watch after an error: 0.5 s, then 1 s, each lengthened by a random part of
 /// itself (at most 2 s), where kube-runtime's default (client-go's reflector's) doubles up to 30 s.
@@ -37,15 +36,15 @@ pub fn backoff() -> ResetTimerBackoff<ExponentialBackoff> {
     ResetTimerBackoff::new(exponential.into(), Duration::from_secs(120))
 }
 
+/// A kind the controller watches.
+pub trait Watched: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Watched for K {}
+
+/// What a watch of `K` brings.
+pub type Events<K> = Result<watcher::Event<K>, watcher::Error>;
+
 /// The watch of the objects of `api` that `config` selects, trimmed, with no managed fields.
-fn watched<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    trim: fn(&mut K),
-) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
+fn watched<K: Watched>(api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> impl Stream<Item = Events<K>> {
     watcher(api, config).backoff(backoff()).modify(move |object: &mut K| {
         object.meta_mut().managed_fields = None;
         trim(object);
@@ -53,11 +52,7 @@ where
 }
 
 /// A cache of `K`, and the stream of its watch's events that fills it.
-pub fn reflected<K>(api: Api<K>) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
-{
+pub fn reflected<K: Watched>(api: Api<K>) -> (Store<K>, impl Stream<Item = Events<K>>) {
     let (store, writer) = reflector::store();
     (store, watched(api, watcher::Config::default(), |_| {}).reflect(writer))
 }
@@ -74,20 +69,12 @@ pub trait Derived<K>: Default {
 
 /// A kube-runtime store and what is derived of it, written under one lock: a reader never sees
 /// the one without the other.
-pub struct Reflected<K: Lookup + Clone + 'static, D>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
+pub struct Reflected<K: Lookup<DynamicType = ()> + Clone + 'static, D> {
     pub store: Store<K>,
     written: Mutex<(Writer<K>, D)>,
 }
 
-impl<K, D> Default for Reflected<K, D>
-where
-    K: Lookup + Clone + PartialEq + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
-    D: Derived<K>,
-{
+impl<K: Lookup<DynamicType = ()> + Clone + PartialEq + 'static, D: Derived<K>> Default for Reflected<K, D> {
     fn default() -> Self {
         let (store, writer) = reflector::store();
         Self {
@@ -97,12 +84,7 @@ where
     }
 }
 
-impl<K, D> Reflected<K, D>
-where
-    K: Lookup + Clone + PartialEq + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
-    D: Derived<K>,
-{
+impl<K: Lookup<DynamicType = ()> + Clone + PartialEq + 'static, D: Derived<K>> Reflected<K, D> {
     /// Applies a watch event to the store, then to what is derived of it. An object that comes
     /// again unchanged changes nothing; a relist (kube-runtime's: the store is swapped when it is
     /// done) is derived anew once it is done.
@@ -133,21 +115,17 @@ where
 
 /// The watch of the objects of `api` that `config` selects, trimmed, each event applied to a
 /// cache: what each asks for.
-pub fn changes<K, O>(
+pub fn changes<K: Watched, O>(
     api: Api<K>,
     config: watcher::Config,
     trim: fn(&mut K),
     apply: impl Fn(&watcher::Event<K>) -> O,
-) -> impl Stream<Item = O>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-    K::DynamicType: Default,
-{
+) -> impl Stream<Item = O> {
     watched(api, config, trim).filter_map(move |event| {
         future::ready(match event {
             Ok(event) => Some(apply(&event)),
             Err(e) => {
-                warn!(error = %e, "watching the {}", K::plural(&K::DynamicType::default()));
+                warn!(error = %e, "watching the {}", K::plural(&()));
                 None
             }
         })

@@ -16,9 +16,9 @@ use ome_spread_core::loss::{Loss, sentence};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
+use crate::error::lock;
 use crate::resources::FIELD_MANAGER;
 use crate::serve::Health;
-use crate::state::lock;
 use ome_spread_core::ome::InferenceReplica;
 
 /// The `source` Policy Reporter lists the reports under.
@@ -121,25 +121,21 @@ impl Reports {
         }
         let outcome = if report.reason.holds() { "pass" } else { "fail" };
         let mut results = vec![result("spread", outcome, message.to_owned(), spread)];
-        results.push(match worst_loss {
-            Some(loss) => result(
-                "domain-loss",
-                loss_outcome(loss),
-                sentence(std::slice::from_ref(loss))
-                    .unwrap_or_else(|| format!("Losing {} takes no Instance.", loss.domain)),
-                json!({
-                    "domain": loss.domain,
-                    "left-serving": loss.left_serving.to_string(),
-                    "instances": loss.instances.to_string(),
-                }),
-            ),
-            None => result(
-                "domain-loss",
+        let (outcome, message, properties) = match worst_loss {
+            Some(loss) => {
+                let sentence = sentence(std::slice::from_ref(loss));
+                let message = sentence.unwrap_or_else(|| format!("Losing {} takes no Instance.", loss.domain));
+                let (left, instances) = (loss.left_serving.to_string(), loss.instances.to_string());
+                let properties = json!({"domain": loss.domain, "left-serving": left, "instances": instances});
+                (loss_outcome(loss), message, properties)
+            }
+            None => (
                 "skip",
                 "No Instance is placed in a domain of the spread key.".into(),
                 json!({}),
             ),
-        });
+        };
+        results.push(result("domain-loss", outcome, message, properties));
         if !moves.is_empty() {
             results.push(result("rebalance", "warn", moves.join("\n"), json!({})));
         }
@@ -154,12 +150,10 @@ impl Reports {
         replica: &InferenceReplica,
         results: &[Value],
     ) -> Result<bool, kube::Error> {
-        let Some(resource) = self.format.resource() else {
+        let missing = lock(&self.missing).is_some_and(|at| at.elapsed() < MISSING_RETRY);
+        let Some(resource) = self.format.resource().filter(|_| !missing) else {
             return Ok(false);
         };
-        if lock(&self.missing).is_some_and(|at| at.elapsed() < MISSING_RETRY) {
-            return Ok(false);
-        }
         let namespace = replica.namespace().unwrap_or_default();
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
         let report = report(&resource, replica, results, Timestamp::now());
@@ -203,12 +197,10 @@ impl Reports {
 
 /// What losing the worst domain leaves: none serving fails; fewer than all but one warns.
 fn loss_outcome(loss: &Loss) -> &'static str {
-    if loss.left_serving == 0 {
-        "fail"
-    } else if loss.left_serving + 1 < loss.instances {
-        "warn"
-    } else {
-        "pass"
+    match loss.left_serving {
+        0 => "fail",
+        left if left + 1 < loss.instances => "warn",
+        _ => "pass",
     }
 }
 

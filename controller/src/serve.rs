@@ -11,8 +11,8 @@ use axum::routing::get;
 // tokio's clock, so that tests can pause and advance it.
 use tokio::time::Instant;
 
+use crate::error::lock;
 use crate::metrics::Metrics;
-use crate::state::lock;
 
 /// The default of `--stalled-after`: well above what a quiet, healthy cluster leaves between two
 /// events of the Lease's watch (the leader renews the Lease every 25 s; with no leader for a

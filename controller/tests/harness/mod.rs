@@ -13,13 +13,11 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
-use ome_spread_controller::cache::{Caches, Fill};
-use ome_spread_controller::context::{Context, Mode};
+use ome_spread_controller::context::{Caches, Context, Fill, Mode, ReplicaStates};
 use ome_spread_controller::metrics::Metrics;
 use ome_spread_controller::pods;
 use ome_spread_controller::policy::DEFAULT_NAME;
 use ome_spread_controller::report::{Format, Reports};
-use ome_spread_controller::state::ReplicaStates;
 use ome_spread_core::diagnosis::Reason;
 use ome_spread_core::nodes::Served;
 use ome_spread_core::ome::{
