@@ -132,12 +132,19 @@ pub enum ExplainError {
     /// The InferenceService, the origin.
     #[error("no InferenceService {0} in {1}")]
     NoService(String, String),
-    /// The InferenceService, the origin, the namespaces it is in.
-    #[error("InferenceService {0} is in more than one namespace in {1} ({2}): name one with -n")]
-    SeveralNamespaces(String, String, String),
-    /// The runtime (its kind and name, as kubectl names it), the InferenceService, the origin.
-    #[error("{0} is not in {2}: InferenceService {1} runs on it")]
-    NoRuntime(String, String, String),
+    #[error("InferenceService {service} is in more than one namespace in {origin} ({namespaces}): name one with -n")]
+    SeveralNamespaces {
+        service: String,
+        origin: String,
+        namespaces: String,
+    },
+    /// `runtime`: its kind and name, as kubectl names it.
+    #[error("{runtime} is not in {origin}: InferenceService {service} runs on it")]
+    NoRuntime {
+        runtime: String,
+        service: String,
+        origin: String,
+    },
     #[error("InferenceService {0} does not run on OMENative: nothing spreads its Instances")]
     NotOmeNative(String),
     /// The InferenceService, and ` for its engine` when one component was asked for, else empty.
@@ -156,7 +163,11 @@ pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> R
     match namespaces[..] {
         [namespace] => Ok(namespace.to_owned()),
         [] => Err(ExplainError::NoService(service, origin)),
-        _ => Err(ExplainError::SeveralNamespaces(service, origin, namespaces.join(", "))),
+        _ => Err(ExplainError::SeveralNamespaces {
+            service,
+            origin,
+            namespaces: namespaces.join(", "),
+        }),
     }
 }
 
@@ -244,7 +255,11 @@ pub fn explain<'a>(
     // Without the runtime the settings in effect are not known: say which object is missing.
     if let (None, Some(runtime)) = (runtime, isvc.runtime()) {
         let runtime = format!("{} {}", runtime.kind(), runtime.name());
-        return Err(ExplainError::NoRuntime(runtime, named, source.into()));
+        return Err(ExplainError::NoRuntime {
+            runtime,
+            service: named,
+            origin: source.into(),
+        });
     }
     let mut explained = Vec::new();
     for component in COMPONENTS.into_iter().filter(|c| only.is_none_or(|o| o == *c)) {
