@@ -91,7 +91,13 @@ async fn reconcile_replica(
         ctx.forget(&key);
         return Ok(Action::await_change());
     };
-    let (report, message, plan, worst_loss, objects) = &diagnosis;
+    let Diagnosed {
+        report,
+        message,
+        plan,
+        worst_loss,
+        objects,
+    } = &diagnosis;
     Span::current().record("reason", field::display(report.reason.as_str()));
     ctx.metrics.show(&namespace, &name, report, worst_loss.as_ref());
     record(replica, report, message, ctx, arrived).await?;
@@ -130,10 +136,17 @@ async fn filled(caches: &Caches) -> Result<(), Error> {
     }
 }
 
-/// A replica's diagnosis; the condition's message (what is the matter, then what to do knowing
-/// the plan: `explain`'s words); the rebalance plan; what losing the worst domain leaves (None
-/// without a key or an Instance); and the objects they read.
-type Diagnosed = (Report, String, Result<Plan, NoPlan>, Option<Loss>, Objects);
+/// A replica's diagnosis, the rebalance plan from it, and the objects both read.
+struct Diagnosed {
+    report: Report,
+    /// The condition's message: what is the matter, then what to do knowing the plan
+    /// (`explain`'s words).
+    message: String,
+    plan: Result<Plan, NoPlan>,
+    /// What losing the worst domain leaves; None without a key or an Instance.
+    worst_loss: Option<Loss>,
+    objects: Objects,
+}
 
 /// The diagnosis of a replica of an OMENative InferenceService, from the caches; None for any
 /// other replica.
@@ -177,7 +190,13 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         // What is the matter, then what to do.
         (plan, format!("{}. {action}", report.message), worst_loss)
     });
-    Ok(Some((report, message, plan, worst_loss, objects)))
+    Ok(Some(Diagnosed {
+        report,
+        message,
+        plan,
+        worst_loss,
+        objects,
+    }))
 }
 
 /// The Event when the reason changes and the condition when it changes, written at once so that
