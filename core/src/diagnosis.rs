@@ -220,8 +220,8 @@ pub fn settings_in_effect(
     checked(from_service.over(from_runtime), in_service)
 }
 
-fn names(pods: &[&Pod]) -> String {
-    pods.iter().map(|p| p.name()).join(", ")
+fn names<'a>(pods: impl IntoIterator<Item = &'a &'a Pod>) -> String {
+    pods.into_iter().map(|p| p.name()).join(", ")
 }
 
 fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings) -> Finding {
@@ -335,8 +335,7 @@ fn placement(component: &Component, key: &str, settings: &Settings, report: &mut
             "Label the nodes, or correct topologySpreadKey.",
         );
     }
-    let pending = anchors.iter().filter(|pod| held_by_spread(pod));
-    let pending = pending.map(|pod| pod.name()).join(", ");
+    let pending = names(anchors.iter().filter(|pod| held_by_spread(pod)));
     if !pending.is_empty() {
         return (
             Reason::DomainsFull,
