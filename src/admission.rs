@@ -82,8 +82,10 @@ fn mutated(
     let accept = settings.on_missing_replica == OnMissingReplica::Accept;
     let spread = match replica::settings_in_effect(&replica, read_replica(&replica)) {
         Err(unreadable @ Rejection::ReplicaUnreadable(..)) if accept => {
-            let warning = format!("{unreadable}; admitted without spread (onMissingReplica: Accept)");
-            let (outcome, warning) = (Outcome::Unchanged(Unchanged::ReplicaUnreadable), Some(warning));
+            let warning = Some(format!(
+                "{unreadable}; admitted without spread (onMissingReplica: Accept)"
+            ));
+            let outcome = Outcome::Unchanged(Unchanged::ReplicaUnreadable);
             return Ok(Admission { outcome, warning });
         }
         read => read?,
