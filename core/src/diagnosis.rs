@@ -365,13 +365,7 @@ pub fn node_keys(component: &Component, report: &Report) -> BTreeSet<String> {
 /// The anchors' node selections: those of one component share a template, so each distinct
 /// one is kept once.
 fn selections(anchors: &[&Pod]) -> Vec<Selection> {
-    let mut selections: Vec<Selection> = Vec::new();
-    for selection in anchors.iter().map(|pod| Selection::of_pod(pod)) {
-        if !selections.contains(&selection) {
-            selections.push(selection);
-        }
-    }
-    selections
+    anchors.iter().map(|pod| Selection::of_pod(pod)).unique().collect()
 }
 
 /// Placed Instances (their anchors' nodes) per eligible domain, empty domains included.

@@ -151,10 +151,14 @@ impl InferenceService {
         self.spec.deployment_mode.as_deref() == Some("OMENative")
     }
 
-    /// The runtime it names.
+    /// The runtime it names, a ClusterServingRuntime unless its kind says ServingRuntime; None
+    /// without a name.
     pub fn runtime(&self) -> Option<RuntimeRef<'_>> {
-        let runtime = self.spec.runtime.as_ref()?;
-        RuntimeRef::of(runtime.kind.as_deref(), Some(&runtime.name))
+        let runtime = self.spec.runtime.as_ref().filter(|runtime| !runtime.name.is_empty())?;
+        Some(match runtime.kind.as_deref() {
+            Some("ServingRuntime") => RuntimeRef::Namespaced(&runtime.name),
+            _ => RuntimeRef::Cluster(&runtime.name),
+        })
     }
 
     /// The spread fields of its `engine` or `decoder`.
@@ -262,4 +266,31 @@ pub(crate) fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema 
 #[cfg(test)]
 pub(crate) fn typed<K: serde::de::DeserializeOwned>(object: &Value) -> K {
     serde_json::from_value(object.clone()).expect("an object of the model")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_is_cluster_wide_unless_its_kind_says_serving_runtime() {
+        let service = |spec: Value| typed::<InferenceService>(&json!({"metadata": {"name": "s"}, "spec": spec}));
+        let named = |runtime: Value| service(json!({"runtime": runtime}));
+        assert_eq!(
+            named(json!({"name": "srt"})).runtime(),
+            Some(RuntimeRef::Cluster("srt"))
+        );
+        assert_eq!(
+            named(json!({"kind": "ServingRuntime", "name": "srt"})).runtime(),
+            Some(RuntimeRef::Namespaced("srt"))
+        );
+        assert_eq!(
+            named(json!({"kind": "ClusterServingRuntime", "name": "srt"}))
+                .runtime()
+                .map(RuntimeRef::kind),
+            Some("ClusterServingRuntime")
+        );
+        assert_eq!(named(json!({"name": ""})).runtime(), None);
+        assert_eq!(service(json!({})).runtime(), None);
+    }
 }

@@ -42,15 +42,6 @@ pub enum RuntimeRef<'a> {
 }
 
 impl<'a> RuntimeRef<'a> {
-    /// From `spec.runtime`'s `kind` and `name`; None without a name.
-    pub fn of(kind: Option<&str>, name: Option<&'a str>) -> Option<Self> {
-        let name = name.filter(|name| !name.is_empty())?;
-        Some(match kind {
-            Some("ServingRuntime") => Self::Namespaced(name),
-            _ => Self::Cluster(name),
-        })
-    }
-
     pub fn kind(self) -> &'static str {
         match self {
             Self::Namespaced(_) => "ServingRuntime",
@@ -82,20 +73,5 @@ mod tests {
         assert!(!is_controlling_replica("ome.io/v1beta1", "InferenceReplica", false));
         assert!(!is_controlling_replica("ome.io/v1alpha1", "InferenceReplica", true));
         assert!(!is_controlling_replica("ome.io/v1beta1", "ReplicaSet", true));
-    }
-
-    #[test]
-    fn a_runtime_is_cluster_wide_unless_its_kind_says_serving_runtime() {
-        assert_eq!(RuntimeRef::of(None, Some("srt")), Some(RuntimeRef::Cluster("srt")));
-        assert_eq!(
-            RuntimeRef::of(Some("ServingRuntime"), Some("srt")),
-            Some(RuntimeRef::Namespaced("srt"))
-        );
-        assert_eq!(
-            RuntimeRef::of(Some("ClusterServingRuntime"), Some("srt")).map(RuntimeRef::kind),
-            Some("ClusterServingRuntime")
-        );
-        assert_eq!(RuntimeRef::of(None, Some("")), None);
-        assert_eq!(RuntimeRef::of(None, None), None);
     }
 }

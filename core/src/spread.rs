@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::labels;
 use crate::shown::shown;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, strum::IntoStaticStr)]
 pub enum Spread {
     Required,
     Preferred,
@@ -77,10 +77,10 @@ impl SpreadSettings {
     /// Checks the three fields of a spec, a component or a runtime config. Absent, null and, for
     /// a key, `""` are unset, as OME reads them; anything else must be valid (P4).
     pub fn from_fields(fields: SpreadFields) -> Result<Self, BadField> {
-        let spread = checked("topologySpread", fields.topology_spread, |value| match value.as_str() {
-            Some("Required") => Ok(Some(Spread::Required)),
-            Some("Preferred") => Ok(Some(Spread::Preferred)),
-            _ => Err("must be Required, Preferred or unset".into()),
+        let spread = checked("topologySpread", fields.topology_spread, |value| {
+            Spread::deserialize(value)
+                .map(Some)
+                .map_err(|_| "must be Required, Preferred or unset".into())
         })?;
         Ok(Self {
             spread,
