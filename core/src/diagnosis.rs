@@ -172,7 +172,12 @@ pub fn diagnose(component: &Component, settings: &Settings) -> Result<Report, Di
     };
     let split = || instance_split(component, in_effect.topology_key.as_deref()?);
     let finding = if projected != in_effect {
-        settings_not_projected(&projected, &in_effect)
+        let (projected, in_effect) = (describe(&projected), describe(&in_effect));
+        (
+            Reason::SettingsNotProjected,
+            format!("the replica carries {projected} but the settings in effect are {in_effect}"),
+            "Check that OME v1.3 or later runs the component on OMENative; it projects the settings in effect onto the InferenceReplica.",
+        )
     } else if let Some(split) = split() {
         split
     } else {
@@ -222,15 +227,6 @@ pub fn settings_in_effect(
 
 fn names<'a>(pods: impl IntoIterator<Item = &'a &'a Pod>) -> String {
     pods.into_iter().map(|p| p.name()).join(", ")
-}
-
-fn settings_not_projected(projected: &SpreadSettings, in_effect: &SpreadSettings) -> Finding {
-    let (projected, in_effect) = (describe(projected), describe(in_effect));
-    (
-        Reason::SettingsNotProjected,
-        format!("the replica carries {projected} but the settings in effect are {in_effect}"),
-        "Check that OME v1.3 or later runs the component on OMENative; it projects the settings in effect onto the InferenceReplica.",
-    )
 }
 
 /// InstanceSplit: an Instance whose placed pods run on nodes of more than one rack (value of
