@@ -16,14 +16,10 @@ pub const POD_GROUP: &str = "scheduling.x-k8s.io/pod-group";
 /// Checks a label key as the API server does (a qualified name): an optional DNS-1123 subdomain
 /// prefix and `/`, then a name of at most 63 characters. Returns why the key is not valid.
 pub fn check_key(key: &str) -> Result<(), &'static str> {
-    let name = match key.split_once('/') {
-        Some((prefix, name)) => {
-            check_dns_subdomain(prefix)?;
-            name
-        }
-        None => key,
-    };
-    check_name(name)
+    match key.split_once('/') {
+        Some((prefix, name)) => check_dns_subdomain(prefix).and_then(|()| check_name(name)),
+        None => check_name(key),
+    }
 }
 
 /// Checks a label value: empty, or a name of at most 63 characters.
