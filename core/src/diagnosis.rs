@@ -349,13 +349,10 @@ fn placement(component: &Component, key: &str, settings: &Settings, report: &mut
 /// and those its anchors' node selection names. A change of any other label of a node (a GPU
 /// Feature Discovery timestamp) changes nothing they say.
 pub fn node_keys(component: &Component, report: &Report) -> BTreeSet<String> {
-    let in_effect = &report.in_effect;
-    let keys = [&in_effect.spread_key, &in_effect.topology_key];
-    let mut keys: BTreeSet<String> = keys.into_iter().flatten().cloned().collect();
-    for selection in selections(&component.anchors) {
-        keys.extend(selection.label_keys().map(str::to_owned));
-    }
-    keys
+    let in_effect = [&report.in_effect.spread_key, &report.in_effect.topology_key];
+    let selections = selections(&component.anchors);
+    let selected = selections.iter().flat_map(Selection::label_keys).map(str::to_owned);
+    in_effect.into_iter().flatten().cloned().chain(selected).collect()
 }
 
 /// The anchors' node selections: those of one component share a template, so each distinct
