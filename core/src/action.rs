@@ -56,15 +56,14 @@ fn unblock(report: &Report, plan: &Result<Plan, NoPlan>, rooms: &[Domain]) -> St
                 .map(|(domain, _)| domain.as_str())
                 .partition(|domain| closed(domain));
             let free = format!("Free room for one more Instance in {}", open.join(" or "));
+            let closed_ones = closed.join(" and ");
             let honor = format!(
-                "set nodeTaintsPolicy: Honor in the policy's settings, so that {}, where no node takes the pods, stops counting",
-                closed.join(" and ")
+                "set nodeTaintsPolicy: Honor in the policy's settings, so that {closed_ones}, where no node takes the pods, stops counting"
             );
             match (open.is_empty(), closed.is_empty()) {
                 (_, true) => format!("{free}."),
                 (true, false) => format!(
-                    "Let the nodes of {} take the pods (uncordon them, or tolerate their taints), or {honor}.",
-                    closed.join(" and ")
+                    "Let the nodes of {closed_ones} take the pods (uncordon them, or tolerate their taints), or {honor}."
                 ),
                 (false, false) => format!("{free}, or {honor}."),
             }
