@@ -235,21 +235,15 @@ pub fn namespace<K: Resource>(object: &K) -> &str {
 /// the API server never validated (saved objects, another CRD) reaches the diagnosis, which names
 /// it: `component` is required, and `topologySpread` only `Preferred` or `Required`.
 fn as_omes_crd(schema: &mut schemars::Schema) {
-    let required = schema.ensure_object().entry("required").or_insert_with(|| json!([]));
-    if let Some(required) = required.as_array_mut() {
-        required.insert(0, "component".into());
-    }
-    if let Some(component) = property(schema, "component") {
+    // The one field of the spec required.
+    schema.insert("required".into(), json!(["component"]));
+    if let Some(Value::Object(component)) = schema.pointer_mut("/properties/component") {
         component.remove("default");
     }
-    if let Some(spread) = property(schema, "topologySpread") {
+    if let Some(Value::Object(spread)) = schema.pointer_mut("/properties/topologySpread") {
         spread.insert("enum".into(), json!(["Preferred", "Required"]));
         spread.remove("nullable");
     }
-}
-
-fn property<'a>(schema: &'a mut schemars::Schema, name: &str) -> Option<&'a mut serde_json::Map<String, Value>> {
-    schema.get_mut("properties")?.get_mut(name)?.as_object_mut()
 }
 
 fn any_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -131,10 +131,9 @@ fn checked<T>(
 fn label_key(value: &Value) -> Result<Option<String>, String> {
     match value {
         Value::String(key) if key.is_empty() => Ok(None),
-        Value::String(key) => match labels::check_key(key) {
-            Ok(()) => Ok(Some(key.clone())),
-            Err(why) => Err(format!("not a valid label key: {why}")),
-        },
+        Value::String(key) => labels::check_key(key)
+            .map(|()| Some(key.clone()))
+            .map_err(|why| format!("not a valid label key: {why}")),
         _ => Err("must be a label key (a string)".into()),
     }
 }
