@@ -78,7 +78,7 @@ pub struct Runner {
     pub size: i32,
     /// The pod template, kept as OME wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "any_object")]
+    #[schemars(extend("type" = "object", "x-kubernetes-preserve-unknown-fields" = true))]
     pub template: Option<Value>,
 }
 
@@ -92,7 +92,7 @@ pub struct InferenceReplicaStatus {
     /// OME's migration records, kept as written, so that a malformed one reaches the core, which
     /// names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "any_list")]
+    #[schemars(extend("type" = "array", "items" = {"type": "object", "x-kubernetes-preserve-unknown-fields": true}))]
     pub migrations: Option<Value>,
 }
 
@@ -244,15 +244,6 @@ fn as_omes_crd(schema: &mut schemars::Schema) {
         spread.insert("enum".into(), json!(["Preferred", "Required"]));
         spread.remove("nullable");
     }
-}
-
-fn any_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
-}
-
-/// Any object, kept as written.
-pub(crate) fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
 }
 
 /// An object of OME's written as JSON, read into the model: the core's tests write their

@@ -56,7 +56,7 @@ pub struct SpreadFields {
     pub topology_key: Option<Value>,
     /// OME's lifecycle policies, kept as written: rebalance reads `migrationPolicy.mode`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::ome::any_object")]
+    #[schemars(extend("type" = "object", "x-kubernetes-preserve-unknown-fields" = true))]
     pub lifecycle: Option<Value>,
 }
 
