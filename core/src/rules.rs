@@ -139,9 +139,9 @@ pub fn wanted<'a>(
 /// with a string `topologyKey`). A term on the same key is kept, whoever wrote it; so is OME's own
 /// (the same selector exactly) on any key; OME's own constraint on the key is completed.
 pub fn decide<'a>(term: Term<'a>, present: &[&Value], settings: &Settings) -> Decision<'a> {
-    let (key, ours) = match &term {
-        Term::Spread(constraint) => (constraint.topology_key, &constraint.label_selector),
-        Term::Affinity(affinity) => (affinity.topology_key, &affinity.label_selector),
+    let (key, ours, kept) = match &term {
+        Term::Spread(term) => (term.topology_key, &term.label_selector, Unchanged::SpreadConstraintKept),
+        Term::Affinity(term) => (term.topology_key, &term.label_selector, Unchanged::PodAffinityKept),
     };
     let on_key = |t: &Value| t["topologyKey"] == key;
     if let Term::Spread(_) = term
@@ -149,14 +149,11 @@ pub fn decide<'a>(term: Term<'a>, present: &[&Value], settings: &Settings) -> De
     {
         return match completion(present[index], settings) {
             Some(fields) => Decision::Complete { index, fields },
-            None => Decision::Unchanged(Unchanged::SpreadConstraintKept),
+            None => Decision::Unchanged(kept),
         };
     }
     if present.iter().any(|t| on_key(t) || ours.is_exactly_in(t)) {
-        return Decision::Unchanged(match term {
-            Term::Spread(_) => Unchanged::SpreadConstraintKept,
-            Term::Affinity(_) => Unchanged::PodAffinityKept,
-        });
+        return Decision::Unchanged(kept);
     }
     Decision::Append(term)
 }
