@@ -290,13 +290,12 @@ fn pods_predate_or_conflict(component: &Component, spread: Spread, key: &str, se
         let on_key = |c: &&Value| c["topologyKey"] == key;
         let when_differs = |c: &Value| c["whenUnsatisfiable"] != expected.when_unsatisfiable;
         let own = constraints.iter().find(|c| on_key(c) && ours(c));
-        match (own, constraints.iter().find(on_key)) {
-            (Some(own), _) if when_differs(own) || completion(own, settings).is_some() => predating.push(*pod),
-            (Some(_), _) => {}
-            _ if constraints.iter().any(|c| ours(&c)) => predating.push(*pod),
-            (None, Some(theirs)) if when_differs(theirs) => conflicting.push(*pod),
-            (None, Some(_)) => {}
-            (None, None) => predating.push(*pod),
+        let theirs = constraints.iter().find(on_key);
+        match own {
+            Some(own) if when_differs(own) || completion(own, settings).is_some() => predating.push(*pod),
+            None if constraints.iter().any(|c| ours(&c)) || theirs.is_none() => predating.push(*pod),
+            None if theirs.is_some_and(when_differs) => conflicting.push(*pod),
+            _ => {}
         }
     }
     if !predating.is_empty() {
