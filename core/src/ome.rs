@@ -163,11 +163,7 @@ impl InferenceService {
 
     /// The spread fields of its `engine` or `decoder`.
     pub fn component(&self, kind: &str) -> Option<&SpreadFields> {
-        match kind {
-            "engine" => self.spec.engine.as_ref(),
-            "decoder" => self.spec.decoder.as_ref(),
-            _ => None,
-        }
+        of_kind(kind, &self.spec.engine, &self.spec.decoder)?.as_ref()
     }
 }
 
@@ -203,11 +199,16 @@ impl<'a> Runtime<'a> {
     /// The defaults it gives the `engine` or `decoder` (its `engineConfig` or `decoderConfig`).
     pub fn config(self, kind: &str) -> Option<&'a SpreadFields> {
         let spread = self.parts().2;
-        match kind {
-            "engine" => spread.engine_config.as_ref(),
-            "decoder" => spread.decoder_config.as_ref(),
-            _ => None,
-        }
+        of_kind(kind, &spread.engine_config, &spread.decoder_config)?.as_ref()
+    }
+}
+
+/// Of an `engine`'s and a `decoder`'s, the `kind` component's.
+fn of_kind<T>(kind: &str, engine: T, decoder: T) -> Option<T> {
+    match kind {
+        "engine" => Some(engine),
+        "decoder" => Some(decoder),
+        _ => None,
     }
 }
 
