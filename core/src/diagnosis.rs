@@ -254,8 +254,7 @@ fn instance_split(component: &Component, rack: &str) -> Option<Finding> {
             split.push((index.parse().unwrap_or(u32::MAX), format!("Instance {index}: {pods}")));
         }
     }
-    split.sort();
-    let split = split.into_iter().map(|(_, instance)| instance).join("; ");
+    let split = split.into_iter().sorted().map(|(_, instance)| instance).join("; ");
     (!split.is_empty()).then(|| {
         (
             Reason::InstanceSplit,
