@@ -154,9 +154,7 @@ impl Repair {
                 .map(|(domain, _)| *domain);
             let Some(to) = to else { break };
             *counts.entry(to).or_default() += 1;
-            if let Some(left) = room.get_mut(to) {
-                *left -= 1;
-            }
+            room.entry(to).and_modify(|left| *left -= 1);
             placed.push(to.to_owned());
         }
         placed
@@ -347,9 +345,7 @@ impl<'a, 'r> Failures<'a, 'r> {
             let mut counts: PerDomain = counted.map(|(domain, _)| (domain, 0)).collect();
             let left = self.instances.iter().zip(&is_lost).filter(|(_, lost)| !**lost);
             for domain in left.filter_map(|(i, _)| i.domain) {
-                if let Some(count) = counts.get_mut(domain) {
-                    *count += 1;
-                }
+                counts.entry(domain).and_modify(|count| *count += 1);
             }
             counts
         };

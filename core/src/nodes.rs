@@ -214,14 +214,6 @@ impl Nodes {
         self.nodes.iter()
     }
 
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
     /// The nodes that any of the selections selects, and of those the nodes that a selection
     /// selecting them also tolerates, each in the nodes' order: one pass for both. A selection
     /// with a nodeSelector reads only the nodes of its rarest label.
@@ -592,7 +584,7 @@ mod tests {
             ["a", "b", "c"]
         );
         assert_eq!(nodes.get("d").map(|n| n.labels["model"].as_str()), Some("Loading"));
-        assert_eq!((nodes.get("e"), nodes.len()), (None, 4));
+        assert_eq!((nodes.get("e"), nodes.iter().count()), (None, 4));
     }
 
     /// A selection of the generated ones: any of two labels' values, or none, and the gpu taint

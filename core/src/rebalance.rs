@@ -40,19 +40,15 @@ pub struct Domain {
 impl Domain {
     /// The whole Instances it can still start.
     pub fn room(&self) -> usize {
-        self.racks.iter().map(|rack| rack.starts.len()).sum()
+        self.racks.iter().map(Vec::len).sum()
     }
 }
 
-/// Nodes that start all the pods of an Instance: for a leader with workers under `topologyKey`,
-/// those of one value of it (the workers' affinity keeps them in their leader's rack); else all
-/// the domain's nodes that accept the pods.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rack {
-    pub name: String,
-    /// The hint nodes of each whole Instance it can start, one after another.
-    pub starts: Vec<Vec<String>>,
-}
+/// Nodes that start all the pods of an Instance (for a leader with workers under `topologyKey`,
+/// those of one value of it: the workers' affinity keeps them in their leader's rack; else all
+/// the domain's nodes that accept the pods), as the hint nodes of each whole Instance they can
+/// start, one after another.
+pub type Rack = Vec<Vec<String>>;
 
 /// One migration to request: OME's `instance`, `from_node` and `hint_target_nodes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,13 +200,12 @@ impl<'a, 'r> Candidates<'a, 'r> {
 
     /// As [`rooms`]: each domain's racks with the Instances each can start, at most `most`.
     pub(crate) fn rooms(&self, most: usize) -> Vec<Domain> {
-        let rack = |(name, nodes): (&&str, &Vec<Candidate>)| {
+        let rack = |nodes: &Vec<Candidate>| {
             let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).collect();
-            let (name, starts) = ((*name).to_owned(), starts(&nodes, self.requested, &self.pods, most));
-            Rack { name, starts }
+            starts(&nodes, self.requested, &self.pods, most)
         };
         let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| {
-            let (name, racks) = ((*name).to_owned(), racks.iter().map(rack).collect());
+            let (name, racks) = ((*name).to_owned(), racks.values().map(rack).collect());
             Domain { name, racks }
         };
         self.domains.iter().map(domain).collect()
@@ -370,7 +365,7 @@ impl<'a> Working<'a> {
             .filter(|(i, _)| i.domain.as_ref() == Some(&domain.name))
             .collect();
         leaving.sort_by_key(|(i, _)| (i.ready, i.index));
-        let racks = domain.racks.iter().map(|r| r.starts.as_slice()).collect();
+        let racks = domain.racks.iter().map(Vec::as_slice).collect();
         Working {
             name: &domain.name,
             count: leaving.len(),
@@ -494,7 +489,7 @@ pub(crate) mod tests {
 
     /// A rack for single-pod Instances (requesting nothing) whose nodes have room for `free`
     /// more pods each.
-    fn rack(name: &str, nodes: &[(&str, usize)]) -> Rack {
+    fn rack(nodes: &[(&str, usize)]) -> Rack {
         let free: Vec<String> = nodes.iter().map(|(_, free)| free.to_string()).collect();
         let nodes: Vec<Node> = nodes
             .iter()
@@ -502,17 +497,14 @@ pub(crate) mod tests {
             .map(|((n, _), free)| node(n, &[("pods", free)]))
             .collect();
         let pod = Resources::of_pod(&Pod::default()).expect("readable");
-        Rack {
-            name: name.into(),
-            starts: starts(&nodes.iter().collect::<Vec<_>>(), &Requested::new(), &[pod], usize::MAX),
-        }
+        starts(&nodes.iter().collect::<Vec<_>>(), &Requested::new(), &[pod], usize::MAX)
     }
 
     /// A domain that is one such rack.
     fn domain(name: &str, nodes: &[(&str, usize)]) -> Domain {
         Domain {
             name: name.into(),
-            racks: vec![rack(name, nodes)],
+            racks: vec![rack(nodes)],
         }
     }
 
@@ -1028,7 +1020,7 @@ pub(crate) mod tests {
                 }
                 Domain {
                     name: name.clone(),
-                    racks: racks.iter().map(|(r, nodes)| rack(r, nodes)).collect(),
+                    racks: racks.values().map(|nodes| rack(nodes)).collect(),
                 }
             };
             self.names.iter().zip(&self.layout).map(domain).collect()
