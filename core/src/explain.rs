@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::ptr;
 
+use itertools::Itertools;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -68,12 +69,9 @@ impl Objects {
     /// Objects already read (a live cluster's, listed as their models), or a pod's requests that
     /// cannot be counted, named.
     pub fn of(parts: Parts, nodes: Vec<Node>) -> Result<Self, Unreadable> {
-        let mut by_component: HashMap<_, Vec<usize>> = HashMap::new();
-        for (i, pod) in parts.pods.iter().enumerate() {
-            if let Some(component) = component_of(pod) {
-                by_component.entry(key(component)).or_default().push(i);
-            }
-        }
+        let by_component = (parts.pods.iter().enumerate())
+            .filter_map(|(i, pod)| Some((key(component_of(pod)?), i)))
+            .into_group_map();
         // The room a plan counts on is taken by every pod bound to a node, of any workload.
         let requested = room::requested(&parts.pods)?;
         Ok(Self {

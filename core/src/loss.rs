@@ -394,18 +394,15 @@ fn domains_of<'t, 'a>(tallies: &'t Tallies<'a>) -> impl Iterator<Item = (&'a str
 
 /// The Instance of `anchor`: itself and its workers.
 fn placed<'a>(component: &Component<'a>, anchor: &'a Pod, key: &str) -> Placed<'a> {
-    let (mut nodes, mut pending) = (Vec::new(), false);
-    for pod in members(&component.pods, anchor) {
-        match pod.node() {
-            Some(name) => nodes.extend(component.nodes.get(name)),
-            None => pending = true,
-        }
-    }
+    let members = members(&component.pods, anchor);
     Placed {
         anchor: anchor.name(),
         domain: domain_of(component.nodes, anchor, key).map(String::as_str),
-        nodes,
-        pending,
+        nodes: members
+            .iter()
+            .filter_map(|pod| component.nodes.get(pod.node()?))
+            .collect(),
+        pending: members.iter().any(|pod| pod.node().is_none()),
     }
 }
 

@@ -175,9 +175,12 @@ impl<'a, 'r> Candidates<'a, 'r> {
     pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
         let key = report.in_effect.domain_key();
         let anchor = component.anchors.first().filter(|_| key.is_some());
-        // Requests that cannot be read (never served: the API server refuses them; refused in
-        // explain's saved objects before this) leave no room anywhere, as no key or no Instance.
-        let pods = anchor.and_then(|anchor| instance_requests(component, anchor));
+        // The requests of each pod of the anchor's Instance, its own first, then its workers' by
+        // name: the order in which OME creates them and the scheduler places them. Requests that
+        // cannot be read (never served: the API server refuses them; refused in explain's saved
+        // objects before this) leave no room anywhere, as no key or no Instance.
+        let instance = anchor.map_or_else(Vec::new, |anchor| members(&component.pods, anchor));
+        let pods: Option<Vec<Resources>> = instance.into_iter().map(|pod| Resources::of_pod(pod).ok()).collect();
         let mut candidates = Candidates::new(pods.unwrap_or_default(), requested);
         let (Some(key), Some(anchor), false) = (key, anchor, candidates.pods.is_empty()) else {
             return candidates;
@@ -285,13 +288,6 @@ fn instance(component: &Component, pod: &Pod, key: &str) -> Result<Instance, NoP
         node: pod.node().map(str::to_owned),
         domain: domain_of(component.nodes, pod, key).cloned(),
     })
-}
-
-/// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
-/// the order in which OME creates them and the scheduler places them.
-fn instance_requests(component: &Component, anchor: &Pod) -> Option<Vec<Resources>> {
-    let pods = members(&component.pods, anchor);
-    pods.into_iter().map(|pod| Resources::of_pod(pod).ok()).collect()
 }
 
 /// The whole Instances (the requests of their `pods`) that `nodes` can start one after another,
