@@ -316,14 +316,10 @@ impl<'a, 'r> Failures<'a, 'r> {
         let (on_rack, domain) = (key != self.key, loss.domain.as_str());
         // Of each spread domain's tallied nodes, those the failure takes, and whether it takes
         // them all.
-        let taken = |spread_domain: &str, racks: &Racks| {
-            if on_rack {
-                racks.iter().filter(|rack| **rack == Some(domain)).count()
-            } else if spread_domain == domain {
-                racks.len()
-            } else {
-                0
-            }
+        let taken = |spread_domain: &str, racks: &Racks| match (on_rack, spread_domain == domain) {
+            (true, _) => racks.iter().filter(|rack| **rack == Some(domain)).count(),
+            (false, true) => racks.len(),
+            (false, false) => 0,
         };
         let takes_all = |(spread_domain, racks): (&'a str, &Racks)| taken(spread_domain, racks) == racks.len();
         let mut room = self.whole.clone();
