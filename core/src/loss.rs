@@ -131,22 +131,18 @@ impl Repair {
         !self.required || count.is_some_and(|count| count < fewest + self.max_skew)
     }
 
-    /// The fewest Instances of a counted domain, as kube-scheduler reads them: 0 while fewer
-    /// domains count than `minDomains`.
-    fn fewest(&self, counts: &PerDomain) -> usize {
-        match counts.values().min() {
-            Some(fewest) if counts.len() >= self.min_domains => *fewest,
-            _ => 0,
-        }
-    }
-
     /// Where the scheduler places `lost` Instances again, one after another (as many as it can),
     /// each into a domain with the fewest Instances among those with room that the repair's
     /// constraint allows: as kube-scheduler's spread scoring prefers.
     fn place<'a>(&self, lost: usize, mut counts: PerDomain<'a>, room: &PerDomain<'a>) -> Vec<String> {
         let (mut room, mut placed) = (room.clone(), Vec::new());
         while placed.len() < lost {
-            let fewest = self.fewest(&counts);
+            // The fewest Instances of a counted domain, as kube-scheduler reads them: 0 while
+            // fewer domains count than `minDomains`.
+            let fewest = match counts.values().min() {
+                Some(fewest) if counts.len() >= self.min_domains => *fewest,
+                _ => 0,
+            };
             let to = room
                 .iter()
                 .filter(|(domain, left)| **left > 0 && self.allows(counts.get(*domain).copied(), fewest))

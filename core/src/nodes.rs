@@ -355,16 +355,15 @@ fn selects(term: &NodeSelectorTerm, node: &Node) -> bool {
 fn matches(expression: &NodeSelectorRequirement, value: Option<&String>) -> bool {
     let values = expression.values.as_deref().unwrap_or_default();
     let number = |s: &String| s.parse::<i64>().ok();
+    // The node's value and the expression's bound, when both are integers (Gt, Lt).
+    let numbers = || value.and_then(number).zip(values.first().and_then(number));
     match expression.operator.as_str() {
         "In" => value.is_some_and(|v| values.contains(v)),
         "NotIn" => value.is_none_or(|v| !values.contains(v)),
         "Exists" => value.is_some(),
         "DoesNotExist" => value.is_none(),
-        operator @ ("Gt" | "Lt") => match (value.and_then(number), values.first().and_then(number)) {
-            (Some(have), Some(bound)) if operator == "Gt" => have > bound,
-            (Some(have), Some(bound)) => have < bound,
-            _ => false,
-        },
+        "Gt" => numbers().is_some_and(|(have, bound)| have > bound),
+        "Lt" => numbers().is_some_and(|(have, bound)| have < bound),
         _ => false,
     }
 }
