@@ -386,15 +386,12 @@ fn domains_of<'t, 'a>(tallies: &'t Tallies<'a>) -> impl Iterator<Item = (&'a str
 
 /// The Instance of `anchor`: itself and its workers.
 fn placed<'a>(component: &Component<'a>, anchor: &'a Pod, key: &str) -> Placed<'a> {
-    let members = members(&component.pods, anchor);
+    let pods = members(&component.pods, anchor);
     Placed {
         anchor: anchor.name(),
         domain: domain_of(component.nodes, anchor, key).map(String::as_str),
-        nodes: members
-            .iter()
-            .filter_map(|pod| component.nodes.get(pod.node()?))
-            .collect(),
-        pending: members.iter().any(|pod| pod.node().is_none()),
+        nodes: pods.iter().filter_map(|pod| component.nodes.get(pod.node()?)).collect(),
+        pending: pods.iter().any(|pod| pod.node().is_none()),
     }
 }
 
