@@ -316,9 +316,9 @@ fn drawn<'a>(component: &Component<'a>, report: &Report) -> Vec<Drawn<'a>> {
         let pods = std::iter::once(anchor).chain(members).collect();
         instances.push(Drawn { pods, domain });
     }
-    instances.extend(unclaimed.into_iter().map(|pod| {
-        let (pods, domain) = (vec![pod], None);
-        Drawn { pods, domain }
+    instances.extend(unclaimed.into_iter().map(|pod| Drawn {
+        pods: vec![pod],
+        domain: None,
     }));
     instances
 }

@@ -207,9 +207,9 @@ impl<'a, 'r> Candidates<'a, 'r> {
             let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).collect();
             starts(&nodes, self.requested, &self.pods, most)
         };
-        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| {
-            let (name, racks) = ((*name).to_owned(), racks.values().map(rack).collect());
-            Domain { name, racks }
+        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| Domain {
+            name: (*name).to_owned(),
+            racks: racks.values().map(rack).collect(),
         };
         self.domains.iter().map(domain).collect()
     }
