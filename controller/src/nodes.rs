@@ -196,7 +196,7 @@ mod tests {
         );
         nodes.apply(&watcher::Event::Apply(served(json!({"metadata": {"name": "n2"}}))));
         let third = nodes.current();
-        assert_eq!(third.len(), 2);
+        assert_eq!(third.iter().count(), 2);
         assert!(Arc::ptr_eq(&third, &nodes.current()));
     }
 

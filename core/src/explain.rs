@@ -2,10 +2,11 @@
 //! the seed's Step 2 tables, then the diagnosis' reason, why, and what to do. From saved objects
 //! (`kubectl get -o yaml`, Lists included) or a live cluster's, the same way.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::ptr;
 
+use itertools::Itertools;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -68,12 +69,9 @@ impl Objects {
     /// Objects already read (a live cluster's, listed as their models), or a pod's requests that
     /// cannot be counted, named.
     pub fn of(parts: Parts, nodes: Vec<Node>) -> Result<Self, Unreadable> {
-        let mut by_component: HashMap<_, Vec<usize>> = HashMap::new();
-        for (i, pod) in parts.pods.iter().enumerate() {
-            if let Some(component) = component_of(pod) {
-                by_component.entry(key(component)).or_default().push(i);
-            }
-        }
+        let by_component = (parts.pods.iter().enumerate())
+            .filter_map(|(i, pod)| Some((key(component_of(pod)?), i)))
+            .into_group_map();
         // The room a plan counts on is taken by every pod bound to a node, of any workload.
         let requested = room::requested(&parts.pods)?;
         Ok(Self {
@@ -158,7 +156,7 @@ pub enum ExplainError {
 /// to look in: the one the objects give it, when only one does.
 pub fn namespace_of_service(objects: &Objects, service: &str, origin: &str) -> Result<String, ExplainError> {
     let named = objects.parts.services.iter().filter(|o| o.name_any() == service);
-    let namespaces: Vec<&str> = named.map(namespace).collect::<BTreeSet<_>>().into_iter().collect();
+    let namespaces: Vec<&str> = named.map(namespace).sorted().dedup().collect();
     let (service, origin) = (service.to_owned(), origin.to_owned());
     match namespaces[..] {
         [namespace] => Ok(namespace.to_owned()),
@@ -318,9 +316,9 @@ fn drawn<'a>(component: &Component<'a>, report: &Report) -> Vec<Drawn<'a>> {
         let pods = std::iter::once(anchor).chain(members).collect();
         instances.push(Drawn { pods, domain });
     }
-    instances.extend(unclaimed.into_iter().map(|pod| {
-        let (pods, domain) = (vec![pod], None);
-        Drawn { pods, domain }
+    instances.extend(unclaimed.into_iter().map(|pod| Drawn {
+        pods: vec![pod],
+        domain: None,
     }));
     instances
 }
@@ -391,11 +389,8 @@ pub const NODES_LISTED: usize = 20;
 /// The nodes a line per domain (its value of `key`, `<none>` for nodes without it): how many,
 /// and the whole Instances it can still start (ROOM, 0 where the domain does not count).
 fn per_domain(listed: &[&Node], key: &str, rooms: &[Domain]) -> Table {
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for node in listed {
-        *counts.entry(label(Some(node), key)).or_default() += 1;
-    }
-    let rows = counts.into_iter().map(|(domain, count)| {
+    let domains = listed.iter().map(|node| label(Some(node), key)).sorted();
+    let rows = domains.dedup_with_count().map(|(count, domain)| {
         let room = rooms.iter().find(|d| d.name == domain).map_or(0, Domain::room);
         vec![domain, count.to_string(), room.to_string()]
     });

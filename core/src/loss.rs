@@ -131,22 +131,18 @@ impl Repair {
         !self.required || count.is_some_and(|count| count < fewest + self.max_skew)
     }
 
-    /// The fewest Instances of a counted domain, as kube-scheduler reads them: 0 while fewer
-    /// domains count than `minDomains`.
-    fn fewest(&self, counts: &PerDomain) -> usize {
-        match counts.values().min() {
-            Some(fewest) if counts.len() >= self.min_domains => *fewest,
-            _ => 0,
-        }
-    }
-
     /// Where the scheduler places `lost` Instances again, one after another (as many as it can),
     /// each into a domain with the fewest Instances among those with room that the repair's
     /// constraint allows: as kube-scheduler's spread scoring prefers.
     fn place<'a>(&self, lost: usize, mut counts: PerDomain<'a>, room: &PerDomain<'a>) -> Vec<String> {
         let (mut room, mut placed) = (room.clone(), Vec::new());
         while placed.len() < lost {
-            let fewest = self.fewest(&counts);
+            // The fewest Instances of a counted domain, as kube-scheduler reads them: 0 while
+            // fewer domains count than `minDomains`.
+            let fewest = match counts.values().min() {
+                Some(fewest) if counts.len() >= self.min_domains => *fewest,
+                _ => 0,
+            };
             let to = room
                 .iter()
                 .filter(|(domain, left)| **left > 0 && self.allows(counts.get(*domain).copied(), fewest))
@@ -154,9 +150,7 @@ impl Repair {
                 .map(|(domain, _)| *domain);
             let Some(to) = to else { break };
             *counts.entry(to).or_default() += 1;
-            if let Some(left) = room.get_mut(to) {
-                *left -= 1;
-            }
+            room.entry(to).and_modify(|left| *left -= 1);
             placed.push(to.to_owned());
         }
         placed
@@ -318,14 +312,10 @@ impl<'a, 'r> Failures<'a, 'r> {
         let (on_rack, domain) = (key != self.key, loss.domain.as_str());
         // Of each spread domain's tallied nodes, those the failure takes, and whether it takes
         // them all.
-        let taken = |spread_domain: &str, racks: &Racks| {
-            if on_rack {
-                racks.iter().filter(|rack| **rack == Some(domain)).count()
-            } else if spread_domain == domain {
-                racks.len()
-            } else {
-                0
-            }
+        let taken = |spread_domain: &str, racks: &Racks| match (on_rack, spread_domain == domain) {
+            (true, _) => racks.iter().filter(|rack| **rack == Some(domain)).count(),
+            (false, true) => racks.len(),
+            (false, false) => 0,
         };
         let takes_all = |(spread_domain, racks): (&'a str, &Racks)| taken(spread_domain, racks) == racks.len();
         let mut room = self.whole.clone();
@@ -347,9 +337,7 @@ impl<'a, 'r> Failures<'a, 'r> {
             let mut counts: PerDomain = counted.map(|(domain, _)| (domain, 0)).collect();
             let left = self.instances.iter().zip(&is_lost).filter(|(_, lost)| !**lost);
             for domain in left.filter_map(|(i, _)| i.domain) {
-                if let Some(count) = counts.get_mut(domain) {
-                    *count += 1;
-                }
+                counts.entry(domain).and_modify(|count| *count += 1);
             }
             counts
         };
@@ -398,18 +386,12 @@ fn domains_of<'t, 'a>(tallies: &'t Tallies<'a>) -> impl Iterator<Item = (&'a str
 
 /// The Instance of `anchor`: itself and its workers.
 fn placed<'a>(component: &Component<'a>, anchor: &'a Pod, key: &str) -> Placed<'a> {
-    let (mut nodes, mut pending) = (Vec::new(), false);
-    for pod in members(&component.pods, anchor) {
-        match pod.node() {
-            Some(name) => nodes.extend(component.nodes.get(name)),
-            None => pending = true,
-        }
-    }
+    let pods = members(&component.pods, anchor);
     Placed {
         anchor: anchor.name(),
         domain: domain_of(component.nodes, anchor, key).map(String::as_str),
-        nodes,
-        pending,
+        nodes: pods.iter().filter_map(|pod| component.nodes.get(pod.node()?)).collect(),
+        pending: pods.iter().any(|pod| pod.node().is_none()),
     }
 }
 

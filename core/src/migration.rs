@@ -40,7 +40,6 @@ pub const LEDGER_KEEPS: SignedDuration = SignedDuration::from_hours(24);
 /// After a request fails, the component waits this long, doubled per failure in the ledger.
 pub const BACKOFF: SignedDuration = SignedDuration::from_mins(5);
 pub const MAX_BACKOFF: SignedDuration = SignedDuration::from_hours(1);
-const HOUR: SignedDuration = SignedDuration::from_hours(1);
 /// The condition OME v1.3 sets `True` on an InferenceReplica while a migration request of it
 /// waits for caps the operator has not configured (upstream `workload/types/conditions.go`).
 pub const POLICY_UNCONFIGURED: &str = "MigrationPolicyUnconfigured";
@@ -499,7 +498,7 @@ fn one_at_a_time(s: &Situation, records: &Records, requests: &Requests, ours: &[
 fn pace(s: &Situation, service: &str, records: &Records, ours: &[&(String, Entry)]) -> Result<(), Hold> {
     let started = ours
         .iter()
-        .filter(|(_, e)| e.rejected.is_none() && s.now.duration_since(e.at) < HOUR);
+        .filter(|(_, e)| e.rejected.is_none() && s.now.duration_since(e.at) < SignedDuration::from_hours(1));
     let (count, limit) = (started.count(), s.max_per_hour);
     if count >= limit {
         return Err(Hold::HourlyLimit(count, limit));
@@ -515,12 +514,11 @@ fn pace(s: &Situation, service: &str, records: &Records, ours: &[&(String, Entry
         .filter(|e| (e.instance, &e.from_node) == (s.next.instance, &s.next.from_node))
         .count();
     if tries >= MAX_TRIES {
-        let (instance, from_node) = (s.next.instance, s.next.from_node.clone());
         return Err(Hold::Tried {
             service: service.into(),
             component: kind.into(),
-            instance,
-            from_node,
+            instance: s.next.instance,
+            from_node: s.next.from_node.clone(),
             tries,
         });
     }
@@ -539,20 +537,16 @@ fn backoff<'a>(s: &Situation, service: &str, kind: &str, mine: &[&'a Entry], rec
         _ => None,
     };
     let failures: Vec<(&Entry, Timestamp, String)> = mine.iter().filter_map(failure).collect();
-    let doublings = u32::try_from(failures.len().saturating_sub(1))
-        .unwrap_or(u32::MAX)
-        .min(8);
+    let wait = (1..failures.len()).fold(BACKOFF, |wait, _| (wait * 2).min(MAX_BACKOFF));
     let Some((last, when, outcome)) = failures.into_iter().max_by_key(|(_, when, _)| *when) else {
         return Ok(());
     };
-    let wait = (BACKOFF * 2i32.pow(doublings)).min(MAX_BACKOFF);
     let until = when.checked_add(wait).unwrap_or(when);
     if s.now < until {
-        let uuid = last.uuid.clone();
         return Err(Hold::Backoff {
             service: service.into(),
             component: kind.into(),
-            uuid,
+            uuid: last.uuid.clone(),
             outcome,
             until,
         });

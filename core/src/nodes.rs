@@ -214,14 +214,6 @@ impl Nodes {
         self.nodes.iter()
     }
 
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
     /// The nodes that any of the selections selects, and of those the nodes that a selection
     /// selecting them also tolerates, each in the nodes' order: one pass for both. A selection
     /// with a nodeSelector reads only the nodes of its rarest label.
@@ -363,16 +355,15 @@ fn selects(term: &NodeSelectorTerm, node: &Node) -> bool {
 fn matches(expression: &NodeSelectorRequirement, value: Option<&String>) -> bool {
     let values = expression.values.as_deref().unwrap_or_default();
     let number = |s: &String| s.parse::<i64>().ok();
+    // The node's value and the expression's bound, when both are integers (Gt, Lt).
+    let numbers = || value.and_then(number).zip(values.first().and_then(number));
     match expression.operator.as_str() {
         "In" => value.is_some_and(|v| values.contains(v)),
         "NotIn" => value.is_none_or(|v| !values.contains(v)),
         "Exists" => value.is_some(),
         "DoesNotExist" => value.is_none(),
-        operator @ ("Gt" | "Lt") => match (value.and_then(number), values.first().and_then(number)) {
-            (Some(have), Some(bound)) if operator == "Gt" => have > bound,
-            (Some(have), Some(bound)) => have < bound,
-            _ => false,
-        },
+        "Gt" => numbers().is_some_and(|(have, bound)| have > bound),
+        "Lt" => numbers().is_some_and(|(have, bound)| have < bound),
         _ => false,
     }
 }
@@ -592,7 +583,7 @@ mod tests {
             ["a", "b", "c"]
         );
         assert_eq!(nodes.get("d").map(|n| n.labels["model"].as_str()), Some("Loading"));
-        assert_eq!((nodes.get("e"), nodes.len()), (None, 4));
+        assert_eq!((nodes.get("e"), nodes.iter().count()), (None, 4));
     }
 
     /// A selection of the generated ones: any of two labels' values, or none, and the gpu taint

@@ -40,19 +40,15 @@ pub struct Domain {
 impl Domain {
     /// The whole Instances it can still start.
     pub fn room(&self) -> usize {
-        self.racks.iter().map(|rack| rack.starts.len()).sum()
+        self.racks.iter().map(Vec::len).sum()
     }
 }
 
-/// Nodes that start all the pods of an Instance: for a leader with workers under `topologyKey`,
-/// those of one value of it (the workers' affinity keeps them in their leader's rack); else all
-/// the domain's nodes that accept the pods.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rack {
-    pub name: String,
-    /// The hint nodes of each whole Instance it can start, one after another.
-    pub starts: Vec<Vec<String>>,
-}
+/// Nodes that start all the pods of an Instance (for a leader with workers under `topologyKey`,
+/// those of one value of it: the workers' affinity keeps them in their leader's rack; else all
+/// the domain's nodes that accept the pods), as the hint nodes of each whole Instance they can
+/// start, one after another.
+pub type Rack = Vec<Vec<String>>;
 
 /// One migration to request: OME's `instance`, `from_node` and `hint_target_nodes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,9 +175,12 @@ impl<'a, 'r> Candidates<'a, 'r> {
     pub(crate) fn of(component: &Component<'a>, report: &Report, requested: &'r Requested) -> Self {
         let key = report.in_effect.domain_key();
         let anchor = component.anchors.first().filter(|_| key.is_some());
-        // Requests that cannot be read (never served: the API server refuses them; refused in
-        // explain's saved objects before this) leave no room anywhere, as no key or no Instance.
-        let pods = anchor.and_then(|anchor| instance_requests(component, anchor));
+        // The requests of each pod of the anchor's Instance, its own first, then its workers' by
+        // name: the order in which OME creates them and the scheduler places them. Requests that
+        // cannot be read (never served: the API server refuses them; refused in explain's saved
+        // objects before this) leave no room anywhere, as no key or no Instance.
+        let instance = anchor.map_or_else(Vec::new, |anchor| members(&component.pods, anchor));
+        let pods: Option<Vec<Resources>> = instance.into_iter().map(|pod| Resources::of_pod(pod).ok()).collect();
         let mut candidates = Candidates::new(pods.unwrap_or_default(), requested);
         let (Some(key), Some(anchor), false) = (key, anchor, candidates.pods.is_empty()) else {
             return candidates;
@@ -204,14 +203,13 @@ impl<'a, 'r> Candidates<'a, 'r> {
 
     /// As [`rooms`]: each domain's racks with the Instances each can start, at most `most`.
     pub(crate) fn rooms(&self, most: usize) -> Vec<Domain> {
-        let rack = |(name, nodes): (&&str, &Vec<Candidate>)| {
+        let rack = |nodes: &Vec<Candidate>| {
             let nodes: Vec<&Node> = nodes.iter().map(|(node, _)| *node).collect();
-            let (name, starts) = ((*name).to_owned(), starts(&nodes, self.requested, &self.pods, most));
-            Rack { name, starts }
+            starts(&nodes, self.requested, &self.pods, most)
         };
-        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| {
-            let (name, racks) = ((*name).to_owned(), racks.iter().map(rack).collect());
-            Domain { name, racks }
+        let domain = |(name, racks): (&&str, &BTreeMap<&str, Vec<Candidate>>)| Domain {
+            name: (*name).to_owned(),
+            racks: racks.values().map(rack).collect(),
         };
         self.domains.iter().map(domain).collect()
     }
@@ -292,13 +290,6 @@ fn instance(component: &Component, pod: &Pod, key: &str) -> Result<Instance, NoP
     })
 }
 
-/// The requests of each pod of the anchor's Instance, its own first, then its workers' by name:
-/// the order in which OME creates them and the scheduler places them.
-fn instance_requests(component: &Component, anchor: &Pod) -> Option<Vec<Resources>> {
-    let pods = members(&component.pods, anchor);
-    pods.into_iter().map(|pod| Resources::of_pod(pod).ok()).collect()
-}
-
 /// The whole Instances (the requests of their `pods`) that `nodes` can start one after another,
 /// at most `most`, each as its hint nodes. Each pod takes the first node with room for it, the
 /// nodes ordered roomiest first for the leader, then by name: as the scheduler model takes the
@@ -370,7 +361,7 @@ impl<'a> Working<'a> {
             .filter(|(i, _)| i.domain.as_ref() == Some(&domain.name))
             .collect();
         leaving.sort_by_key(|(i, _)| (i.ready, i.index));
-        let racks = domain.racks.iter().map(|r| r.starts.as_slice()).collect();
+        let racks = domain.racks.iter().map(Vec::as_slice).collect();
         Working {
             name: &domain.name,
             count: leaving.len(),
@@ -494,7 +485,7 @@ pub(crate) mod tests {
 
     /// A rack for single-pod Instances (requesting nothing) whose nodes have room for `free`
     /// more pods each.
-    fn rack(name: &str, nodes: &[(&str, usize)]) -> Rack {
+    fn rack(nodes: &[(&str, usize)]) -> Rack {
         let free: Vec<String> = nodes.iter().map(|(_, free)| free.to_string()).collect();
         let nodes: Vec<Node> = nodes
             .iter()
@@ -502,17 +493,14 @@ pub(crate) mod tests {
             .map(|((n, _), free)| node(n, &[("pods", free)]))
             .collect();
         let pod = Resources::of_pod(&Pod::default()).expect("readable");
-        Rack {
-            name: name.into(),
-            starts: starts(&nodes.iter().collect::<Vec<_>>(), &Requested::new(), &[pod], usize::MAX),
-        }
+        starts(&nodes.iter().collect::<Vec<_>>(), &Requested::new(), &[pod], usize::MAX)
     }
 
     /// A domain that is one such rack.
     fn domain(name: &str, nodes: &[(&str, usize)]) -> Domain {
         Domain {
             name: name.into(),
-            racks: vec![rack(name, nodes)],
+            racks: vec![rack(nodes)],
         }
     }
 
@@ -1028,7 +1016,7 @@ pub(crate) mod tests {
                 }
                 Domain {
                     name: name.clone(),
-                    racks: racks.iter().map(|(r, nodes)| rack(r, nodes)).collect(),
+                    racks: racks.values().map(|nodes| rack(nodes)).collect(),
                 }
             };
             self.names.iter().zip(&self.layout).map(domain).collect()

@@ -132,9 +132,8 @@ impl Resources {
         }
         total.merge(&init, Ord::max);
         let pod_level = Exact::of_json(&spec.resources.requests).map_err(|e| e.within("spec.resources.requests."))?;
-        for (name, quantity) in pod_level.0.into_iter().filter(|(name, _)| is_pod_level(name)) {
-            total.0.insert(name, quantity);
-        }
+        let pod_level = pod_level.0.into_iter().filter(|(name, _)| is_pod_level(name));
+        total.0.extend(pod_level);
         let overhead = Exact::of_json(&spec.overhead).map_err(|e| e.within("spec.overhead."))?;
         total.merge(&overhead, Quantity::saturating_add);
         let mut counted = total.counted();
