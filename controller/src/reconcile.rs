@@ -17,7 +17,7 @@ use ome_spread_core::diagnosis::{Report, diagnose, node_keys};
 use ome_spread_core::loss::worst;
 use ome_spread_core::rebalance::{recommend, rooms};
 use ome_spread_core::replica::RuntimeRef;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 use tracing::{Span, debug, field, info, instrument, warn};
 
@@ -119,22 +119,15 @@ async fn reconcile_replica(
         (Ok(Mode::Recommend), Ok(plan)) => plan.moves.iter().map(recommended).collect(),
         _ => Vec::new(),
     };
+    // The replica's policy report, written when its results change.
     let results = ctx.reports.results(&report, &message, worst_loss.as_ref(), &moves);
-    show_report(replica, results, ctx).await?;
-    rebalance::recommend(&plan, &objects, ctx).await?;
-    Ok(Action::requeue(RESYNC))
-}
-
-/// The replica's policy report, written when its results change.
-async fn show_report(replica: &InferenceReplica, results: Vec<Value>, ctx: &Context) -> Result<(), Error> {
-    let key = ObjectRef::from_obj(replica);
-    if ctx.replicas.with(&key, |kept| kept.reported.as_ref() == Some(&results)) {
-        return Ok(());
-    }
-    if within_timeout("the report", ctx.reports.write(&ctx.client, replica, &results)).await? {
+    if ctx.replicas.with(&key, |kept| kept.reported.as_ref() != Some(&results))
+        && within_timeout("the report", ctx.reports.write(&ctx.client, replica, &results)).await?
+    {
         ctx.replicas.with(&key, |kept| kept.reported = Some(results));
     }
-    Ok(())
+    rebalance::recommend(&plan, &objects, ctx).await?;
+    Ok(Action::requeue(RESYNC))
 }
 
 /// Waits, for at most [`FILL_TIMEOUT`], until the caches are filled, as the readiness tells
