@@ -280,8 +280,7 @@ fn every_replica_changes(client: &Client, context: &Arc<Context>) -> impl Stream
     let changes = futures::stream::select(node_changes, futures::stream::select(lifts, settings_changes));
     changes.inspect(move |()| {
         let replicas = context.caches.replicas.state();
-        let replicas: Vec<_> = replicas.iter().map(|replica| ObjectRef::from_obj(&**replica)).collect();
-        context.arrived(replicas);
+        context.arrived(replicas.iter().map(|replica| ObjectRef::from_obj(&**replica)).collect());
     })
 }
 

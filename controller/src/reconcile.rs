@@ -159,15 +159,14 @@ fn objects(replica: &InferenceReplica, ctx: &Context) -> Option<Objects> {
         Some(RuntimeRef::Cluster(runtime)) => (None, ctx.caches.cluster_runtimes.get(&ObjectRef::new(runtime))),
         None => (None, None),
     };
-    let objects = Objects {
+    Some(Objects {
         service,
         runtime,
         cluster_runtime,
         replica: replica.clone(),
         pods: (ctx.caches.pods).of(&replica_of_component(&namespace, parent, &replica.spec.component)),
         nodes: ctx.caches.nodes.current(),
-    };
-    Some(objects)
+    })
 }
 
 /// The Event when the reason changes and the condition when it changes, written at once so that
