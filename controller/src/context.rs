@@ -71,14 +71,15 @@ impl Context {
 
     /// A watch event that triggers `replicas` arrived now: noted on each that the replicas' cache
     /// holds (no reconcile runs for another), so that a reconcile times the condition it writes
-    /// from the earliest event it acts on.
-    pub fn arrived<'a>(&self, replicas: impl IntoIterator<Item = &'a ObjectRef<InferenceReplica>>) {
+    /// from the earliest event it acts on. The replicas, for the controller to trigger.
+    pub fn arrived(&self, replicas: Vec<ObjectRef<InferenceReplica>>) -> Vec<ObjectRef<InferenceReplica>> {
         let now = Instant::now();
-        for replica in replicas {
+        for replica in &replicas {
             if self.caches.replicas.get(replica).is_some() {
                 self.replicas.arrived(replica, now);
             }
         }
+        replicas
     }
 }
 

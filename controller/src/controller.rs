@@ -239,19 +239,19 @@ async fn reconcile_all(client: Client, options: Options, settings: watch::Receiv
     let [of_pods, of_services, of_runtimes, of_cluster_runtimes] = [(); 4].map(|()| context.clone());
     let pod_changes = pods::changes(client, context.caches.pods.clone());
     let controller = Controller::for_stream(replica_changes, replicas)
-        .reconcile_on(pod_changes.inspect(move |replica| of_pods.arrived([replica])))
+        .reconcile_on(pod_changes.flat_map(move |replicas| futures::stream::iter(of_pods.arrived(replicas))))
         .watches_stream(service_events.touched_objects(), move |service| {
-            arrived(&of_services, replicas_of_service(&service))
+            of_services.arrived(replicas_of_service(&service))
         })
         .watches_stream(runtime_events.touched_objects(), move |runtime| {
             let namespaced = RuntimeRef::Namespaced(&runtime.name_any());
             let replicas = replicas_using(&of_runtimes.caches.services, namespaced, runtime.namespace());
-            arrived(&of_runtimes, replicas)
+            of_runtimes.arrived(replicas)
         })
         .watches_stream(cluster_runtime_events.touched_objects(), move |runtime| {
             let cluster = RuntimeRef::Cluster(&runtime.name_any());
             let replicas = replicas_using(&of_cluster_runtimes.caches.services, cluster, None);
-            arrived(&of_cluster_runtimes, replicas)
+            of_cluster_runtimes.arrived(replicas)
         })
         .reconcile_all_on(every_replica);
     let mut fill = context.caches.filled.subscribe();
@@ -280,15 +280,8 @@ fn every_replica_changes(client: &Client, context: &Arc<Context>) -> impl Stream
     let changes = futures::stream::select(node_changes, futures::stream::select(lifts, settings_changes));
     changes.inspect(move |()| {
         let replicas = context.caches.replicas.state();
-        let replicas: Vec<_> = replicas.iter().map(|replica| ObjectRef::from_obj(&**replica)).collect();
-        context.arrived(&replicas);
+        context.arrived(replicas.iter().map(|replica| ObjectRef::from_obj(&**replica)).collect());
     })
-}
-
-/// The replicas a watch event triggers, its arrival noted on each ([`Context::arrived`]).
-fn arrived(context: &Context, replicas: Vec<ObjectRef<InferenceReplica>>) -> Vec<ObjectRef<InferenceReplica>> {
-    context.arrived(&replicas);
-    replicas
 }
 
 /// Runs the reconciles until the stop: the reconciles in flight end first, then the Lease is

@@ -181,7 +181,13 @@ fn explain(args: ExplainArgs) -> Result<(String, bool), String> {
 
 /// `controller`: serves and leads until asked to stop.
 fn controller(args: ControllerArgs) -> ExitCode {
-    logs(args.log_json);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    if args.log_json {
+        logs.json().init()
+    } else {
+        logs.init()
+    }
     let health = Arc::new(Health::new(Duration::from_secs(args.stalled_after)));
     let named = args.policy.as_deref().unwrap_or(policy::DEFAULT_NAME);
     let reports = Reports::new(args.reports, named, health.clone());
@@ -268,14 +274,4 @@ async fn serve_and_lead(options: Options, listen: SocketAddr) -> Result<(), Stri
         }
     });
     controller::run(client, options).await
-}
-
-fn logs(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter);
-    if json {
-        logs.json().init();
-    } else {
-        logs.init();
-    }
 }

@@ -28,20 +28,20 @@ use tracing::warn;
 
 use crate::reflected::{self, Derived, Reflected, key};
 
-/// The watches of the OMENative pods and of every pod, trimmed, filling `pods`: the replicas
+/// The watches of the OMENative pods and of every pod, trimmed, filling `pods`: each event's replicas
 /// whose OMENative pods changed, a relist's pods found gone among them. An event that changes
 /// nothing kept of a pod (a container restarted, a probe's status) triggers no reconcile, nor does
 /// a pod of another workload (it re-plans a component at that component's next change). Two
 /// watches, so that after a relist (a kube-apiserver restart expires every watch) the components,
 /// and their conditions, are back once OME's pods are listed, not every pod of the cluster.
-pub fn changes(client: kube::Client, pods: Arc<Pods>) -> impl Stream<Item = ObjectRef<InferenceReplica>> {
+pub fn changes(client: kube::Client, pods: Arc<Pods>) -> impl Stream<Item = Vec<ObjectRef<InferenceReplica>>> {
     let omenative = Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::OME_NATIVE));
     let room = pods.clone();
     let every_pod = reflected::changes(Api::all(client.clone()), Config::default(), trim, move |e| room.hold(e));
     let components = reflected::changes(Api::all(client), omenative, trim, move |event| pods.apply(event));
     // The room triggers no reconcile: its watch is only polled beside the components'.
     let held = every_pod.filter_map(|()| future::ready(None));
-    stream::select(components.flat_map(stream::iter), held)
+    stream::select(components, held)
 }
 
 /// The replica of an InferenceService's component, whose reconcile reads that component's pods.

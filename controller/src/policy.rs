@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use itertools::Itertools;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -62,7 +63,6 @@ pub fn read_settings(path: Option<&Path>) -> Result<Settings, String> {
             documents
                 .iter()
                 .map(|d| d["kind"].as_str().unwrap_or("no kind"))
-                .collect::<Vec<_>>()
                 .join(", ")
         ))),
         (several, _) => Err(failed(format!(
@@ -71,7 +71,6 @@ pub fn read_settings(path: Option<&Path>) -> Result<Settings, String> {
             several
                 .iter()
                 .map(|p| p["metadata"]["name"].as_str().unwrap_or_default())
-                .collect::<Vec<_>>()
                 .join(", ")
         ))),
     }

@@ -25,7 +25,7 @@ use tracing::info;
 use crate::context::{ANNOTATION, Context, Mode, Objects, event};
 use crate::error::{Error, within_timeout};
 use crate::reflected::key;
-use ome_spread_core::ome::{InferenceReplica, InferenceService};
+use ome_spread_core::ome::InferenceService;
 
 /// Shows the plan as far as the mode allows: the moves still needed as a metric, and the first
 /// move as an Event `RebalanceRecommended` when the recommendation changes (not on every
@@ -56,11 +56,7 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
         (Ok(mode), Ok(Some(next))) if ctx.rebalance == Mode::Migrate => Some(migrate(next, mode, objects, ctx).await?),
         (Ok(_), Ok(Some(next))) => Some(recommended(objects.describe(next), objects)),
     };
-    announce(replica, announcement, ctx).await
-}
-
-/// Publishes an announcement unless it is the one last published for the replica.
-async fn announce(replica: &InferenceReplica, announcement: Option<Announcement>, ctx: &Context) -> Result<(), Error> {
+    // Published unless it is the one last published for the replica.
     let key = ObjectRef::from_obj(replica);
     let last = ctx.replicas.with(&key, |kept| kept.announced.clone());
     if let Some((event, regarding)) = announcement.as_ref().filter(|(event, _)| last != event.note) {

@@ -14,10 +14,10 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use ome_spread_core::action::{no_move, what_to_do};
 use ome_spread_core::diagnosis::{Report, diagnose, node_keys};
-use ome_spread_core::loss::{Loss, worst};
-use ome_spread_core::rebalance::{NoPlan, Plan, recommend, rooms};
+use ome_spread_core::loss::worst;
+use ome_spread_core::rebalance::{recommend, rooms};
 use ome_spread_core::replica::RuntimeRef;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 use tracing::{Span, debug, field, info, instrument, warn};
 
@@ -82,46 +82,52 @@ async fn reconcile_replica(
 ) -> Result<Action, Error> {
     filled(&ctx.caches).await?;
     let (namespace, name) = (replica.namespace().unwrap_or_default(), replica.name_any());
-    let Some(diagnosis) = diagnosed(replica, ctx)? else {
+    let key = ObjectRef::from_obj(replica);
+    let Some(mut objects) = objects(replica, ctx) else {
         // Nothing to say: the InferenceService's watch brings the replica back if that changes.
-        let key = ObjectRef::from_obj(replica);
         if ctx.replicas.with(&key, |kept| kept.reported.is_some()) {
             within_timeout("the report's deletion", ctx.reports.delete(&ctx.client, replica)).await?;
         }
         ctx.forget(&key);
         return Ok(Action::await_change());
     };
-    let Diagnosed {
-        report,
-        message,
-        plan,
-        worst_loss,
-        objects,
-    } = &diagnosis;
+    let settings = ctx.caches.settings.borrow().clone();
+    let report = loop {
+        let component = objects.component();
+        let report = diagnose(&component, &settings)?;
+        if !ctx.caches.nodes.read_by(key.clone(), node_keys(&component, &report)) {
+            break report;
+        }
+        // A label no replica read before: the nodes were built without its changes since.
+        objects.nodes = ctx.caches.nodes.current();
+    };
+    let component = objects.component();
+    let (plan, message, worst_loss) = ctx.caches.pods.with_requested(|requested| {
+        let plan = recommend(&component, &report, requested, &settings);
+        // The domains where no node takes the pods are read only when a skew has no migration.
+        let rooms = no_move(&plan).map_or_else(Vec::new, |_| rooms(&component, &report, requested, 0));
+        let action = what_to_do(&report, &plan, &rooms, &objects.replica);
+        let worst_loss = worst(&component, &report, requested, &settings);
+        // What is the matter, then what to do.
+        (plan, format!("{}. {action}", report.message), worst_loss)
+    });
     Span::current().record("reason", field::display(report.reason.as_str()));
-    ctx.metrics.show(&namespace, &name, report, worst_loss.as_ref());
-    record(replica, report, message, ctx, arrived).await?;
-    let recommended = |step| recommendation(objects.describe(step), objects);
-    let moves = match (ctx.rebalance.for_service(&objects.service), plan) {
+    ctx.metrics.show(&namespace, &name, &report, worst_loss.as_ref());
+    record(replica, &report, &message, ctx, arrived).await?;
+    let recommended = |step| recommendation(objects.describe(step), &objects);
+    let moves = match (ctx.rebalance.for_service(&objects.service), &plan) {
         (Ok(Mode::Recommend), Ok(plan)) => plan.moves.iter().map(recommended).collect(),
         _ => Vec::new(),
     };
-    let results = ctx.reports.results(report, message, worst_loss.as_ref(), &moves);
-    show_report(replica, results, ctx).await?;
-    rebalance::recommend(plan, objects, ctx).await?;
-    Ok(Action::requeue(RESYNC))
-}
-
-/// The replica's policy report, written when its results change.
-async fn show_report(replica: &InferenceReplica, results: Vec<Value>, ctx: &Context) -> Result<(), Error> {
-    let key = ObjectRef::from_obj(replica);
-    if ctx.replicas.with(&key, |kept| kept.reported.as_ref() == Some(&results)) {
-        return Ok(());
-    }
-    if within_timeout("the report", ctx.reports.write(&ctx.client, replica, &results)).await? {
+    // The replica's policy report, written when its results change.
+    let results = ctx.reports.results(&report, &message, worst_loss.as_ref(), &moves);
+    if ctx.replicas.with(&key, |kept| kept.reported.as_ref() != Some(&results))
+        && within_timeout("the report", ctx.reports.write(&ctx.client, replica, &results)).await?
+    {
         ctx.replicas.with(&key, |kept| kept.reported = Some(results));
     }
-    Ok(())
+    rebalance::recommend(&plan, &objects, ctx).await?;
+    Ok(Action::requeue(RESYNC))
 }
 
 /// Waits, for at most [`FILL_TIMEOUT`], until the caches are filled, as the readiness tells
@@ -136,28 +142,16 @@ async fn filled(caches: &Caches) -> Result<(), Error> {
     }
 }
 
-/// A replica's diagnosis, the rebalance plan from it, and the objects both read.
-struct Diagnosed {
-    report: Report,
-    /// The condition's message: what is the matter, then what to do knowing the plan
-    /// (`explain`'s words).
-    message: String,
-    plan: Result<Plan, NoPlan>,
-    /// What losing the worst domain leaves; None without a key or an Instance.
-    worst_loss: Option<Loss>,
-    objects: Objects,
-}
-
-/// The diagnosis of a replica of an OMENative InferenceService, from the caches; None for any
+/// The objects of a replica of an OMENative InferenceService, from the caches; None for any
 /// other replica.
-fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnosed>, Error> {
+fn objects(replica: &InferenceReplica, ctx: &Context) -> Option<Objects> {
     let namespace = replica.namespace().unwrap_or_default();
     // A replica without a parent (OME's standalone form) has no InferenceService to diagnose.
     let parent = replica.spec.parent_ref.as_ref().map(|p| p.name.as_str());
     let cached = |parent: &str| ctx.caches.services.get(&ObjectRef::new(parent).within(&namespace));
     let (Some(parent), Some(service)) = (parent, parent.and_then(cached).filter(|s| s.on_omenative())) else {
         debug!(replica = %ObjectRef::from_obj(replica), "no OMENative InferenceService of this replica in the cache: nothing to say");
-        return Ok(None);
+        return None;
     };
     let namespaced = |runtime: &str| ctx.caches.runtimes.get(&ObjectRef::new(runtime).within(&namespace));
     let (runtime, cluster_runtime) = match service.runtime() {
@@ -165,38 +159,14 @@ fn diagnosed(replica: &InferenceReplica, ctx: &Context) -> Result<Option<Diagnos
         Some(RuntimeRef::Cluster(runtime)) => (None, ctx.caches.cluster_runtimes.get(&ObjectRef::new(runtime))),
         None => (None, None),
     };
-    let objects = Objects {
+    Some(Objects {
         service,
         runtime,
         cluster_runtime,
         replica: replica.clone(),
         pods: (ctx.caches.pods).of(&replica_of_component(&namespace, parent, &replica.spec.component)),
         nodes: ctx.caches.nodes.current(),
-    };
-    let component = objects.component();
-    let settings = ctx.caches.settings.borrow().clone();
-    let report = diagnose(&component, &settings)?;
-    let keys = node_keys(&component, &report);
-    if ctx.caches.nodes.read_by(ObjectRef::from_obj(replica), keys) {
-        // A label no replica read before: the nodes were built without its changes since.
-        return diagnosed(replica, ctx);
-    }
-    let (plan, message, worst_loss) = ctx.caches.pods.with_requested(|requested| {
-        let plan = recommend(&component, &report, requested, &settings);
-        // The domains where no node takes the pods are read only when a skew has no migration.
-        let rooms = no_move(&plan).map_or_else(Vec::new, |_| rooms(&component, &report, requested, 0));
-        let action = what_to_do(&report, &plan, &rooms, &objects.replica);
-        let worst_loss = worst(&component, &report, requested, &settings);
-        // What is the matter, then what to do.
-        (plan, format!("{}. {action}", report.message), worst_loss)
-    });
-    Ok(Some(Diagnosed {
-        report,
-        message,
-        plan,
-        worst_loss,
-        objects,
-    }))
+    })
 }
 
 /// The Event when the reason changes and the condition when it changes, written at once so that

@@ -8,6 +8,7 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use scopeguard::ScopeGuard;
 // tokio's clock, so that tests can pause and advance it.
 use tokio::time::Instant;
 
@@ -80,13 +81,17 @@ impl Health {
     }
 
     /// A reconcile runs until the guard is dropped.
-    pub fn reconciling(self: &Arc<Self>) -> Reconciling {
+    pub fn reconciling(self: &Arc<Self>) -> ScopeGuard<Instant, impl FnOnce(Instant)> {
         let started = Instant::now();
         lock(&self.running).push(started);
-        Reconciling {
-            health: self.clone(),
-            started,
-        }
+        let health = self.clone();
+        scopeguard::guard(started, move |started| {
+            // Any one that started at the same instant: only the oldest start is read.
+            let mut running = lock(&health.running);
+            if let Some(at) = running.iter().position(|start| *start == started) {
+                running.swap_remove(at);
+            }
+        })
     }
 
     /// Ok while the controller makes progress, else why not.
@@ -101,22 +106,6 @@ impl Health {
         };
         within(*lock(&self.watched), "no event of the Lease's watch")?;
         within(lock(&self.running).iter().min().copied(), "a reconcile has run")
-    }
-}
-
-/// A reconcile running: [`Health::reconciling`].
-pub struct Reconciling {
-    health: Arc<Health>,
-    started: Instant,
-}
-
-impl Drop for Reconciling {
-    fn drop(&mut self) {
-        // Any one that started at the same instant: only the oldest start is read.
-        let mut running = lock(&self.health.running);
-        if let Some(at) = running.iter().position(|started| *started == self.started) {
-            running.swap_remove(at);
-        }
     }
 }
 

@@ -819,9 +819,9 @@ fn with_older_message(reason: Reason) -> (Harness, Arc<InferenceReplica>) {
 async fn a_condition_is_timed_from_its_first_event_to_the_answer_to_its_write() {
     let (Harness { ctx, mut server, .. }, replica) = with_older_message(Reason::Skewed);
     let key = ObjectRef::from_obj(&*replica);
-    ctx.arrived([&key]);
+    ctx.arrived(vec![key.clone()]);
     sleep(Duration::from_millis(100)).await;
-    ctx.arrived([&key]);
+    ctx.arrived(vec![key.clone()]);
     sleep(Duration::from_millis(20)).await;
     let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
     let (method, _, _, respond) = next(&mut server).await;
@@ -844,7 +844,7 @@ async fn an_event_that_changes_no_condition_is_not_timed() {
         (*older).clone(),
         condition("True", "Satisfied", &message, "2026-11-01T10:00:00Z"),
     );
-    ctx.arrived([&ObjectRef::from_obj(&unchanged)]);
+    ctx.arrived(vec![ObjectRef::from_obj(&unchanged)]);
     reconcile(Arc::new(unchanged), ctx.clone()).await.expect("reconciled");
 
     let reconciling = tokio::spawn(reconcile(older.clone(), ctx.clone()));
@@ -858,7 +858,7 @@ async fn an_event_that_changes_no_condition_is_not_timed() {
 #[tokio::test(start_paused = true)]
 async fn a_failed_write_is_timed_from_the_same_event_when_retried() {
     let (Harness { ctx, mut server, .. }, replica) = with_older_message(Reason::Skewed);
-    ctx.arrived([&ObjectRef::from_obj(&*replica)]);
+    ctx.arrived(vec![ObjectRef::from_obj(&*replica)]);
     let reconciling = tokio::spawn(reconcile(replica.clone(), ctx.clone()));
     let (_, _, _, respond) = next(&mut server).await;
     answer(
