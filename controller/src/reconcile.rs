@@ -191,14 +191,14 @@ async fn record(
     let previous = written.as_ref().or(cached);
     let status = report.reason.status();
     // Its transition time moves only when its status does.
-    let (unmoved, now) = (previous.filter(|p| p.status == status), Time(Timestamp::now()));
+    let unmoved = previous.filter(|p| p.status == status);
     let condition = Condition {
         type_: CONDITION.into(),
         status: status.into(),
         reason: report.reason.as_str().into(),
         message: message.to_owned(),
         observed_generation: replica.meta().generation,
-        last_transition_time: unmoved.map_or(now, |p| p.last_transition_time.clone()),
+        last_transition_time: unmoved.map_or_else(|| Time(Timestamp::now()), |p| p.last_transition_time.clone()),
     };
     let told = told.or_else(|| previous.map(|p| p.reason.clone()));
     let tell = async {

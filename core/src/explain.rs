@@ -252,9 +252,8 @@ pub fn explain<'a>(
     let runtime = objects.runtime_of(isvc);
     // Without the runtime the settings in effect are not known: say which object is missing.
     if let (None, Some(runtime)) = (runtime, isvc.runtime()) {
-        let runtime = format!("{} {}", runtime.kind(), runtime.name());
         return Err(ExplainError::NoRuntime {
-            runtime,
+            runtime: format!("{} {}", runtime.kind(), runtime.name()),
             service: named,
             origin: source.into(),
         });

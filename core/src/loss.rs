@@ -347,8 +347,10 @@ impl<'a, 'r> Failures<'a, 'r> {
         let emptied = domains_of(self.tallies(false)).filter(|&domain| takes_all(domain));
         let emptied: Vec<String> = emptied.map(|(domain, _)| domain.to_owned()).collect();
         if self.repair.required && !self.honor && !emptied.is_empty() {
-            let (domains, with_honor) = (emptied, replaceable(true).len());
-            loss.still_counts = Some(StillCounts { domains, with_honor });
+            loss.still_counts = Some(StillCounts {
+                domains: emptied,
+                with_honor: replaceable(true).len(),
+            });
         }
         loss
     }

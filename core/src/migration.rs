@@ -447,7 +447,9 @@ pub fn hold(situation: &Situation) -> Result<(), Hold> {
         recorded.add(replica, [record.clone()]);
     }
     let own = recorded.0.values().filter(|(replica, _)| *replica == name);
-    unconfigured(replica, own.map(|(_, r)| r)).map_or(Ok(()), Err)?;
+    if let Some(unconfigured) = unconfigured(replica, own.map(|(_, r)| r)) {
+        return Err(unconfigured.into());
+    }
     let requests = situation.requests.as_ref().map_err(Clone::clone)?;
     // Our requests: every service's ledger, and those just written that it does not show yet
     // (what the caches show wins: it may say the request was rejected since).

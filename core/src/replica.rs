@@ -22,8 +22,10 @@ impl ReplicaRef {
     /// The replica OME writes for a component of an InferenceService: `<isvc>-<component>` (P3,
     /// where the pod names no controlling replica).
     pub fn for_component(namespace: &str, service: &str, component: &str) -> Self {
-        let (namespace, name) = (namespace.to_owned(), format!("{service}-{component}"));
-        Self { namespace, name }
+        Self {
+            namespace: namespace.to_owned(),
+            name: format!("{service}-{component}"),
+        }
     }
 }
 
