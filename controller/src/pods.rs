@@ -20,13 +20,13 @@ use kube::runtime::reflector::{Lookup, ObjectRef};
 use kube::runtime::watcher::{Config, Event};
 use ome_spread_core::instance::component_of;
 use ome_spread_core::labels;
-use ome_spread_core::ome::InferenceReplica;
+use ome_spread_core::ome::{InferenceReplica, namespaced_name};
 use ome_spread_core::pod::{Pod, Spec};
 use ome_spread_core::replica::ReplicaRef;
 use ome_spread_core::room::{self, Requested, Resources};
 use tracing::warn;
 
-use crate::reflected::{self, Derived, Reflected, key};
+use crate::reflected::{self, Derived, Reflected};
 
 /// The watches of the OMENative pods and of every pod, trimmed, filling `pods`: each event's replicas
 /// whose OMENative pods changed, a relist's pods found gone among them. An event that changes
@@ -166,7 +166,7 @@ impl Held {
         let held = room::held(pod).unwrap_or_else(|e| {
             // Cannot happen for a pod the API server sent (it refuses a quantity it cannot read);
             // said, naming the pod, if one does.
-            warn!(pod = %key(pod), error = %e, "a pod's requests cannot be read: they are not counted");
+            warn!(pod = %namespaced_name(pod), error = %e, "a pod's requests cannot be read: they are not counted");
             None
         });
         let (node, requests) = held?;
@@ -705,10 +705,10 @@ mod tests {
             for event in &events {
                 match event {
                     // A list names each pod once.
-                    watcher::Event::InitApply(pod) if listed.contains_key(&key(pod)) => continue,
-                    watcher::Event::InitApply(pod) => drop(listed.insert(key(pod), pod.clone())),
-                    watcher::Event::Apply(pod) => drop(told.insert(key(pod), pod.clone())),
-                    watcher::Event::Delete(pod) => drop(told.remove(&key(pod))),
+                    watcher::Event::InitApply(pod) if listed.contains_key(&namespaced_name(pod)) => continue,
+                    watcher::Event::InitApply(pod) => drop(listed.insert(namespaced_name(pod), pod.clone())),
+                    watcher::Event::Apply(pod) => drop(told.insert(namespaced_name(pod), pod.clone())),
+                    watcher::Event::Delete(pod) => drop(told.remove(&namespaced_name(pod))),
                     watcher::Event::Init => listed.clear(),
                     watcher::Event::InitDone => told = std::mem::take(&mut listed),
                 }
@@ -716,7 +716,7 @@ mod tests {
                 pods.apply(event);
             }
             let mut stored: Vec<Pod> = pods.components.store.state().iter().map(|pod| (**pod).clone()).collect();
-            stored.sort_by_key(key);
+            stored.sort_by_key(namespaced_name);
             let ome: Vec<Pod> = told.values().filter(|pod| component(pod).is_some()).cloned().collect();
             prop_assert_eq!(stored, ome);
             let mut rebuilt = Components::default();

@@ -24,8 +24,7 @@ use tracing::info;
 
 use crate::context::{ANNOTATION, Context, Mode, Objects, event};
 use crate::error::{Error, within_timeout};
-use crate::reflected::key;
-use ome_spread_core::ome::InferenceService;
+use ome_spread_core::ome::{InferenceService, namespaced_name};
 
 /// Shows the plan as far as the mode allows: the moves still needed as a metric, and the first
 /// move as an Event `RebalanceRecommended` when the recommendation changes (not on every
@@ -71,7 +70,7 @@ pub async fn recommend(plan: &Result<Plan, NoPlan>, objects: &Objects, ctx: &Con
 /// InferenceService's, lower than `migrate` when its annotation lowers it.
 async fn migrate(next: &Move, mode: Mode, objects: &Objects, ctx: &Context) -> Result<Announcement, Error> {
     let (replica, service) = (&objects.replica, &*objects.service);
-    let service_name = key(service);
+    let service_name = namespaced_name(service);
     let described = objects.describe(next);
     // The gate: from here to the write, no other reconcile checks or writes.
     let mut written = ctx.migrations.lock().await;

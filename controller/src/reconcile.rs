@@ -25,15 +25,14 @@ use crate::context::{Caches, Context, Fill, Mode, Objects, event};
 use crate::error::{Error, FILL_TIMEOUT, lock, within_timeout};
 use crate::pods::replica_of_component;
 use crate::rebalance::{self, recommendation};
-use crate::reflected::key;
 use crate::resources::{CONDITION, FIELD_MANAGER};
-use ome_spread_core::ome::InferenceReplica;
+use ome_spread_core::ome::{InferenceReplica, namespaced_name};
 
 /// Watches trigger every reconcile that matters; this only catches what a lost watch event missed.
 const RESYNC: Duration = Duration::from_secs(600);
 /// One reconcile, in a span naming the replica, on which the diagnosis's reason and the time the
 /// reconcile took are recorded: each of its log lines (the API writes among them) carries them.
-#[instrument(skip_all, fields(replica = %key(&*replica), reason = field::Empty, duration_ms = field::Empty))]
+#[instrument(skip_all, fields(replica = %namespaced_name(&*replica), reason = field::Empty, duration_ms = field::Empty))]
 pub async fn reconcile(replica: Arc<InferenceReplica>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let _running = ctx.health.reconciling();
@@ -66,7 +65,7 @@ pub fn error_policy(replica: Arc<InferenceReplica>, error: &Error, ctx: Arc<Cont
         kept.failures
     });
     let wait = retry_after(failures);
-    warn!(replica = %key(&*replica), %error, failures, retry_in = ?wait, "reconcile failed");
+    warn!(replica = %namespaced_name(&*replica), %error, failures, retry_in = ?wait, "reconcile failed");
     Action::requeue(wait)
 }
 

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
+use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::watcher::{Event, ExponentialBackoff};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
@@ -130,10 +130,6 @@ pub fn changes<K: Watched, O>(
             }
         })
     })
-}
-
-pub fn key<K: ResourceExt>(object: &K) -> String {
-    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
 #[cfg(test)]

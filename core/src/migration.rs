@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::diagnosis::Component;
-use crate::ome::{InferenceReplica, InferenceService};
+use crate::ome::{InferenceReplica, InferenceService, namespaced_name};
 use crate::rebalance::Move;
 use crate::shown::shown;
 
@@ -227,7 +227,7 @@ fn unconfigured<'a>(replica: &InferenceReplica, records: impl IntoIterator<Item 
     let held = records.into_iter().find(|r| r.held_for_caps()).map(|r| r.uuid.clone());
     // Named only when held: most calls find nothing held.
     (condition || held.is_some()).then(|| Unconfigured {
-        replica: named(replica),
+        replica: namespaced_name(replica),
         held,
     })
 }
@@ -238,11 +238,6 @@ impl Unconfigured {
     pub fn of(replica: &InferenceReplica) -> Option<Self> {
         unconfigured(replica, &records_of(replica).unwrap_or_default())
     }
-}
-
-/// An object's `namespace/name`, as the guardrails name it.
-fn named(object: &impl ResourceExt) -> String {
-    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
 /// A record OME would not have written: named by replica, place, field and value.
@@ -287,7 +282,7 @@ pub fn records(replica: &str, migrations: Option<&Value>) -> Result<Vec<Record>,
 /// [`records`] of a replica's own `status.migrations`.
 fn records_of(replica: &InferenceReplica) -> Result<Vec<Record>, BadRecord> {
     let migrations = replica.status.as_ref().and_then(|status| status.migrations.as_ref());
-    records(&named(replica), migrations)
+    records(&namespaced_name(replica), migrations)
 }
 
 /// Every InferenceService's requests as the guardrails read them: the whole cluster's, read
@@ -304,7 +299,7 @@ impl Requests {
     pub fn read<'a>(services: impl IntoIterator<Item = &'a InferenceService>) -> Result<Self, BadLedger> {
         let mut requests = Self::default();
         for service in services {
-            let (name, annotations) = (named(service), service.annotations());
+            let (name, annotations) = (namespaced_name(service), service.annotations());
             let pending = annotations.keys().find(|k| k.starts_with(REQUEST_PREFIX));
             requests.pending = requests.pending.or(pending.map(|key| (name.clone(), key.clone())));
             let ours = ledger(&name, annotations)?.into_iter();
@@ -324,7 +319,7 @@ impl Records {
     pub fn read<'a>(replicas: impl IntoIterator<Item = &'a InferenceReplica>) -> Result<Self, BadRecord> {
         let mut records = Self::default();
         for replica in replicas {
-            records.add(&named(replica), records_of(replica)?);
+            records.add(&namespaced_name(replica), records_of(replica)?);
         }
         Ok(records)
     }
@@ -436,11 +431,11 @@ impl Hold {
 /// of the move, the backoff after a failure). None: the request may be written. (Under
 /// `migrationPolicy.mode: Never` there is no plan, so no move to hold.)
 pub fn hold(situation: &Situation) -> Result<(), Hold> {
-    let service = named(situation.component.service);
+    let service = namespaced_name(situation.component.service);
     component_holds(situation, &service)?;
     // The component's own replica's records first: of two copies as far along, its own is read.
     let (replica, mut recorded) = (situation.component.replica, Records::default());
-    let name = named(replica);
+    let name = namespaced_name(replica);
     recorded.add(&name, records_of(replica)?);
     let cluster = situation.records.as_ref().map_err(Clone::clone)?;
     for (replica, record) in cluster.0.values() {
@@ -464,7 +459,7 @@ fn component_holds(s: &Situation, service: &str) -> Result<(), Hold> {
         return Err(Hold::ModeLowered(service.into(), mode.into()));
     }
     if s.component.replica.spec.paused == Some(true) {
-        return Err(Hold::Paused(named(s.component.replica)));
+        return Err(Hold::Paused(namespaced_name(s.component.replica)));
     }
     for pod in &s.component.pods {
         let name = || pod.name().to_owned();

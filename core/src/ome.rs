@@ -13,7 +13,7 @@
 //! value.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use kube::{CustomResource, Resource};
+use kube::{CustomResource, Resource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -224,6 +224,11 @@ fn described(kind: &str, meta: &ObjectMeta) -> String {
         Some(namespace) => format!("{kind} {namespace}/{name}"),
         None => format!("{kind} {name}"),
     }
+}
+
+/// An object's `namespace/name`, as the guardrails and the controller's logs name it.
+pub fn namespaced_name<K: ResourceExt>(object: &K) -> String {
+    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
 /// An object's namespace, [`DEFAULT_NAMESPACE`] where its metadata names none (as kubectl reads a
